@@ -1,0 +1,55 @@
+// duet plugins — what the host finds, loads and refuses, and why.
+#include <iostream>
+
+#include "cli_options.h"
+#include "commands.h"
+#include "duet/pipeline_config.h"
+#include "duet/plugin_host.h"
+
+namespace duet::cli {
+
+int cmd_plugins(const std::vector<std::string>& args) {
+  po::options_description opts("Options");
+  opts.add_options()("help,h", "show this help")(
+      "config,c", po::value<std::string>(), "also search the plugins.paths of this pipeline YAML")(
+      "plugin-path,p", po::value<std::vector<std::string>>()->composing(),
+      "search this folder first (repeatable)");
+  po::variables_map vm;
+  if (!parse_command_line("plugins", "duet plugins [--config PIPELINE.yaml] [--plugin-path DIR]...",
+                          opts, {}, args, vm)) {
+    return 0;
+  }
+
+  std::vector<std::string> paths;
+  if (vm.count("plugin-path")) paths = vm["plugin-path"].as<std::vector<std::string>>();
+  std::filesystem::path base = std::filesystem::current_path();
+  if (vm.count("config")) {
+    PipelineConfig config = load_pipeline_config(vm["config"].as<std::string>());
+    base = config.source.parent_path();
+    for (auto& p : paths) p = std::filesystem::absolute(p).string();
+    paths.insert(paths.end(), config.plugins.paths.begin(), config.plugins.paths.end());
+  }
+
+  auto dirs = plugin_search_dirs(paths, base);
+  std::cout << "Search path (first match of a name wins):\n";
+  for (const auto& d : dirs) std::cout << "  " << d.string() << "\n";
+  if (dirs.empty()) std::cout << "  (no folder exists; set DUET_PLUGIN_PATH or pass --plugin-path)\n";
+
+  PluginHost host;
+  host.load_dirs(dirs);
+  std::cout << "\nPlugins:\n";
+  for (const auto& r : host.records()) {
+    std::cout << "  " << r.name << (r.version.empty() ? "" : " " + r.version) << "  "
+              << (r.loaded ? "loaded" : "REFUSED") << "  " << r.path.string() << "\n";
+    if (!r.summary.empty()) std::cout << "      " << r.summary << "\n";
+    if (!r.loaded) std::cout << "      reason: " << r.refusal << "\n";
+    for (const auto& c : r.components) {
+      std::cout << "      " << component_kind_name(c.kind) << " " << c.name
+                << (c.summary.empty() ? "" : ": " + c.summary) << "\n";
+    }
+  }
+  if (host.records().empty()) std::cout << "  (none found)\n";
+  return 0;
+}
+
+}  // namespace duet::cli

@@ -1,0 +1,42 @@
+// duet/backend.h — one compute backend: its device, its ops, and the
+// attention and KV-cache implementations that run on that device.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "duet/attention.h"
+#include "duet/device.h"
+#include "duet/kv_cache.h"
+#include "duet/ops.h"
+
+namespace duet {
+
+// Created by a factory a backend plugin registers (see duet/plugin.h).
+// Thread-safety: none; a pipeline drives its backend from one thread.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+  virtual Device& device() = 0;
+  virtual Ops& ops() = 0;
+
+  // Names of the attention implementations; the first is the default.
+  virtual std::vector<std::string> attention_impls() const = 0;
+
+  // Creates attention `impl` (one of attention_impls()). Throws
+  // duet::Error(kConfig) for an unknown impl or a spec it cannot serve.
+  virtual std::unique_ptr<Attention> create_attention(const std::string& impl,
+                                                      const AttentionSpec& spec) = 0;
+
+  // Names of the KV-cache storages; the first is the default.
+  virtual std::vector<std::string> kv_cache_impls() const = 0;
+
+  // Allocates a cache for `spec`. Throws duet::Error(kConfig) for an unknown
+  // impl or dtype and duet::Error(kOutOfMemory) when the device lacks room.
+  virtual std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) = 0;
+};
+
+}  // namespace duet

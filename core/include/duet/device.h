@@ -1,0 +1,53 @@
+// duet/device.h — memory of one compute device, owned by a backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace duet {
+
+// One allocation on a device. Destroying it frees the memory. `data()` is a
+// device pointer: host code may dereference it only if the owning Device
+// reports host_accessible().
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual void* data() = 0;
+  virtual uint64_t size() const = 0;
+};
+
+struct MemoryInfo {
+  uint64_t total_bytes = 0;  // 0 when unknown
+  uint64_t free_bytes = 0;   // 0 when unknown
+};
+
+// A device's memory and transfers. Thread-safety: a Device may be used from
+// one thread at a time unless its backend documents otherwise.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // Short name: "cpu", "cuda:0".
+  virtual std::string name() const = 0;
+
+  // True when device pointers are ordinary host pointers.
+  virtual bool host_accessible() const = 0;
+
+  // Allocates `bytes` (aligned to at least 64 bytes). On failure throws
+  // duet::Error(kOutOfMemory) whose message says how much was requested and
+  // how much was free. A zero-byte request returns a valid empty buffer.
+  virtual std::unique_ptr<Buffer> allocate(uint64_t bytes) = 0;
+
+  // Copies between host memory and device memory. Both ranges must lie inside
+  // live allocations. They may be asynchronous; synchronize() waits for them.
+  virtual void copy_from_host(void* device_dst, const void* host_src, uint64_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* device_src, uint64_t bytes) = 0;
+
+  // Blocks until all work queued on this device has finished.
+  virtual void synchronize() = 0;
+
+  virtual MemoryInfo memory() const = 0;
+};
+
+}  // namespace duet

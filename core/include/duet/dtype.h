@@ -1,0 +1,53 @@
+// duet/dtype.h — element types of tensors and their storage layout.
+//
+// The numeric codes equal GGUF's tensor type codes (ggml_type), so a type read
+// from a file needs no translation. Block-quantized types store `block_size`
+// elements in `block_bytes` bytes; a row of n elements (n a multiple of the
+// block size) takes n / block_size * block_bytes bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace duet {
+
+enum class DType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,   // 32 elements: f16 scale d, 16 bytes of 4-bit q; x = d * (q - 8)
+  kQ4_1 = 3,   // 32 elements: f16 scale d, f16 min m, 16 bytes of 4-bit q; x = d * q + m
+  kQ8_0 = 8,   // 32 elements: f16 scale d, 32 int8 q; x = d * q
+  kI32 = 26,
+  kBF16 = 30,
+};
+
+struct DTypeTraits {
+  DType type;
+  std::string_view name;  // "f32", "q4_1", ...
+  int64_t block_size;     // elements per block (1 for scalar types)
+  int64_t block_bytes;    // bytes per block
+};
+
+// Traits of a supported type.
+const DTypeTraits& dtype_traits(DType type);
+
+// Looks up a GGUF/ggml type code. Returns nullopt for codes Duet does not
+// support (the caller reports them by name with ggml_type_name()).
+std::optional<DType> dtype_from_code(uint32_t code) noexcept;
+
+// Name of any ggml type code, supported or not ("q5_k", ...); "unknown(N)"
+// for codes that no ggml version defines.
+std::string ggml_type_name(uint32_t code);
+
+// Looks up a type by its lower-case name ("f32", "q8_0"); nullopt if unknown.
+std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+
+inline std::string_view dtype_name(DType t) { return dtype_traits(t).name; }
+
+// Bytes taken by `n` elements. REQUIRES: n is a multiple of the block size.
+// Returns nullopt if n is not a multiple of the block size or on overflow.
+std::optional<uint64_t> dtype_row_bytes(DType t, uint64_t n) noexcept;
+
+}  // namespace duet

@@ -1,0 +1,62 @@
+// duet/kv_cache.h — storage for every layer's keys and values.
+//
+// Storage is a set of fixed-size blocks of `block_tokens` slots. Which slots
+// belong to which sequence is decided by core (the bookkeeping is identical
+// on every backend) and passed to attention in a StepBatch; the storage only
+// holds the data. A contiguous cache is the special case of one block per
+// sequence holding `capacity_tokens` slots; a paged cache has many small
+// blocks; a quantized cache stores K and V in a dtype other than f32.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "duet/dtype.h"
+#include "duet/support.h"
+
+namespace duet {
+
+struct KVCacheSpec {
+  std::string impl = "contiguous";  // name in the backend's kv_cache_impls()
+  int32_t n_layers = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  int64_t capacity_tokens = 0;      // slots over all blocks
+  int32_t block_tokens = 0;         // slots per block; capacity for contiguous
+  DType dtype = DType::kF32;        // element type of stored K and V
+};
+
+// Where one layer's K and V live. Slot s of layer l holds n_kv_heads *
+// head_dim elements of `dtype` at byte offset s * slot_bytes from k (and v).
+struct KVLayerView {
+  void* k = nullptr;
+  void* v = nullptr;
+  uint64_t slot_bytes = 0;
+};
+
+// Thread-safety: none; one pipeline uses a cache at a time.
+class KVCache {
+ public:
+  virtual ~KVCache() = default;
+
+  virtual const KVCacheSpec& spec() const = 0;
+
+  // Device bytes this cache holds (keys, values and any scales).
+  virtual uint64_t memory_bytes() const = 0;
+
+  // The storage of `layer` in [0, spec().n_layers). Device pointers.
+  virtual KVLayerView layer(int32_t layer) = 0;
+
+  // Copies `n` whole blocks, all layers, from block src to block dst
+  // (used for copy-on-write of shared prefixes). Ranges must not overlap.
+  virtual void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) = 0;
+
+  // Moves the contents of `n_slots` slots starting at slot 0 of every layer
+  // to or from host memory laid out as [layer][k|v][slot][head][dim] in
+  // spec().dtype: how a cache travels between backends.
+  virtual void export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) = 0;
+  virtual void import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) = 0;
+};
+
+}  // namespace duet

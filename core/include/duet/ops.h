@@ -1,0 +1,80 @@
+// duet/ops.h — the tensor operations a Llama-family decoder needs, as a
+// backend implements them.
+//
+// Core validates every shape and dtype before it calls an op (see
+// core/src/checked_ops.h), so an implementation may assume its preconditions
+// hold and only computes. All tensors live on the backend's own device.
+// Activations are f32; weights may be any dtype the backend supports(). Ops
+// may run asynchronously on the device; Device::synchronize() waits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "duet/support.h"
+#include "duet/tensor.h"
+
+namespace duet {
+
+enum class OpKind {
+  kEmbedding,  // gather rows of a (possibly quantized) table
+  kMatmul,     // activations times the transpose of a weight matrix
+  kRmsNorm,
+  kRope,
+  kSwiGLU,
+  kAdd,
+};
+
+const char* op_kind_name(OpKind kind);
+
+// What supports() is asked: an op and the dtype of its weight operand (the
+// table for kEmbedding, the matrix for kMatmul, f32 otherwise).
+struct OpDesc {
+  OpKind kind;
+  DType weight_dtype = DType::kF32;
+};
+
+// Rotary position embedding parameters. `pairs` says which elements rotate
+// together: kAdjacent rotates (x[2i], x[2i+1]) — the layout GGUF Llama files
+// store Q and K weights for; kHalves rotates (x[i], x[i + d/2]) — the NeoX
+// layout.
+struct RopeParams {
+  enum class Pairs { kAdjacent, kHalves };
+  float theta_base = 10000.0f;
+  Pairs pairs = Pairs::kAdjacent;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  // Whether this backend implements `desc`; reasons name what is missing.
+  virtual Support supports(const OpDesc& desc) const = 0;
+
+  // out[i, :] = dequantize(table[ids[i], :]).
+  // table: [vocab, dim] any supported dtype; ids: i32 [n], every id in
+  // [0, vocab); out: f32 [n, dim].
+  virtual void embedding(const TensorView& table, const TensorView& ids, TensorView out) = 0;
+
+  // out[n, m] = x[n, k] · w[m, k]ᵀ.  x, out: f32; w: any supported dtype.
+  virtual void matmul(const TensorView& x, const TensorView& w, TensorView out) = 0;
+
+  // out[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) * weight[:].
+  // x, out: f32 [n, d]; weight: f32 [d]. out may alias x.
+  virtual void rmsnorm(const TensorView& x, const TensorView& weight, float eps,
+                       TensorView out) = 0;
+
+  // Rotates x in place. x: f32 [n, heads, head_dim] (head_dim even);
+  // positions: i32 [n], the absolute position of each row. Pair j of a head
+  // is rotated by angle position * theta_base^(-2j / head_dim).
+  virtual void rope(TensorView x, const TensorView& positions, const RopeParams& params) = 0;
+
+  // out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)).
+  // All f32 of one shape. out may alias gate or up.
+  virtual void swiglu(const TensorView& gate, const TensorView& up, TensorView out) = 0;
+
+  // out = a + b, elementwise, all f32 of one shape. out may alias a or b.
+  virtual void add(const TensorView& a, const TensorView& b, TensorView out) = 0;
+};
+
+}  // namespace duet

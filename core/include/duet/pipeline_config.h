@@ -1,0 +1,139 @@
+// duet/pipeline_config.h — a pipeline YAML file, parsed and validated.
+//
+// load_pipeline_config() turns a file such as configs/smollm2.yaml into the
+// plain structs below. It checks the file's structure and every key that core
+// owns (types, ranges, required keys, stage order); the meaning of component
+// options (backend.options, sampler chain links, stage options) is checked
+// later by the factory that creates the component, through Options::finish().
+// The schema is documented key by key in docs/pipeline-yaml.md.
+//
+// Errors: every problem in the file and in the overrides is collected and
+// thrown together as one duet::Error(ErrorKind::kConfig) whose message has
+// one line per problem. A line starts with "FILE:LINE:COL: " (1-based) for a
+// problem in the file, with "--set KEY=VALUE: " for one in an override, and
+// with "FILE: " for a problem with the whole file (missing, too large).
+// No yaml-cpp exception ever leaves these functions.
+//
+// Thread-safety: the functions are reentrant; the structs are plain values.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "duet/dtype.h"
+#include "duet/options.h"
+
+namespace duet {
+
+// Pipeline files larger than this are refused before they are parsed.
+inline constexpr uint64_t kMaxPipelineFileBytes = 1u << 20;
+
+// Where a value was written: 1-based line and column in the pipeline file,
+// or line 0 when it came from a --set override or is a default.
+struct SourcePos {
+  int line = 0;
+  int column = 0;
+};
+
+struct ModelConfig {
+  // The GGUF file. A path written in the file is resolved against the file's
+  // folder; one given by --set is taken as written (relative to the working
+  // directory), like any command-line path.
+  std::filesystem::path path;
+  bool chat = false;           // wrap the prompt in the model's chat template
+  std::string system_prompt;   // YAML key `system`; "" = none
+  std::string chat_template;   // "" = the template stored in the model
+};
+
+struct PluginsConfig {
+  // Folders searched for plugins before the defaults, resolved like
+  // ModelConfig::path. Pass them to plugin_search_dirs().
+  std::vector<std::string> paths;
+};
+
+struct BackendConfig {
+  std::string plugin = "reference";  // a registered backend's name
+  Options options{"backend.options"};  // validated by the backend's factory
+};
+
+struct AttentionConfig {
+  std::string impl = "default";  // "default" = the backend's own
+};
+
+struct KVCacheConfig {
+  std::string impl = "contiguous";
+  int64_t capacity_tokens = 4096;  // 1..16777216
+  int32_t block_tokens = 0;        // 0 = one block of the whole capacity;
+                                   // otherwise divides capacity_tokens
+  DType dtype = DType::kF32;       // f32, f16, bf16 or q8_0
+};
+
+// One link of the sampling chain, e.g. `- top_k: 40`. A scalar shorthand is
+// stored as the option "value"; `options.path()` is the link's key path, e.g.
+// "components.sampler.chain[2].top_p". Validated by the sampler's factory.
+struct SamplerLink {
+  std::string name;
+  Options options;
+  SourcePos pos;
+};
+
+struct SamplerConfig {
+  uint64_t seed = 0;
+  std::vector<SamplerLink> chain;  // in the order the links apply
+};
+
+// One stage, e.g. `- decode: {max_new_tokens: 128, stop: ["<|im_end|>"]}`.
+// Scalar options go to `options` (path e.g. "stages[1].decode"), options
+// whose value is a list of scalars go to `lists`; each key is in exactly one.
+// Validated by the stage's factory.
+struct StageConfig {
+  std::string name;
+  Options options;
+  std::map<std::string, std::vector<std::string>> lists;
+  SourcePos pos;
+};
+
+struct PipelineConfig {
+  std::filesystem::path source;  // the file, or the source name given to parse
+  ModelConfig model;
+  PluginsConfig plugins;
+  BackendConfig backend;
+  AttentionConfig attention;
+  KVCacheConfig kv_cache;
+  SamplerConfig sampler;
+  std::vector<StageConfig> stages;  // at least one; in the order they run
+};
+
+// Reads, overrides and validates a pipeline file. `overrides` are --set
+// strings "key.path=value", applied in order to the parsed document before
+// validation: dots separate map keys, a number selects a list item
+// ("stages.1.decode.max_new_tokens=64"), and the value is parsed as YAML
+// ("[a, b]", "{k: 1}", "true"; an empty value is the empty string). Missing
+// maps along the path are created; a list index out of range or a path
+// through a scalar is an error.
+// Throws duet::Error(kConfig) when the file is missing, unreadable or larger
+// than kMaxPipelineFileBytes, and for every problem described above.
+PipelineConfig load_pipeline_config(const std::filesystem::path& file,
+                                    const std::vector<std::string>& overrides = {});
+
+// As load_pipeline_config(), for text already in memory. `source_name`
+// prefixes every error line and becomes PipelineConfig::source; relative
+// paths in the text are resolved against `base_dir` (may be empty).
+PipelineConfig parse_pipeline_config(std::string_view yaml_text, const std::string& source_name,
+                                     const std::filesystem::path& base_dir,
+                                     const std::vector<std::string>& overrides = {});
+
+// The configuration as normalized YAML: every key written out, defaults
+// included, paths resolved, one fixed key order, preceded by a comment naming
+// the source. Parsing the result again gives the same configuration.
+std::string describe(const PipelineConfig& config);
+
+// "FILE:LINE:COL" for a position in `source`; "FILE (--set)" for line 0.
+// The prefix the pipeline builder puts before a component's own errors.
+std::string format_source_pos(const std::filesystem::path& source, SourcePos pos);
+
+}  // namespace duet

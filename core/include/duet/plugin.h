@@ -1,0 +1,133 @@
+// duet/plugin.h — the boundary between the Duet host and a plugin library.
+//
+// A plugin is a shared library exporting one C function, duet_plugin_entry(),
+// that returns a plain descriptor. The host reads the descriptor before it
+// touches any C++ object of the plugin and refuses the library — with the
+// reason — unless all of these hold, in this order:
+//   1. struct_size covers every field this host reads;
+//   2. abi_major equals DUET_ABI_MAJOR and abi_minor is not newer than the
+//      host's DUET_ABI_MINOR;
+//   3. the toolchain tag equals the host's (C++ objects such as std::string,
+//      std::function and vtables cross this boundary, so both sides must
+//      share a C++ ABI and standard library ABI);
+//   4. probe() says the plugin can run on this machine.
+// Only then does the host call create(), through which the plugin registers
+// its components. The library stays loaded while any object it created is
+// alive; destroy() is called before it is unloaded.
+//
+// Most plugins use DUET_DEFINE_PLUGIN below rather than writing the entry by
+// hand. Build them with -fvisibility=hidden; the macro exports the entry. Do
+// no CPU-specific work in static initialisers: probe() is where a plugin
+// checks the machine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "duet/backend.h"
+#include "duet/options.h"
+#include "duet/sampler.h"
+#include "duet/stage.h"
+
+#define DUET_ABI_MAJOR 1
+#define DUET_ABI_MINOR 0
+
+#define DUET_PLUGIN_STR_(x) #x
+#define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
+#if defined(_LIBCPP_VERSION)
+#define DUET_STDLIB_TAG "libc++abi" DUET_PLUGIN_STR(_LIBCPP_ABI_VERSION)
+#elif defined(__GLIBCXX__)
+#define DUET_STDLIB_TAG "libstdc++cxx11abi" DUET_PLUGIN_STR(_GLIBCXX_USE_CXX11_ABI)
+#else
+#define DUET_STDLIB_TAG "unknown-stdlib"
+#endif
+// The C++ ABI, standard library ABI and language standard the including
+// translation unit is compiled with, e.g. "itanium;libstdc++cxx11abi1;c++202002L".
+// GCC and Clang share the Itanium ABI, so the compiler itself is not part of it.
+#define DUET_TOOLCHAIN_TAG "itanium;" DUET_STDLIB_TAG ";c++" DUET_PLUGIN_STR(__cplusplus)
+
+#define DUET_PLUGIN_ENTRY_SYMBOL "duet_plugin_entry"
+
+namespace duet {
+
+using BackendFactory = std::function<std::unique_ptr<Backend>(const Options& options)>;
+using SamplerFactory = std::function<std::unique_ptr<Sampler>(const Options& options)>;
+using StageFactory = std::function<std::unique_ptr<Stage>(const Options& options)>;
+
+// What create() receives: the host's registries. A factory must validate its
+// options completely (calling Options::finish()) and throw duet::Error(kConfig)
+// naming the key path on any bad value. Factories run on the host's thread.
+// Registering a name that is already taken throws duet::Error(kPlugin); the
+// host then refuses the whole plugin.
+class PluginRegistrar {
+ public:
+  virtual void add_backend(const std::string& name, const std::string& summary,
+                           BackendFactory factory) = 0;
+  virtual void add_sampler(const std::string& name, const std::string& summary,
+                           SamplerFactory factory) = 0;
+  virtual void add_stage(const std::string& name, const std::string& summary,
+                         StageFactory factory) = 0;
+
+ protected:
+  ~PluginRegistrar() = default;
+};
+
+}  // namespace duet
+
+extern "C" {
+
+// Version 1.0 of the descriptor. New fields are only ever appended (a minor
+// ABI bump); struct_size tells the host which ones a plugin has.
+struct DuetPluginDescriptor {
+  uint32_t struct_size;  // sizeof(DuetPluginDescriptor) in the plugin
+  uint32_t abi_major;    // DUET_ABI_MAJOR the plugin was built with
+  uint32_t abi_minor;    // DUET_ABI_MINOR the plugin was built with
+  const char* toolchain; // DUET_TOOLCHAIN_TAG of the plugin
+  const char* name;      // unique plugin name, [a-z0-9_-]+
+  const char* version;   // the plugin's own version, free-form
+  const char* summary;   // one line for `duet plugins`
+
+  // Returns 1 if the plugin can run here. Otherwise returns 0 and writes a
+  // NUL-terminated reason ("no CUDA device") of at most reason_size bytes.
+  // Must not throw. May be null, meaning "always runs".
+  int (*probe)(char* reason, size_t reason_size);
+
+  // Registers the plugin's components. Returns 0 on success; otherwise
+  // writes a NUL-terminated message of at most error_size bytes and returns
+  // non-zero. Called at most once per load.
+  int (*create)(duet::PluginRegistrar* registrar, char* error, size_t error_size);
+
+  // Called once before the library is unloaded, after every object it
+  // created has been destroyed. May be null.
+  void (*destroy)(void);
+};
+
+typedef const DuetPluginDescriptor* (*DuetPluginEntryFn)(void);
+
+}  // extern "C"
+
+namespace duet::plugin_detail {
+// Runs `fn(registrar)` and turns an exception into create()'s error return.
+int guarded_create(void (*fn)(PluginRegistrar&), PluginRegistrar* registrar, char* error,
+                   size_t error_size) noexcept;
+}  // namespace duet::plugin_detail
+
+// Defines duet_plugin_entry() for a plugin. REGISTER_FN is
+// `void fn(duet::PluginRegistrar&)` and may throw; PROBE_FN is a probe as in
+// the descriptor, or nullptr.
+#define DUET_DEFINE_PLUGIN(NAME, VERSION, SUMMARY, PROBE_FN, REGISTER_FN)                  \
+  namespace {                                                                             \
+  int duet_plugin_create_(duet::PluginRegistrar* r, char* e, size_t n) {                  \
+    return duet::plugin_detail::guarded_create(REGISTER_FN, r, e, n);                     \
+  }                                                                                       \
+  const DuetPluginDescriptor duet_plugin_descriptor_ = {                                  \
+      sizeof(DuetPluginDescriptor), DUET_ABI_MAJOR, DUET_ABI_MINOR, DUET_TOOLCHAIN_TAG,   \
+      NAME, VERSION, SUMMARY, PROBE_FN, duet_plugin_create_, nullptr};                    \
+  }                                                                                       \
+  extern "C" __attribute__((visibility("default"))) const DuetPluginDescriptor*           \
+  duet_plugin_entry(void) {                                                               \
+    return &duet_plugin_descriptor_;                                                      \
+  }

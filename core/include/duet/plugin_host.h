@@ -1,0 +1,95 @@
+// duet/plugin_host.h — finds, checks and loads plugin libraries, and creates
+// the components they register.
+//
+// The host never throws for a bad library: a library that cannot be used is
+// recorded as refused, with the reason, and the host keeps working. Component
+// lookups throw duet::Error(kPlugin) naming the missing component and the
+// names that exist. Objects created through the host keep their library
+// loaded for as long as they live, even past the host itself.
+// Thread-safety: none; use a host from one thread.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "duet/plugin.h"
+
+namespace duet {
+
+enum class ComponentKind { kBackend, kSampler, kStage };
+const char* component_kind_name(ComponentKind kind);  // "backend", ...
+
+struct ComponentInfo {
+  ComponentKind kind;
+  std::string name;
+  std::string summary;
+  std::string plugin;  // the plugin that registered it, "core" for built-ins
+};
+
+struct PluginRecord {
+  std::filesystem::path path;
+  std::string name;      // from the descriptor; the file name when unreadable
+  std::string version;
+  std::string summary;
+  bool loaded = false;
+  std::string refusal;   // why it was refused; empty when loaded
+  std::vector<ComponentInfo> components;
+};
+
+// Library file names the host picks up when it scans a folder.
+bool is_plugin_file_name(const std::string& file_name);
+
+// The folders searched for plugins, in order: `config_paths` (a pipeline's
+// plugins.paths, relative ones taken from `config_dir`), each entry of the
+// DUET_PLUGIN_PATH environment variable (':'-separated), the install's plugin
+// folder (<prefix>/lib/duet/plugins beside the running executable), and the
+// build tree's plugin folder. Folders that do not exist are skipped.
+std::vector<std::filesystem::path> plugin_search_dirs(
+    const std::vector<std::string>& config_paths, const std::filesystem::path& config_dir);
+
+class PluginHost {
+ public:
+  PluginHost();
+  ~PluginHost();
+  PluginHost(const PluginHost&) = delete;
+  PluginHost& operator=(const PluginHost&) = delete;
+
+  // Loads one library and returns (a copy of) its record, loaded or
+  // refused. A plugin whose name is already loaded is refused as a duplicate.
+  PluginRecord load(const std::filesystem::path& file);
+
+  // Loads every plugin file (is_plugin_file_name) in each folder, in folder
+  // order and then file-name order.
+  void load_dirs(const std::vector<std::filesystem::path>& dirs);
+
+  const std::vector<PluginRecord>& records() const { return records_; }
+  std::vector<ComponentInfo> components(ComponentKind kind) const;
+  bool has(ComponentKind kind, const std::string& name) const;
+
+  // Create components by name. Throw duet::Error(kPlugin) for an unknown name
+  // (listing the known ones) and pass on the factory's own errors.
+  std::shared_ptr<Backend> create_backend(const std::string& name, const Options& options) const;
+  std::shared_ptr<Sampler> create_sampler(const std::string& name, const Options& options) const;
+  std::shared_ptr<Stage> create_stage(const std::string& name, const Options& options) const;
+
+ private:
+  class Library;
+  class Registrar;
+  struct Entry {
+    ComponentInfo info;
+    std::shared_ptr<Library> library;  // null for core built-ins
+    BackendFactory backend;
+    SamplerFactory sampler;
+    StageFactory stage;
+  };
+  const Entry& find(ComponentKind kind, const std::string& name) const;
+
+  std::vector<PluginRecord> records_;
+  std::map<std::pair<ComponentKind, std::string>, Entry> entries_;
+  std::vector<std::shared_ptr<Library>> libraries_;
+};
+
+}  // namespace duet

@@ -1,0 +1,46 @@
+// duet/quant.h — conversion between f32 and the stored weight formats.
+//
+// The block formats are ggml's, byte for byte (see duet/dtype.h): a row of n
+// elements is n / 32 consecutive blocks, and inside a block element j (0..15)
+// is the low nibble of qs[j] and element j + 16 its high nibble.
+//   q4_0: { f16 d; uint8 qs[16]; }        x = d * (q - 8)
+//   q4_1: { f16 d; f16 m; uint8 qs[16]; } x = d * q + m
+//   q8_0: { f16 d; int8 qs[32]; }         x = d * q
+// Every function is pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "duet/dtype.h"
+
+namespace duet {
+
+// IEEE 754 binary16 <-> binary32. f32_to_f16 rounds to nearest, ties to even;
+// values beyond the f16 range become ±inf, values below half the smallest
+// subnormal become ±0, and a NaN stays a (quiet) NaN.
+float f16_to_f32(uint16_t h) noexcept;
+uint16_t f32_to_f16(float f) noexcept;
+
+// bfloat16 (the upper half of a binary32) <-> binary32. f32_to_bf16 rounds to
+// nearest, ties to even, and keeps NaN a (quiet) NaN.
+float bf16_to_f32(uint16_t h) noexcept;
+uint16_t f32_to_bf16(float f) noexcept;
+
+// Expands `n` elements of `type` stored at `src` into `dst`.
+// Supports f32, f16, bf16, q4_0, q4_1 and q8_0. Throws duet::Error(kInternal)
+// for any other type or when n is not a multiple of the type's block size:
+// callers validate both first, so either is a bug in Duet.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+
+// Stores `n` elements of `src` as `type` at `dst` (dtype_row_bytes(type, n)
+// bytes), rounding exactly as ggml's reference quantizers do, so files Duet
+// writes match files ggml writes:
+//   q4_0: d = v / -8 where v is the element of largest magnitude,
+//         q = min(15, trunc(x / d + 8.5));
+//   q4_1: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5));
+//   q8_0: d = max|x| / 127, q = round(x / d).
+// (An all-zero block has d = 0 and every q at its zero point.) Same types and
+// errors as dequantize_row.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+}  // namespace duet

@@ -1,0 +1,49 @@
+// duet/sampler.h — one link of a sampling chain.
+//
+// A pipeline's sampler chain is an ordered list of Samplers, written in the
+// YAML in the order they apply and recorded with every result. Each link
+// edits the candidate list (rescales, filters, biases logits) or selects a
+// token. If no link selects, core draws from the softmax of what remains,
+// using the counter-based RNG in SamplingContext.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace duet {
+
+struct Candidates {
+  std::vector<int32_t> ids;    // token ids still eligible
+  std::vector<float> logits;   // logits[i] belongs to ids[i]
+  int32_t selected = -1;       // set by a selecting link; -1 = none yet
+};
+
+// Everything a link may read besides the candidates. `uniform(draw)` returns
+// a number in [0, 1) that depends only on (seed, sequence, step, draw): the
+// same request gives the same numbers whatever else is running.
+struct SamplingContext {
+  uint64_t seed = 0;
+  uint32_t sequence = 0;
+  uint64_t step = 0;                    // index of the token being generated
+  std::span<const int32_t> history;     // prompt and generated tokens so far
+
+  double uniform(uint32_t draw) const;
+};
+
+// Created per pipeline by a factory that validated its options. Thread-safety:
+// none; apply() may keep state across steps (e.g. a window of recent tokens).
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+
+  // The chain entry's name as written in the YAML ("top_k").
+  virtual std::string name() const = 0;
+
+  // Edits `c` in place. Must leave at least one candidate, and if it sets
+  // c.selected, to an id present in c.ids.
+  virtual void apply(Candidates& c, const SamplingContext& ctx) = 0;
+};
+
+}  // namespace duet

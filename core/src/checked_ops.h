@@ -1,0 +1,55 @@
+// checked_ops.h — the one place where op operands are validated (internal to
+// core).
+//
+// Model code calls ops through CheckedOps, never through a backend's Ops
+// directly: every call first checks ranks, shapes, dtypes and aliasing
+// against the contracts in duet/ops.h and asks the backend whether it
+// supports() the weight dtype, then dispatches. Backends therefore only
+// compute ("checks in core, arithmetic in backend").
+//
+// Failures throw duet::Error:
+//   kInternal — an operand breaks an op contract (a bug in the model code
+//               that called it); the message names the op, the operand and
+//               the shapes involved, e.g. "matmul: w has 512 columns but x
+//               has 576; shapes x [3, 576], w [49152, 512]";
+//   kPlugin   — the backend does not support the weight dtype; the message
+//               names the backend and repeats its reasons.
+// Aliasing: two operands "alias" when their byte ranges overlap. Only the
+// aliases ops.h allows are accepted, and only as exactly the same tensor
+// (same pointer and shape); any other overlap is rejected.
+// Thread-safety: as the wrapped backend (none).
+#pragma once
+
+#include <string>
+
+#include "duet/backend.h"
+#include "duet/ops.h"
+
+namespace duet {
+
+class CheckedOps {
+ public:
+  // Wraps `backend`'s ops. The backend must outlive this object. Embedding
+  // ids are read back through the backend's device to check their range.
+  explicit CheckedOps(Backend& backend);
+
+  Support supports(const OpDesc& desc) const;
+
+  void embedding(const TensorView& table, const TensorView& ids, TensorView out);
+  void matmul(const TensorView& x, const TensorView& w, TensorView out);
+  void rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out);
+  void rope(TensorView x, const TensorView& positions, const RopeParams& params);
+  void swiglu(const TensorView& gate, const TensorView& up, TensorView out);
+  void add(const TensorView& a, const TensorView& b, TensorView out);
+
+ private:
+  // Throws kPlugin unless the backend supports `desc`.
+  void require_support(const OpDesc& desc) const;
+  // Throws kInternal unless every id in `ids` lies in [0, vocab).
+  void check_ids(const TensorView& ids, int64_t vocab) const;
+
+  Backend& backend_;
+  Ops& ops_;
+};
+
+}  // namespace duet

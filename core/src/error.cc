@@ -1,0 +1,31 @@
+#include "duet/error.h"
+
+namespace duet {
+
+ExitCode exit_code_for(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::kUsage:
+    case ErrorKind::kConfig: return ExitCode::kUsageOrConfig;
+    case ErrorKind::kModelFile: return ExitCode::kModelFile;
+    case ErrorKind::kPlugin: return ExitCode::kPlugin;
+    case ErrorKind::kOutOfMemory: return ExitCode::kOutOfMemory;
+    case ErrorKind::kInputRejected: return ExitCode::kInputRejected;
+    case ErrorKind::kInternal: return ExitCode::kInternal;
+  }
+  return ExitCode::kInternal;
+}
+
+const char* error_kind_name(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::kUsage: return "usage";
+    case ErrorKind::kConfig: return "config";
+    case ErrorKind::kModelFile: return "model file";
+    case ErrorKind::kPlugin: return "plugin";
+    case ErrorKind::kOutOfMemory: return "out of memory";
+    case ErrorKind::kInputRejected: return "input rejected";
+    case ErrorKind::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+}  // namespace duet

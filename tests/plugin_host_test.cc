@@ -1,0 +1,166 @@
+// The plugin host: a good plugin loads and its components work; every kind
+// of bad library is refused with its reason while the host keeps working.
+#include "duet/plugin_host.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "duet/error.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path test_plugin(const std::string& variant) {
+  return fs::path(DUET_TEST_PLUGIN_DIR) / ("duet-test-" + variant + ".so");
+}
+
+TEST(PluginHost, GoodPluginLoadsAndItsSamplerWorks) {
+  PluginHost host;
+  PluginRecord r = host.load(test_plugin("good"));
+  ASSERT_TRUE(r.loaded) << r.refusal;
+  EXPECT_EQ(r.name, "test-good");
+  EXPECT_EQ(r.version, "1.2.3");
+  ASSERT_EQ(r.components.size(), 1u);
+  EXPECT_EQ(r.components[0].name, "test_first");
+  EXPECT_EQ(r.components[0].kind, ComponentKind::kSampler);
+  EXPECT_TRUE(host.has(ComponentKind::kSampler, "test_first"));
+
+  auto sampler = host.create_sampler("test_first", Options("components.sampler.chain[0].test_first"));
+  Candidates c{{7, 3}, {0.5f, 2.0f}, -1};
+  sampler->apply(c, SamplingContext{});
+  EXPECT_EQ(c.selected, 7);
+}
+
+TEST(PluginHost, ObjectsKeepTheirLibraryLoadedPastTheHost) {
+  std::shared_ptr<Sampler> sampler;
+  {
+    PluginHost host;
+    ASSERT_TRUE(host.load(test_plugin("good")).loaded);
+    sampler = host.create_sampler("test_first", Options());
+  }
+  // The host is gone; calling into the plugin's code must still work, and
+  // destroying the object must precede destroy() (which aborts otherwise).
+  Candidates c{{11}, {1.0f}, -1};
+  sampler->apply(c, SamplingContext{});
+  EXPECT_EQ(c.selected, 11);
+  EXPECT_EQ(sampler->name(), "test_first");
+  sampler.reset();
+}
+
+TEST(PluginHost, FactoryOptionErrorsReachTheCaller) {
+  PluginHost host;
+  ASSERT_TRUE(host.load(test_plugin("good")).loaded);
+  Options o("components.sampler.chain[0].test_first");
+  o.set("tempreature", "1");
+  try {
+    host.create_sampler("test_first", o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    EXPECT_NE(std::string(e.what()).find("tempreature"), std::string::npos) << e.what();
+  }
+}
+
+struct Refusal {
+  const char* variant;
+  const char* reason_substring;
+};
+
+class PluginRefusal : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(PluginRefusal, IsRefusedWithItsReasonAndTheHostKeepsWorking) {
+  PluginHost host;
+  PluginRecord bad = host.load(test_plugin(GetParam().variant));
+  EXPECT_FALSE(bad.loaded);
+  EXPECT_NE(bad.refusal.find(GetParam().reason_substring), std::string::npos)
+      << "refusal was: " << bad.refusal;
+  EXPECT_TRUE(bad.components.empty());
+  EXPECT_FALSE(host.has(ComponentKind::kSampler, "test_first"));
+
+  PluginRecord good = host.load(test_plugin("good"));
+  ASSERT_TRUE(good.loaded) << good.refusal;
+  EXPECT_NE(host.create_sampler("test_first", Options()), nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryWayToFail, PluginRefusal,
+    ::testing::Values(Refusal{"abi-major", "ABI major version mismatch: plugin 2.0, host 1.0"},
+                      Refusal{"abi-minor-newer", "plugin needs ABI 1.1 but this host provides 1.0"},
+                      Refusal{"bad-toolchain", "toolchain mismatch: plugin built with 'msvc"},
+                      Refusal{"no-entry", "no duet_plugin_entry() symbol"},
+                      Refusal{"probe-no", "cannot run here: no test device present"},
+                      Refusal{"create-throws", "create() failed: create exploded"},
+                      Refusal{"create-error", "create() failed: license file missing"},
+                      Refusal{"short-descriptor", "descriptor is 16 bytes"},
+                      Refusal{"duplicate-component", "sampler 'test_first' registered twice"},
+                      Refusal{"not-a-library", "not a loadable shared library"},
+                      Refusal{"missing-file", "file not found"}),
+    [](const auto& info) {
+      std::string name = info.param.variant;
+      for (char& ch : name) ch = ch == '-' ? '_' : ch;
+      return name;
+    });
+
+TEST(PluginHost, SecondPluginWithTheSameNameIsRefused) {
+  PluginHost host;
+  ASSERT_TRUE(host.load(test_plugin("good")).loaded);
+  PluginRecord dup = host.load(test_plugin("duplicate-name"));
+  EXPECT_FALSE(dup.loaded);
+  EXPECT_NE(dup.refusal.find("a plugin named 'test-good' is already loaded"), std::string::npos)
+      << dup.refusal;
+}
+
+TEST(PluginHost, LoadDirsScansOnlyPluginFilesAndRecordsEveryOne) {
+  PluginHost host;
+  host.load_dirs({DUET_TEST_PLUGIN_DIR});
+  size_t loaded = 0;
+  for (const auto& r : host.records()) {
+    EXPECT_TRUE(is_plugin_file_name(r.path.filename().string()));
+    loaded += r.loaded ? 1 : 0;
+  }
+  EXPECT_EQ(loaded, 1u);  // only test-good; duplicate-name comes after it alphabetically
+  EXPECT_GE(host.records().size(), 11u);
+}
+
+TEST(PluginHost, UnknownComponentNamesTheKnownOnesAndSuggests) {
+  PluginHost host;
+  ASSERT_TRUE(host.load(test_plugin("good")).loaded);
+  try {
+    host.create_sampler("test_frist", Options());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPlugin);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("no sampler named 'test_frist'; did you mean 'test_first'?"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(host.create_backend("cuda", Options()), Error);
+}
+
+TEST(PluginHost, SearchDirsFollowConfigThenEnvironmentAndSkipMissingFolders) {
+  fs::path tmp = fs::temp_directory_path() / "duet_search_dirs_test";
+  fs::create_directories(tmp / "from_config");
+  fs::create_directories(tmp / "from_env");
+  ::setenv("DUET_PLUGIN_PATH", ((tmp / "from_env").string() + ":/does/not/exist").c_str(), 1);
+  auto dirs = plugin_search_dirs({"from_config", "missing"}, tmp);
+  ::unsetenv("DUET_PLUGIN_PATH");
+  ASSERT_GE(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0], fs::weakly_canonical(tmp / "from_config"));
+  EXPECT_EQ(dirs[1], fs::weakly_canonical(tmp / "from_env"));
+  // The build tree's plugin folder comes last for a build-tree libduet.
+  EXPECT_EQ(dirs.back(), fs::weakly_canonical(fs::path(DUET_BUILD_DIR) / "plugins"));
+  fs::remove_all(tmp);
+}
+
+TEST(PluginHost, PluginFileNames) {
+  EXPECT_TRUE(is_plugin_file_name("duet-reference.so"));
+  EXPECT_FALSE(is_plugin_file_name("libduet.so"));
+  EXPECT_FALSE(is_plugin_file_name("duet-.so"));
+  EXPECT_FALSE(is_plugin_file_name("duet-reference.so.1"));
+}
+
+}  // namespace
+}  // namespace duet

@@ -1,0 +1,103 @@
+// One source, many test plugins: VARIANT_<name> selects how this library
+// deviates from a well-formed plugin (see tests/plugin_host_test.cc).
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "duet/plugin.h"
+
+namespace {
+
+// Picks the first candidate; enough to prove a registered sampler works.
+class FirstSampler final : public duet::Sampler {
+ public:
+  std::string name() const override { return "test_first"; }
+  void apply(duet::Candidates& c, const duet::SamplingContext&) override { c.selected = c.ids.front(); }
+};
+
+// Counts live objects so the test can see destroy() run after they are gone.
+int g_live_objects = 0;
+
+void register_components(duet::PluginRegistrar& r) {
+  r.add_sampler("test_first", "selects the first candidate", [](const duet::Options& o) {
+    o.finish();
+    ++g_live_objects;
+    struct Counted : FirstSampler {
+      ~Counted() override { --g_live_objects; }
+    };
+    return std::unique_ptr<duet::Sampler>(new Counted);
+  });
+#if defined(VARIANT_duplicate_component)
+  r.add_sampler("test_first", "the same name again", nullptr);
+#endif
+}
+
+int probe(char* reason, size_t size) {
+#if defined(VARIANT_probe_no)
+  std::snprintf(reason, size, "no test device present");
+  return 0;
+#else
+  (void)reason;
+  (void)size;
+  return 1;
+#endif
+}
+
+int create(duet::PluginRegistrar* r, char* error, size_t size) {
+#if defined(VARIANT_create_throws)
+  (void)r, (void)error, (void)size;
+  throw std::runtime_error("create exploded");
+#elif defined(VARIANT_create_error)
+  (void)r;
+  std::snprintf(error, size, "license file missing");
+  return 3;
+#else
+  return duet::plugin_detail::guarded_create(register_components, r, error, size);
+#endif
+}
+
+void destroy() {
+  // A plugin's destroy() must only run once its objects are gone.
+  if (g_live_objects != 0) std::abort();
+}
+
+#if defined(VARIANT_duplicate_name)
+const char* const kName = "test-good";
+#else
+const char* const kName = "test-plugin";
+#endif
+
+const DuetPluginDescriptor kDescriptor = {
+#if defined(VARIANT_short_descriptor)
+    16,
+#else
+    sizeof(DuetPluginDescriptor),
+#endif
+#if defined(VARIANT_abi_major)
+    DUET_ABI_MAJOR + 1, DUET_ABI_MINOR,
+#elif defined(VARIANT_abi_minor_newer)
+    DUET_ABI_MAJOR, DUET_ABI_MINOR + 1,
+#else
+    DUET_ABI_MAJOR, DUET_ABI_MINOR,
+#endif
+#if defined(VARIANT_bad_toolchain)
+    "msvc;msvcprt;c++202002L",
+#else
+    DUET_TOOLCHAIN_TAG,
+#endif
+#if defined(VARIANT_good)
+    "test-good",
+#else
+    kName,
+#endif
+    "1.2.3", "a plugin for the host's tests", probe, create, destroy};
+
+}  // namespace
+
+#if !defined(VARIANT_no_entry)
+extern "C" __attribute__((visibility("default"))) const DuetPluginDescriptor* duet_plugin_entry(void) {
+  return &kDescriptor;
+}
+#else
+extern "C" __attribute__((visibility("default"))) int some_other_symbol(void) { return kDescriptor.abi_major; }
+#endif
