@@ -51,10 +51,11 @@ std::unique_ptr<Buffer> ReferenceDevice::allocate(uint64_t bytes) {
   void* p = ::operator new(static_cast<size_t>(bytes), kAlignment, std::nothrow);
   if (p == nullptr) {
     const MemoryInfo m = memory();
-    throw Error(ErrorKind::kOutOfMemory,
-                "device 'cpu' cannot allocate " + bytes_str(bytes) + "; the host has " +
-                    (m.free_bytes != 0 ? bytes_str(m.free_bytes) : std::string("an unknown amount")) +
-                    " available (MemAvailable in /proc/meminfo); use a smaller model, KV cache or batch");
+    throw Error(
+        ErrorKind::kOutOfMemory,
+        "device 'cpu' cannot allocate " + bytes_str(bytes) + "; the host has " +
+            (m.free_bytes != 0 ? bytes_str(m.free_bytes) : std::string("an unknown amount")) +
+            " available (MemAvailable in /proc/meminfo); use a smaller model, KV cache or batch");
   }
   return std::make_unique<HostBuffer>(p, bytes);
 }

@@ -65,7 +65,8 @@ void ReferenceOps::matmul(const TensorView& x, const TensorView& w, TensorView o
     for (int64_t i = 0; i < n; ++i) {
       const float* xi = x.as<const float>() + i * k;
       double acc = 0.0;
-      for (int64_t c = 0; c < k; ++c) acc += static_cast<double>(xi[c]) * wrow[static_cast<size_t>(c)];
+      for (int64_t c = 0; c < k; ++c)
+        acc += static_cast<double>(xi[c]) * wrow[static_cast<size_t>(c)];
       out.as<float>()[i * m + j] = static_cast<float>(acc);
     }
   }
@@ -124,7 +125,8 @@ void ReferenceOps::swiglu(const TensorView& gate, const TensorView& up, TensorVi
 
 void ReferenceOps::add(const TensorView& a, const TensorView& b, TensorView out) {
   const int64_t n = a.elements();
-  for (int64_t i = 0; i < n; ++i) out.as<float>()[i] = a.as<const float>()[i] + b.as<const float>()[i];
+  for (int64_t i = 0; i < n; ++i)
+    out.as<float>()[i] = a.as<const float>()[i] + b.as<const float>()[i];
 }
 
 }  // namespace duet::reference

@@ -13,12 +13,18 @@ namespace duet {
 
 const char* op_kind_name(OpKind kind) {
   switch (kind) {
-    case OpKind::kEmbedding: return "embedding";
-    case OpKind::kMatmul: return "matmul";
-    case OpKind::kRmsNorm: return "rmsnorm";
-    case OpKind::kRope: return "rope";
-    case OpKind::kSwiGLU: return "swiglu";
-    case OpKind::kAdd: return "add";
+    case OpKind::kEmbedding:
+      return "embedding";
+    case OpKind::kMatmul:
+      return "matmul";
+    case OpKind::kRmsNorm:
+      return "rmsnorm";
+    case OpKind::kRope:
+      return "rope";
+    case OpKind::kSwiGLU:
+      return "swiglu";
+    case OpKind::kAdd:
+      return "add";
   }
   return "unknown op";
 }
@@ -101,8 +107,8 @@ void expect_dim(const Operand& a, int ai, const char* a_what, const Operand& b, 
 
 void expect_same_shape(const Operand& a, const Operand& b) {
   if (!(a.t.shape == b.t.shape)) {
-    fail(a.op, std::string(a.name) + " and " + b.name + " must have the same shape; " +
-                   shapes({a, b}));
+    fail(a.op,
+         std::string(a.name) + " and " + b.name + " must have the same shape; " + shapes({a, b}));
   }
 }
 
@@ -117,8 +123,8 @@ bool overlap(const TensorView& a, const TensorView& b) {
 
 void expect_disjoint(const Operand& out, const Operand& in) {
   if (overlap(out.t, in.t)) {
-    fail(out.op, std::string(out.name) + " overlaps " + in.name + ", which this op does not allow; " +
-                     shapes({out, in}));
+    fail(out.op, std::string(out.name) + " overlaps " + in.name +
+                     ", which this op does not allow; " + shapes({out, in}));
   }
 }
 
@@ -170,8 +176,7 @@ void CheckedOps::check_ids(const TensorView& ids, int64_t vocab) const {
   for (size_t i = 0; i < n; ++i) {
     if (host[i] < 0 || host[i] >= vocab) {
       fail(OpKind::kEmbedding, "ids[" + std::to_string(i) + "] is " + std::to_string(host[i]) +
-                                   ", outside the table's rows [0, " + std::to_string(vocab) +
-                                   ")");
+                                   ", outside the table's rows [0, " + std::to_string(vocab) + ")");
     }
   }
 }
@@ -212,8 +217,7 @@ void CheckedOps::matmul(const TensorView& x, const TensorView& w, TensorView out
   ops_.matmul(x, w, out);
 }
 
-void CheckedOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps,
-                         TensorView out) {
+void CheckedOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) {
   const OpKind op = OpKind::kRmsNorm;
   const Operand xo{op, "x", x}, wo{op, "weight", weight}, o{op, "out", out};
   expect_rank(xo, 2, "[n, d]");
@@ -247,8 +251,7 @@ void CheckedOps::rope(TensorView x, const TensorView& positions, const RopeParam
   }
   expect_dim(p, 0, "elements", xo, 0, "rows");
   if (!std::isfinite(params.theta_base) || params.theta_base <= 0.0f) {
-    fail(op, "theta_base is " + float_str(params.theta_base) +
-                 "; expected a finite value > 0");
+    fail(op, "theta_base is " + float_str(params.theta_base) + "; expected a finite value > 0");
   }
   expect_disjoint(xo, p);
   ops_.rope(x, positions, params);

@@ -1,0 +1,437 @@
+#include "duet/pipeline_config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+
+#include "duet/error.h"
+#include "suggest.h"
+#include "yaml_override.h"
+#include "yaml_tree.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+using yaml::Entry;
+using yaml::Node;
+using yaml::Origin;
+using yaml::Problems;
+
+constexpr int64_t kMaxCapacityTokens = 16777216;
+const std::vector<std::string> kKVCacheDTypes = {"f32", "f16", "bf16", "q8_0"};
+
+std::string child_path(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+std::string item_path(const std::string& path, size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+SourcePos pos_of(const Origin& origin) {
+  if (origin.override_index >= 0) return SourcePos{};
+  return SourcePos{origin.line, origin.column};
+}
+
+const Node* get(const Node& map, std::string_view key) {
+  const Entry* entry = map.find(key);
+  return entry == nullptr ? nullptr : &entry->value;
+}
+
+template <typename T>
+std::optional<T> parse_integer(const std::string& text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+// A sampler-chain or stage item: `- name`, `- name: value`.
+struct Link {
+  std::string name;
+  const Node* value;  // nullptr for `- name`
+  Origin origin;
+};
+
+// Checks one parsed document against the schema of docs/pipeline-yaml.md.
+// Every problem is reported and reading goes on, so that one run of
+// `duet validate` shows them all; a value with a problem keeps its default.
+class Reader {
+ public:
+  Reader(Problems& problems, fs::path base_dir)
+      : problems_(problems), base_dir_(std::move(base_dir)) {}
+
+  PipelineConfig read(const Node& root) {
+    PipelineConfig config;
+    if (!expect_map(root, "", {"model", "plugins", "backend", "components", "stages"}))
+      return config;
+    read_model(required(root, "", "model"), config.model);
+    read_plugins(get(root, "plugins"), config.plugins);
+    read_backend(get(root, "backend"), config.backend);
+    read_components(get(root, "components"), config);
+    read_stages(required(root, "", "stages"), config.stages);
+    return config;
+  }
+
+ private:
+  void report(const Origin& at, const std::string& path, const std::string& message) {
+    problems_.add(at, (path.empty() ? "the document" : path) + ": " + message);
+  }
+
+  void type_error(const Node& node, const std::string& path, const std::string& expected) {
+    report(node.origin, path, "expected " + expected + ", found " + yaml::found(node));
+  }
+
+  // The value of `key`, or nullptr after reporting that it is missing.
+  const Node* required(const Node& map, const std::string& path, std::string_view key) {
+    const Node* node = get(map, key);
+    if (node == nullptr) report(map.origin, path, "missing required key '" + std::string(key) + "'");
+    return node;
+  }
+
+  // Reports `node` unless it is a map, and each of its keys not in `known`.
+  // Returns whether it is a map.
+  bool expect_map(const Node& node, const std::string& path, const std::vector<std::string>& known) {
+    if (!node.is_map()) {
+      type_error(node, path, "a map with the keys " + quoted_list(known));
+      return false;
+    }
+    for (const Entry& e : node.entries) {
+      if (std::find(known.begin(), known.end(), e.key) != known.end()) continue;
+      std::string hint = did_you_mean(e.key, known);
+      if (hint.empty()) hint = "; expected one of " + quoted_list(known);
+      problems_.add(e.key_origin, "unknown key '" + e.key + "' " +
+                                      (path.empty() ? "at the top level" : "in " + path) + hint);
+    }
+    return true;
+  }
+
+  // The typed readers below set `out` only when the value is valid.
+  bool read_string(const Node& node, const std::string& path, std::string& out) {
+    if (!node.is_scalar()) {
+      type_error(node, path, "a string");
+      return false;
+    }
+    out = node.scalar;
+    return true;
+  }
+
+  void read_bool(const Node& node, const std::string& path, bool& out) {
+    if (node.is_scalar() && (node.scalar == "true" || node.scalar == "false"))
+      out = node.scalar == "true";
+    else
+      type_error(node, path, "true or false");
+  }
+
+  template <typename T>
+  bool read_integer(const Node& node, const std::string& path, T min, T max, T& out) {
+    const std::string expected =
+        "an integer in " + std::to_string(min) + ".." + std::to_string(max);
+    std::optional<T> value = node.is_scalar() ? parse_integer<T>(node.scalar) : std::nullopt;
+    if (!value) {
+      type_error(node, path, expected);
+      return false;
+    }
+    if (*value < min || *value > max) {
+      report(node.origin, path, node.scalar + " is out of range; expected " + expected);
+      return false;
+    }
+    out = *value;
+    return true;
+  }
+
+  // A non-empty string naming a component.
+  void read_name(const Node& node, const std::string& path, std::string& out) {
+    std::string name;
+    if (!read_string(node, path, name)) return;
+    if (name.empty())
+      type_error(node, path, "a name");
+    else
+      out = name;
+  }
+
+  // A path written in the file is relative to the file's folder; one from
+  // --set is relative to the working directory, like any command-line path.
+  fs::path resolve(const Node& node, const std::string& text) const {
+    fs::path path(text);
+    if (node.origin.override_index >= 0 || path.is_absolute()) return path;
+    return (base_dir_ / path).lexically_normal();
+  }
+
+  void read_model(const Node* node, ModelConfig& out) {
+    if (node == nullptr || !expect_map(*node, "model", {"path", "chat", "system", "chat_template"}))
+      return;
+    if (const Node* path = required(*node, "model", "path")) {
+      std::string text;
+      if (read_string(*path, "model.path", text)) {
+        if (text.empty())
+          type_error(*path, "model.path", "the path of a GGUF file");
+        else
+          out.path = resolve(*path, text);
+      }
+    }
+    if (const Node* chat = get(*node, "chat")) read_bool(*chat, "model.chat", out.chat);
+    if (const Node* system = get(*node, "system"))
+      read_string(*system, "model.system", out.system_prompt);
+    if (const Node* tmpl = get(*node, "chat_template"))
+      read_string(*tmpl, "model.chat_template", out.chat_template);
+  }
+
+  void read_plugins(const Node* node, PluginsConfig& out) {
+    if (node == nullptr || !expect_map(*node, "plugins", {"paths"})) return;
+    const Node* paths = get(*node, "paths");
+    if (paths == nullptr) return;
+    if (!paths->is_list()) {
+      type_error(*paths, "plugins.paths", "a list of folders");
+      return;
+    }
+    for (size_t i = 0; i < paths->items.size(); ++i) {
+      std::string text;
+      if (read_string(paths->items[i], item_path("plugins.paths", i), text))
+        out.paths.push_back(resolve(paths->items[i], text).string());
+    }
+  }
+
+  // A map whose values are scalars, e.g. `options: {threads: 2}`.
+  void read_scalar_map(const Node& node, Options& out) {
+    if (node.is_null()) return;
+    if (!node.is_map()) {
+      type_error(node, out.path(), "a map of options");
+      return;
+    }
+    for (const Entry& e : node.entries) {
+      if (e.value.is_scalar())
+        out.set(e.key, e.value.scalar);
+      else
+        type_error(e.value, child_path(out.path(), e.key), "a single value");
+    }
+  }
+
+  void read_backend(const Node* node, BackendConfig& out) {
+    if (node == nullptr || !expect_map(*node, "backend", {"plugin", "options"})) return;
+    if (const Node* plugin = get(*node, "plugin")) read_name(*plugin, "backend.plugin", out.plugin);
+    if (const Node* options = get(*node, "options")) read_scalar_map(*options, out.options);
+  }
+
+  void read_components(const Node* node, PipelineConfig& out) {
+    if (node == nullptr ||
+        !expect_map(*node, "components", {"attention", "kv_cache", "sampler"}))
+      return;
+    if (const Node* attention = get(*node, "attention");
+        attention != nullptr && expect_map(*attention, "components.attention", {"impl"})) {
+      if (const Node* impl = get(*attention, "impl"))
+        read_name(*impl, "components.attention.impl", out.attention.impl);
+    }
+    read_kv_cache(get(*node, "kv_cache"), out.kv_cache);
+    read_sampler(get(*node, "sampler"), out.sampler);
+  }
+
+  void read_kv_cache(const Node* node, KVCacheConfig& out) {
+    const std::string path = "components.kv_cache";
+    if (node == nullptr ||
+        !expect_map(*node, path, {"impl", "capacity_tokens", "block_tokens", "dtype"}))
+      return;
+    if (const Node* impl = get(*node, "impl")) read_name(*impl, path + ".impl", out.impl);
+    bool capacity_ok = true;
+    if (const Node* capacity = get(*node, "capacity_tokens"))
+      capacity_ok = read_integer<int64_t>(*capacity, path + ".capacity_tokens", 1,
+                                          kMaxCapacityTokens, out.capacity_tokens);
+    if (const Node* block = get(*node, "block_tokens")) {
+      int64_t tokens = 0;
+      if (read_integer<int64_t>(*block, path + ".block_tokens", 0, kMaxCapacityTokens, tokens)) {
+        out.block_tokens = static_cast<int32_t>(tokens);
+        if (capacity_ok && tokens != 0 && out.capacity_tokens % tokens != 0)
+          report(block->origin, path + ".block_tokens",
+                 std::to_string(tokens) + " does not divide capacity_tokens (" +
+                     std::to_string(out.capacity_tokens) +
+                     "); use a divisor of it, or 0 for one block of the whole capacity");
+      }
+    }
+    if (const Node* dtype = get(*node, "dtype")) {
+      const bool listed = dtype->is_scalar() && std::find(kKVCacheDTypes.begin(), kKVCacheDTypes.end(),
+                                                          dtype->scalar) != kKVCacheDTypes.end();
+      std::optional<DType> type = listed ? dtype_from_name(dtype->scalar) : std::nullopt;
+      if (type)
+        out.dtype = *type;
+      else
+        report(dtype->origin, path + ".dtype",
+               "expected one of " + quoted_list(kKVCacheDTypes) + ", found " + yaml::found(*dtype) +
+                   (dtype->is_scalar() ? did_you_mean(dtype->scalar, kKVCacheDTypes) : ""));
+    }
+  }
+
+  void read_sampler(const Node* node, SamplerConfig& out) {
+    const std::string path = "components.sampler";
+    if (node == nullptr || !expect_map(*node, path, {"seed", "chain"})) return;
+    if (const Node* seed = get(*node, "seed"))
+      read_integer<uint64_t>(*seed, path + ".seed", 0, std::numeric_limits<uint64_t>::max(), out.seed);
+    const Node* chain = get(*node, "chain");
+    if (chain == nullptr) return;
+    if (!chain->is_list()) {
+      type_error(*chain, path + ".chain", "a list of samplers such as [top_k: 40, greedy]");
+      return;
+    }
+    for (size_t i = 0; i < chain->items.size(); ++i) {
+      const std::string at = item_path(path + ".chain", i);
+      std::optional<Link> link = read_link(chain->items[i], at, "sampler", "'- top_k: 40'");
+      if (!link) continue;
+      SamplerLink sampler{link->name, Options(child_path(at, link->name)), pos_of(link->origin)};
+      if (link->value != nullptr) {
+        // `- top_k: 40` is shorthand for `- top_k: {value: 40}`.
+        if (link->value->is_scalar())
+          sampler.options.set("value", link->value->scalar);
+        else if (link->value->is_list())
+          type_error(*link->value, sampler.options.path(), "a single value or a map of options");
+        else
+          read_scalar_map(*link->value, sampler.options);
+      }
+      out.chain.push_back(std::move(sampler));
+    }
+  }
+
+  // Reads `- name` or `- name: value`; reports anything else.
+  std::optional<Link> read_link(const Node& item, const std::string& path, const std::string& what,
+                                const std::string& example) {
+    if (item.is_scalar() && !item.scalar.empty()) return Link{item.scalar, nullptr, item.origin};
+    if (item.is_map() && item.entries.size() == 1) {
+      const Entry& e = item.entries.front();
+      return Link{e.key, &e.value, e.key_origin};
+    }
+    if (item.is_map() && item.entries.size() > 1) {
+      std::vector<std::string> keys;
+      for (const Entry& e : item.entries) keys.push_back(e.key);
+      report(item.origin, path,
+             "one " + what + " per list item, found " + std::to_string(keys.size()) + " keys " +
+                 quoted_list(keys) + "; start each with its own '-'");
+    } else {
+      type_error(item, path, "a " + what + " such as " + example);
+    }
+    return std::nullopt;
+  }
+
+  void read_stages(const Node* node, std::vector<StageConfig>& out) {
+    if (node == nullptr) return;
+    if (!node->is_list() || node->items.empty()) {
+      type_error(*node, "stages", "a list of at least one stage such as '- decode: {}'");
+      return;
+    }
+    for (size_t i = 0; i < node->items.size(); ++i) {
+      const std::string at = item_path("stages", i);
+      std::optional<Link> link = read_link(node->items[i], at, "stage", "'- decode: {}'");
+      if (!link) continue;
+      check_stage_order(*link, at, out);
+      StageConfig stage{link->name, Options(child_path(at, link->name)), {}, pos_of(link->origin)};
+      if (link->value != nullptr) read_stage_options(*link->value, stage);
+      out.push_back(std::move(stage));
+    }
+  }
+
+  // Each stage runs once, and prefill (which fills the KV cache with the
+  // prompt) before the decode loop that reads it.
+  void check_stage_order(const Link& link, const std::string& at,
+                         const std::vector<StageConfig>& earlier) {
+    for (size_t j = 0; j < earlier.size(); ++j) {
+      if (earlier[j].name == link.name) {
+        report(link.origin, at, "duplicate stage '" + link.name + "' (also stages[" +
+                                    std::to_string(j) + "]); each stage runs once");
+      } else if (link.name == "prefill" && earlier[j].name == "decode") {
+        report(link.origin, at, "'prefill' must come before 'decode' (stages[" +
+                                    std::to_string(j) + "])");
+      }
+    }
+  }
+
+  // Stage options are single values, or lists of them (e.g. stop strings).
+  void read_stage_options(const Node& node, StageConfig& stage) {
+    const std::string& path = stage.options.path();
+    if (node.is_null()) return;
+    if (!node.is_map()) {
+      type_error(node, path, "a map of options such as {max_new_tokens: 128}");
+      return;
+    }
+    for (const Entry& e : node.entries) {
+      const std::string key_path = child_path(path, e.key);
+      if (e.value.is_scalar()) {
+        stage.options.set(e.key, e.value.scalar);
+      } else if (e.value.is_list()) {
+        std::vector<std::string> values;
+        for (size_t i = 0; i < e.value.items.size(); ++i) {
+          if (e.value.items[i].is_scalar())
+            values.push_back(e.value.items[i].scalar);
+          else
+            type_error(e.value.items[i], item_path(key_path, i), "a single value");
+        }
+        stage.lists[e.key] = std::move(values);
+      } else {
+        type_error(e.value, key_path, "a single value or a list of them");
+      }
+    }
+  }
+
+  Problems& problems_;
+  fs::path base_dir_;
+};
+
+}  // namespace
+
+PipelineConfig parse_pipeline_config(std::string_view yaml_text, const std::string& source_name,
+                                     const fs::path& base_dir,
+                                     const std::vector<std::string>& overrides) {
+  if (yaml_text.size() > kMaxPipelineFileBytes)
+    throw Error(ErrorKind::kConfig,
+                source_name + ": " + std::to_string(yaml_text.size()) +
+                    " bytes is more than a pipeline file may hold (1 MiB, " +
+                    std::to_string(kMaxPipelineFileBytes) + " bytes)");
+  Problems problems(source_name, overrides);
+  std::optional<Node> root = yaml::parse(yaml_text, -1, problems);
+  if (!root) problems.throw_if_any();
+  yaml::apply_overrides(*root, overrides, problems);
+  PipelineConfig config = Reader(problems, base_dir).read(*root);
+  problems.throw_if_any();
+  config.source = source_name;
+  return config;
+}
+
+PipelineConfig load_pipeline_config(const fs::path& file,
+                                    const std::vector<std::string>& overrides) {
+  const std::string name = file.string();
+  std::error_code ec;
+  const fs::file_status status = fs::status(file, ec);
+  if (!fs::exists(status))
+    throw Error(ErrorKind::kConfig, name + ": pipeline file not found" +
+                                        (ec && ec != std::errc::no_such_file_or_directory
+                                             ? " (" + ec.message() + ")"
+                                             : std::string()));
+  if (!fs::is_regular_file(status))
+    throw Error(ErrorKind::kConfig, name + ": not a regular file");
+  const uintmax_t size = fs::file_size(file, ec);
+  if (!ec && size > kMaxPipelineFileBytes)
+    throw Error(ErrorKind::kConfig, name + ": " + std::to_string(size) +
+                                        " bytes is more than a pipeline file may hold (1 MiB, " +
+                                        std::to_string(kMaxPipelineFileBytes) + " bytes)");
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw Error(ErrorKind::kConfig, name + ": cannot open pipeline file: " + std::strerror(errno));
+  // Read at most one byte past the limit: the file may have grown since
+  // file_size(), and parse_pipeline_config() refuses the oversized text.
+  std::string text(kMaxPipelineFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw Error(ErrorKind::kConfig, name + ": cannot read pipeline file");
+  text.resize(static_cast<size_t>(in.gcount()));
+  PipelineConfig config = parse_pipeline_config(text, name, file.parent_path(), overrides);
+  config.source = file;
+  return config;
+}
+
+std::string format_source_pos(const fs::path& source, SourcePos pos) {
+  if (pos.line == 0) return source.string() + " (--set)";
+  return source.string() + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
+}
+
+}  // namespace duet

@@ -54,8 +54,9 @@ void store_block(void* row, int64_t index, const Block& b) {
 
 void check_length(const char* fn, DType type, int64_t n, int64_t block) {
   if (n < 0 || n % block != 0) {
-    fail(fn, type, std::to_string(n) + " elements is not a multiple of the block size " +
-                       std::to_string(block));
+    fail(fn, type,
+         std::to_string(n) + " elements is not a multiple of the block size " +
+             std::to_string(block));
   }
 }
 
@@ -260,9 +261,15 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       }
       return;
     }
-    case DType::kQ4_0: quantize_q4_0(src, dst, n); return;
-    case DType::kQ4_1: quantize_q4_1(src, dst, n); return;
-    case DType::kQ8_0: quantize_q8_0(src, dst, n); return;
+    case DType::kQ4_0:
+      quantize_q4_0(src, dst, n);
+      return;
+    case DType::kQ4_1:
+      quantize_q4_1(src, dst, n);
+      return;
+    case DType::kQ8_0:
+      quantize_q8_0(src, dst, n);
+      return;
     case DType::kI32:
       break;
   }

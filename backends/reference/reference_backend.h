@@ -1,0 +1,33 @@
+// reference_backend.h — the reference backend: host memory and plain C++
+// ops, the yardstick for every other backend. It has no attention or
+// KV-cache implementation yet.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "duet/backend.h"
+#include "reference_device.h"
+#include "reference_ops.h"
+
+namespace duet::reference {
+
+class ReferenceBackend final : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  Device& device() override { return device_; }
+  Ops& ops() override { return ops_; }
+
+  std::vector<std::string> attention_impls() const override { return {}; }
+  std::unique_ptr<Attention> create_attention(const std::string& impl,
+                                              const AttentionSpec& spec) override;
+  std::vector<std::string> kv_cache_impls() const override { return {}; }
+  std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) override;
+
+ private:
+  ReferenceDevice device_;
+  ReferenceOps ops_;
+};
+
+}  // namespace duet::reference

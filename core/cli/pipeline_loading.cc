@@ -1,0 +1,39 @@
+#include "pipeline_loading.h"
+
+#include <sstream>
+
+namespace duet::cli {
+
+void add_pipeline_options(po::options_description& opts) {
+  opts.add_options()("set,s", po::value<std::vector<std::string>>()->composing(),
+                     "override a pipeline key: --set key.path=value (repeatable)");
+}
+
+PipelineCheck load_and_check(const po::variables_map& vm, PluginHost& host, PipelineConfig& config) {
+  std::vector<std::string> overrides;
+  if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
+  config = load_pipeline_config(vm["pipeline"].as<std::string>(), overrides);
+  load_pipeline_plugins(config, host);
+  return check_pipeline(config, host);
+}
+
+std::string summarize(const PipelineConfig& config, const PipelineCheck& check) {
+  std::ostringstream s;
+  const ModelHParams& h = check.hparams;
+  s << "model:     " << config.model.path.string() << " (" << h.architecture << ", " << h.n_layers
+    << " layers, hidden " << h.n_embd << ", " << h.n_heads << "/" << h.n_kv_heads << " heads, vocab "
+    << h.n_vocab << ", context " << h.context_length << ")\n";
+  s << "backend:   " << check.backend << "\n";
+  s << "attention: " << check.attention_impl << "\n";
+  s << "kv_cache:  " << check.kv_cache.impl << ", " << check.kv_cache.capacity_tokens << " tokens in blocks of "
+    << check.kv_cache.block_tokens << ", " << dtype_name(check.kv_cache.dtype) << ", "
+    << (check.kv_cache_bytes + (1 << 19)) / (1 << 20) << " MiB\n";
+  s << "sampler:   seed " << config.sampler.seed << ", chain [";
+  for (size_t i = 0; i < check.sampler_chain.size(); ++i) s << (i ? ", " : "") << check.sampler_chain[i];
+  s << "]\nstages:    ";
+  for (size_t i = 0; i < check.stages.size(); ++i) s << (i ? " -> " : "") << check.stages[i];
+  s << "\n";
+  return s.str();
+}
+
+}  // namespace duet::cli

@@ -1,0 +1,39 @@
+// duet/pipeline_check.h — proving, before anything runs, that a pipeline can.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "duet/kv_cache.h"
+#include "duet/model_hparams.h"
+#include "duet/pipeline_config.h"
+#include "duet/plugin_host.h"
+
+namespace duet {
+
+// What check_pipeline() established, for reports and for building the run.
+struct PipelineCheck {
+  ModelHParams hparams;
+  std::string backend;                 // backend plugin name
+  std::string attention_impl;          // "default" resolved to the real name
+  KVCacheSpec kv_cache;
+  uint64_t kv_cache_bytes = 0;         // device bytes the cache will take
+  std::vector<std::string> sampler_chain;  // link names in order
+  std::vector<std::string> stages;     // stage names in order
+};
+
+// Loads the plugins a pipeline can see: plugin_search_dirs() of its
+// plugins.paths (relative to the YAML file's folder) and the defaults.
+void load_pipeline_plugins(const PipelineConfig& config, PluginHost& host);
+
+// Opens the model (metadata only) and creates the backend, the attention
+// implementation, the sampler links and the stages, and checks that the
+// attention accepts the KV-cache spec and that the cache fits the model's
+// context — without loading weights or allocating the cache. Every problem
+// is collected; if there are any, throws one duet::Error whose message has a
+// line per problem (each prefixed with where it was written) and whose kind
+// is that of the first.
+PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& host);
+
+}  // namespace duet

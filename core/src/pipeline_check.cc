@@ -1,0 +1,139 @@
+#include "duet/pipeline_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+
+#include "duet/error.h"
+#include "duet/gguf.h"
+#include "stage_options.h"
+#include "suggest.h"
+
+namespace duet {
+namespace {
+
+// Collects problems instead of stopping at the first, remembering the kind
+// of the first for the exit code.
+class Problems {
+ public:
+  // Runs `step`; a duet::Error it throws becomes a problem prefixed with
+  // `where`. Returns whether it succeeded.
+  bool attempt(const std::string& where, const std::function<void()>& step) {
+    try {
+      step();
+      return true;
+    } catch (const Error& e) {
+      add(e.kind(), where.empty() ? e.what() : where + ": " + e.what());
+    }
+    return false;
+  }
+  void add(ErrorKind kind, const std::string& message) {
+    if (lines_.empty()) kind_ = kind;
+    lines_.push_back(message);
+  }
+  void throw_if_any() const {
+    if (lines_.empty()) return;
+    std::string all;
+    for (const auto& l : lines_) all += (all.empty() ? "" : "\n") + l;
+    throw Error(kind_, all);
+  }
+
+ private:
+  ErrorKind kind_ = ErrorKind::kConfig;
+  std::vector<std::string> lines_;
+};
+
+uint64_t kv_cache_bytes(const KVCacheSpec& s) {
+  const uint64_t per_slot = *dtype_row_bytes(s.dtype, static_cast<uint64_t>(s.n_kv_heads) *
+                                                          static_cast<uint64_t>(s.head_dim));
+  return 2 * static_cast<uint64_t>(s.n_layers) * static_cast<uint64_t>(s.capacity_tokens) * per_slot;
+}
+
+}  // namespace
+
+void load_pipeline_plugins(const PipelineConfig& config, PluginHost& host) {
+  host.load_dirs(plugin_search_dirs(config.plugins.paths, config.source.parent_path()));
+}
+
+PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& host) {
+  PipelineCheck out;
+  Problems problems;
+  const std::string src = config.source.string();
+
+  std::optional<GgufFile> model;
+  problems.attempt("", [&] {
+    model.emplace(GgufFile::open(config.model.path));
+    out.hparams = read_hparams(*model);
+  });
+
+  std::shared_ptr<Backend> backend;
+  out.backend = config.backend.plugin;
+  problems.attempt(src + ": backend", [&] {
+    backend = host.create_backend(config.backend.plugin, config.backend.options);
+  });
+
+  if (backend && model) {
+    const ModelHParams& h = out.hparams;
+    const KVCacheConfig& kc = config.kv_cache;
+    out.kv_cache = KVCacheSpec{kc.impl, h.n_layers, h.n_kv_heads, h.head_dim, kc.capacity_tokens,
+                               kc.block_tokens == 0 ? static_cast<int32_t>(kc.capacity_tokens) : kc.block_tokens,
+                               kc.dtype};
+    out.kv_cache_bytes = kv_cache_bytes(out.kv_cache);
+    if (kc.capacity_tokens > h.context_length) {
+      problems.add(ErrorKind::kConfig,
+                   src + ": components.kv_cache.capacity_tokens " + std::to_string(kc.capacity_tokens) +
+                       " exceeds the model's context_length " + std::to_string(h.context_length) +
+                       "; use at most " + std::to_string(h.context_length));
+    }
+    const auto kv_impls = backend->kv_cache_impls();
+    if (std::find(kv_impls.begin(), kv_impls.end(), kc.impl) == kv_impls.end()) {
+      problems.add(ErrorKind::kConfig, src + ": components.kv_cache.impl '" + kc.impl + "' is not provided by backend '" +
+                                           backend->name() + "'" + did_you_mean(kc.impl, kv_impls) +
+                                           "; available: " + quoted_list(kv_impls));
+    }
+    const auto attn_impls = backend->attention_impls();
+    out.attention_impl = config.attention.impl;
+    if (out.attention_impl == "default" && !attn_impls.empty()) out.attention_impl = attn_impls.front();
+    if (std::find(attn_impls.begin(), attn_impls.end(), out.attention_impl) == attn_impls.end()) {
+      problems.add(ErrorKind::kConfig, src + ": components.attention.impl '" + config.attention.impl +
+                                           "' is not provided by backend '" + backend->name() + "'" +
+                                           did_you_mean(config.attention.impl, attn_impls) +
+                                           "; available: " + quoted_list(attn_impls));
+    } else {
+      problems.attempt(src + ": components.attention", [&] {
+        AttentionSpec spec{h.n_heads, h.n_kv_heads, h.head_dim, 0.0f};
+        spec.scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
+        Support s = backend->create_attention(out.attention_impl, spec)->check(out.kv_cache);
+        for (const auto& reason : s.reasons) {
+          problems.add(ErrorKind::kConfig, src + ": attention '" + out.attention_impl +
+                                               "' cannot use this KV cache: " + reason);
+        }
+      });
+    }
+  }
+
+  for (const auto& link : config.sampler.chain) {
+    out.sampler_chain.push_back(link.name);
+    problems.attempt(format_source_pos(config.source, link.pos),
+                     [&] { host.create_sampler(link.name, link.options); });
+  }
+
+  for (const auto& stage : config.stages) {
+    out.stages.push_back(stage.name);
+    problems.attempt(format_source_pos(config.source, stage.pos), [&] {
+      if (stage.name == "prefill") {
+        parse_prefill_options(stage);
+      } else if (stage.name == "decode") {
+        parse_decode_options(stage);
+      } else {
+        host.create_stage(stage.name, stage.options);
+      }
+    });
+  }
+
+  problems.throw_if_any();
+  return out;
+}
+
+}  // namespace duet

@@ -1,0 +1,85 @@
+// describe(): a PipelineConfig written back as YAML (declared in
+// duet/pipeline_config.h). The output is recorded beside results, so it
+// spells out every default and keeps one key order: two runs with equal
+// configurations produce byte-identical text.
+#include <yaml-cpp/emitter.h>
+
+#include "duet/pipeline_config.h"
+
+namespace duet {
+namespace {
+
+void emit_options(YAML::Emitter& out, const Options& options,
+                  const std::map<std::string, std::vector<std::string>>& lists = {}) {
+  out << YAML::Flow << YAML::BeginMap;
+  for (const auto& [key, value] : options.values()) out << YAML::Key << key << YAML::Value << value;
+  for (const auto& [key, values] : lists) {
+    out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& v : values) out << v;
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+}
+
+// `- name: {options}`, the form of sampler links and stages.
+void emit_link(YAML::Emitter& out, const std::string& name, const Options& options,
+               const std::map<std::string, std::vector<std::string>>& lists = {}) {
+  out << YAML::BeginMap << YAML::Key << name << YAML::Value;
+  emit_options(out, options, lists);
+  out << YAML::EndMap;
+}
+
+}  // namespace
+
+std::string describe(const PipelineConfig& config) {
+  YAML::Emitter out;
+  out << YAML::Comment("pipeline from " + config.source.string()) << YAML::Newline;
+  out << YAML::BeginMap;
+
+  out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "path" << YAML::Value << config.model.path.string();
+  out << YAML::Key << "chat" << YAML::Value << config.model.chat;
+  out << YAML::Key << "system" << YAML::Value << config.model.system_prompt;
+  out << YAML::Key << "chat_template" << YAML::Value << config.model.chat_template;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "plugins" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "paths" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const auto& path : config.plugins.paths) out << path;
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "backend" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "plugin" << YAML::Value << config.backend.plugin;
+  out << YAML::Key << "options" << YAML::Value;
+  emit_options(out, config.backend.options);
+  out << YAML::EndMap;
+
+  out << YAML::Key << "components" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "attention" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "impl" << YAML::Value << config.attention.impl;
+  out << YAML::EndMap;
+  const KVCacheConfig& kv = config.kv_cache;
+  out << YAML::Key << "kv_cache" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "impl" << YAML::Value << kv.impl;
+  out << YAML::Key << "capacity_tokens" << YAML::Value << kv.capacity_tokens;
+  out << YAML::Key << "block_tokens" << YAML::Value << kv.block_tokens;
+  out << YAML::Key << "dtype" << YAML::Value << std::string(dtype_name(kv.dtype));
+  out << YAML::EndMap;
+  out << YAML::Key << "sampler" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "seed" << YAML::Value << config.sampler.seed;
+  out << YAML::Key << "chain" << YAML::Value << YAML::BeginSeq;
+  for (const SamplerLink& link : config.sampler.chain) emit_link(out, link.name, link.options);
+  out << YAML::EndSeq << YAML::EndMap;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
+  for (const StageConfig& stage : config.stages)
+    emit_link(out, stage.name, stage.options, stage.lists);
+  out << YAML::EndSeq;
+
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace duet
