@@ -1,0 +1,168 @@
+// The duet CLI as a user meets it: exit codes, one-line errors, --help.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tiny_model.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::make_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::write_tiny_llama(dir_ / "tiny.gguf");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs build/bin/duet with `args` (already shell-quoted where needed).
+  Result duet(const std::string& args) {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" + out.string() + " 2>" +
+                      err.string() + " </dev/null";
+    int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path dir_;
+};
+
+constexpr const char* kTinyPipeline = R"(model:
+  path: tiny.gguf
+backend:
+  plugin: reference
+components:
+  kv_cache: {capacity_tokens: 128}
+  sampler:
+    seed: 1
+    chain: [greedy]
+stages:
+  - prefill: {chunk_tokens: 16}
+  - decode: {max_new_tokens: 8, stop: ["tok9"]}
+)";
+
+TEST_F(Cli, NoArgumentsPrintsUsageAndExits2) {
+  Result r = duet("");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("Usage: duet COMMAND"), std::string::npos);
+}
+
+TEST_F(Cli, HelpForEveryCommand) {
+  EXPECT_EQ(duet("--help").code, 0);
+  for (const char* command : {"run", "validate", "plugins", "inspect"}) {
+    Result r = duet(std::string(command) + " --help");
+    EXPECT_EQ(r.code, 0) << command;
+    EXPECT_NE(r.out.find(std::string("Usage: duet ") + command), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(Cli, UnknownCommandAndUnknownFlagAreUsageErrors) {
+  Result r = duet("frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("duet: error: unknown command 'frobnicate'"), std::string::npos) << r.err;
+  r = duet("inspect --bogus x.gguf");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("see 'duet inspect --help'"), std::string::npos) << r.err;
+  r = duet("inspect");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing argument model"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, InspectShowsTheModel) {
+  Result r = duet("inspect --tensors " + (dir_ / "tiny.gguf").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("llama"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("blk.1.ffn_down.weight"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, InspectRejectsMissingAndMalformedFilesWithExit3) {
+  Result r = duet("inspect " + (dir_ / "absent.gguf").string());
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("absent.gguf"), std::string::npos) << r.err;
+  r = duet("inspect " + write("text.gguf", "not a model at all").string());
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+}
+
+TEST_F(Cli, ValidateAcceptsAGoodPipeline) {
+  Result r = duet("validate " + write("p.yaml", kTinyPipeline).string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("valid: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chain [greedy]"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, ValidateReportsYamlErrorsWithPositionAndExit2) {
+  std::string yaml = kTinyPipeline;
+  yaml.replace(yaml.find("capacity_tokens"), 15, "capacity_tokns");
+  Result r = duet("validate " + write("p.yaml", yaml).string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("p.yaml:6:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'capacity_tokens'"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, SetOverridesAKeyAndItsErrorsNameTheOverride) {
+  fs::path p = write("p.yaml", kTinyPipeline);
+  EXPECT_EQ(duet("validate -q " + p.string() + " --set components.kv_cache.capacity_tokens=64").code, 0);
+  Result r = duet("validate " + p.string() + " --set components.kv_cache.capacity_tokens=lots");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--set"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, ValidateReportsEveryProblemAtOnce) {
+  std::string yaml = kTinyPipeline;
+  yaml.replace(yaml.find("[greedy]"), 8, "[greedy: {bogus: 1}]");
+  yaml.replace(yaml.find("capacity_tokens: 128"), 20, "capacity_tokens: 100000");
+  Result r = duet("validate " + write("p.yaml", yaml).string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("exceeds the model's context_length 256"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, UnknownBackendIsAPluginError) {
+  std::string yaml = kTinyPipeline;
+  yaml.replace(yaml.find("plugin: reference"), 17, "plugin: refrence");
+  Result r = duet("validate " + write("p.yaml", yaml).string());
+  EXPECT_EQ(r.code, 4);
+  EXPECT_NE(r.err.find("no backend named 'refrence'; did you mean 'reference'?"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, PluginsListsLoadedAndRefusedWithReasons) {
+  Result r = duet(std::string("plugins --plugin-path ") + DUET_TEST_PLUGIN_DIR);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("reference 0.1.0  loaded"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sampler greedy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reason: ABI major version mismatch"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace duet

@@ -31,12 +31,17 @@ TEST(F16, ExactValuesHaveKnownBitPatterns) {
     uint16_t bits;
   };
   const Case cases[] = {
-      {0.0f, 0x0000},          {-0.0f, 0x8000},         {1.0f, 0x3C00},
-      {-2.0f, 0xC000},         {0.5f, 0x3800},          {65504.0f, 0x7BFF},  // largest finite
-      {0x1p-14f, 0x0400},                                                    // smallest normal
-      {0x1p-24f, 0x0001},                                                    // smallest subnormal
-      {1023 * 0x1p-24f, 0x03FF},                                             // largest subnormal
-      {kInf, 0x7C00},          {-kInf, 0xFC00},
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {1.0f, 0x3C00},
+      {-2.0f, 0xC000},
+      {0.5f, 0x3800},
+      {65504.0f, 0x7BFF},         // largest finite
+      {0x1p-14f, 0x0400},         // smallest normal
+      {0x1p-24f, 0x0001},         // smallest subnormal
+      {1023 * 0x1p-24f, 0x03FF},  // largest subnormal
+      {kInf, 0x7C00},
+      {-kInf, 0xFC00},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(f32_to_f16(c.value), c.bits) << c.value;
@@ -60,11 +65,11 @@ TEST(F16, RoundsToNearestTiesToEven) {
 }
 
 TEST(F16, RoundsIntoAndOutOfSubnormals) {
-  EXPECT_EQ(f32_to_f16(0x1p-25f), 0x0000);                   // tie between 0 and 2^-24 -> 0
+  EXPECT_EQ(f32_to_f16(0x1p-25f), 0x0000);                        // tie between 0 and 2^-24 -> 0
   EXPECT_EQ(f32_to_f16(std::nextafter(0x1p-25f, 1.0f)), 0x0001);  // above the tie
-  EXPECT_EQ(f32_to_f16(3 * 0x1p-25f), 0x0002);               // tie between 1 and 2 -> 2
-  EXPECT_EQ(f32_to_f16(-0x1p-26f), 0x8000);                  // underflow keeps the sign
-  EXPECT_EQ(f32_to_f16(1e-40f), 0x0000);                     // an f32 subnormal
+  EXPECT_EQ(f32_to_f16(3 * 0x1p-25f), 0x0002);                    // tie between 1 and 2 -> 2
+  EXPECT_EQ(f32_to_f16(-0x1p-26f), 0x8000);                       // underflow keeps the sign
+  EXPECT_EQ(f32_to_f16(1e-40f), 0x0000);                          // an f32 subnormal
   // The largest subnormal plus half a step rounds (to even) into the
   // smallest normal.
   EXPECT_EQ(f32_to_f16(1023.5f * 0x1p-24f), 0x0400);
@@ -176,9 +181,9 @@ TEST(Dequantize, Q8_0HandBuiltBlock) {
 
 TEST(Dequantize, ScalarTypes) {
   std::vector<uint8_t> f16;
-  for (uint16_t h : std::initializer_list<uint16_t>{0x3C00, 0xC000, 0x0001, 0x7BFF}) put_u16(f16, h);
-  EXPECT_EQ(dequantize(DType::kF16, f16, 4),
-            (std::vector<float>{1.0f, -2.0f, 0x1p-24f, 65504.0f}));
+  for (uint16_t h : std::initializer_list<uint16_t>{0x3C00, 0xC000, 0x0001, 0x7BFF})
+    put_u16(f16, h);
+  EXPECT_EQ(dequantize(DType::kF16, f16, 4), (std::vector<float>{1.0f, -2.0f, 0x1p-24f, 65504.0f}));
 
   std::vector<uint8_t> bf16;
   for (uint16_t h : std::initializer_list<uint16_t>{0x3F80, 0xC040}) put_u16(bf16, h);
@@ -286,9 +291,9 @@ std::vector<float> test_row(uint32_t seed) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(128);
   for (float& v : x) v = normal(rng);
-  x[40] = 50.0f;                                       // block 1: outlier
-  for (int j = 64; j < 96; ++j) x[j] = 0.75f;          // block 2: constant
-  for (int j = 96; j < 128; ++j) x[j] *= 1e-3f;        // block 3: small
+  x[40] = 50.0f;                                 // block 1: outlier
+  for (int j = 64; j < 96; ++j) x[j] = 0.75f;    // block 2: constant
+  for (int j = 96; j < 128; ++j) x[j] *= 1e-3f;  // block 3: small
   return x;
 }
 

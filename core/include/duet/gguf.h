@@ -216,6 +216,7 @@ class GgufFile {
   const GgufTensorInfo& tensor(std::string_view name) const;
 
  private:
+  friend class GgufParser;
   struct Impl;
   explicit GgufFile(std::unique_ptr<Impl> impl);
   const GgufValue& require(std::string_view key, std::string_view expected) const;

@@ -1,0 +1,90 @@
+#include "tiny_model.h"
+
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "duet/gguf.h"
+#include "duet/quant.h"
+#include "duet/rng.h"
+
+namespace duet::testing {
+namespace {
+
+class TensorMaker {
+ public:
+  TensorMaker(GgufWriter& w, uint64_t seed) : w_(w), seed_(seed) {}
+
+  void add(const std::string& name, DType type, Shape shape, float offset = 0.0f) {
+    std::vector<float> values(static_cast<size_t>(shape.elements()));
+    for (size_t i = 0; i < values.size(); ++i) {
+      values[i] = offset + static_cast<float>(counter_uniform(seed_, tensor_index_, i, 0) - 0.5);
+    }
+    ++tensor_index_;
+    std::vector<uint8_t> bytes(*dtype_row_bytes(type, static_cast<uint64_t>(shape.innermost())) *
+                               static_cast<size_t>(shape.rows()));
+    const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(shape.innermost()));
+    for (int64_t r = 0; r < shape.rows(); ++r) {
+      quantize_row(type, values.data() + r * shape.innermost(), bytes.data() + static_cast<uint64_t>(r) * row_bytes,
+                   shape.innermost());
+    }
+    w_.add_tensor(name, type, shape, bytes.data(), bytes.size());
+  }
+
+ private:
+  GgufWriter& w_;
+  uint64_t seed_;
+  uint64_t tensor_index_ = 0;
+};
+
+}  // namespace
+
+void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "tiny-llama-test");
+  w.set_uint32("llama.context_length", static_cast<uint32_t>(s.context_length));
+  w.set_uint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_uint32("llama.block_count", static_cast<uint32_t>(s.n_layers));
+  w.set_uint32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_uint32("llama.attention.head_count", static_cast<uint32_t>(s.n_heads));
+  w.set_uint32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
+  w.set_float32("llama.rope.freq_base", 10000.0f);
+  w.set_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "smollm");
+  std::vector<std::string> tokens;
+  for (int32_t i = 0; i < s.n_vocab; ++i) tokens.push_back("tok" + std::to_string(i));
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_uint32("tokenizer.ggml.bos_token_id", 1);
+  w.set_uint32("tokenizer.ggml.eos_token_id", 2);
+
+  const int64_t head_dim = s.n_embd / s.n_heads;
+  const int64_t kv_dim = head_dim * s.n_kv_heads;
+  TensorMaker t(w, s.seed);
+  t.add("token_embd.weight", s.matrix_type, {s.n_vocab, s.n_embd});
+  t.add("output_norm.weight", DType::kF32, {s.n_embd}, 1.0f);
+  for (int32_t l = 0; l < s.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    t.add(b + "attn_norm.weight", DType::kF32, {s.n_embd}, 1.0f);
+    t.add(b + "attn_q.weight", s.matrix_type, {s.n_embd, s.n_embd});
+    t.add(b + "attn_k.weight", s.matrix_type, {kv_dim, s.n_embd});
+    t.add(b + "attn_v.weight", s.matrix_type, {kv_dim, s.n_embd});
+    t.add(b + "attn_output.weight", s.matrix_type, {s.n_embd, s.n_embd});
+    t.add(b + "ffn_norm.weight", DType::kF32, {s.n_embd}, 1.0f);
+    t.add(b + "ffn_gate.weight", s.matrix_type, {s.n_ff, s.n_embd});
+    t.add(b + "ffn_up.weight", s.matrix_type, {s.n_ff, s.n_embd});
+    t.add(b + "ffn_down.weight", s.matrix_type, {s.n_embd, s.n_ff});
+  }
+  w.write(path);
+}
+
+std::filesystem::path make_temp_dir(const std::string& tag) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("duet-" + tag + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace duet::testing

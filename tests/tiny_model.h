@@ -1,0 +1,31 @@
+// tiny_model.h — writes small Llama-shaped GGUF models with the project's
+// own GGUF writer, for tests that need a model file but not the real one.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "duet/dtype.h"
+
+namespace duet::testing {
+
+struct TinyLlama {
+  int32_t n_vocab = 320;
+  int32_t n_embd = 64;
+  int32_t n_layers = 2;
+  int32_t n_heads = 4;
+  int32_t n_kv_heads = 2;
+  int32_t n_ff = 128;
+  int64_t context_length = 256;
+  DType matrix_type = DType::kQ4_1;  // projections and the embedding table
+  uint64_t seed = 1;                 // weights are uniform in [-0.5, 0.5)
+};
+
+// Writes a model with the Llama tensor names and metadata (tied embeddings,
+// a byte-level vocabulary of n_vocab tokens) to `path`.
+void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& shape = {});
+
+// A fresh temporary folder for one test, removed by the caller.
+std::filesystem::path make_temp_dir(const std::string& tag);
+
+}  // namespace duet::testing
