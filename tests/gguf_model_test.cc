@@ -1,0 +1,123 @@
+// Reads the real SmolLM2-135M-Instruct Q4_1 model (label: model). The file is
+// not in git: a missing file fails the test with the command that fetches it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "duet/gguf.h"
+#include "duet/model_summary.h"
+
+namespace duet {
+namespace {
+
+std::filesystem::path model_path() {
+  if (const char* env = std::getenv("DUET_MODEL"); env != nullptr && *env != '\0') return env;
+  return std::filesystem::path(DUET_SOURCE_DIR) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+class SmolLM2 : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::filesystem::path path = model_path();
+    if (!std::filesystem::exists(path)) {
+      missing_ = "model file " + path.string() +
+                 " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
+      return;
+    }
+    file_.emplace(GgufFile::open(path));
+  }
+  static void TearDownTestSuite() { file_.reset(); }
+  void SetUp() override { ASSERT_TRUE(file_.has_value()) << missing_; }
+
+  static const GgufFile& model() { return *file_; }
+
+ private:
+  static inline std::optional<GgufFile> file_;
+  static inline std::string missing_;
+};
+
+TEST_F(SmolLM2, Header) {
+  EXPECT_EQ(model().version(), 3u);
+  EXPECT_EQ(model().alignment(), 32u);
+  EXPECT_EQ(model().file_size(), std::filesystem::file_size(model_path()));
+  EXPECT_EQ(model().data_offset() % model().alignment(), 0u);
+}
+
+TEST_F(SmolLM2, Hyperparameters) {
+  const GgufFile& f = model();
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_uint("llama.block_count"), 30u);
+  EXPECT_EQ(f.get_uint("llama.embedding_length"), 576u);
+  EXPECT_EQ(f.get_uint("llama.feed_forward_length"), 1536u);
+  EXPECT_EQ(f.get_uint("llama.attention.head_count"), 9u);
+  EXPECT_EQ(f.get_uint("llama.attention.head_count_kv"), 3u);
+  EXPECT_EQ(f.get_uint("llama.context_length"), 8192u);
+  EXPECT_EQ(f.get_float("llama.rope.freq_base"), 100000.0);
+  EXPECT_NEAR(f.get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5, 1e-9);
+}
+
+TEST_F(SmolLM2, Tokenizer) {
+  const GgufFile& f = model();
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
+  const std::vector<std::string_view> tokens = f.get_string_array("tokenizer.ggml.tokens");
+  ASSERT_EQ(tokens.size(), 49152u);
+  EXPECT_EQ(tokens[f.get_uint("tokenizer.ggml.bos_token_id")], "<|im_start|>");
+  EXPECT_EQ(tokens[f.get_uint("tokenizer.ggml.eos_token_id")], "<|im_end|>");
+  EXPECT_EQ(f.get_int_array("tokenizer.ggml.token_type").size(), 49152u);
+  EXPECT_EQ(f.find("tokenizer.ggml.merges")->as_array()->size(), 48900u);
+  EXPECT_TRUE(f.find_string("tokenizer.chat_template").has_value());
+}
+
+TEST_F(SmolLM2, TensorTable) {
+  const GgufFile& f = model();
+  const GgufTensorInfo& embd = f.tensor("token_embd.weight");
+  EXPECT_EQ(embd.shape, (Shape{49152, 576}));
+  EXPECT_EQ(f.tensor("output_norm.weight").shape, (Shape{576}));
+
+  const char* const per_layer[] = {
+      "attn_norm.weight", "attn_q.weight",   "attn_k.weight",   "attn_v.weight",
+      "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+      "ffn_down.weight",
+  };
+  for (int layer = 0; layer < 30; ++layer) {
+    for (const char* suffix : per_layer) {
+      const std::string name = "blk." + std::to_string(layer) + "." + suffix;
+      EXPECT_NE(f.find_tensor(name), nullptr) << name;
+    }
+  }
+  EXPECT_EQ(f.tensor("blk.0.attn_q.weight").shape, (Shape{576, 576}));
+  EXPECT_EQ(f.tensor("blk.0.attn_k.weight").shape, (Shape{192, 576}));  // 3 kv heads of 64
+  EXPECT_EQ(f.tensor("blk.29.ffn_down.weight").shape, (Shape{576, 1536}));
+  EXPECT_EQ(f.find_tensor("blk.30.attn_q.weight"), nullptr);
+
+  const std::set<std::string> expected_types = {"q4_1", "q8_0", "f32"};
+  for (const GgufTensorInfo& t : f.tensors()) {
+    EXPECT_TRUE(t.supported()) << t.name << " " << t.type_name();
+    EXPECT_TRUE(expected_types.count(t.type_name())) << t.name << " " << t.type_name();
+    EXPECT_LE(t.offset + t.bytes, f.file_size()) << t.name;
+  }
+  EXPECT_EQ(f.tensor("blk.0.attn_q.weight").dtype, DType::kQ4_1);
+  EXPECT_EQ(f.tensor("blk.0.attn_norm.weight").dtype, DType::kF32);
+}
+
+TEST_F(SmolLM2, Summary) {
+  std::ostringstream out;
+  print_model_summary(out, model(), true);
+  const std::string s = out.str();
+  const auto has = [&](std::string_view text) { return s.find(text) != std::string::npos; };
+  EXPECT_TRUE(has("architecture     llama")) << s;
+  EXPECT_TRUE(has("block_count                        30")) << s;
+  EXPECT_TRUE(has("rope.freq_base                     100000")) << s;
+  EXPECT_TRUE(has("bos token        1 '<|im_start|>'")) << s;
+  EXPECT_TRUE(has("q4_1                   210 tensors")) << s;
+  EXPECT_TRUE(has("tensors (shape is outermost first)")) << s;
+  EXPECT_TRUE(has("token_embd.weight")) << s;
+}
+
+}  // namespace
+}  // namespace duet

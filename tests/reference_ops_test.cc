@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -24,6 +25,10 @@
 #include "duet/quant.h"
 
 namespace duet {
+
+// Lets googletest print a DType parameter by name ("q4_1") in test names.
+void PrintTo(DType type, std::ostream* os) { *os << dtype_name(type); }
+
 namespace {
 
 // ---- loading the plugin -------------------------------------------------------
@@ -224,19 +229,20 @@ TEST(ReferencePlugin, FactoryRejectsEveryOption) {
   }
 }
 
-TEST_F(ReferenceOpsTest, BackendHasNoAttentionOrKVCacheYet) {
+TEST_F(ReferenceOpsTest, BackendNamesItsAttentionAndKVCacheAndRefusesOthers) {
   EXPECT_EQ(backend_->name(), "reference");
-  EXPECT_TRUE(backend_->attention_impls().empty());
-  EXPECT_TRUE(backend_->kv_cache_impls().empty());
+  EXPECT_EQ(backend_->attention_impls(), std::vector<std::string>{"naive"});
+  EXPECT_EQ(backend_->kv_cache_impls(), std::vector<std::string>{"contiguous"});
   try {
-    backend_->create_attention("default", AttentionSpec{});
+    backend_->create_attention("flash", AttentionSpec{});
     FAIL() << "attention created";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kConfig);
     EXPECT_STREQ(e.what(),
-                 "backend 'reference' provides no attention implementation named 'default'; "
-                 "available: (none)");
+                 "backend 'reference' provides no attention implementation named 'flash'; "
+                 "available: 'naive'");
   }
+  EXPECT_FALSE(backend_->check_kv_cache(KVCacheSpec{}).ok());
   EXPECT_THROW(backend_->create_kv_cache(KVCacheSpec{}), Error);
 }
 

@@ -1,19 +1,28 @@
 #include "reference_backend.h"
 
 #include "duet/error.h"
+#include "reference_attention.h"
+#include "reference_kv_cache.h"
 
 namespace duet::reference {
 
 std::unique_ptr<Attention> ReferenceBackend::create_attention(const std::string& impl,
-                                                              const AttentionSpec&) {
-  throw Error(ErrorKind::kConfig,
-              "backend 'reference' provides no attention implementation named '" + impl +
-                  "'; available: (none)");
+                                                              const AttentionSpec& spec) {
+  if (impl != "naive") {
+    throw Error(ErrorKind::kConfig, "backend 'reference' provides no attention implementation named '" +
+                                        impl + "'; available: 'naive'");
+  }
+  return std::make_unique<ReferenceAttention>(spec);
+}
+
+Support ReferenceBackend::check_kv_cache(const KVCacheSpec& spec) const {
+  return ReferenceKVCache::check(spec);
 }
 
 std::unique_ptr<KVCache> ReferenceBackend::create_kv_cache(const KVCacheSpec& spec) {
-  throw Error(ErrorKind::kConfig, "backend 'reference' provides no KV-cache storage named '" +
-                                      spec.impl + "'; available: (none)");
+  Support s = ReferenceKVCache::check(spec);
+  if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
+  return std::make_unique<ReferenceKVCache>(spec, device_);
 }
 
 }  // namespace duet::reference

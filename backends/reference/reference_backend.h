@@ -1,6 +1,5 @@
 // reference_backend.h — the reference backend: host memory and plain C++
-// ops, the yardstick for every other backend. It has no attention or
-// KV-cache implementation yet.
+// ops, attention and KV-cache storage, the yardstick for every other backend.
 #pragma once
 
 #include <memory>
@@ -19,10 +18,11 @@ class ReferenceBackend final : public Backend {
   Device& device() override { return device_; }
   Ops& ops() override { return ops_; }
 
-  std::vector<std::string> attention_impls() const override { return {}; }
+  std::vector<std::string> attention_impls() const override { return {"naive"}; }
   std::unique_ptr<Attention> create_attention(const std::string& impl,
                                               const AttentionSpec& spec) override;
-  std::vector<std::string> kv_cache_impls() const override { return {}; }
+  std::vector<std::string> kv_cache_impls() const override { return {"contiguous"}; }
+  Support check_kv_cache(const KVCacheSpec& spec) const override;
   std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) override;
 
  private:

@@ -311,8 +311,8 @@ void GgufParser::parse_header(GgufFile::Impl& file, Cursor& c, uint64_t& tensor_
          "current llama.cpp");
   }
   if (version == 0x02000000 || version == 0x03000000) {  // 2 or 3 written big-endian
-    fail("is a big-endian GGUF file (version field " + std::to_string(version) +
-         "); only little-endian files are supported");
+    fail("is a big-endian GGUF file (its version field reads " + std::to_string(version) +
+         " little-endian); only little-endian files are supported");
   }
   if (version != 2 && version != 3) {
     fail("GGUF version " + std::to_string(version) + " is not supported (accepted: 2, 3)");

@@ -41,8 +41,7 @@ std::optional<std::string> Options::lookup(const std::string& key) const {
   return it->second;
 }
 
-int64_t Options::get_int(const std::string& key, int64_t fallback, int64_t min,
-                         int64_t max) const {
+int64_t Options::get_int(const std::string& key, int64_t fallback, int64_t min, int64_t max) const {
   std::optional<std::string> text = lookup(key);
   if (!text) return fallback;
   const std::string range = std::to_string(min) + ".." + std::to_string(max);
@@ -56,8 +55,7 @@ int64_t Options::get_int(const std::string& key, int64_t fallback, int64_t min,
   return *value;
 }
 
-double Options::get_double(const std::string& key, double fallback, double min,
-                           double max) const {
+double Options::get_double(const std::string& key, double fallback, double min, double max) const {
   std::optional<std::string> text = lookup(key);
   if (!text) return fallback;
   const std::string range = format_double(min) + ".." + format_double(max);

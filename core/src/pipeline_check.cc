@@ -91,6 +91,10 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       problems.add(ErrorKind::kConfig, src + ": components.kv_cache.impl '" + kc.impl + "' is not provided by backend '" +
                                            backend->name() + "'" + did_you_mean(kc.impl, kv_impls) +
                                            "; available: " + quoted_list(kv_impls));
+    } else {
+      for (const auto& reason : backend->check_kv_cache(out.kv_cache).reasons) {
+        problems.add(ErrorKind::kConfig, src + ": components.kv_cache: " + reason);
+      }
     }
     const auto attn_impls = backend->attention_impls();
     out.attention_impl = config.attention.impl;

@@ -91,13 +91,15 @@ class Reader {
   // The value of `key`, or nullptr after reporting that it is missing.
   const Node* required(const Node& map, const std::string& path, std::string_view key) {
     const Node* node = get(map, key);
-    if (node == nullptr) report(map.origin, path, "missing required key '" + std::string(key) + "'");
+    if (node == nullptr)
+      report(map.origin, path, "missing required key '" + std::string(key) + "'");
     return node;
   }
 
   // Reports `node` unless it is a map, and each of its keys not in `known`.
   // Returns whether it is a map.
-  bool expect_map(const Node& node, const std::string& path, const std::vector<std::string>& known) {
+  bool expect_map(const Node& node, const std::string& path,
+                  const std::vector<std::string>& known) {
     if (!node.is_map()) {
       type_error(node, path, "a map with the keys " + quoted_list(known));
       return false;
@@ -220,8 +222,7 @@ class Reader {
   }
 
   void read_components(const Node* node, PipelineConfig& out) {
-    if (node == nullptr ||
-        !expect_map(*node, "components", {"attention", "kv_cache", "sampler"}))
+    if (node == nullptr || !expect_map(*node, "components", {"attention", "kv_cache", "sampler"}))
       return;
     if (const Node* attention = get(*node, "attention");
         attention != nullptr && expect_map(*attention, "components.attention", {"impl"})) {
@@ -254,8 +255,9 @@ class Reader {
       }
     }
     if (const Node* dtype = get(*node, "dtype")) {
-      const bool listed = dtype->is_scalar() && std::find(kKVCacheDTypes.begin(), kKVCacheDTypes.end(),
-                                                          dtype->scalar) != kKVCacheDTypes.end();
+      const bool listed = dtype->is_scalar() &&
+                          std::find(kKVCacheDTypes.begin(), kKVCacheDTypes.end(), dtype->scalar) !=
+                              kKVCacheDTypes.end();
       std::optional<DType> type = listed ? dtype_from_name(dtype->scalar) : std::nullopt;
       if (type)
         out.dtype = *type;
@@ -270,7 +272,8 @@ class Reader {
     const std::string path = "components.sampler";
     if (node == nullptr || !expect_map(*node, path, {"seed", "chain"})) return;
     if (const Node* seed = get(*node, "seed"))
-      read_integer<uint64_t>(*seed, path + ".seed", 0, std::numeric_limits<uint64_t>::max(), out.seed);
+      read_integer<uint64_t>(*seed, path + ".seed", 0, std::numeric_limits<uint64_t>::max(),
+                             out.seed);
     const Node* chain = get(*node, "chain");
     if (chain == nullptr) return;
     if (!chain->is_list()) {
@@ -338,11 +341,12 @@ class Reader {
                          const std::vector<StageConfig>& earlier) {
     for (size_t j = 0; j < earlier.size(); ++j) {
       if (earlier[j].name == link.name) {
-        report(link.origin, at, "duplicate stage '" + link.name + "' (also stages[" +
-                                    std::to_string(j) + "]); each stage runs once");
+        report(link.origin, at,
+               "duplicate stage '" + link.name + "' (also stages[" + std::to_string(j) +
+                   "]); each stage runs once");
       } else if (link.name == "prefill" && earlier[j].name == "decode") {
-        report(link.origin, at, "'prefill' must come before 'decode' (stages[" +
-                                    std::to_string(j) + "])");
+        report(link.origin, at,
+               "'prefill' must come before 'decode' (stages[" + std::to_string(j) + "])");
       }
     }
   }
@@ -378,19 +382,21 @@ class Reader {
   fs::path base_dir_;
 };
 
+Error too_large(const std::string& name, uintmax_t size) {
+  return Error(ErrorKind::kConfig, name + ": " + std::to_string(size) +
+                                       " bytes is more than a pipeline file may hold (1 MiB, " +
+                                       std::to_string(kMaxPipelineFileBytes) + " bytes)");
+}
+
 }  // namespace
 
 PipelineConfig parse_pipeline_config(std::string_view yaml_text, const std::string& source_name,
                                      const fs::path& base_dir,
                                      const std::vector<std::string>& overrides) {
-  if (yaml_text.size() > kMaxPipelineFileBytes)
-    throw Error(ErrorKind::kConfig,
-                source_name + ": " + std::to_string(yaml_text.size()) +
-                    " bytes is more than a pipeline file may hold (1 MiB, " +
-                    std::to_string(kMaxPipelineFileBytes) + " bytes)");
+  if (yaml_text.size() > kMaxPipelineFileBytes) throw too_large(source_name, yaml_text.size());
   Problems problems(source_name, overrides);
   std::optional<Node> root = yaml::parse(yaml_text, -1, problems);
-  if (!root) problems.throw_if_any();
+  if (!root) problems.throw_if_any();  // parse() has reported why; this throws
   yaml::apply_overrides(*root, overrides, problems);
   PipelineConfig config = Reader(problems, base_dir).read(*root);
   problems.throw_if_any();
@@ -403,18 +409,12 @@ PipelineConfig load_pipeline_config(const fs::path& file,
   const std::string name = file.string();
   std::error_code ec;
   const fs::file_status status = fs::status(file, ec);
-  if (!fs::exists(status))
-    throw Error(ErrorKind::kConfig, name + ": pipeline file not found" +
-                                        (ec && ec != std::errc::no_such_file_or_directory
-                                             ? " (" + ec.message() + ")"
-                                             : std::string()));
-  if (!fs::is_regular_file(status))
-    throw Error(ErrorKind::kConfig, name + ": not a regular file");
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw Error(ErrorKind::kConfig, name + ": cannot access pipeline file: " + ec.message());
+  if (!fs::exists(status)) throw Error(ErrorKind::kConfig, name + ": pipeline file not found");
+  if (!fs::is_regular_file(status)) throw Error(ErrorKind::kConfig, name + ": not a regular file");
   const uintmax_t size = fs::file_size(file, ec);
-  if (!ec && size > kMaxPipelineFileBytes)
-    throw Error(ErrorKind::kConfig, name + ": " + std::to_string(size) +
-                                        " bytes is more than a pipeline file may hold (1 MiB, " +
-                                        std::to_string(kMaxPipelineFileBytes) + " bytes)");
+  if (!ec && size > kMaxPipelineFileBytes) throw too_large(name, size);
   std::ifstream in(file, std::ios::binary);
   if (!in)
     throw Error(ErrorKind::kConfig, name + ": cannot open pipeline file: " + std::strerror(errno));

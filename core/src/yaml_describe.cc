@@ -68,7 +68,9 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::EndMap;
   out << YAML::Key << "sampler" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "seed" << YAML::Value << config.sampler.seed;
-  out << YAML::Key << "chain" << YAML::Value << YAML::BeginSeq;
+  out << YAML::Key << "chain" << YAML::Value;
+  if (config.sampler.chain.empty()) out << YAML::Flow;  // "chain: []" on one line
+  out << YAML::BeginSeq;
   for (const SamplerLink& link : config.sampler.chain) emit_link(out, link.name, link.options);
   out << YAML::EndSeq << YAML::EndMap;
   out << YAML::EndMap;

@@ -83,14 +83,14 @@ void apply_one(Node& root, const std::string& text, int index, Problems& problem
         return;
       }
       if (*item >= at->items.size()) {
-        problems.add(origin, "index " + key + " is out of range for " + name + "; " +
-                                 item_range(*at));
+        problems.add(origin,
+                     "index " + key + " is out of range for " + name + "; " + item_range(*at));
         return;
       }
       at = &at->items[*item];
     } else {
-      problems.add(origin, name + " is the value " + found(*at) + ", not a map, so it has no key '" +
-                               key + "'");
+      problems.add(origin, name + " is the value " + found(*at) +
+                               ", not a map, so it has no key '" + key + "'");
       return;
     }
     walked = walked.empty() ? key : walked + "." + key;

@@ -25,10 +25,14 @@ Entry* Node::find(std::string_view key) {
 
 std::string found(const Node& node) {
   switch (node.kind) {
-    case Node::Kind::kNull: return "nothing";
-    case Node::Kind::kList: return "a list";
-    case Node::Kind::kMap: return "a map";
-    case Node::Kind::kScalar: break;
+    case Node::Kind::kNull:
+      return "nothing";
+    case Node::Kind::kList:
+      return "a list";
+    case Node::Kind::kMap:
+      return "a map";
+    case Node::Kind::kScalar:
+      break;
   }
   // Long or multi-line values would swamp the one-line message.
   constexpr size_t kShown = 40;
@@ -66,8 +70,10 @@ void Problems::throw_if_any() const {
 
 namespace {
 
-// Content the tree refuses, thrown from inside the parser's callbacks to stop
-// it at once (a deeply nested document is never walked to its bottom).
+// Content the tree refuses. Only the first refusal is kept, and the parser
+// runs on so that a syntax error later in the text, which is what the user
+// must fix first, is reported instead. Nesting too deep is thrown at once to
+// stop the parser's recursion.
 struct Refusal {
   Origin at;
   std::string message;
@@ -77,26 +83,27 @@ class TreeBuilder : public YAML::EventHandler {
  public:
   explicit TreeBuilder(int override_index) : override_index_(override_index) {}
 
-  bool has_root() const { return has_root_; }
   Node take_root() { return std::move(root_); }
+  const std::optional<Refusal>& refusal() const { return refusal_; }
   Origin document_start() const { return document_start_; }
 
   void OnDocumentStart(const YAML::Mark& mark) override { document_start_ = origin(mark); }
   void OnDocumentEnd() override {}
 
   void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {
+    if (refusal_) return;
     Node node;
     node.origin = origin(mark);
     place(std::move(node));
   }
 
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
-    throw Refusal{origin(mark), "aliases ('*name') are not supported; write the value out"};
+    refuse(origin(mark), "aliases ('*name') are not supported; write the value out");
   }
 
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
                 const std::string& value) override {
-    check_tag(mark, tag);
+    if (refusal_ || !check_tag(mark, tag)) return;
     Node node;
     node.kind = Node::Kind::kScalar;
     node.origin = origin(mark);
@@ -108,13 +115,13 @@ class TreeBuilder : public YAML::EventHandler {
                        YAML::EmitterStyle::value) override {
     open(mark, tag, Node::Kind::kList);
   }
-  void OnSequenceEnd() override { stack_.pop_back(); }
+  void OnSequenceEnd() override { close(); }
 
   void OnMapStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
                   YAML::EmitterStyle::value) override {
     open(mark, tag, Node::Kind::kMap);
   }
-  void OnMapEnd() override { stack_.pop_back(); }
+  void OnMapEnd() override { close(); }
 
  private:
   Origin origin(const YAML::Mark& mark) const {
@@ -122,31 +129,40 @@ class TreeBuilder : public YAML::EventHandler {
     return Origin{mark.line + 1, mark.column + 1, -1};
   }
 
+  void refuse(const Origin& at, std::string message) {
+    if (!refusal_) refusal_ = Refusal{at, std::move(message)};
+  }
+
   // yaml-cpp reports untagged nodes as "?" (plain) or "!" (quoted); anything
-  // else is an explicit tag, which would silently change nothing here.
-  void check_tag(const YAML::Mark& mark, const std::string& tag) const {
-    if (!tag.empty() && tag != "?" && tag != "!")
-      throw Refusal{origin(mark), "YAML tags ('" + tag + "') are not supported"};
+  // else is an explicit tag, which this tree would silently drop.
+  bool check_tag(const YAML::Mark& mark, const std::string& tag) {
+    if (tag.empty() || tag == "?" || tag == "!") return true;
+    refuse(origin(mark), "YAML tags ('" + tag + "') are not supported");
+    return false;
   }
 
   void open(const YAML::Mark& mark, const std::string& tag, Node::Kind kind) {
-    check_tag(mark, tag);
     if (stack_.size() >= kMaxDepth)
-      throw Refusal{origin(mark), "the document is nested deeper than " +
-                                      std::to_string(kMaxDepth) + " levels"};
+      throw Refusal{origin(mark),
+                    "the document is nested deeper than " + std::to_string(kMaxDepth) + " levels"};
+    if (refusal_ || !check_tag(mark, tag)) return;
     Node node;
     node.kind = kind;
     node.origin = origin(mark);
-    stack_.push_back(place(std::move(node)));
+    if (Node* placed = place(std::move(node))) stack_.push_back(placed);
+  }
+
+  void close() {
+    if (!refusal_) stack_.pop_back();
   }
 
   // Puts a new node where the document is: the root, the next list item, a
-  // map key or a map value. Returns the stored node (nullptr for a key).
-  // Pointers on the stack stay valid: only the innermost open node grows.
+  // map key or a map value. Returns the stored node, or nullptr for a key or
+  // a refused node. Pointers on the stack stay valid: only the innermost open
+  // node grows.
   Node* place(Node node) {
     if (stack_.empty()) {
       root_ = std::move(node);
-      has_root_ = true;
       return &root_;
     }
     Node& parent = *stack_.back();
@@ -155,15 +171,16 @@ class TreeBuilder : public YAML::EventHandler {
       return &parent.items.back();
     }
     if (!pending_key_) {
-      if (!node.is_scalar())
-        throw Refusal{node.origin, "a map key must be a plain name, found " + found(node)};
-      if (const Entry* first = parent.find(node.scalar)) {
+      if (!node.is_scalar()) {
+        refuse(node.origin, "a map key must be a plain name, found " + found(node));
+      } else if (const Entry* first = parent.find(node.scalar)) {
         std::string message = "duplicate key '" + node.scalar + "'";
         if (first->key_origin.line > 0)
           message += " (first at line " + std::to_string(first->key_origin.line) + ")";
-        throw Refusal{node.origin, message};
+        refuse(node.origin, message);
+      } else {
+        pending_key_ = Entry{node.scalar, node.origin, Node{}};
       }
-      pending_key_ = Entry{node.scalar, node.origin, Node{}};
       return nullptr;
     }
     pending_key_->value = std::move(node);
@@ -174,11 +191,24 @@ class TreeBuilder : public YAML::EventHandler {
 
   int override_index_;
   Node root_;
-  bool has_root_ = false;
+  std::optional<Refusal> refusal_;
   Origin document_start_;
   std::vector<Node*> stack_;
   std::optional<Entry> pending_key_;
 };
+
+// yaml-cpp's message for a tab in the indentation ("illegal map value")
+// does not mention the tab, the usual cause.
+bool indented_with_tab(std::string_view text, int line) {
+  size_t start = 0;
+  for (int i = 0; i < line && start != std::string_view::npos; ++i) {
+    start = text.find('\n', start);
+    if (start != std::string_view::npos) ++start;
+  }
+  if (line < 0 || start == std::string_view::npos) return false;
+  const size_t content = text.find_first_not_of(" \t", start);
+  return text.substr(start, content - start).find('\t') != std::string_view::npos;
+}
 
 }  // namespace
 
@@ -187,16 +217,22 @@ std::optional<Node> parse(std::string_view text, int override_index, Problems& p
   TreeBuilder builder(override_index);
   try {
     YAML::Parser parser(in);
-    if (!parser.HandleNextDocument(builder) || !builder.has_root()) {
-      Node empty;
-      empty.origin = override_index >= 0 ? Origin{0, 0, override_index} : Origin{1, 1, -1};
-      return empty;
-    }
+    const bool has_document = parser.HandleNextDocument(builder);
+    // Parsing on also finds syntax errors after the first document.
     TreeBuilder second(override_index);
-    if (parser.HandleNextDocument(second)) {
+    if (has_document && parser.HandleNextDocument(second)) {
       problems.add(second.document_start(),
                    "a second YAML document ('---'); a pipeline holds exactly one");
       return std::nullopt;
+    }
+    if (builder.refusal()) {
+      problems.add(builder.refusal()->at, builder.refusal()->message);
+      return std::nullopt;
+    }
+    if (!has_document) {
+      Node empty;
+      empty.origin = override_index >= 0 ? Origin{0, 0, override_index} : Origin{1, 1, -1};
+      return empty;
     }
   } catch (const Refusal& r) {
     problems.add(r.at, r.message);
@@ -205,7 +241,9 @@ std::optional<Node> parse(std::string_view text, int override_index, Problems& p
     // Every yaml-cpp error (ParserException, DeepRecursion, ...) has a mark.
     Origin at = override_index >= 0 ? Origin{0, 0, override_index}
                                     : Origin{e.mark.line + 1, e.mark.column + 1, -1};
-    problems.add(at, "YAML syntax error: " + e.msg);
+    std::string message = "YAML syntax error: " + e.msg;
+    if (indented_with_tab(text, e.mark.line)) message += "; indent with spaces, not tabs";
+    problems.add(at, message);
     return std::nullopt;
   }
   return builder.take_root();

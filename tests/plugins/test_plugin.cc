@@ -8,24 +8,22 @@
 
 namespace {
 
+// Counts live objects so destroy() can check that they are all gone.
+int g_live_objects = 0;
+
 // Picks the first candidate; enough to prove a registered sampler works.
 class FirstSampler final : public duet::Sampler {
  public:
+  FirstSampler() { ++g_live_objects; }
+  ~FirstSampler() override { --g_live_objects; }
   std::string name() const override { return "test_first"; }
   void apply(duet::Candidates& c, const duet::SamplingContext&) override { c.selected = c.ids.front(); }
 };
 
-// Counts live objects so the test can see destroy() run after they are gone.
-int g_live_objects = 0;
-
 void register_components(duet::PluginRegistrar& r) {
   r.add_sampler("test_first", "selects the first candidate", [](const duet::Options& o) {
     o.finish();
-    ++g_live_objects;
-    struct Counted : FirstSampler {
-      ~Counted() override { --g_live_objects; }
-    };
-    return std::unique_ptr<duet::Sampler>(new Counted);
+    return std::unique_ptr<duet::Sampler>(new FirstSampler);
   });
 #if defined(VARIANT_duplicate_component)
   r.add_sampler("test_first", "the same name again", nullptr);

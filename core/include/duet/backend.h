@@ -34,6 +34,10 @@ class Backend {
   // Names of the KV-cache storages; the first is the default.
   virtual std::vector<std::string> kv_cache_impls() const = 0;
 
+  // Whether create_kv_cache(spec) would accept `spec` (impl, dtype,
+  // geometry), without allocating anything; reasons say what to change.
+  virtual Support check_kv_cache(const KVCacheSpec& spec) const = 0;
+
   // Allocates a cache for `spec`. Throws duet::Error(kConfig) for an unknown
   // impl or dtype and duet::Error(kOutOfMemory) when the device lacks room.
   virtual std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) = 0;

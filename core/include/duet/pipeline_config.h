@@ -44,9 +44,9 @@ struct ModelConfig {
   // folder; one given by --set is taken as written (relative to the working
   // directory), like any command-line path.
   std::filesystem::path path;
-  bool chat = false;           // wrap the prompt in the model's chat template
-  std::string system_prompt;   // YAML key `system`; "" = none
-  std::string chat_template;   // "" = the template stored in the model
+  bool chat = false;          // wrap the prompt in the model's chat template
+  std::string system_prompt;  // YAML key `system`; "" = none
+  std::string chat_template;  // "" = the template stored in the model
 };
 
 struct PluginsConfig {
@@ -56,7 +56,7 @@ struct PluginsConfig {
 };
 
 struct BackendConfig {
-  std::string plugin = "reference";  // a registered backend's name
+  std::string plugin = "reference";    // a registered backend's name
   Options options{"backend.options"};  // validated by the backend's factory
 };
 
