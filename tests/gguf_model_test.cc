@@ -20,7 +20,7 @@ std::filesystem::path model_path() {
   return std::filesystem::path(DUET_SOURCE_DIR) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-class SmolLM2 : public ::testing::Test {
+class GgufSmolLM2 : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::filesystem::path path = model_path();
@@ -41,14 +41,14 @@ class SmolLM2 : public ::testing::Test {
   static inline std::string missing_;
 };
 
-TEST_F(SmolLM2, Header) {
+TEST_F(GgufSmolLM2, Header) {
   EXPECT_EQ(model().version(), 3u);
   EXPECT_EQ(model().alignment(), 32u);
   EXPECT_EQ(model().file_size(), std::filesystem::file_size(model_path()));
   EXPECT_EQ(model().data_offset() % model().alignment(), 0u);
 }
 
-TEST_F(SmolLM2, Hyperparameters) {
+TEST_F(GgufSmolLM2, Hyperparameters) {
   const GgufFile& f = model();
   EXPECT_EQ(f.get_string("general.architecture"), "llama");
   EXPECT_EQ(f.get_uint("llama.block_count"), 30u);
@@ -61,7 +61,7 @@ TEST_F(SmolLM2, Hyperparameters) {
   EXPECT_NEAR(f.get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5, 1e-9);
 }
 
-TEST_F(SmolLM2, Tokenizer) {
+TEST_F(GgufSmolLM2, Tokenizer) {
   const GgufFile& f = model();
   EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "gpt2");
   const std::vector<std::string_view> tokens = f.get_string_array("tokenizer.ggml.tokens");
@@ -73,7 +73,7 @@ TEST_F(SmolLM2, Tokenizer) {
   EXPECT_TRUE(f.find_string("tokenizer.chat_template").has_value());
 }
 
-TEST_F(SmolLM2, TensorTable) {
+TEST_F(GgufSmolLM2, TensorTable) {
   const GgufFile& f = model();
   const GgufTensorInfo& embd = f.tensor("token_embd.weight");
   EXPECT_EQ(embd.shape, (Shape{49152, 576}));
@@ -105,7 +105,7 @@ TEST_F(SmolLM2, TensorTable) {
   EXPECT_EQ(f.tensor("blk.0.attn_norm.weight").dtype, DType::kF32);
 }
 
-TEST_F(SmolLM2, Summary) {
+TEST_F(GgufSmolLM2, Summary) {
   std::ostringstream out;
   print_model_summary(out, model(), true);
   const std::string s = out.str();

@@ -44,7 +44,7 @@ std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
 
 // --- dtype and shape ---------------------------------------------------------
 
-TEST(DType, TraitsOfSupportedTypes) {
+TEST(GgufDType, TraitsOfSupportedTypes) {
   struct Expect {
     DType type;
     std::string_view name;
@@ -73,7 +73,7 @@ TEST(DType, TraitsOfSupportedTypes) {
   EXPECT_EQ(dtype_from_name("F32"), std::nullopt);
 }
 
-TEST(DType, GgmlTypeNames) {
+TEST(GgufDType, GgmlTypeNames) {
   EXPECT_EQ(ggml_type_name(0), "f32");
   EXPECT_EQ(ggml_type_name(3), "q4_1");
   EXPECT_EQ(ggml_type_name(6), "q5_0");
@@ -91,7 +91,7 @@ TEST(DType, GgmlTypeNames) {
   EXPECT_EQ(ggml_type_name(1000), "unknown(1000)");
 }
 
-TEST(DType, GgmlLayouts) {
+TEST(GgufDType, GgmlLayouts) {
   EXPECT_EQ(ggml_type_layout(12)->block_size, 256);  // q4_k
   EXPECT_EQ(ggml_type_layout(12)->block_bytes, 144);
   EXPECT_EQ(ggml_type_layout(14)->block_bytes, 210);  // q6_k
@@ -99,7 +99,7 @@ TEST(DType, GgmlLayouts) {
   EXPECT_EQ(ggml_type_layout(40), std::nullopt);
 }
 
-TEST(DType, RowBytes) {
+TEST(GgufDType, RowBytes) {
   EXPECT_EQ(dtype_row_bytes(DType::kF32, 3), 12u);
   EXPECT_EQ(dtype_row_bytes(DType::kQ4_1, 64), 40u);
   EXPECT_EQ(dtype_row_bytes(DType::kQ8_0, 32), 34u);
@@ -107,7 +107,7 @@ TEST(DType, RowBytes) {
   EXPECT_EQ(dtype_row_bytes(DType::kF32, std::numeric_limits<uint64_t>::max()), std::nullopt);
 }
 
-TEST(Shape, Basics) {
+TEST(GgufShape, Basics) {
   const Shape s{49152, 576};
   EXPECT_EQ(s.rank, 2);
   EXPECT_EQ(s.elements(), 49152 * 576);
@@ -500,7 +500,7 @@ TEST(GgufWriter, ReportsUnwritablePath) {
 
 // --- summary -----------------------------------------------------------------
 
-TEST(ModelSummary, PrintsSectionsAndMissingKeysAsDash) {
+TEST(GgufModelSummary, PrintsSectionsAndMissingKeysAsDash) {
   GgufWriter w = small_valid_writer();
   const std::vector<std::string> tokens = {"<s>", "</s>", "hi\nthere"};
   w.set_string_array("tokenizer.ggml.tokens", tokens);

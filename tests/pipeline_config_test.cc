@@ -141,6 +141,12 @@ TEST(PipelineConfigTest, AbsoluteModelPathIsKept) {
   EXPECT_EQ(c.model.path, fs::path("/m/x.gguf"));
 }
 
+TEST(PipelineConfigTest, RelativeBaseFolderGivesAbsolutePaths) {
+  PipelineConfig c =
+      parse_pipeline_config("model: {path: ../m.gguf}\nstages: [decode]\n", "cfg/p.yaml", "cfg");
+  EXPECT_EQ(c.model.path, fs::current_path() / "m.gguf");
+}
+
 TEST(PipelineConfigTest, DefaultConfigFileLoads) {
   const fs::path file = DUET_SOURCE_DIR "/configs/smollm2.yaml";
   PipelineConfig c = load_pipeline_config(file);
@@ -411,6 +417,13 @@ TEST(PipelineConfigTest, MultipleProblemsReportedTogetherInOrder) {
             "test.yaml:8:5: stages[1]: 'prefill' must come before 'decode' (stages[0])");
 }
 
+TEST(PipelineConfigTest, EachProblemIsOneLine) {
+  EXPECT_EQ(parse_error(std::string(kMinimal) + "\"x\\ny\": 1\n", {"model.chat=\"a\\nb\""}),
+            "test.yaml:3:1: unknown key 'x y' at the top level; expected one of 'model', "
+            "'plugins', 'backend', 'components', 'stages'\n"
+            "--set model.chat=\"a\\nb\": model.chat: expected true or false, found 'a b'");
+}
+
 class PipelineFileTest : public ::testing::Test {
  protected:
   fs::path write(const std::string& name, const std::string& text) {
@@ -480,10 +493,11 @@ TEST(PipelineOverrideTest, CreatesMissingMapsAndLaterOverridesWin) {
   EXPECT_EQ(format_source_pos(c.source, c.stages[0].pos), "test.yaml:2:10");
 }
 
-TEST(PipelineOverrideTest, PathsFromSetAreTakenAsWritten) {
-  PipelineConfig c = parse(kMinimal, {"model.path=models/x.gguf", "plugins.paths=[p]"});
-  EXPECT_EQ(c.model.path, fs::path("models/x.gguf"));
-  EXPECT_EQ(c.plugins.paths, std::vector<std::string>{"p"});
+TEST(PipelineOverrideTest, PathsFromSetAreRelativeToWorkingDirectory) {
+  PipelineConfig c = parse(kMinimal, {"model.path=models/./x.gguf", "plugins.paths=[p, /abs/q]"});
+  EXPECT_EQ(c.model.path, fs::current_path() / "models/x.gguf");
+  EXPECT_EQ(c.plugins.paths,
+            (std::vector<std::string>{(fs::current_path() / "p").string(), "/abs/q"}));
 }
 
 TEST(PipelineOverrideTest, MalformedOverrides) {

@@ -11,6 +11,54 @@
 namespace duet::testing {
 namespace {
 
+// GPT-2's byte-level alphabet: printable bytes stand for themselves, the
+// others are shifted to code points from U+0100 up, encoded as UTF-8.
+std::vector<std::string> byte_symbols() {
+  std::vector<std::string> symbols(256);
+  int shifted = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const int cp = printable ? b : 256 + shifted++;
+    std::string utf8;
+    if (cp < 0x80) {
+      utf8 += static_cast<char>(cp);
+    } else {
+      utf8 += static_cast<char>(0xC0 | (cp >> 6));
+      utf8 += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    symbols[static_cast<size_t>(b)] = utf8;
+  }
+  return symbols;
+}
+
+struct TinyVocab {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;  // 1 normal, 3 control
+  std::vector<std::string> merges;
+};
+
+// Three control tokens, the 256 byte tokens, then merged tokens built from
+// pairs of lower-case letters ("ab", "ac", ...) until n_vocab is reached.
+TinyVocab tiny_vocab(int32_t n_vocab) {
+  TinyVocab v;
+  for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    v.tokens.push_back(special);
+    v.types.push_back(3);
+  }
+  for (const auto& symbol : byte_symbols()) {
+    v.tokens.push_back(symbol);
+    v.types.push_back(1);
+  }
+  for (char a = 'a'; a <= 'z' && static_cast<int32_t>(v.tokens.size()) < n_vocab; ++a) {
+    for (char b = 'a'; b <= 'z' && static_cast<int32_t>(v.tokens.size()) < n_vocab; ++b) {
+      v.tokens.push_back(std::string{a, b});
+      v.types.push_back(1);
+      v.merges.push_back(std::string{a, ' ', b});
+    }
+  }
+  return v;
+}
+
 class TensorMaker {
  public:
   TensorMaker(GgufWriter& w, uint64_t seed) : w_(w), seed_(seed) {}
@@ -53,11 +101,16 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
   w.set_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string("tokenizer.ggml.pre", "smollm");
-  std::vector<std::string> tokens;
-  for (int32_t i = 0; i < s.n_vocab; ++i) tokens.push_back("tok" + std::to_string(i));
-  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  const TinyVocab vocab = tiny_vocab(s.n_vocab);
+  w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
+  w.set_int32_array("tokenizer.ggml.token_type", vocab.types);
+  w.set_string_array("tokenizer.ggml.merges", vocab.merges);
   w.set_uint32("tokenizer.ggml.bos_token_id", 1);
   w.set_uint32("tokenizer.ggml.eos_token_id", 2);
+  w.set_string("tokenizer.chat_template",
+               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+               "{% endif %}");
 
   const int64_t head_dim = s.n_embd / s.n_heads;
   const int64_t kv_dim = head_dim * s.n_kv_heads;

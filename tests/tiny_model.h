@@ -10,7 +10,7 @@
 namespace duet::testing {
 
 struct TinyLlama {
-  int32_t n_vocab = 320;
+  int32_t n_vocab = 320;  // at least 259: 3 control tokens and 256 bytes
   int32_t n_embd = 64;
   int32_t n_layers = 2;
   int32_t n_heads = 4;
@@ -21,8 +21,10 @@ struct TinyLlama {
   uint64_t seed = 1;                 // weights are uniform in [-0.5, 0.5)
 };
 
-// Writes a model with the Llama tensor names and metadata (tied embeddings,
-// a byte-level vocabulary of n_vocab tokens) to `path`.
+// Writes a model with the Llama tensor names and metadata to `path`: tied
+// embeddings; a byte-level BPE vocabulary (pre-tokenizer "smollm") of
+// <|endoftext|>, <|im_start|> (bos), <|im_end|> (eos), the 256 byte tokens
+// and letter pairs "ab", "ac", ... with their merges; a ChatML template.
 void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& shape = {});
 
 // A fresh temporary folder for one test, removed by the caller.

@@ -1,31 +1,109 @@
-// duet run — run a pipeline: prefill, then the decode loop.
+// duet run — run a pipeline: prefill, then the decode loop, streaming the
+// answer to stdout and a summary to stderr (or one JSON result with --json).
+#include <cstdio>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "commands.h"
-#include "duet/error.h"
+#include "duet/pipeline.h"
+#include "json_writer.h"
 #include "pipeline_loading.h"
 
 namespace duet::cli {
+namespace {
+
+constexpr const char* kDefaultPrompt = "What is the capital of France?";
+
+class StdoutSink final : public TextSink {
+ public:
+  void on_text(std::string_view text) override {
+    std::cout << text << std::flush;
+  }
+};
+
+class SilentSink final : public TextSink {
+ public:
+  void on_text(std::string_view) override {}
+};
+
+double per_second(int32_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; }
+
+std::string json_result(const Pipeline& p, const PipelineConfig& config, const std::string& prompt,
+                        const RunResult& r) {
+  JsonWriter j;
+  j.begin_object();
+  j.field("pipeline", config.source.string());
+  j.field("model", config.model.path.string());
+  j.field("backend", p.check().backend);
+  j.field("attention", p.check().attention_impl);
+  j.field("sampler_order", p.sampler_order());
+  j.field("seed", config.sampler.seed);
+  j.field("prompt", prompt);
+  j.field("text", r.text);
+  j.field("finish_reason", finish_reason_name(r.finish));
+  j.key("prompt_token_ids").begin_array();
+  for (int32_t t : r.prompt_tokens) j.value(t);
+  j.end_array();
+  j.key("generated_token_ids").begin_array();
+  for (int32_t t : r.generated_tokens) j.value(t);
+  j.end_array();
+  j.field("prompt_tokens", r.stats.prompt_tokens);
+  j.field("generated_tokens", r.stats.generated_tokens);
+  j.field("load_seconds", p.load_seconds());
+  j.field("time_to_first_token_seconds", r.stats.first_token_seconds);
+  j.field("prefill_tokens_per_second", per_second(r.stats.prompt_tokens, r.stats.prefill_seconds));
+  j.field("decode_tokens_per_second", per_second(r.stats.generated_tokens, r.stats.decode_seconds));
+  j.field("kv_cache_bytes", p.kv_cache_bytes());
+  j.end_object();
+  return j.str();
+}
+
+}  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
   po::options_description opts("Options");
   opts.add_options()("help,h", "show this help")(
-      "prompt", po::value<std::string>()->default_value("What is the capital of France?"),
-      "the prompt text");
+      "prompt,p", po::value<std::string>()->default_value(kDefaultPrompt), "the prompt text")(
+      "chat", "wrap the prompt in the model's chat template (same as --set model.chat=true)")(
+      "system", po::value<std::string>(), "system message for the chat template")(
+      "json", "print one JSON result on stdout instead of streaming text and a summary");
   add_pipeline_options(opts);
   po::variables_map vm;
-  if (!parse_command_line("run", "duet run PIPELINE.yaml [--prompt TEXT] [--set key.path=value]...",
+  if (!parse_command_line("run", "duet run PIPELINE.yaml [--prompt TEXT] [--chat] [--json] [--set key.path=value]...",
                           opts, {"pipeline"}, args, vm)) {
     return 0;
   }
+  std::vector<std::string> extra;
+  if (vm.count("chat")) extra.push_back("model.chat=true");
+  if (vm.count("system")) extra.push_back("model.system=" + quote_yaml(vm["system"].as<std::string>()));
+
   PluginHost host;
-  PipelineConfig config;
-  PipelineCheck check = load_and_check(vm, host, config);
-  std::cerr << summarize(config, check);
-  // The pipeline is valid; what cannot run yet is generation itself.
-  throw Error(ErrorKind::kInternal,
-              "generation is not implemented yet: the tokenizer and the Llama forward pass come with "
-              "issue #3; the pipeline above is valid ('duet validate' checks pipelines)");
+  PipelineConfig config = load_pipeline(vm, host, extra);
+  auto pipeline = Pipeline::build(config, host);
+  const std::string prompt = vm["prompt"].as<std::string>();
+  const bool json = vm.count("json") != 0;
+
+  StdoutSink stdout_sink;
+  SilentSink silent;
+  RunResult r = pipeline->run(prompt, json ? static_cast<TextSink&>(silent) : stdout_sink);
+  if (json) {
+    std::cout << json_result(*pipeline, config, prompt, r) << "\n";
+    return 0;
+  }
+  std::cout << "\n";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1);
+  s << "--\nbackend " << pipeline->check().backend << ", attention " << pipeline->check().attention_impl
+    << ", sampler " << pipeline->sampler_order() << " (seed " << config.sampler.seed << ")\n"
+    << "prompt " << r.stats.prompt_tokens << " tokens, generated " << r.stats.generated_tokens
+    << " tokens, finish " << finish_reason_name(r.finish) << "\n"
+    << "load " << pipeline->load_seconds() * 1000 << " ms, time to first token "
+    << r.stats.first_token_seconds * 1000 << " ms, prefill "
+    << per_second(r.stats.prompt_tokens, r.stats.prefill_seconds) << " tok/s, decode "
+    << per_second(r.stats.generated_tokens, r.stats.decode_seconds) << " tok/s\n";
+  std::cerr << s.str();
+  return 0;
 }
 
 }  // namespace duet::cli

@@ -16,8 +16,8 @@ int cmd_validate(const std::vector<std::string>& args) {
     return 0;
   }
   PluginHost host;
-  PipelineConfig config;
-  PipelineCheck check = load_and_check(vm, host, config);
+  PipelineConfig config = load_pipeline(vm, host);
+  PipelineCheck check = check_pipeline(config, host);
   if (!vm.count("quiet")) {
     std::cout << describe(config) << "\n" << summarize(config, check) << "valid: "
               << config.source.string() << "\n";

@@ -9,12 +9,28 @@ void add_pipeline_options(po::options_description& opts) {
                      "override a pipeline key: --set key.path=value (repeatable)");
 }
 
-PipelineCheck load_and_check(const po::variables_map& vm, PluginHost& host, PipelineConfig& config) {
-  std::vector<std::string> overrides;
-  if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
-  config = load_pipeline_config(vm["pipeline"].as<std::string>(), overrides);
+PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host, const std::vector<std::string>& extra) {
+  std::vector<std::string> overrides = extra;
+  if (vm.count("set")) {
+    const auto& set = vm["set"].as<std::vector<std::string>>();
+    overrides.insert(overrides.end(), set.begin(), set.end());
+  }
+  PipelineConfig config = load_pipeline_config(vm["pipeline"].as<std::string>(), overrides);
   load_pipeline_plugins(config, host);
-  return check_pipeline(config, host);
+  return config;
+}
+
+std::string quote_yaml(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
 }
 
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check) {

@@ -15,9 +15,14 @@ namespace duet::cli {
 // Adds --set to a subcommand's options.
 void add_pipeline_options(po::options_description& opts);
 
-// Parses the pipeline named by vm["pipeline"] with vm's --set overrides,
-// loads the plugins it can see into `host` and checks it.
-PipelineCheck load_and_check(const po::variables_map& vm, PluginHost& host, PipelineConfig& config);
+// Parses the pipeline named by vm["pipeline"] with `extra` overrides (from
+// other flags) followed by vm's --set overrides, and loads the plugins it can
+// see into `host`.
+PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
+                             const std::vector<std::string>& extra = {});
+
+// A string as a YAML double-quoted scalar, for building --set values.
+std::string quote_yaml(const std::string& text);
 
 // A few lines describing a checked pipeline, for stderr.
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check);

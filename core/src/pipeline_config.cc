@@ -160,10 +160,14 @@ class Reader {
 
   // A path written in the file is relative to the file's folder; one from
   // --set is relative to the working directory, like any command-line path.
+  // Both become absolute, so that whoever reads them later (the plugin host,
+  // a recorded result) cannot resolve them against another folder.
   fs::path resolve(const Node& node, const std::string& text) const {
     fs::path path(text);
-    if (node.origin.override_index >= 0 || path.is_absolute()) return path;
-    return (base_dir_ / path).lexically_normal();
+    if (node.origin.override_index < 0) path = base_dir_ / path;  // keeps an absolute `text`
+    std::error_code ec;
+    fs::path absolute = fs::absolute(path, ec);
+    return (ec ? path : absolute).lexically_normal();
   }
 
   void read_model(const Node* node, ModelConfig& out) {
@@ -302,7 +306,7 @@ class Reader {
   std::optional<Link> read_link(const Node& item, const std::string& path, const std::string& what,
                                 const std::string& example) {
     if (item.is_scalar() && !item.scalar.empty()) return Link{item.scalar, nullptr, item.origin};
-    if (item.is_map() && item.entries.size() == 1) {
+    if (item.is_map() && item.entries.size() == 1 && !item.entries.front().key.empty()) {
       const Entry& e = item.entries.front();
       return Link{e.key, &e.value, e.key_origin};
     }

@@ -34,10 +34,9 @@ std::string found(const Node& node) {
     case Node::Kind::kScalar:
       break;
   }
-  // Long or multi-line values would swamp the one-line message.
+  // Long values would swamp the one-line message.
   constexpr size_t kShown = 40;
-  std::string shown = node.scalar.substr(0, kShown);
-  std::replace(shown.begin(), shown.end(), '\n', ' ');
+  const std::string shown = node.scalar.substr(0, kShown);
   return "'" + shown + (node.scalar.size() > kShown ? "...'" : "'");
 }
 
@@ -62,8 +61,12 @@ void Problems::throw_if_any() const {
                    [&](const Problem& a, const Problem& b) { return key(a.at) < key(b.at); });
   std::string message;
   for (const auto& p : sorted) {
+    // A key or an override may hold a line break; each problem stays one line.
+    std::string line = where(p.at) + ": " + p.message;
+    std::replace_if(
+        line.begin(), line.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     if (!message.empty()) message += '\n';
-    message += where(p.at) + ": " + p.message;
+    message += line;
   }
   throw Error(ErrorKind::kConfig, message);
 }

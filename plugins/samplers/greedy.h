@@ -6,8 +6,11 @@
 
 namespace duet::samplers {
 
-// Ties go to the lowest token id, so the choice never depends on the order
-// of the candidate list. Takes no options.
+// YAML: `- greedy`. Takes no options.
+//
+// Selects the highest logit; ties go to the lowest token id, so the choice
+// never depends on the order of the candidate list. Leaves the winner as the
+// only candidate, so no later link can drop the selected id.
 class Greedy final : public Sampler {
  public:
   explicit Greedy(const Options& options);

@@ -115,6 +115,8 @@ class GgufValue {
   std::optional<double> as_float() const;
   std::optional<bool> as_bool() const;
   std::optional<std::string_view> as_string() const;
+  // Points into this GgufValue; copy the GgufArray (a small view) to keep it
+  // beyond the value's life.
   const GgufArray* as_array() const;
 
  private:
@@ -161,6 +163,8 @@ class GgufTensorInfo {
 // copyable; a moved-from GgufFile may only be destroyed or assigned to.
 // Threading: immutable after open(); all const methods may be called from
 // any number of threads at once.
+// The file must not be truncated or rewritten while it is open: like any
+// mapping, reading a page the file no longer has raises SIGBUS.
 class GgufFile {
  public:
   // Maps and validates `path`. Throws Error(kModelFile) if the file cannot be

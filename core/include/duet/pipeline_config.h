@@ -40,9 +40,9 @@ struct SourcePos {
 };
 
 struct ModelConfig {
-  // The GGUF file. A path written in the file is resolved against the file's
-  // folder; one given by --set is taken as written (relative to the working
-  // directory), like any command-line path.
+  // The GGUF file, absolute and lexically normal. A relative path written in
+  // the file is resolved against the file's folder; one given by --set
+  // against the working directory, like any command-line path.
   std::filesystem::path path;
   bool chat = false;          // wrap the prompt in the model's chat template
   std::string system_prompt;  // YAML key `system`; "" = none
@@ -51,7 +51,7 @@ struct ModelConfig {
 
 struct PluginsConfig {
   // Folders searched for plugins before the defaults, resolved like
-  // ModelConfig::path. Pass them to plugin_search_dirs().
+  // ModelConfig::path (so absolute). Pass them to plugin_search_dirs().
   std::vector<std::string> paths;
 };
 
@@ -122,7 +122,8 @@ PipelineConfig load_pipeline_config(const std::filesystem::path& file,
 
 // As load_pipeline_config(), for text already in memory. `source_name`
 // prefixes every error line and becomes PipelineConfig::source; relative
-// paths in the text are resolved against `base_dir` (may be empty).
+// paths in the text are resolved against `base_dir` (itself relative to the
+// working directory unless absolute; may be empty).
 PipelineConfig parse_pipeline_config(std::string_view yaml_text, const std::string& source_name,
                                      const std::filesystem::path& base_dir,
                                      const std::vector<std::string>& overrides = {});

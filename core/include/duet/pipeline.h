@@ -1,0 +1,70 @@
+// duet/pipeline.h — a pipeline YAML made runnable: model weights bound on
+// the backend, KV cache allocated, sampler chain and stages created.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "duet/pipeline_check.h"
+#include "duet/pipeline_config.h"
+#include "duet/plugin_host.h"
+#include "duet/session.h"
+#include "duet/tokenizer.h"
+
+namespace duet {
+
+struct RunResult {
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> generated_tokens;  // end-of-generation token included
+  std::string text;                       // what the sink received
+  FinishReason finish = FinishReason::kNone;
+  SessionStats stats;
+  std::vector<float> prompt_logits;       // [prompt, n_vocab] with prefill all_logits
+};
+
+// Thread-safety: none. A pipeline runs one request at a time and reuses its
+// KV cache between requests.
+class Pipeline {
+ public:
+  // Checks `config` (check_pipeline), then loads the model onto the backend,
+  // allocates the KV cache and creates the sampler links and stages. Throws
+  // duet::Error: every check_pipeline() problem, kModelFile for a model the
+  // architecture cannot use, kOutOfMemory when the device lacks room.
+  static std::unique_ptr<Pipeline> build(const PipelineConfig& config, const PluginHost& host);
+  ~Pipeline();
+
+  // The token ids of `prompt`: wrapped in the chat template when the
+  // pipeline has model.chat, with the model's BOS when it asks for one.
+  // Throws duet::Error(kInputRejected) for an empty prompt and kConfig for a
+  // chat template that cannot be applied.
+  std::vector<int32_t> tokenize_prompt(const std::string& prompt) const;
+
+  // Runs every stage on `prompt`, streaming generated text to `sink`.
+  RunResult run(const std::string& prompt, TextSink& sink);
+
+  // The same for prompt token ids. Throws duet::Error(kInputRejected) for an
+  // empty prompt or an id outside [0, n_vocab).
+  RunResult run_tokens(std::span<const int32_t> prompt, TextSink& sink);
+
+  // A session holding `prompt`, with nothing cached yet, for driving stages
+  // or forward passes by hand (tests, tools). At most one session exists at
+  // a time; it must be destroyed before run() or the next new_session().
+  std::unique_ptr<Session> new_session(std::span<const int32_t> prompt, TextSink& sink);
+
+  const PipelineCheck& check() const;
+  const Tokenizer& tokenizer() const;
+  // The sampler chain in the order it applies, e.g. "top_k -> temperature".
+  std::string sampler_order() const;
+  uint64_t kv_cache_bytes() const;
+  double load_seconds() const;
+
+ private:
+  struct State;
+  explicit Pipeline(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace duet

@@ -1,0 +1,96 @@
+// duet/session.h — the state one generation carries from stage to stage.
+//
+// A Session holds one sequence: its tokens (prompt, then generated), how
+// many of them are in the KV cache, the logits of the last forward pass and
+// the run's statistics. Stages (duet/stage.h) advance it: prefill runs the
+// prompt through the model, the decode loop samples and appends tokens.
+// Sessions are made by a Pipeline; a stage only uses this interface.
+// Thread-safety: none; a session belongs to one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace duet {
+
+class Tokenizer;
+
+enum class FinishReason {
+  kNone,    // still running
+  kStop,    // an end-of-generation token or a stop string
+  kLength,  // max_new_tokens reached, or the KV cache is full
+};
+
+// "none", "stop", "length".
+const char* finish_reason_name(FinishReason reason);
+
+// Where generated text goes, piece by piece, as it is produced.
+class TextSink {
+ public:
+  virtual ~TextSink() = default;
+  virtual void on_text(std::string_view text) = 0;
+};
+
+struct SessionStats {
+  int32_t prompt_tokens = 0;
+  int32_t generated_tokens = 0;
+  double prefill_seconds = 0.0;       // forward passes over the prompt
+  double decode_seconds = 0.0;        // decode steps (sampling included)
+  double first_token_seconds = 0.0;   // from the start of the run to the first generated token
+};
+
+class Session {
+ public:
+  class Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Prompt tokens followed by generated ones.
+  std::span<const int32_t> tokens() const;
+  int32_t prompt_tokens() const;
+  // Tokens whose K and V are in the cache: always the first cached() tokens.
+  int32_t cached() const;
+  // Positions the cache can still take for this sequence.
+  int64_t room() const;
+  int32_t n_vocab() const;
+
+  // Runs tokens [cached(), cached() + n) through the model, adding their K
+  // and V to the cache. logits() then holds the last row's logits, or every
+  // row's when `all_logits`. Throws duet::Error(kInputRejected) naming the
+  // sizes and the fix when the cache has no room for n more positions.
+  void forward(int32_t n, bool all_logits);
+
+  // [rows, n_vocab] logits of the last forward(), row-major.
+  std::span<const float> logits() const;
+
+  // Logit rows a stage keeps for the caller (prefill's all_logits), handed
+  // back in RunResult::prompt_logits.
+  std::vector<float>& kept_logits();
+
+  // The next token, drawn by the sampler chain from the last logits row.
+  int32_t sample();
+
+  // Appends a generated token (not yet in the cache).
+  void append(int32_t token);
+
+  const Tokenizer& tokenizer() const;
+  TextSink& sink();
+
+  FinishReason finish_reason() const;
+  void finish(FinishReason reason);
+
+  SessionStats& stats();
+  // Seconds since the session started, for stats.
+  double elapsed_seconds() const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace duet

@@ -1,0 +1,69 @@
+// llama.h — the Llama architecture: which ops run in which order, on any
+// backend (internal to core).
+//
+// Per layer, for the rows of one step:
+//   h  = rmsnorm(x, attn_norm)
+//   q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ;  rope(q), rope(k) at each row's position
+//   x += attention(q, k, v over the cache)·Woᵀ
+//   h  = rmsnorm(x, ffn_norm)
+//   x += (silu(h·Wgateᵀ) * h·Wupᵀ)·Wdownᵀ
+// then logits = rmsnorm(x, output_norm)·Woutᵀ for the rows asked for, where
+// Wout is output.weight or, for tied embeddings, token_embd.weight. K and V
+// are projections of each layer's own input, as the model was trained.
+// GGUF Llama files store Q and K rows permuted for adjacent-pair RoPE.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "checked_ops.h"
+#include "duet/attention.h"
+#include "duet/backend.h"
+#include "duet/gguf.h"
+#include "duet/model_hparams.h"
+
+namespace duet {
+
+class LlamaModel {
+ public:
+  // Binds every weight of `file` on `backend`: in place when the device can
+  // read host memory (the file stays mapped), else copied to the device.
+  // Throws duet::Error(kModelFile) naming a missing tensor, a wrong shape or
+  // a type the backend cannot compute with, and kOutOfMemory from the device.
+  LlamaModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams, Backend& backend);
+  ~LlamaModel();
+
+  const ModelHParams& hparams() const { return hparams_; }
+  // Bytes of weights the backend's device holds (0 when they stay mapped).
+  uint64_t device_weight_bytes() const { return device_weight_bytes_; }
+
+  // Runs `tokens` (row i of `step` is tokens[i]) through every layer,
+  // storing each row's K and V in `kv`, and writes the logits of the rows in
+  // `logit_rows` to `logits` ([logit_rows.size(), n_vocab], host memory).
+  // REQUIRES: every token id in [0, n_vocab) and `step` built by core.
+  void forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv, Attention& attention,
+               std::span<const int32_t> logit_rows, std::vector<float>& logits);
+
+ private:
+  struct Layer {
+    TensorView attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+  };
+  struct Scratch;
+
+  TensorView bind(const std::string& name, Shape expected);
+  void ensure_scratch(int32_t n_rows, int32_t n_logit_rows);
+
+  std::shared_ptr<const GgufFile> file_;
+  ModelHParams hparams_;
+  Backend& backend_;
+  CheckedOps ops_;
+  std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // when copied to the device
+  uint64_t device_weight_bytes_ = 0;
+  TensorView token_embd_, output_norm_, output_;
+  std::vector<Layer> layers_;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace duet

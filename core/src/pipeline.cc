@@ -1,0 +1,149 @@
+#include "duet/pipeline.h"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "duet/chat_template.h"
+#include "duet/error.h"
+#include "duet/gguf.h"
+#include "session_impl.h"
+#include "stages/decode_stage.h"
+#include "stages/prefill_stage.h"
+
+namespace duet {
+namespace {
+
+// Forwards text to the caller's sink and keeps a copy for the result.
+class RecordingSink final : public TextSink {
+ public:
+  explicit RecordingSink(TextSink& inner) : inner_(inner) {}
+  void on_text(std::string_view text) override {
+    text_ += text;
+    inner_.on_text(text);
+  }
+  std::string& text() { return text_; }
+
+ private:
+  TextSink& inner_;
+  std::string text_;
+};
+
+}  // namespace
+
+struct Pipeline::State {
+  PipelineConfig config;
+  PipelineCheck check;
+  std::shared_ptr<const GgufFile> file;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat;
+  std::shared_ptr<Backend> backend;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<KVCache> kv;
+  std::unique_ptr<KVAllocator> allocator;
+  std::unique_ptr<Attention> attention;
+  std::unique_ptr<SamplerChain> chain;
+  std::vector<std::shared_ptr<Stage>> stages;
+  double load_seconds = 0.0;
+};
+
+Pipeline::Pipeline(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Pipeline::~Pipeline() = default;
+
+std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const PluginHost& host) {
+  const auto start = std::chrono::steady_clock::now();
+  auto s = std::make_unique<State>();
+  s->config = config;
+  s->check = check_pipeline(config, host);
+  const PipelineCheck& c = s->check;
+
+  s->file = std::make_shared<const GgufFile>(GgufFile::open(config.model.path));
+  s->tokenizer = load_tokenizer(*s->file);
+  if (config.model.chat) s->chat = ChatTemplate::from_model(*s->file, config.model.chat_template);
+  s->backend = host.create_backend(config.backend.plugin, config.backend.options);
+  s->model = std::make_unique<LlamaModel>(s->file, c.hparams, *s->backend);
+  s->kv = s->backend->create_kv_cache(c.kv_cache);
+  s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
+  const ModelHParams& h = c.hparams;
+  s->attention = s->backend->create_attention(
+      c.attention_impl, AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))});
+
+  std::vector<std::shared_ptr<Sampler>> links;
+  for (const auto& link : config.sampler.chain) links.push_back(host.create_sampler(link.name, link.options));
+  s->chain = std::make_unique<SamplerChain>(config.sampler.seed, std::move(links));
+  for (const auto& stage : config.stages) {
+    if (stage.name == "prefill") {
+      s->stages.push_back(std::make_shared<PrefillStage>(parse_prefill_options(stage)));
+    } else if (stage.name == "decode") {
+      s->stages.push_back(std::make_shared<DecodeStage>(parse_decode_options(stage)));
+    } else {
+      s->stages.push_back(host.create_stage(stage.name, stage.options));
+    }
+  }
+  s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(s)));
+}
+
+std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt) const {
+  if (prompt.empty()) {
+    throw Error(ErrorKind::kInputRejected, "the prompt is empty; pass --prompt with some text");
+  }
+  const State& s = *state_;
+  std::vector<int32_t> ids;
+  if (s.tokenizer->add_bos() && s.tokenizer->bos_id()) ids.push_back(*s.tokenizer->bos_id());
+  std::vector<int32_t> text_ids;
+  if (s.chat) {
+    std::optional<std::string_view> system;
+    if (!s.config.model.system_prompt.empty()) system = s.config.model.system_prompt;
+    text_ids = s.tokenizer->encode(s.chat->apply(system, prompt), true);
+  } else {
+    text_ids = s.tokenizer->encode(prompt, false);
+  }
+  ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+  return ids;
+}
+
+RunResult Pipeline::run(const std::string& prompt, TextSink& sink) {
+  return run_tokens(tokenize_prompt(prompt), sink);
+}
+
+std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, TextSink& sink) {
+  State& s = *state_;
+  const int32_t vocab = s.check.hparams.n_vocab;
+  if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the prompt has no tokens");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab) {
+      throw Error(ErrorKind::kInputRejected, "prompt token " + std::to_string(i) + " has id " +
+                                                 std::to_string(prompt[i]) + ", outside the vocabulary [0, " +
+                                                 std::to_string(vocab) + ")");
+    }
+  }
+  return std::make_unique<Session>(std::make_unique<Session::Impl>(*s.model, *s.kv, *s.allocator, *s.attention,
+                                                                   *s.chain, *s.tokenizer, sink, prompt));
+}
+
+RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) {
+  RecordingSink recorder(sink);
+  std::unique_ptr<Session> session = new_session(prompt, recorder);
+  for (const auto& stage : state_->stages) {
+    if (session->finish_reason() != FinishReason::kNone) break;
+    stage->run(*session);
+  }
+  RunResult r;
+  r.prompt_tokens.assign(prompt.begin(), prompt.end());
+  auto all = session->tokens();
+  r.generated_tokens.assign(all.begin() + static_cast<std::ptrdiff_t>(prompt.size()), all.end());
+  r.text = std::move(recorder.text());
+  r.finish = session->finish_reason();
+  r.stats = session->stats();
+  r.prompt_logits = std::move(session->kept_logits());
+  return r;
+}
+
+const PipelineCheck& Pipeline::check() const { return state_->check; }
+const Tokenizer& Pipeline::tokenizer() const { return *state_->tokenizer; }
+std::string Pipeline::sampler_order() const { return state_->chain->describe(); }
+uint64_t Pipeline::kv_cache_bytes() const { return state_->kv->memory_bytes(); }
+double Pipeline::load_seconds() const { return state_->load_seconds; }
+
+}  // namespace duet

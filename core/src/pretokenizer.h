@@ -1,0 +1,39 @@
+// pretokenizer.h — splits text into the words BPE merges within (internal).
+//
+// A pre-tokenizer is a sequence of regexes, each applied to every piece the
+// previous one produced, in Hugging Face's "Isolated" split mode: both the
+// matches and the text between them become pieces, so pieces always tile the
+// input. Regexes run in PCRE2 with Unicode properties (UTF + UCP) and
+// PCRE2_MATCH_INVALID_UTF: bytes that are not valid UTF-8 match nothing and
+// so end up in the pieces between matches; any byte string can be split.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace duet {
+
+class PreTokenizer {
+ public:
+  // The pre-tokenizer that GGUF's tokenizer.ggml.pre `name` stands for, or
+  // nullptr when Duet does not know it (see supported_names()).
+  static std::unique_ptr<PreTokenizer> for_name(std::string_view name);
+  static std::vector<std::string> supported_names();
+
+  explicit PreTokenizer(const std::vector<std::string>& patterns);
+  ~PreTokenizer();
+  PreTokenizer(const PreTokenizer&) = delete;
+  PreTokenizer& operator=(const PreTokenizer&) = delete;
+
+  // Nonempty pieces of `text` in order; their concatenation is `text`. The
+  // views point into `text`. Thread-safe.
+  std::vector<std::string_view> split(std::string_view text) const;
+
+ private:
+  struct Regex;
+  std::vector<std::unique_ptr<Regex>> regexes_;
+};
+
+}  // namespace duet

@@ -1,0 +1,36 @@
+// sampler_chain.h — the ordered links of a pipeline's sampler chain and the
+// final draw (internal to core).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "duet/sampler.h"
+
+namespace duet {
+
+class SamplerChain {
+ public:
+  SamplerChain(uint64_t seed, std::vector<std::shared_ptr<Sampler>> links);
+
+  // Picks the next token of sequence `sequence` from one row of logits.
+  // Every link applies in order; if none selects, a token is drawn from the
+  // softmax of what remains with counter_uniform(seed, sequence, step, 0).
+  // Throws duet::Error(kPlugin) if a link breaks the Candidates contract.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, uint32_t sequence,
+                 uint64_t step);
+
+  // The links in the order they apply, e.g. "top_k -> top_p -> temperature";
+  // "draw" for an empty chain.
+  std::string describe() const;
+
+ private:
+  uint64_t seed_;
+  std::vector<std::shared_ptr<Sampler>> links_;
+  Candidates scratch_;
+};
+
+}  // namespace duet

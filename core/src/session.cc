@@ -1,0 +1,100 @@
+#include <algorithm>
+
+#include "duet/error.h"
+#include "session_impl.h"
+
+namespace duet {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+  }
+  return "none";
+}
+
+Session::Impl::Impl(LlamaModel& m, KVCache& k, KVAllocator& a, Attention& att, SamplerChain& c,
+                    const Tokenizer& t, TextSink& s, std::span<const int32_t> prompt)
+    : model(m), kv(k), allocator(a), attention(att), chain(c), tokenizer(t), sink(s),
+      tokens(prompt.begin(), prompt.end()), prompt_tokens(static_cast<int32_t>(prompt.size())) {
+  stats.prompt_tokens = prompt_tokens;
+}
+
+Session::Impl::~Impl() { allocator.release(kSequence); }
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+std::span<const int32_t> Session::tokens() const { return impl_->tokens; }
+int32_t Session::prompt_tokens() const { return impl_->prompt_tokens; }
+int32_t Session::cached() const { return impl_->allocator.length(Impl::kSequence); }
+int64_t Session::room() const { return impl_->allocator.room(Impl::kSequence); }
+int32_t Session::n_vocab() const { return impl_->model.hparams().n_vocab; }
+std::span<const float> Session::logits() const { return impl_->logits; }
+std::vector<float>& Session::kept_logits() { return impl_->kept_logits; }
+const Tokenizer& Session::tokenizer() const { return impl_->tokenizer; }
+TextSink& Session::sink() { return impl_->sink; }
+FinishReason Session::finish_reason() const { return impl_->finish; }
+void Session::finish(FinishReason reason) { impl_->finish = reason; }
+SessionStats& Session::stats() { return impl_->stats; }
+
+double Session::elapsed_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->start).count();
+}
+
+void Session::forward(int32_t n, bool all_logits) {
+  Impl& s = *impl_;
+  const int32_t first = cached();
+  if (n <= 0 || first + n > static_cast<int32_t>(s.tokens.size())) {
+    throw Error(ErrorKind::kInternal, "forward of " + std::to_string(n) + " tokens from position " +
+                                          std::to_string(first) + " but the session holds " +
+                                          std::to_string(s.tokens.size()));
+  }
+  if (!s.allocator.append(Impl::kSequence, n)) {
+    throw Error(ErrorKind::kInputRejected,
+                "the KV cache has room for " + std::to_string(room()) + " more tokens but " + std::to_string(n) +
+                    " were asked for (" + std::to_string(first) + " cached, capacity " +
+                    std::to_string(s.allocator.capacity_tokens()) +
+                    "); raise components.kv_cache.capacity_tokens or shorten the prompt");
+  }
+  StepBatch step;
+  step.n_tokens = n;
+  step.n_prefill_tokens = n > 1 ? n : 0;
+  step.n_decode_tokens = n > 1 ? 0 : 1;
+  for (int32_t i = 0; i < n; ++i) {
+    step.positions.push_back(first + i);
+    step.slot_mapping.push_back(s.allocator.slot(Impl::kSequence, first + i));
+  }
+  step.sequences.push_back(
+      SequenceStep{Impl::kSequence, 0, n, first + n, s.allocator.block_table(Impl::kSequence)});
+
+  std::vector<int32_t> rows;
+  if (all_logits) {
+    for (int32_t i = 0; i < n; ++i) rows.push_back(i);
+  } else {
+    rows.push_back(n - 1);
+  }
+  s.logit_rows = static_cast<int32_t>(rows.size());
+  s.model.forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first), static_cast<size_t>(n)),
+                  step, s.kv, s.attention, rows, s.logits);
+}
+
+int32_t Session::sample() {
+  Impl& s = *impl_;
+  if (s.logit_rows == 0) throw Error(ErrorKind::kInternal, "sample() before any forward()");
+  const auto vocab = static_cast<size_t>(n_vocab());
+  std::span<const float> last(s.logits.data() + (static_cast<size_t>(s.logit_rows) - 1) * vocab, vocab);
+  const auto step = static_cast<uint64_t>(s.tokens.size()) - static_cast<uint64_t>(s.prompt_tokens);
+  return s.chain.sample(last, s.tokens, Impl::kSequence, step);
+}
+
+void Session::append(int32_t token) {
+  if (token < 0 || token >= n_vocab()) {
+    throw Error(ErrorKind::kInternal, "token " + std::to_string(token) + " is outside the vocabulary of " +
+                                          std::to_string(n_vocab()));
+  }
+  impl_->tokens.push_back(token);
+}
+
+}  // namespace duet

@@ -1,0 +1,41 @@
+// session_impl.h — what a Session is made of (internal to core).
+#pragma once
+
+#include <chrono>
+
+#include "duet/attention.h"
+#include "duet/kv_cache.h"
+#include "duet/session.h"
+#include "duet/tokenizer.h"
+#include "kv_allocator.h"
+#include "models/llama.h"
+#include "sampler_chain.h"
+
+namespace duet {
+
+class Session::Impl {
+ public:
+  Impl(LlamaModel& model, KVCache& kv, KVAllocator& allocator, Attention& attention, SamplerChain& chain,
+       const Tokenizer& tokenizer, TextSink& sink, std::span<const int32_t> prompt);
+  ~Impl();  // returns the sequence's cache blocks
+
+  LlamaModel& model;
+  KVCache& kv;
+  KVAllocator& allocator;
+  Attention& attention;
+  SamplerChain& chain;
+  const Tokenizer& tokenizer;
+  TextSink& sink;
+
+  static constexpr int32_t kSequence = 0;
+  std::vector<int32_t> tokens;
+  int32_t prompt_tokens;
+  std::vector<float> logits;
+  std::vector<float> kept_logits;
+  int32_t logit_rows = 0;
+  FinishReason finish = FinishReason::kNone;
+  SessionStats stats;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+}  // namespace duet

@@ -1,0 +1,27 @@
+// decode_stage.h — the decode loop: sample a token from the last logits,
+// stream its text, and run it through the model, one token at a time, until
+// an end-of-generation token, a stop string, max_new_tokens or a full cache.
+#pragma once
+
+#include <string>
+
+#include "duet/stage.h"
+#include "stage_options.h"
+
+namespace duet {
+
+class DecodeStage final : public Stage {
+ public:
+  explicit DecodeStage(const DecodeOptions& options) : options_(options) {}
+  std::string name() const override { return "decode"; }
+  // REQUIRES: a forward pass (prefill) has produced logits.
+  void run(Session& session) override;
+
+ private:
+  // Bytes at the end of `text` that could begin a stop string, so must wait.
+  size_t held_back(const std::string& text) const;
+
+  DecodeOptions options_;
+};
+
+}  // namespace duet

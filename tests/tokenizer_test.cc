@@ -1,0 +1,505 @@
+// The byte-level BPE tokenizer. Two groups, registered under two labels:
+//   * Tiny*: a small vocabulary written with GgufWriter (label: unit);
+//   * SmolLM2*: the real SmolLM2-135M-Instruct vocabulary compared with the
+//     ids Hugging Face `tokenizers` gives (label: model). The expected ids come
+//     from tests/tokenizer_oracle.py, which ctest runs first (test
+//     tokenizer_oracle); a missing model or oracle file fails with the command
+//     that produces it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "duet/error.h"
+#include "duet/gguf.h"
+#include "duet/tokenizer.h"
+#include "utf8_stream.h"
+
+namespace duet {
+namespace {
+
+// --- helpers -----------------------------------------------------------------
+
+// GPT-2's byte-level text of one byte (the tokenizer's own table is private).
+std::string byte_char(uint8_t b) {
+  int n = 0;
+  for (int i = 0; i < b; ++i) {
+    if (!((i >= 0x21 && i <= 0x7E) || (i >= 0xA1 && i <= 0xAC) || i >= 0xAE)) ++n;
+  }
+  bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+  unsigned c = printable ? b : 0x100u + static_cast<unsigned>(n);
+  if (c < 0x80) return std::string(1, static_cast<char>(c));
+  return {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+}
+
+bool is_valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    auto b = static_cast<uint8_t>(s[i]);
+    size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+std::string random_bytes(std::mt19937& rng, size_t max_len) {
+  std::uniform_int_distribution<size_t> len(0, max_len);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::string s(len(rng), '\0');
+  for (char& c : s) c = static_cast<char>(byte(rng));
+  return s;
+}
+
+// Random text built from fragments that stress the pre-tokenizer: letters,
+// digits, spaces, multi-byte characters, special-token text and broken UTF-8.
+std::string random_mixture(std::mt19937& rng, size_t parts) {
+  static const std::vector<std::string> kParts = {
+      "a", "Z", "é", "ß", "中", "日本", "😀", "👨‍👩‍👧", "🇯🇵", "1", "٣", "²", " ", "  ",
+      "\t", "\n", "\r\n", "\u3000", "'s", "'LL", "!?", "...", "<|im_start|>", "<|im_end|>",
+      "<|", "|>", "\x80", "\xC3", "\xE2\x82", "\xF0\x9F\x98", "\xFF", "\xED\xA0\x80", "\xC0\xAF",
+      std::string(1, '\0')};
+  std::uniform_int_distribution<size_t> pick(0, kParts.size() - 1);
+  std::string s;
+  for (size_t i = 0; i < parts; ++i) s += kParts[pick(rng)];
+  return s;
+}
+
+std::string ids_to_string(const std::vector<int32_t>& ids) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ids.size(); ++i) os << (i ? " " : "") << ids[i];
+  return os.str();
+}
+
+// A file in the system temp folder, removed at destruction.
+struct TempFile {
+  std::filesystem::path path;
+  explicit TempFile(const std::string& name)
+      : path(std::filesystem::temp_directory_path() /
+             ("duet_tokenizer_test_" + std::to_string(::getpid()) + "_" + name)) {}
+  ~TempFile() { std::filesystem::remove(path); }
+};
+
+// --- a tiny vocabulary ---------------------------------------------------------
+
+struct TinyVocab {
+  std::string model = "gpt2";
+  std::string pre = "smollm";
+  std::vector<std::string> extra_tokens = {"ab", "bc", "abc", "aa", "12", "Ġa", "Ġab",
+                                           "<|im_start|>", "<|im_end|>", "<tool>", "<|endoftext|>"};
+  std::vector<int32_t> extra_types = {1, 1, 1, 1, 1, 1, 1, 3, 3, 4, 3};
+  // "b c" outranks "a b", so "abc" becomes "a" "bc".
+  std::vector<std::string> merges = {"b c", "a b", "a a", "1 2", "Ġ a", "Ġa b"};
+  std::optional<uint32_t> eos = 256 + 8;  // <|im_end|>
+  bool skip_byte = false;                 // leave out byte 'z'
+};
+
+constexpr int32_t kAb = 256, kBc = 257, kAa = 259, kSpaceA = 261, kSpaceAb = 262, kImStart = 263,
+                  kImEnd = 264, kTool = 265, kEndOfText = 266;
+
+std::unique_ptr<Tokenizer> load_tiny(const TinyVocab& v, const std::string& name) {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(v.skip_byte && b == 'z' ? "<unused>" : byte_char(static_cast<uint8_t>(b)));
+    types.push_back(1);
+  }
+  tokens.insert(tokens.end(), v.extra_tokens.begin(), v.extra_tokens.end());
+  types.insert(types.end(), v.extra_types.begin(), v.extra_types.end());
+  GgufWriter w;
+  w.set_string("tokenizer.ggml.model", v.model);
+  w.set_string("tokenizer.ggml.pre", v.pre);
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_int32_array("tokenizer.ggml.token_type", types);
+  w.set_string_array("tokenizer.ggml.merges", v.merges);
+  if (v.eos) w.set_uint32("tokenizer.ggml.eos_token_id", *v.eos);
+  TempFile file(name + ".gguf");
+  w.write(file.path);
+  return load_tokenizer(GgufFile::open(file.path));
+}
+
+// The message of the duet::Error of `kind` that `f` throws; fails otherwise.
+template <typename F>
+std::string error_message(F f, ErrorKind kind) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no duet::Error thrown";
+  return "";
+}
+
+TEST(TinyTokenizer, MergesLowestRankFirst) {
+  auto tok = load_tiny({}, "rank");
+  EXPECT_EQ(tok->encode("abc", false), (std::vector<int32_t>{'a', kBc}));
+  EXPECT_EQ(tok->encode("ab", false), std::vector<int32_t>{kAb});
+  // Equal ranks merge leftmost first.
+  EXPECT_EQ(tok->encode("aaa", false), (std::vector<int32_t>{kAa, 'a'}));
+  EXPECT_EQ(tok->encode(" ab", false), std::vector<int32_t>{kSpaceAb});
+}
+
+TEST(TinyTokenizer, SplitsEveryDigitAndWordsBeforeMerging) {
+  auto tok = load_tiny({}, "digits");
+  // "1 2" is a merge, but "smollm" makes each digit its own word.
+  EXPECT_EQ(tok->encode("12", false), (std::vector<int32_t>{'1', '2'}));
+  // " a" merges within its word; "b" after a space is another word.
+  // " a" merges within its word; " b" is another word, with no merge.
+  EXPECT_EQ(tok->encode(" a b", false), (std::vector<int32_t>{kSpaceA, ' ', 'b'}));
+  EXPECT_EQ(tok->encode("ab1ab", false), (std::vector<int32_t>{kAb, '1', kAb}));
+}
+
+TEST(TinyTokenizer, ControlTokensOnlyWithParseSpecialUserDefinedAlways) {
+  auto tok = load_tiny({}, "special");
+  EXPECT_EQ(tok->encode("<|im_start|>ab<|im_end|>", true),
+            (std::vector<int32_t>{kImStart, kAb, kImEnd}));
+  std::vector<int32_t> plain = tok->encode("<|im_start|>ab", false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), kImStart), 0);
+  EXPECT_EQ(tok->decode(plain), "<|im_start|>ab");
+  EXPECT_EQ(tok->encode("a<tool>b", false), (std::vector<int32_t>{'a', kTool, 'b'}));
+  EXPECT_EQ(tok->piece(kImEnd), "<|im_end|>");
+  EXPECT_EQ(tok->find_token("<|im_end|>"), kImEnd);
+  EXPECT_EQ(tok->find_token(" ab"), kSpaceAb);
+  EXPECT_EQ(tok->find_token("no such token"), std::nullopt);
+}
+
+TEST(TinyTokenizer, EndOfGeneration) {
+  auto tok = load_tiny({}, "eog");
+  EXPECT_TRUE(tok->is_end_of_generation(kImEnd));      // eos
+  EXPECT_TRUE(tok->is_end_of_generation(kEndOfText));  // a control <|endoftext|>
+  EXPECT_FALSE(tok->is_end_of_generation(kImStart));
+  EXPECT_FALSE(tok->is_end_of_generation(-1));
+  EXPECT_FALSE(tok->is_end_of_generation(tok->vocab_size()));
+  EXPECT_EQ(tok->eos_id(), kImEnd);
+  EXPECT_EQ(tok->bos_id(), std::nullopt);
+  EXPECT_FALSE(tok->add_bos());
+}
+
+TEST(TinyTokenizer, RoundTripsAnyBytes) {
+  auto tok = load_tiny({}, "roundtrip");
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text = i % 2 ? random_bytes(rng, 40) : random_mixture(rng, 12);
+    for (bool special : {false, true}) {
+      ASSERT_EQ(tok->decode(tok->encode(text, special)), text) << "case " << i;
+    }
+  }
+}
+
+TEST(TinyTokenizer, RejectsIdsOutOfRange) {
+  auto tok = load_tiny({}, "range");
+  for (int32_t id : {-1, tok->vocab_size(), 1 << 30}) {
+    std::string msg = error_message([&] { tok->piece(id); }, ErrorKind::kInputRejected);
+    EXPECT_NE(msg.find(std::to_string(id)), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::to_string(tok->vocab_size())), std::string::npos) << msg;
+  }
+}
+
+TEST(TinyTokenizer, RejectsUnknownPreTokenizer) {
+  TinyVocab v;
+  v.pre = "foo";
+  std::string msg = error_message([&] { load_tiny(v, "pre"); }, ErrorKind::kModelFile);
+  EXPECT_NE(msg.find("tokenizer.ggml.pre 'foo'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'smollm'"), std::string::npos) << msg;
+}
+
+TEST(TinyTokenizer, RejectsUnknownModel) {
+  TinyVocab v;
+  v.model = "llama";
+  std::string msg = error_message([&] { load_tiny(v, "model"); }, ErrorKind::kModelFile);
+  EXPECT_NE(msg.find("tokenizer.ggml.model 'llama'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'gpt2'"), std::string::npos) << msg;
+}
+
+TEST(TinyTokenizer, RejectsMalformedVocabularies) {
+  TinyVocab missing_byte;
+  missing_byte.skip_byte = true;
+  EXPECT_NE(error_message([&] { load_tiny(missing_byte, "byte"); }, ErrorKind::kModelFile)
+                .find("for byte 122"),
+            std::string::npos);
+  TinyVocab bad_merge;
+  bad_merge.merges.push_back("a q");  // "aq" is not a token
+  EXPECT_NE(error_message([&] { load_tiny(bad_merge, "merge"); }, ErrorKind::kModelFile)
+                .find("tokenizer.ggml.merges[6] 'a q'"),
+            std::string::npos);
+  TinyVocab bad_eos;
+  bad_eos.eos = 5000;
+  EXPECT_NE(error_message([&] { load_tiny(bad_eos, "eos"); }, ErrorKind::kModelFile)
+                .find("eos_token_id is 5000"),
+            std::string::npos);
+}
+
+TEST(TinyTokenizer, LongWordsStayFast) {
+  auto tok = load_tiny({}, "long");
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string& text :
+       {std::string(1 << 20, 'a'), std::string(1 << 20, ' '), std::string(1 << 20, '\x80')}) {
+    EXPECT_EQ(tok->decode(tok->encode(text, true)), text);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// --- Utf8Stream ----------------------------------------------------------------
+
+TEST(TinyUtf8Stream, HoldsBackIncompleteCharacters) {
+  Utf8Stream s;
+  EXPECT_EQ(s.push("a\xF0\x9F"), "a");
+  EXPECT_EQ(s.push("\x98"), "");
+  EXPECT_EQ(s.push("\x80!"), "\xF0\x9F\x98\x80!");
+  EXPECT_EQ(s.push("\xE2\x82"), "");
+  EXPECT_EQ(s.flush(), "\xE2\x82");
+  EXPECT_EQ(s.flush(), "");
+}
+
+TEST(TinyUtf8Stream, PassesInvalidBytesThrough) {
+  Utf8Stream s;
+  EXPECT_EQ(s.push("\xFF\x80x"), "\xFF\x80x");
+  EXPECT_EQ(s.push("\xC3"), "");
+  EXPECT_EQ(s.push("A"), "\xC3" "A");  // the sequence can no longer complete
+}
+
+// --- the real vocabulary -------------------------------------------------------
+
+std::filesystem::path model_path() {
+  if (const char* env = std::getenv("DUET_MODEL"); env != nullptr && *env != '\0') return env;
+  return std::filesystem::path(DUET_SOURCE_DIR) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+std::filesystem::path oracle_path() {
+  if (const char* env = std::getenv("DUET_TOKENIZER_ORACLE"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return std::filesystem::path(DUET_BUILD_DIR) / "tokenizer_oracle.json";
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// Just enough JSON for the oracle's output: objects, arrays, strings,
+// integers and booleans.
+struct Json {
+  using Object = std::vector<std::pair<std::string, Json>>;
+  std::variant<bool, int64_t, std::string, std::vector<Json>, Object> value;
+
+  const Json& operator[](std::string_view key) const {
+    for (const auto& [k, v] : std::get<Object>(value)) {
+      if (k == key) return v;
+    }
+    throw std::runtime_error("oracle JSON has no key " + std::string(key));
+  }
+  const std::vector<Json>& array() const { return std::get<std::vector<Json>>(value); }
+  const std::string& string() const { return std::get<std::string>(value); }
+};
+
+class JsonParser {
+ public:
+  explicit JsonParser(std::string_view text) : text_(text) {}
+
+  Json parse() {
+    skip_space();
+    if (at_ >= text_.size()) fail("unexpected end");
+    const char c = text_[at_];
+    if (c == '{') {
+      ++at_;
+      Json::Object object;
+      while (!consume('}')) {
+        if (!object.empty()) expect(',');
+        skip_space();
+        std::string key = parse_string();
+        expect(':');
+        object.emplace_back(std::move(key), parse());
+      }
+      return {std::move(object)};
+    }
+    if (c == '[') {
+      ++at_;
+      std::vector<Json> array;
+      while (!consume(']')) {
+        if (!array.empty()) expect(',');
+        array.push_back(parse());
+      }
+      return {std::move(array)};
+    }
+    if (c == '"') return {parse_string()};
+    if (text_.substr(at_).starts_with("true")) return at_ += 4, Json{true};
+    if (text_.substr(at_).starts_with("false")) return at_ += 5, Json{false};
+    size_t end = at_ + (c == '-' ? 1 : 0);
+    while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
+    if (end == at_) fail("unexpected character");
+    Json number{std::stoll(std::string(text_.substr(at_, end - at_)))};
+    at_ = end;
+    return number;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error("oracle JSON: " + what + " at byte " + std::to_string(at_));
+  }
+  void skip_space() {
+    while (at_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[at_]))) ++at_;
+  }
+  bool consume(char c) {
+    skip_space();
+    if (at_ < text_.size() && text_[at_] == c) return ++at_, true;
+    return false;
+  }
+  void expect(char c) {
+    if (!consume(c)) fail(std::string("expected '") + c + "'");
+  }
+  // The oracle writes ASCII strings (texts are hex); \uXXXX beyond ASCII
+  // only occurs in file paths, which the tests do not use.
+  std::string parse_string() {
+    expect('"');
+    std::string s;
+    while (at_ < text_.size() && text_[at_] != '"') {
+      char c = text_[at_++];
+      if (c == '\\') {
+        if (at_ >= text_.size()) fail("bad escape");
+        c = text_[at_++];
+        if (c == 'n') c = '\n';
+        if (c == 't') c = '\t';
+        if (c == 'u') at_ += 4, c = '?';
+      }
+      s.push_back(c);
+    }
+    expect('"');
+    return s;
+  }
+
+  std::string_view text_;
+  size_t at_ = 0;
+};
+
+std::string from_hex(const std::string& hex) {
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return bytes;
+}
+
+class SmolLM2Tokenizer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::filesystem::path path = model_path();
+    if (!std::filesystem::exists(path)) {
+      missing_ = "model file " + path.string() +
+                 " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
+      return;
+    }
+    tokenizer_ = load_tokenizer(GgufFile::open(path)).release();
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    tokenizer_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(tokenizer_, nullptr) << missing_; }
+
+  static const Tokenizer& tok() { return *tokenizer_; }
+
+ private:
+  static inline Tokenizer* tokenizer_ = nullptr;
+  static inline std::string missing_;
+};
+
+TEST_F(SmolLM2Tokenizer, MatchesHuggingFaceTokenizers) {
+  const std::filesystem::path path = oracle_path();
+  ASSERT_TRUE(std::filesystem::exists(path))
+      << "oracle output " << path << " is missing; run `ctest -R tokenizer_oracle` in the build "
+      << "folder, or `$(bash scripts/python-env.sh) tests/tokenizer_oracle.py --out " << path
+      << "` (or set DUET_TOKENIZER_ORACLE)";
+  const Json oracle = JsonParser(read_file(path)).parse();
+  const auto& cases = oracle["cases"].array();
+  ASSERT_GE(cases.size(), 60u);
+  for (const Json& c : cases) {
+    const std::string text = from_hex(c["text_hex"].string());
+    const bool special = std::get<bool>(c["parse_special"].value);
+    std::vector<int32_t> expected;
+    for (const Json& id : c["ids"].array()) expected.push_back(static_cast<int32_t>(std::get<int64_t>(id.value)));
+    std::vector<int32_t> got = tok().encode(text, special);
+    if (got == expected) continue;
+    size_t at = 0;
+    while (at < got.size() && at < expected.size() && got[at] == expected[at]) ++at;
+    ADD_FAILURE() << c["name"].string() << " (parse_special " << special << "): first difference at "
+                  << at << "\n  text:     " << text << "\n  expected: " << ids_to_string(expected)
+                  << "\n  got:      " << ids_to_string(got);
+  }
+}
+
+TEST_F(SmolLM2Tokenizer, RoundTripsCorpusAndRandomBytes) {
+  const std::string corpus =
+      read_file(std::filesystem::path(DUET_SOURCE_DIR) / "tests" / "data" / "tokenizer_corpus.txt");
+  ASSERT_FALSE(corpus.empty());
+  for (bool special : {false, true}) EXPECT_EQ(tok().decode(tok().encode(corpus, special)), corpus);
+  std::mt19937 rng(42);
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = i % 2 ? random_bytes(rng, 64) : random_mixture(rng, 16);
+    for (bool special : {false, true}) {
+      ASSERT_EQ(tok().decode(tok().encode(text, special)), text) << "case " << i;
+    }
+  }
+}
+
+TEST_F(SmolLM2Tokenizer, SpecialTokens) {
+  EXPECT_EQ(tok().vocab_size(), 49152);
+  EXPECT_EQ(tok().encode("<|im_start|>user", true), (std::vector<int32_t>{1, 4093}));
+  std::vector<int32_t> plain = tok().encode("<|im_start|>user", false);
+  EXPECT_GT(plain.size(), 2u);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 1), 0);
+  EXPECT_EQ(tok().decode(plain), "<|im_start|>user");
+  EXPECT_EQ(tok().piece(2), "<|im_end|>");
+  EXPECT_EQ(tok().find_token("<|im_end|>"), 2);
+  EXPECT_EQ(tok().bos_id(), 1);
+  EXPECT_EQ(tok().eos_id(), 2);
+  EXPECT_FALSE(tok().add_bos());
+  EXPECT_TRUE(tok().is_end_of_generation(2));  // <|im_end|>, the file's eos
+  EXPECT_TRUE(tok().is_end_of_generation(0));  // <|endoftext|>
+  EXPECT_FALSE(tok().is_end_of_generation(1));
+  EXPECT_FALSE(tok().is_end_of_generation(4093));
+}
+
+TEST_F(SmolLM2Tokenizer, StreamsMultiTokenEmojiAsWholeCharacters) {
+  const std::string family = "👨‍👩‍👧‍👦 ok 🏳️‍🌈";
+  std::vector<int32_t> ids = tok().encode(family, false);
+  Utf8Stream stream;
+  std::string out;
+  bool split_a_character = false;
+  for (int32_t id : ids) {
+    const std::string piece = tok().piece(id);
+    split_a_character |= !is_valid_utf8(piece);
+    const std::string chunk = stream.push(piece);
+    EXPECT_TRUE(is_valid_utf8(chunk)) << "token " << id;
+    out += chunk;
+  }
+  out += stream.flush();
+  EXPECT_TRUE(split_a_character) << "the text should need several tokens per character";
+  EXPECT_EQ(out, family);
+}
+
+TEST_F(SmolLM2Tokenizer, RejectsIdsOutOfRange) {
+  for (int32_t id : {-1, 49152}) {
+    std::string msg = error_message([&] { tok().piece(id); }, ErrorKind::kInputRejected);
+    EXPECT_NE(msg.find("token id " + std::to_string(id)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("49152"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace duet
