@@ -156,6 +156,39 @@ TEST_F(Cli, UnknownBackendIsAPluginError) {
   EXPECT_NE(r.err.find("no backend named 'refrence'; did you mean 'reference'?"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, RunStreamsTextAndSummarizesOnStderr) {
+  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt 'hello there'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("prompt 2 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("finish "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("decode "), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, RunJsonIsOneObjectWithTheResult) {
+  Result r = duet("run --json " + write("p.yaml", kTinyPipeline).string() + " --prompt hi --chat --system 'Be \"brief\"'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.front(), '{');
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  for (const char* key : {"\"finish_reason\":", "\"sampler_order\":\"greedy\"", "\"prompt_token_ids\":[1,",
+                          "\"decode_tokens_per_second\":"}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  }
+}
+
+TEST_F(Cli, RunRejectsAnEmptyPromptWithExit6) {
+  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt ''");
+  EXPECT_EQ(r.code, 6);
+  EXPECT_NE(r.err.find("the prompt is empty"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, RunRejectsAPromptLongerThanTheCacheWithExit6) {
+  std::string long_prompt;
+  for (int i = 0; i < 200; ++i) long_prompt += "x ";
+  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt '" + long_prompt + "'");
+  EXPECT_EQ(r.code, 6);
+  EXPECT_NE(r.err.find("raise components.kv_cache.capacity_tokens or shorten the prompt"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, PluginsListsLoadedAndRefusedWithReasons) {
   Result r = duet(std::string("plugins --plugin-path ") + DUET_TEST_PLUGIN_DIR);
   ASSERT_EQ(r.code, 0) << r.err;

@@ -316,7 +316,7 @@ TEST(GgufCorrupt, RandomMutationsNeverCrash) {
   std::uniform_int_distribution<int> edits(1, 4);
   TempFile file("mutated");
   int accepted = 0;
-  for (int round = 0; round < 1500; ++round) {
+  for (int round = 0; round < 1000; ++round) {
     std::vector<uint8_t> bytes = valid;
     for (int n = edits(rng); n > 0; --n) bytes[position(rng)] = static_cast<uint8_t>(byte(rng));
     file.write(bytes);

@@ -114,11 +114,7 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
 
   for (int b = 0; b < 256; ++b) {
     auto it = by_text.find(byte_char_utf8(static_cast<uint8_t>(b)));
-    if (it == by_text.end()) {
-      throw malformed("tokenizer.ggml.tokens lacks the token '" + byte_char_utf8(static_cast<uint8_t>(b)) +
-                      "' for byte " + std::to_string(b) + "; a byte-level vocabulary has all 256");
-    }
-    byte_tokens_[b] = it->second;
+    byte_tokens_[b] = it == by_text.end() ? -1 : it->second;
   }
 
   merges_.reserve(vocab.merges.size());
@@ -218,11 +214,16 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
       return rank != o.rank ? rank > o.rank : left > o.left;
     }
   };
-  const auto n = static_cast<int32_t>(word.size());
-  std::vector<Symbol> symbols(word.size());
-  for (int32_t i = 0; i < n; ++i) {
-    symbols[i] = {byte_tokens_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  // A byte without a token is dropped, and its neighbours become adjacent,
+  // as in Hugging Face's BPE without an unknown token.
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  for (char byte : word) {
+    const int32_t id = byte_tokens_[static_cast<uint8_t>(byte)];
+    if (id >= 0) symbols.push_back({id, static_cast<int32_t>(symbols.size()) - 1, -1});
   }
+  const auto n = static_cast<int32_t>(symbols.size());
+  for (int32_t i = 0; i + 1 < n; ++i) symbols[i].next = i + 1;
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
   auto consider = [&](int32_t left) {
     if (left < 0) return;

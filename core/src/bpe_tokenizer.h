@@ -5,7 +5,10 @@
 // longest first), every other stretch is split into words by the
 // PreTokenizer, each word's bytes become GPT-2's byte-level symbols, and
 // adjacent symbols are merged lowest merge rank first (leftmost on ties), as
-// Hugging Face tokenizers' BPE model does.
+// Hugging Face tokenizers' BPE model does. Like it (with no unknown token), a
+// byte whose symbol is not in the vocabulary is dropped: SmolLM2 lacks 21 of
+// the 256 (0x04 0x06 0x13 0x14 0x16 0x1D, 0xC0 0xC1 0xF1 0xF2 and 0xF5-0xFF:
+// rare controls and bytes of invalid UTF-8 or unassigned code points).
 #pragma once
 
 #include <array>
@@ -77,7 +80,7 @@ class BpeTokenizer final : public Tokenizer {
 
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::vector<std::string> pieces_;                // raw bytes of each token
-  std::array<int32_t, 256> byte_tokens_{};         // the one-byte symbol of each byte
+  std::array<int32_t, 256> byte_tokens_{};         // each byte's token; -1: none
   std::unordered_map<uint64_t, Merge> merges_;     // key: left id << 32 | right id
   std::vector<Special> specials_;                  // longest first
   std::array<bool, 256> special_starts_{};         // first bytes of specials_

@@ -35,17 +35,24 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
     }
   }
 
-  // The draw: inverse CDF of the softmax, in double, in candidate order.
+  // The draw: inverse CDF of the softmax, in double, over candidates in id
+  // order, so that the token depends only on the (id, logit) pairs and the
+  // counter — the same rule as the `dist` link.
+  std::vector<size_t> order(c.ids.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (!std::is_sorted(c.ids.begin(), c.ids.end())) {
+    std::sort(order.begin(), order.end(), [&c](size_t a, size_t b) { return c.ids[a] < c.ids[b]; });
+  }
   const float max_logit = *std::max_element(c.logits.begin(), c.logits.end());
   double total = 0.0;
   for (float l : c.logits) total += std::exp(double{l} - double{max_logit});
   const double target = ctx.uniform(0) * total;
   double cumulative = 0.0;
-  for (size_t i = 0; i < c.ids.size(); ++i) {
+  for (size_t i : order) {
     cumulative += std::exp(double{c.logits[i]} - double{max_logit});
     if (cumulative > target) return c.ids[i];
   }
-  return c.ids.back();  // only reachable through rounding at the very top
+  return c.ids[order.back()];  // only reachable through rounding at the very top
 }
 
 std::string SamplerChain::describe() const {

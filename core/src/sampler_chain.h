@@ -18,7 +18,8 @@ class SamplerChain {
 
   // Picks the next token of sequence `sequence` from one row of logits.
   // Every link applies in order; if none selects, a token is drawn from the
-  // softmax of what remains with counter_uniform(seed, sequence, step, 0).
+  // softmax of what remains with counter_uniform(seed, sequence, step, 0),
+  // walking candidates in id order (as the `dist` link does).
   // Throws duet::Error(kPlugin) if a link breaks the Candidates contract.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history, uint32_t sequence,
                  uint64_t step);

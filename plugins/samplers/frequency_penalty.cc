@@ -19,8 +19,7 @@ void FrequencyPenalty::apply(Candidates& c, const SamplingContext& ctx) {
   const auto counts = count_window(ctx.history, last_n_);
   for (size_t i = 0; i < c.ids.size(); ++i) {
     auto it = counts.find(c.ids[i]);
-    if (it != counts.end())
-      c.logits[i] = static_cast<float>(c.logits[i] - penalty_ * it->second);
+    if (it != counts.end()) c.logits[i] = static_cast<float>(c.logits[i] - penalty_ * it->second);
   }
 }
 

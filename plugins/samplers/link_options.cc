@@ -9,10 +9,6 @@
 namespace duet::samplers {
 namespace {
 
-std::string key_path(const Options& options, const std::string& key) {
-  return options.path().empty() ? key : options.path() + "." + key;
-}
-
 // Shortest text that reads back as the same double ("0.95", "1e-05").
 std::string format_real(double v) {
   char buffer[32];
@@ -83,8 +79,8 @@ double to_real(const Options& options, const Given& given, const RealRange& rang
   std::optional<double> value = parse<double>(given.text);
   // from_chars accepts "nan" and "inf"; a NaN would pass any range check.
   if (!value || !std::isfinite(*value))
-    throw Error(ErrorKind::kConfig, key_path(options, given.key) + ": expected " +
-                                        describe(range) + ", found '" + given.text + "'");
+    throw Error(ErrorKind::kConfig, key_path(options, given.key) + ": expected " + describe(range) +
+                                        ", found '" + given.text + "'");
   if (!in_range(*value, range))
     throw Error(ErrorKind::kConfig, key_path(options, given.key) + ": " + given.text +
                                         " is out of range; expected " + describe(range));
@@ -94,8 +90,8 @@ double to_real(const Options& options, const Given& given, const RealRange& rang
 int64_t to_int(const Options& options, const Given& given, const IntRange& range) {
   std::optional<int64_t> value = parse<int64_t>(given.text);
   if (!value)
-    throw Error(ErrorKind::kConfig, key_path(options, given.key) + ": expected " +
-                                        describe(range) + ", found '" + given.text + "'");
+    throw Error(ErrorKind::kConfig, key_path(options, given.key) + ": expected " + describe(range) +
+                                        ", found '" + given.text + "'");
   if (*value < range.min || *value > range.max)
     throw Error(ErrorKind::kConfig, key_path(options, given.key) + ": " + given.text +
                                         " is out of range; expected " + describe(range));
@@ -103,6 +99,10 @@ int64_t to_int(const Options& options, const Given& given, const IntRange& range
 }
 
 }  // namespace
+
+std::string key_path(const Options& options, const std::string& key) {
+  return options.path().empty() ? key : options.path() + "." + key;
+}
 
 std::optional<double> primary_real(const Options& options, const std::string& name,
                                    const RealRange& range) {

@@ -23,6 +23,9 @@ namespace duet::samplers {
 // The key under which the YAML shorthand `- name: X` delivers X.
 inline constexpr const char* kShorthandKey = "value";
 
+// "PATH.KEY", the way errors name option `key` of `options`.
+std::string key_path(const Options& options, const std::string& key);
+
 // Accepted values of a real option. An infinite bound means "unbounded".
 struct RealRange {
   double min;

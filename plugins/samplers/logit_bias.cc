@@ -10,16 +10,12 @@
 namespace duet::samplers {
 namespace {
 
-std::string key_path(const Options& options, const std::string& key) {
-  return options.path().empty() ? key : options.path() + "." + key;
-}
-
 int32_t parse_token_id(const Options& options, const std::string& key) {
   if (key == kShorthandKey)
-    throw Error(ErrorKind::kConfig,
-                options.path() + ": expected a map from token id to bias such as " +
-                    "'- logit_bias: {13: -100}', found the single value '" +
-                    options.values().at(key) + "'");
+    throw Error(ErrorKind::kConfig, options.path() +
+                                        ": expected a map from token id to bias such as " +
+                                        "'- logit_bias: {13: -100}', found the single value '" +
+                                        options.values().at(key) + "'");
   int32_t id = -1;
   const char* end = key.data() + key.size();
   auto [ptr, ec] = std::from_chars(key.data(), end, id);
@@ -42,7 +38,8 @@ double parse_bias(const Options& options, const std::string& key, const std::str
   if (ec != std::errc() || ptr != end || !std::isfinite(value))
     throw Error(ErrorKind::kConfig, key_path(options, key) +
                                         ": expected a finite number, or -inf to ban the token, "
-                                        "found '" + text + "'");
+                                        "found '" +
+                                        text + "'");
   return value;
 }
 

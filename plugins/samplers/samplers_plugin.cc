@@ -32,8 +32,7 @@ void register_samplers(duet::PluginRegistrar& r) {
                 factory<RepetitionPenalty>());
   r.add_sampler("presence_penalty", "subtract penalty from recent tokens; penalty = 0 is off",
                 factory<PresencePenalty>());
-  r.add_sampler("frequency_penalty",
-                "subtract penalty per recent occurrence; penalty = 0 is off",
+  r.add_sampler("frequency_penalty", "subtract penalty per recent occurrence; penalty = 0 is off",
                 factory<FrequencyPenalty>());
   r.add_sampler("logit_bias", "add a bias to listed token ids; -inf bans", factory<LogitBias>());
   r.add_sampler("dist", "draw from the softmax of the candidates (seeded)", factory<Dist>());

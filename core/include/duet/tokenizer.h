@@ -24,7 +24,11 @@ class Tokenizer {
   // text ("<|im_start|>") become their single ids; without, they are plain
   // text. User-defined tokens (added words) are always matched whole, as the
   // model's own tokenizer does. Never fails: any byte sequence, valid UTF-8
-  // or not, has an encoding, and decode(encode(x, false)) == x.
+  // or not, has an encoding, and decode(encode(x, false)) == x except that
+  // bytes with no token of their own in the vocabulary are dropped, as the
+  // model's original tokenizer drops them (find_token(std::string(1, byte))
+  // tells; SmolLM2 lacks 21 bytes that occur only in rare control characters,
+  // unassigned code points and invalid UTF-8).
   virtual std::vector<int32_t> encode(std::string_view text, bool parse_special) const = 0;
 
   // The bytes of token `id`. A multi-byte UTF-8 character may span several
@@ -64,7 +68,8 @@ class Tokenizer {
 // .add_bos_token. Everything is copied: the tokenizer does not keep `file`.
 // Throws duet::Error(kModelFile) naming the file, the key and the value when a
 // model or pre-tokenizer is not supported or the vocabulary is malformed (a
-// merge of unknown tokens, a missing byte token, an id out of range, ...).
+// merge of unknown tokens, a token text that is not byte-level encoded, an id
+// out of range, ...).
 std::unique_ptr<Tokenizer> load_tokenizer(const GgufFile& file);
 
 }  // namespace duet
