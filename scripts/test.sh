@@ -9,4 +9,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/fetch-model.sh"
 bash "$root/scripts/build.sh"
+bash "$root/scripts/python-env.sh" >/dev/null
 ctest --test-dir "${DUET_BUILD_DIR:-$root/build}" --output-on-failure -j "${DUET_JOBS:-2}" "$@"

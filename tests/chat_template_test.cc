@@ -1,6 +1,8 @@
 // ChatTemplate: recognising ChatML templates and applying them. Chat* cases
 // use template texts written here and small GGUF files (label: unit);
 // SmolLM2* cases read the real model (label: model).
+#include "duet/chat_template.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "duet/chat_template.h"
 #include "duet/error.h"
 #include "duet/gguf.h"
 #include "duet/tokenizer.h"
@@ -89,13 +90,12 @@ TEST(ChatTemplate, FindsTheLiteralDefaultAmongExpressions) {
 TEST(ChatTemplate, BuiltinChatMLHasNoDefaultSystemPrompt) {
   ChatTemplate t = ChatTemplate::chatml();
   EXPECT_EQ(t.default_system(), std::nullopt);
-  EXPECT_EQ(t.apply(std::nullopt, "Hi"),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(t.apply(std::nullopt, "Hi"), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, RejectsOtherTemplateFamilies) {
-  std::string msg = config_error(
-      [] { ChatTemplate::from_text(kLlama3Template, "model's chat template"); });
+  std::string msg =
+      config_error([] { ChatTemplate::from_text(kLlama3Template, "model's chat template"); });
   EXPECT_EQ(msg, kNotChatML);
 }
 
@@ -153,7 +153,8 @@ std::filesystem::path model_path() {
 TEST(SmolLM2ChatTemplate, AppliesTheModelsTemplate) {
   const std::filesystem::path path = model_path();
   ASSERT_TRUE(std::filesystem::exists(path))
-      << "model file " << path << " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
+      << "model file " << path
+      << " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
   GgufFile file = GgufFile::open(path);
   ASSERT_EQ(file.get_string("tokenizer.chat_template"), kSmolLM2Template)
       << "the model's template changed; update kSmolLM2Template and the expectations";

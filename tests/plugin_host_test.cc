@@ -99,8 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Refusal{"duplicate-component", "sampler 'test_first' registered twice"},
                       Refusal{"not-a-library", "not a loadable shared library"},
                       Refusal{"missing-file", "file not found"}),
-    [](const auto& info) {
-      std::string name = info.param.variant;
+    [](const auto& param_info) {
+      std::string name = param_info.param.variant;
       for (char& ch : name) ch = ch == '-' ? '_' : ch;
       return name;
     });

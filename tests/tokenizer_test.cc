@@ -5,6 +5,8 @@
 //     from tests/tokenizer_oracle.py, which ctest runs first (test
 //     tokenizer_oracle); a missing model or oracle file fails with the command
 //     that produces it.
+#include "duet/tokenizer.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -22,7 +24,6 @@
 
 #include "duet/error.h"
 #include "duet/gguf.h"
-#include "duet/tokenizer.h"
 #include "utf8_stream.h"
 
 namespace duet {
@@ -66,11 +67,16 @@ std::string random_bytes(std::mt19937& rng, size_t max_len) {
 // Random text built from fragments that stress the pre-tokenizer: letters,
 // digits, spaces, multi-byte characters, special-token text and broken UTF-8.
 std::string random_mixture(std::mt19937& rng, size_t parts) {
-  static const std::vector<std::string> kParts = {
-      "a", "Z", "é", "ß", "中", "日本", "😀", "👨‍👩‍👧", "🇯🇵", "1", "٣", "²", " ", "  ",
-      "\t", "\n", "\r\n", "\u3000", "'s", "'LL", "!?", "...", "<|im_start|>", "<|im_end|>",
-      "<|", "|>", "\x80", "\xC3", "\xE2\x82", "\xF0\x9F\x98", "\xFF", "\xED\xA0\x80", "\xC0\xAF",
-      std::string(1, '\0')};
+  using namespace std::string_view_literals;
+  // Kept by hand: clang-format would give each fragment a line of its own.
+  // clang-format off
+  static const std::vector<std::string_view> kParts = {
+      "a"sv, "Z"sv, "é"sv, "ß"sv, "中"sv, "日本"sv, "😀"sv, "👨‍👩‍👧"sv, "🇯🇵"sv, "1"sv,
+      "٣"sv, "²"sv, " "sv, "  "sv, "\t"sv, "\n"sv, "\r\n"sv, "\u3000"sv, "'s"sv,
+      "'LL"sv, "!?"sv, "..."sv, "<|im_start|>"sv, "<|im_end|>"sv, "<|"sv, "|>"sv,
+      "\x80"sv, "\xC3"sv, "\xE2\x82"sv, "\xF0\x9F\x98"sv, "\xFF"sv, "\xED\xA0\x80"sv,
+      "\xC0\xAF"sv, "\0"sv};
+  // clang-format on
   std::uniform_int_distribution<size_t> pick(0, kParts.size() - 1);
   std::string s;
   for (size_t i = 0; i < parts; ++i) s += kParts[pick(rng)];
@@ -97,13 +103,14 @@ struct TempFile {
 struct TinyVocab {
   std::string model = "gpt2";
   std::string pre = "smollm";
-  std::vector<std::string> extra_tokens = {"ab", "bc", "abc", "aa", "12", "Ġa", "Ġab",
-                                           "<|im_start|>", "<|im_end|>", "<tool>", "<|endoftext|>"};
+  std::vector<std::string> extra_tokens = {"ab",         "bc",     "abc",          "aa",
+                                           "12",         "Ġa",     "Ġab",          "<|im_start|>",
+                                           "<|im_end|>", "<tool>", "<|endoftext|>"};
   std::vector<int32_t> extra_types = {1, 1, 1, 1, 1, 1, 1, 3, 3, 4, 3};
   // "b c" outranks "a b", so "abc" becomes "a" "bc".
   std::vector<std::string> merges = {"b c", "a b", "a a", "1 2", "Ġ a", "Ġ ab"};
   std::optional<uint32_t> eos = 256 + 8;  // <|im_end|>
-  std::string byte_z = "z";               // the text of byte 'z''s token
+  std::string byte_z = "z";               // the text of the token for byte 'z'
 };
 
 constexpr int32_t kAb = 256, kBc = 257, kAa = 259, kSpaceA = 261, kSpaceAb = 262, kImStart = 263,
@@ -278,7 +285,8 @@ TEST(TinyUtf8Stream, PassesInvalidBytesThrough) {
   Utf8Stream s;
   EXPECT_EQ(s.push("\xFF\x80x"), "\xFF\x80x");
   EXPECT_EQ(s.push("\xC3"), "");
-  EXPECT_EQ(s.push("A"), "\xC3" "A");  // the sequence can no longer complete
+  // The held byte can no longer start a character: out it goes, as-is.
+  EXPECT_EQ(s.push("A"), std::string("\xC3") + "A");
 }
 
 // --- the real vocabulary -------------------------------------------------------
@@ -348,8 +356,13 @@ class JsonParser {
       return {std::move(array)};
     }
     if (c == '"') return {parse_string()};
-    if (text_.substr(at_).starts_with("true")) return at_ += 4, Json{true};
-    if (text_.substr(at_).starts_with("false")) return at_ += 5, Json{false};
+    for (bool b : {true, false}) {
+      const std::string_view word = b ? "true" : "false";
+      if (text_.substr(at_).starts_with(word)) {
+        at_ += word.size();
+        return {b};
+      }
+    }
     size_t end = at_ + (c == '-' ? 1 : 0);
     while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
     if (end == at_) fail("unexpected character");
@@ -367,14 +380,15 @@ class JsonParser {
   }
   bool consume(char c) {
     skip_space();
-    if (at_ < text_.size() && text_[at_] == c) return ++at_, true;
-    return false;
+    if (at_ >= text_.size() || text_[at_] != c) return false;
+    ++at_;
+    return true;
   }
   void expect(char c) {
     if (!consume(c)) fail(std::string("expected '") + c + "'");
   }
-  // The oracle writes ASCII strings (texts are hex); \uXXXX beyond ASCII
-  // only occurs in file paths, which the tests do not use.
+  // The oracle writes ASCII strings (texts are hex); a \uXXXX escape can
+  // only come from a file path, which the tests do not use, so it becomes '?'.
   std::string parse_string() {
     expect('"');
     std::string s;
@@ -385,7 +399,10 @@ class JsonParser {
         c = text_[at_++];
         if (c == 'n') c = '\n';
         if (c == 't') c = '\t';
-        if (c == 'u') at_ += 4, c = '?';
+        if (c == 'u') {
+          at_ += 4;
+          c = '?';
+        }
       }
       s.push_back(c);
     }
@@ -442,13 +459,15 @@ TEST_F(SmolLM2Tokenizer, MatchesHuggingFaceTokenizers) {
     const std::string text = from_hex(c["text_hex"].string());
     const bool special = std::get<bool>(c["parse_special"].value);
     std::vector<int32_t> expected;
-    for (const Json& id : c["ids"].array()) expected.push_back(static_cast<int32_t>(std::get<int64_t>(id.value)));
+    for (const Json& id : c["ids"].array())
+      expected.push_back(static_cast<int32_t>(std::get<int64_t>(id.value)));
     std::vector<int32_t> got = tok().encode(text, special);
     if (got == expected) continue;
     size_t at = 0;
     while (at < got.size() && at < expected.size() && got[at] == expected[at]) ++at;
-    ADD_FAILURE() << c["name"].string() << " (parse_special " << special << "): first difference at "
-                  << at << "\n  text:     " << text << "\n  expected: " << ids_to_string(expected)
+    ADD_FAILURE() << c["name"].string() << " (parse_special " << special
+                  << "): first difference at " << at << "\n  text:     " << text
+                  << "\n  expected: " << ids_to_string(expected)
                   << "\n  got:      " << ids_to_string(got);
   }
 }
@@ -465,10 +484,15 @@ std::string without_dropped_bytes(const Tokenizer& tok, const std::string& text)
 TEST_F(SmolLM2Tokenizer, DropsOnlyTheBytesItHasNoTokenFor) {
   std::string dropped;
   for (int b = 0; b < 256; ++b) {
-    if (!tok().find_token(std::string(1, static_cast<char>(b)))) dropped.push_back(static_cast<char>(b));
+    if (!tok().find_token(std::string(1, static_cast<char>(b))))
+      dropped.push_back(static_cast<char>(b));
   }
-  EXPECT_EQ(dropped, "\x04\x06\x13\x14\x16\x1D\xC0\xC1\xF1\xF2\xF5\xF6\xF7\xF8\xF9\xFA\xFB\xFC\xFD\xFE\xFF");
-  EXPECT_EQ(tok().decode(tok().encode("a\x04" "b\xFF c", false)), "ab c");
+  EXPECT_EQ(dropped,
+            "\x04\x06\x13\x14\x16\x1D\xC0\xC1\xF1\xF2\xF5\xF6\xF7\xF8\xF9\xFA\xFB\xFC\xFD\xFE\xFF");
+  EXPECT_EQ(tok().decode(tok().encode("a\x04"
+                                      "b\xFF c",
+                                      false)),
+            "ab c");
 }
 
 TEST_F(SmolLM2Tokenizer, RoundTripsCorpusAndRandomBytes) {

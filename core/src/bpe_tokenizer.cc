@@ -80,8 +80,8 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
   };
   const size_t n = vocab.tokens.size();
   if (n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    throw malformed("tokenizer.ggml.tokens has " + std::to_string(n) +
-                    " entries; expected 1.." + std::to_string(std::numeric_limits<int32_t>::max()));
+    throw malformed("tokenizer.ggml.tokens has " + std::to_string(n) + " entries; expected 1.." +
+                    std::to_string(std::numeric_limits<int32_t>::max()));
   }
 
   if (vocab.types.size() != n) {
@@ -122,7 +122,8 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
     const std::string& merge = vocab.merges[rank];
     const size_t space = merge.find(' ', 1);
     auto bad_merge = [&](const std::string& why) {
-      return malformed("tokenizer.ggml.merges[" + std::to_string(rank) + "] '" + merge + "' " + why);
+      return malformed("tokenizer.ggml.merges[" + std::to_string(rank) + "] '" + merge + "' " +
+                       why);
     };
     if (space == std::string::npos) throw bad_merge("is not two tokens separated by a space");
     const std::string left = merge.substr(0, space);
@@ -148,8 +149,8 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
   auto checked_id = [&](const char* name, std::optional<int64_t> id) -> std::optional<int32_t> {
     if (!id) return std::nullopt;
     if (*id < 0 || static_cast<uint64_t>(*id) >= n) {
-      throw malformed(std::string("tokenizer.ggml.") + name + "_token_id is " + std::to_string(*id) +
-                      "; expected 0.." + std::to_string(n - 1));
+      throw malformed(std::string("tokenizer.ggml.") + name + "_token_id is " +
+                      std::to_string(*id) + "; expected 0.." + std::to_string(n - 1));
     }
     return static_cast<int32_t>(*id);
   };
@@ -288,8 +289,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const GgufFile& file) {
   }
 
   BpeTokenizer::Vocabulary vocab;
-  for (std::string_view t : file.get_string_array("tokenizer.ggml.tokens")) vocab.tokens.emplace_back(t);
-  for (std::string_view m : file.get_string_array("tokenizer.ggml.merges")) vocab.merges.emplace_back(m);
+  for (std::string_view t : file.get_string_array("tokenizer.ggml.tokens"))
+    vocab.tokens.emplace_back(t);
+  for (std::string_view m : file.get_string_array("tokenizer.ggml.merges"))
+    vocab.merges.emplace_back(m);
   if (file.find("tokenizer.ggml.token_type") != nullptr) {
     for (int64_t t : file.get_int_array("tokenizer.ggml.token_type")) {
       vocab.types.push_back(static_cast<TokenType>(t));

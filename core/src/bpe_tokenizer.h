@@ -79,11 +79,11 @@ class BpeTokenizer final : public Tokenizer {
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
-  std::vector<std::string> pieces_;                // raw bytes of each token
-  std::array<int32_t, 256> byte_tokens_{};         // each byte's token; -1: none
-  std::unordered_map<uint64_t, Merge> merges_;     // key: left id << 32 | right id
-  std::vector<Special> specials_;                  // longest first
-  std::array<bool, 256> special_starts_{};         // first bytes of specials_
+  std::vector<std::string> pieces_;             // raw bytes of each token
+  std::array<int32_t, 256> byte_tokens_{};      // each byte's token; -1: none
+  std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
+  std::vector<Special> specials_;               // longest first
+  std::array<bool, 256> special_starts_{};      // first bytes of specials_
   std::unordered_map<std::string, int32_t> by_piece_;
   std::vector<bool> end_of_generation_;
   std::optional<int32_t> bos_, eos_;

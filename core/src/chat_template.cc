@@ -8,7 +8,8 @@ namespace {
 
 constexpr std::string_view kStart = "<|im_start|>";
 constexpr std::string_view kEnd = "<|im_end|>";
-constexpr std::string_view kFix = "set model.chat_template in the pipeline YAML or model.chat: false";
+constexpr std::string_view kFix =
+    "set model.chat_template in the pipeline YAML or model.chat: false";
 
 // The text of the first literal system turn in `text`, if any. Only plain
 // text counts: a quote, brace or backslash before "<|im_end|>" means the turn
@@ -49,7 +50,8 @@ ChatTemplate ChatTemplate::from_model(const GgufFile& file, const std::string& o
   if (!text) {
     throw Error(ErrorKind::kConfig, file.path().string() +
                                         ": model has no chat template (tokenizer.chat_template); " +
-                                        std::string(kFix) + " (model.chat_template: chatml names "
+                                        std::string(kFix) +
+                                        " (model.chat_template: chatml names "
                                         "the builtin ChatML template)");
   }
   return from_text(*text, file.path().string() + ": model's chat template");

@@ -13,7 +13,8 @@ namespace {
 // GPT-2's word regex, as Hugging Face's ByteLevel pre-tokenizer writes it
 // (tokenizers/src/pre_tokenizers/byte_level.rs). llama.cpp drops the final
 // `|\s+`; in Isolated mode the unmatched text becomes a piece anyway, so both
-// split alike, and keeping it makes every valid character matchable.
+// split valid UTF-8 alike, and keeping it makes every valid character
+// matchable, so only invalid bytes fall between matches.
 constexpr const char* kGpt2Words =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
@@ -59,15 +60,16 @@ PreTokenizer::PreTokenizer(const std::vector<std::string>& patterns) {
     if (regex->code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error_code, message, sizeof message);
-      throw Error(ErrorKind::kInternal, "pre-tokenizer regex '" + pattern + "' does not compile at " +
-                                            std::to_string(error_offset) + ": " +
-                                            reinterpret_cast<const char*>(message));
+      throw Error(ErrorKind::kInternal,
+                  "pre-tokenizer regex '" + pattern + "' does not compile at " +
+                      std::to_string(error_offset) + ": " + reinterpret_cast<const char*>(message));
     }
     // split() relies on every match consuming at least one byte.
     uint32_t min_length = 0;
     pcre2_pattern_info(regex->code, PCRE2_INFO_MINLENGTH, &min_length);
     if (min_length == 0) {
-      throw Error(ErrorKind::kInternal, "pre-tokenizer regex '" + pattern + "' can match empty text");
+      throw Error(ErrorKind::kInternal,
+                  "pre-tokenizer regex '" + pattern + "' can match empty text");
     }
     // JIT is an optimisation only: where it is unavailable the interpreter
     // gives the same matches.
