@@ -18,6 +18,8 @@ constexpr const char* kUsage =
     "  validate PIPELINE.yaml  check a pipeline file, its model and its plugins\n"
     "  plugins                 list the plugins found, loaded and refused\n"
     "  inspect MODEL.gguf      show a model file's metadata and tensors\n"
+    "  perplexity PIPELINE.yaml TEXT_FILE\n"
+    "                          score a text with the pipeline's model and backend\n"
     "\n"
     "'duet COMMAND --help' describes a command's options.\n"
     "Exit codes: 0 ok, 2 usage or config, 3 model file, 4 plugin or backend,\n"
@@ -40,6 +42,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "validate") return cmd_validate(args);
   if (command == "plugins") return cmd_plugins(args);
   if (command == "inspect") return cmd_inspect(args);
+  if (command == "perplexity") return cmd_perplexity(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
@@ -49,7 +52,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
     return 0;
   }
   throw duet::Error(duet::ErrorKind::kUsage,
-                    "unknown command '" + command + "'; commands: run, validate, plugins, inspect");
+                    "unknown command '" + command + "'; commands: run, validate, plugins, inspect, perplexity");
 }
 
 }  // namespace
