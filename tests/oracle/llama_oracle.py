@@ -38,9 +38,16 @@ import sys
 import time
 from dataclasses import dataclass
 
-import numpy as np
-import gguf
-from gguf.quants import dequantize
+# Single-threaded BLAS by default: on a small, busy machine (tests run in
+# parallel with builds) multi-threaded OpenBLAS spin-waits and can be 5-10x
+# slower; one thread does a 200-token prompt in ~2-3 s. Override by setting
+# OPENBLAS_NUM_THREADS yourself. Only effective before numpy is imported.
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+import gguf  # noqa: E402
+from gguf.quants import dequantize  # noqa: E402
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
