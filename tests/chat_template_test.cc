@@ -17,6 +17,8 @@
 #include "duet/gguf.h"
 #include "duet/tokenizer.h"
 
+#include "model_files.h"
+
 namespace duet {
 namespace {
 
@@ -145,16 +147,11 @@ TEST_F(ChatModelFile, RejectsAModelWithoutTemplate) {
 
 // --- the real model ------------------------------------------------------------
 
-std::filesystem::path model_path() {
-  if (const char* env = std::getenv("DUET_MODEL"); env != nullptr && *env != '\0') return env;
-  return std::filesystem::path(DUET_SOURCE_DIR) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+using testing::model_path;
 
 TEST(SmolLM2ChatTemplate, AppliesTheModelsTemplate) {
   const std::filesystem::path path = model_path();
-  ASSERT_TRUE(std::filesystem::exists(path))
-      << "model file " << path
-      << " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
+  ASSERT_TRUE(std::filesystem::exists(path)) << testing::missing_model_message(path);
   GgufFile file = GgufFile::open(path);
   ASSERT_EQ(file.get_string("tokenizer.chat_template"), kSmolLM2Template)
       << "the model's template changed; update kSmolLM2Template and the expectations";

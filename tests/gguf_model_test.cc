@@ -12,21 +12,19 @@
 #include "duet/gguf.h"
 #include "duet/model_summary.h"
 
+#include "model_files.h"
+
 namespace duet {
 namespace {
 
-std::filesystem::path model_path() {
-  if (const char* env = std::getenv("DUET_MODEL"); env != nullptr && *env != '\0') return env;
-  return std::filesystem::path(DUET_SOURCE_DIR) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+using testing::model_path;
 
 class GgufSmolLM2 : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::filesystem::path path = model_path();
     if (!std::filesystem::exists(path)) {
-      missing_ = "model file " + path.string() +
-                 " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
+      missing_ = testing::missing_model_message(path);
       return;
     }
     file_.emplace(GgufFile::open(path));

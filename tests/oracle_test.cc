@@ -18,11 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class NullSink final : public TextSink {
- public:
-  void on_text(std::string_view) override {}
-};
-
 struct Prompt {
   std::string name;
   std::vector<int32_t> ids;

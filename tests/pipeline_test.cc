@@ -16,11 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class NullSink final : public TextSink {
- public:
-  void on_text(std::string_view) override {}
-};
-
 class PipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

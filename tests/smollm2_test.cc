@@ -14,11 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class NullSink final : public TextSink {
- public:
-  void on_text(std::string_view) override {}
-};
-
 class SmolLM2 : public ::testing::Test {
  protected:
   std::unique_ptr<Pipeline> make(std::vector<std::string> overrides = {}) {

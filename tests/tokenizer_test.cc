@@ -26,6 +26,8 @@
 #include "duet/gguf.h"
 #include "utf8_stream.h"
 
+#include "model_files.h"
+
 namespace duet {
 namespace {
 
@@ -291,10 +293,7 @@ TEST(TinyUtf8Stream, PassesInvalidBytesThrough) {
 
 // --- the real vocabulary -------------------------------------------------------
 
-std::filesystem::path model_path() {
-  if (const char* env = std::getenv("DUET_MODEL"); env != nullptr && *env != '\0') return env;
-  return std::filesystem::path(DUET_SOURCE_DIR) / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+using testing::model_path;
 
 std::filesystem::path oracle_path() {
   if (const char* env = std::getenv("DUET_TOKENIZER_ORACLE"); env != nullptr && *env != '\0') {
@@ -427,8 +426,7 @@ class SmolLM2Tokenizer : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::filesystem::path path = model_path();
     if (!std::filesystem::exists(path)) {
-      missing_ = "model file " + path.string() +
-                 " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
+      missing_ = testing::missing_model_message(path);
       return;
     }
     tokenizer_ = load_tokenizer(GgufFile::open(path)).release();

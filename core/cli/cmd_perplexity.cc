@@ -14,11 +14,6 @@
 namespace duet::cli {
 namespace {
 
-class NullSink final : public TextSink {
- public:
-  void on_text(std::string_view) override {}
-};
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::kUsage, "cannot read text file '" + path + "'");

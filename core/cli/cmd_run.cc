@@ -22,11 +22,6 @@ class StdoutSink final : public TextSink {
   }
 };
 
-class SilentSink final : public TextSink {
- public:
-  void on_text(std::string_view) override {}
-};
-
 double per_second(int32_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; }
 
 std::string json_result(const Pipeline& p, const PipelineConfig& config, const std::string& prompt,
@@ -85,7 +80,7 @@ int cmd_run(const std::vector<std::string>& args) {
   const bool json = vm.count("json") != 0;
 
   StdoutSink stdout_sink;
-  SilentSink silent;
+  NullSink silent;
   RunResult r = pipeline->run(prompt, json ? static_cast<TextSink&>(silent) : stdout_sink);
   if (json) {
     std::cout << json_result(*pipeline, config, prompt, r) << "\n";

@@ -35,6 +35,12 @@ class TextSink {
   virtual void on_text(std::string_view text) = 0;
 };
 
+// Drops the text: for measurements, scoring and tests.
+class NullSink final : public TextSink {
+ public:
+  void on_text(std::string_view) override {}
+};
+
 struct SessionStats {
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
