@@ -189,6 +189,31 @@ TEST_F(Cli, RunRejectsAPromptLongerThanTheCacheWithExit6) {
   EXPECT_NE(r.err.find("raise components.kv_cache.capacity_tokens or shorten the prompt"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, RunRejectsAChatTemplateItCannotApplyWithExit2) {
+  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() +
+                  " --chat --set 'model.chat_template=\"{{ messages | join }}\"'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a ChatML template"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, RunRejectsAnImpossibleSamplerValueWithItsKeyPath) {
+  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() +
+                  " --set 'components.sampler.chain=[{top_p: 1.5}]'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("components.sampler.chain[0].top_p"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1.5"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, PerplexityScoresATextFile) {
+  Result r = duet("perplexity " + write("p.yaml", kTinyPipeline).string() + " " +
+                  write("text.txt", "the cat sat on the mat").string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"perplexity\":"), std::string::npos) << r.out;
+  r = duet("perplexity " + (dir_ / "p.yaml").string() + " " + (dir_ / "absent.txt").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("cannot read text file"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, PluginsListsLoadedAndRefusedWithReasons) {
   Result r = duet(std::string("plugins --plugin-path ") + DUET_TEST_PLUGIN_DIR);
   ASSERT_EQ(r.code, 0) << r.err;
