@@ -38,6 +38,14 @@ class Backend {
   // geometry), without allocating anything; reasons say what to change.
   virtual Support check_kv_cache(const KVCacheSpec& spec) const = 0;
 
+  // Core calls these around each forward pass (one StepBatch through every
+  // layer, then the LM head); every op and attention call of the pass comes
+  // between them, on the calling thread. A backend may use them to record
+  // and replay the pass (a CUDA graph for decode steps) or to batch work.
+  // The defaults do nothing.
+  virtual void begin_forward(const StepBatch& step) { (void)step; }
+  virtual void end_forward() {}
+
   // Allocates a cache for `spec`. Throws duet::Error(kConfig) for an unknown
   // impl or dtype and duet::Error(kOutOfMemory) when the device lacks room.
   virtual std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) = 0;

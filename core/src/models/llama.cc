@@ -143,6 +143,7 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
              proj = rows(s.proj.view, 0, n), gate = rows(s.gate.view, 0, n), up = rows(s.up.view, 0, n);
   const RopeParams rope{h.rope_freq_base, RopeParams::Pairs::kAdjacent};
 
+  backend_.begin_forward(step);
   ops_.embedding(token_embd_, ids, x);
   for (int32_t l = 0; l < h.n_layers; ++l) {
     const Layer& w = layers_[static_cast<size_t>(l)];
@@ -172,6 +173,7 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
   }
   TensorView out = TensorView{s.logits.view.data, DType::kF32, Shape{m, h.n_vocab}};
   ops_.matmul(final_h, output_, out);
+  backend_.end_forward();
   logits.resize(static_cast<size_t>(m) * static_cast<size_t>(h.n_vocab));
   device.copy_to_host(logits.data(), out.data, out.bytes());
   device.synchronize();
