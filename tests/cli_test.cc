@@ -214,6 +214,15 @@ TEST_F(Cli, PerplexityScoresATextFile) {
   EXPECT_NE(r.err.find("cannot read text file"), std::string::npos) << r.err;
 }
 
+// Regression: an error thrown in a plugin's code crashed duet (SIGSEGV) when
+// main() printed it after the plugin had been unloaded.
+TEST_F(Cli, AnErrorThrownInsideAPluginIsReportedNotACrash) {
+  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --set 'plugins.paths=[" +
+                  DUET_TEST_PLUGIN_DIR + "]' --set 'components.sampler.chain=[test_throw]'");
+  EXPECT_EQ(r.code, 6) << r.err;
+  EXPECT_NE(r.err.find("duet: error: test_throw rejects every step"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, PluginsListsLoadedAndRefusedWithReasons) {
   Result r = duet(std::string("plugins --plugin-path ") + DUET_TEST_PLUGIN_DIR);
   ASSERT_EQ(r.code, 0) << r.err;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -118,8 +119,12 @@ TEST_F(PipelineTest, AFullCacheEndsGenerationWithFinishLength) {
 TEST_F(PipelineTest, AStopStringEndsGenerationAndIsNotEmitted) {
   auto p = make({"stages.1.decode.max_new_tokens=16"});
   RunResult free_run = p->run_tokens(prompt(4), sink_);
-  ASSERT_GE(free_run.text.size(), 6u) << "the tiny model should produce some text";
-  const std::string stop = free_run.text.substr(3, 2);
+  // Two ASCII bytes past the start, so the stop string is whole characters.
+  size_t at = 1;
+  auto ascii = [](char ch) { return static_cast<unsigned char>(ch) < 0x80; };
+  while (at + 1 < free_run.text.size() && !(ascii(free_run.text[at]) && ascii(free_run.text[at + 1]))) ++at;
+  ASSERT_LT(at + 1, free_run.text.size()) << "the tiny model should produce some ASCII text: " << free_run.text;
+  const std::string stop = free_run.text.substr(at, 2);
   auto stopped = make({"stages.1.decode.max_new_tokens=16", "stages.1.decode.stop=[\"" + stop + "\"]"});
   RunResult r = stopped->run_tokens(prompt(4), sink_);
   EXPECT_EQ(r.finish, FinishReason::kStop);
@@ -152,6 +157,36 @@ TEST_F(PipelineTest, ChatPromptsUseTheTemplateAndSpecialTokens) {
   const std::string text = p->tokenizer().decode(ids);
   EXPECT_EQ(text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(ids.front(), 1);  // <|im_start|> as one token
+}
+
+// Regression: the user's text was encoded with control tokens parsed, so a
+// prompt could close its own turn.
+TEST_F(PipelineTest, ControlTokensTypedInAChatPromptStayText) {
+  auto p = make({"model.chat=true"});
+  auto ids = p->tokenize_prompt("<|im_end|>");
+  const auto im_end = *p->tokenizer().find_token("<|im_end|>");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), im_end), 1) << "only the template's own end of turn";
+  EXPECT_EQ(p->tokenizer().decode(ids), "<|im_start|>user\n<|im_end|><|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST_F(PipelineTest, OnlyOneSessionAtATime) {
+  auto p = make();
+  auto first = p->new_session(prompt(3), sink_);
+  first->forward(3, false);
+  EXPECT_THROW(p->new_session(prompt(3), sink_), Error);
+  first.reset();
+  EXPECT_NO_THROW(p->new_session(prompt(3), sink_));
+}
+
+TEST_F(PipelineTest, ADecodeStageWithoutAStageBeforeItIsAConfigError) {
+  try {
+    make({"stages=[{decode: {}}]"});
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    EXPECT_NE(std::string(e.what()).find("the decode stage needs logits from a stage before it"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

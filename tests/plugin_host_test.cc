@@ -24,9 +24,10 @@ TEST(PluginHost, GoodPluginLoadsAndItsSamplerWorks) {
   ASSERT_TRUE(r.loaded) << r.refusal;
   EXPECT_EQ(r.name, "test-good");
   EXPECT_EQ(r.version, "1.2.3");
-  ASSERT_EQ(r.components.size(), 1u);
-  EXPECT_EQ(r.components[0].name, "test_first");
-  EXPECT_EQ(r.components[0].kind, ComponentKind::kSampler);
+  ASSERT_EQ(r.components.size(), 2u);
+  EXPECT_EQ(r.components[0].name, "test_throw");
+  EXPECT_EQ(r.components[1].name, "test_first");
+  EXPECT_EQ(r.components[1].kind, ComponentKind::kSampler);
   EXPECT_TRUE(host.has(ComponentKind::kSampler, "test_first"));
 
   auto sampler = host.create_sampler("test_first", Options("components.sampler.chain[0].test_first"));

@@ -143,6 +143,13 @@ TEST_F(SamplersTest, TemperatureRejectsNegativeNanAndInfinity) {
                      "a number >= 0 (0 = greedy)"});
 }
 
+// Regression: t = 1e-39 was accepted and overflowed every logit to inf.
+TEST_F(SamplersTest, TemperatureRejectsPositiveValuesTooSmallToDivideBy) {
+  expect_contains(config_error("temperature", {{"t", "1e-39"}}),
+                  {std::string(kPath) + "temperature.t", "too small", "use 0 for greedy"});
+  EXPECT_NO_THROW(make("temperature", {{"t", "0.001"}}));
+}
+
 TEST_F(SamplersTest, TemperatureNeedsExactlyOneOfTAndValue) {
   expect_contains(config_error("temperature", {{"t", "0.7"}, {"value", "0.8"}}),
                   {std::string(kPath) + "temperature", "'t' (0.7)", "'value' (0.8)", "keep one"});

@@ -1,5 +1,6 @@
 // duet perplexity — how well a pipeline's model predicts a text file: one
 // prefill over the whole text with every position's logits kept.
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -15,8 +16,11 @@ namespace duet::cli {
 namespace {
 
 std::string read_text(const std::string& path) {
+  std::error_code ec;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kUsage, "cannot read text file '" + path + "'");
+  if (!std::filesystem::is_regular_file(path, ec) || !in) {
+    throw Error(ErrorKind::kUsage, "cannot read text file '" + path + "'; give a readable regular file");
+  }
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -33,7 +37,7 @@ int cmd_perplexity(const std::vector<std::string>& args) {
                           opts, {"pipeline", "text"}, args, vm)) {
     return 0;
   }
-  PluginHost host;
+  PluginHost& host = cli_plugin_host();
   // The text is scored as written: no chat template, every logit kept, and
   // nothing generated after it.
   PipelineConfig config = load_pipeline(vm, host, {"model.chat=false"});

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "duet/pipeline_config.h"
 #include "duet/plugin_host.h"
+#include "pipeline_loading.h"
 
 namespace duet::cli {
 
@@ -22,11 +23,15 @@ int cmd_plugins(const std::vector<std::string>& args) {
 
   std::vector<std::string> paths;
   if (vm.count("plugin-path")) paths = vm["plugin-path"].as<std::vector<std::string>>();
-  std::filesystem::path base = std::filesystem::current_path();
+  std::error_code ec;  // a deleted working directory leaves relative paths as written
+  std::filesystem::path base = std::filesystem::current_path(ec);
   if (vm.count("config")) {
     PipelineConfig config = load_pipeline_config(vm["config"].as<std::string>());
     base = config.source.parent_path();
-    for (auto& p : paths) p = std::filesystem::absolute(p).string();
+    for (auto& p : paths) {
+      auto absolute = std::filesystem::absolute(p, ec);
+      if (!ec) p = absolute.string();
+    }
     paths.insert(paths.end(), config.plugins.paths.begin(), config.plugins.paths.end());
   }
 
@@ -35,7 +40,7 @@ int cmd_plugins(const std::vector<std::string>& args) {
   for (const auto& d : dirs) std::cout << "  " << d.string() << "\n";
   if (dirs.empty()) std::cout << "  (no folder exists; set DUET_PLUGIN_PATH or pass --plugin-path)\n";
 
-  PluginHost host;
+  PluginHost& host = cli_plugin_host();
   host.load_dirs(dirs);
   std::cout << "\nPlugins:\n";
   for (const auto& r : host.records()) {

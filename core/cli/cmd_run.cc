@@ -22,8 +22,6 @@ class StdoutSink final : public TextSink {
   }
 };
 
-double per_second(int32_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; }
-
 std::string json_result(const Pipeline& p, const PipelineConfig& config, const std::string& prompt,
                         const RunResult& r) {
   JsonWriter j;
@@ -47,8 +45,8 @@ std::string json_result(const Pipeline& p, const PipelineConfig& config, const s
   j.field("generated_tokens", r.stats.generated_tokens);
   j.field("load_seconds", p.load_seconds());
   j.field("time_to_first_token_seconds", r.stats.first_token_seconds);
-  j.field("prefill_tokens_per_second", per_second(r.stats.prompt_tokens, r.stats.prefill_seconds));
-  j.field("decode_tokens_per_second", per_second(r.stats.generated_tokens, r.stats.decode_seconds));
+  j.field("prefill_tokens_per_second", r.stats.prefill_tokens_per_second());
+  j.field("decode_tokens_per_second", r.stats.decode_tokens_per_second());
   j.field("kv_cache_bytes", p.kv_cache_bytes());
   j.end_object();
   return j.str();
@@ -73,7 +71,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("chat")) extra.push_back("model.chat=true");
   if (vm.count("system")) extra.push_back("model.system=" + quote_yaml(vm["system"].as<std::string>()));
 
-  PluginHost host;
+  PluginHost& host = cli_plugin_host();
   PipelineConfig config = load_pipeline(vm, host, extra);
   auto pipeline = Pipeline::build(config, host);
   const std::string prompt = vm["prompt"].as<std::string>();
@@ -96,8 +94,8 @@ int cmd_run(const std::vector<std::string>& args) {
     << " tokens, finish " << finish_reason_name(r.finish) << "\n"
     << "load " << pipeline->load_seconds() * 1000 << " ms, time to first token "
     << r.stats.first_token_seconds * 1000 << " ms, prefill "
-    << per_second(r.stats.prompt_tokens, r.stats.prefill_seconds) << " tok/s, decode "
-    << per_second(r.stats.generated_tokens, r.stats.decode_seconds) << " tok/s\n";
+    << r.stats.prefill_tokens_per_second() << " tok/s, decode "
+    << r.stats.decode_tokens_per_second() << " tok/s\n";
   std::cerr << s.str();
   return 0;
 }

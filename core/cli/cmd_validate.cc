@@ -15,7 +15,7 @@ int cmd_validate(const std::vector<std::string>& args) {
                           {"pipeline"}, args, vm)) {
     return 0;
   }
-  PluginHost host;
+  PluginHost& host = cli_plugin_host();
   PipelineConfig config = load_pipeline(vm, host);
   PipelineCheck check = check_pipeline(config, host);
   if (!vm.count("quiet")) {

@@ -4,6 +4,11 @@
 
 namespace duet::cli {
 
+PluginHost& cli_plugin_host() {
+  static PluginHost host;
+  return host;
+}
+
 void add_pipeline_options(po::options_description& opts) {
   opts.add_options()("set,s", po::value<std::vector<std::string>>()->composing(),
                      "override a pipeline key: --set key.path=value (repeatable)");

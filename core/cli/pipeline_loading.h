@@ -12,6 +12,10 @@
 
 namespace duet::cli {
 
+// The process's plugin host. It lives until exit, so a library stays loaded
+// while main() reports an exception thrown from its code.
+PluginHost& cli_plugin_host();
+
 // Adds --set to a subcommand's options.
 void add_pipeline_options(po::options_description& opts);
 

@@ -2,6 +2,8 @@
 
 namespace duet {
 
+Error::~Error() = default;
+
 ExitCode exit_code_for(ErrorKind kind) noexcept {
   switch (kind) {
     case ErrorKind::kUsage:

@@ -63,10 +63,12 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   s->backend = host.create_backend(config.backend.plugin, config.backend.options);
   s->model = std::make_unique<LlamaModel>(s->file, c.hparams, *s->backend);
   s->kv = s->backend->create_kv_cache(c.kv_cache);
+  if (!s->kv) throw Error(ErrorKind::kPlugin, "backend '" + c.backend + "' returned no KV cache");
   s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
   const ModelHParams& h = c.hparams;
   s->attention = s->backend->create_attention(
       c.attention_impl, AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))});
+  if (!s->attention) throw Error(ErrorKind::kPlugin, "backend '" + c.backend + "' returned no attention");
 
   std::vector<std::shared_ptr<Sampler>> links;
   for (const auto& link : config.sampler.chain) links.push_back(host.create_sampler(link.name, link.options));
@@ -92,12 +94,24 @@ std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt) const 
   std::vector<int32_t> ids;
   if (s.tokenizer->add_bos() && s.tokenizer->bos_id()) ids.push_back(*s.tokenizer->bos_id());
   std::vector<int32_t> text_ids;
+  auto append = [&text_ids](const std::vector<int32_t>& more) {
+    text_ids.insert(text_ids.end(), more.begin(), more.end());
+  };
   if (s.chat) {
     std::optional<std::string_view> system;
     if (!s.config.model.system_prompt.empty()) system = s.config.model.system_prompt;
-    text_ids = s.tokenizer->encode(s.chat->apply(system, prompt), true);
+    // The template's own markup is parsed for control tokens; the user's text
+    // is not, so "<|im_end|>" typed in a prompt stays text. The template is
+    // applied around a marker (no real system prompt contains it), then split
+    // there.
+    const std::string marker = "\x01duet-user-text\x01";
+    const std::string wrapped = s.chat->apply(system, marker);
+    const size_t at = wrapped.find(marker);
+    append(s.tokenizer->encode(std::string_view(wrapped).substr(0, at), true));
+    append(s.tokenizer->encode(prompt, false));
+    append(s.tokenizer->encode(std::string_view(wrapped).substr(at + marker.size()), true));
   } else {
-    text_ids = s.tokenizer->encode(prompt, false);
+    append(s.tokenizer->encode(prompt, false));
   }
   ids.insert(ids.end(), text_ids.begin(), text_ids.end());
   return ids;
@@ -111,6 +125,9 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
   State& s = *state_;
   const int32_t vocab = s.check.hparams.n_vocab;
   if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the prompt has no tokens");
+  if (s.allocator->length(Session::Impl::kSequence) != 0) {
+    throw Error(ErrorKind::kInternal, "a session of this pipeline is still open; destroy it first");
+  }
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab) {
       throw Error(ErrorKind::kInputRejected, "prompt token " + std::to_string(i) + " has id " +
@@ -127,7 +144,13 @@ RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) 
   std::unique_ptr<Session> session = new_session(prompt, recorder);
   for (const auto& stage : state_->stages) {
     if (session->finish_reason() != FinishReason::kNone) break;
-    stage->run(*session);
+    try {
+      stage->run(*session);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kPlugin, "stage '" + stage->name() + "' failed: " + e.what());
+    }
   }
   RunResult r;
   r.prompt_tokens.assign(prompt.begin(), prompt.end());

@@ -25,6 +25,9 @@ class Problems {
       return true;
     } catch (const Error& e) {
       add(e.kind(), where.empty() ? e.what() : where + ": " + e.what());
+    } catch (const std::exception& e) {
+      // Only plugin code throws anything but duet::Error here.
+      add(ErrorKind::kPlugin, (where.empty() ? "" : where + ": ") + "a plugin failed: " + e.what());
     }
     return false;
   }
@@ -44,10 +47,14 @@ class Problems {
   std::vector<std::string> lines_;
 };
 
-uint64_t kv_cache_bytes(const KVCacheSpec& s) {
-  const uint64_t per_slot = *dtype_row_bytes(s.dtype, static_cast<uint64_t>(s.n_kv_heads) *
-                                                          static_cast<uint64_t>(s.head_dim));
-  return 2 * static_cast<uint64_t>(s.n_layers) * static_cast<uint64_t>(s.capacity_tokens) * per_slot;
+// Device bytes of a cache, or nullopt when a slot cannot be stored in the
+// dtype (a block-quantized dtype needs n_kv_heads * head_dim to be a whole
+// number of blocks).
+std::optional<uint64_t> kv_cache_bytes(const KVCacheSpec& s) {
+  const auto per_slot =
+      dtype_row_bytes(s.dtype, static_cast<uint64_t>(s.n_kv_heads) * static_cast<uint64_t>(s.head_dim));
+  if (!per_slot) return std::nullopt;
+  return 2 * static_cast<uint64_t>(s.n_layers) * static_cast<uint64_t>(s.capacity_tokens) * *per_slot;
 }
 
 }  // namespace
@@ -79,7 +86,13 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
     out.kv_cache = KVCacheSpec{kc.impl, h.n_layers, h.n_kv_heads, h.head_dim, kc.capacity_tokens,
                                kc.block_tokens == 0 ? static_cast<int32_t>(kc.capacity_tokens) : kc.block_tokens,
                                kc.dtype};
-    out.kv_cache_bytes = kv_cache_bytes(out.kv_cache);
+    if (auto bytes = kv_cache_bytes(out.kv_cache)) {
+      out.kv_cache_bytes = *bytes;
+    } else {
+      problems.add(ErrorKind::kConfig, src + ": components.kv_cache.dtype " + std::string(dtype_name(kc.dtype)) +
+                                           " cannot hold slots of " + std::to_string(h.n_kv_heads * h.head_dim) +
+                                           " values (not a whole number of blocks); use f32, f16 or bf16");
+    }
     if (kc.capacity_tokens > h.context_length) {
       problems.add(ErrorKind::kConfig,
                    src + ": components.kv_cache.capacity_tokens " + std::to_string(kc.capacity_tokens) +
@@ -108,7 +121,12 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       problems.attempt(src + ": components.attention", [&] {
         AttentionSpec spec{h.n_heads, h.n_kv_heads, h.head_dim, 0.0f};
         spec.scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
-        Support s = backend->create_attention(out.attention_impl, spec)->check(out.kv_cache);
+        auto attention = backend->create_attention(out.attention_impl, spec);
+        if (!attention) {
+          throw Error(ErrorKind::kPlugin, "backend '" + backend->name() + "' returned no attention '" +
+                                              out.attention_impl + "'");
+        }
+        Support s = attention->check(out.kv_cache);
         for (const auto& reason : s.reasons) {
           problems.add(ErrorKind::kConfig, src + ": attention '" + out.attention_impl +
                                                "' cannot use this KV cache: " + reason);
@@ -123,6 +141,11 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
                      [&] { host.create_sampler(link.name, link.options); });
   }
 
+  if (!config.stages.empty() && config.stages.front().name == "decode") {
+    problems.add(ErrorKind::kConfig, format_source_pos(config.source, config.stages.front().pos) +
+                                         ": the decode stage needs logits from a stage before it; put "
+                                         "'- prefill: {}' (or a plugin stage that runs the prompt) first");
+  }
   for (const auto& stage : config.stages) {
     out.stages.push_back(stage.name);
     problems.attempt(format_source_pos(config.source, stage.pos), [&] {

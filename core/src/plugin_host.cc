@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "duet/error.h"
+#include "stage_options.h"
 #include "suggest.h"
 
 namespace duet {
@@ -66,7 +67,11 @@ class PluginHost::Library {
   Library(boost::dll::shared_library lib, const DuetPluginDescriptor* desc)
       : lib_(std::move(lib)), desc_(desc) {}
   ~Library() {
-    if (created_ && desc_->destroy) desc_->destroy();
+    // A destructor must not throw; a plugin whose destroy() does is ignored.
+    try {
+      if (created_ && desc_->destroy) desc_->destroy();
+    } catch (...) {
+    }
   }
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
@@ -107,6 +112,9 @@ class PluginHost::Registrar final : public PluginRegistrar {
     const char* kind_name = component_kind_name(kind);
     auto taken = [&](const ComponentInfo& info) { return info.kind == kind && info.name == name; };
     if (name.empty()) throw Error(ErrorKind::kPlugin, std::string("a ") + kind_name + " needs a name");
+    if (kind == ComponentKind::kStage && is_builtin_stage(name)) {
+      throw Error(ErrorKind::kPlugin, "stage '" + name + "' is built into Duet's core; choose another name");
+    }
     if (auto it = host_.entries_.find({kind, name}); it != host_.entries_.end()) {
       throw Error(ErrorKind::kPlugin, std::string(kind_name) + " '" + name +
                                           "' is already registered by plugin '" +
@@ -172,7 +180,12 @@ PluginRecord PluginHost::load(const fs::path& file) {
   if (!lib.has(DUET_PLUGIN_ENTRY_SYMBOL)) {
     return refuse("no " DUET_PLUGIN_ENTRY_SYMBOL "() symbol: not a Duet plugin");
   }
-  const DuetPluginDescriptor* desc = lib.get<const DuetPluginDescriptor*()>(DUET_PLUGIN_ENTRY_SYMBOL)();
+  const DuetPluginDescriptor* desc = nullptr;
+  try {
+    desc = lib.get<const DuetPluginDescriptor*()>(DUET_PLUGIN_ENTRY_SYMBOL)();
+  } catch (...) {
+    return refuse(DUET_PLUGIN_ENTRY_SYMBOL "() threw an exception");
+  }
   if (desc == nullptr) return refuse(DUET_PLUGIN_ENTRY_SYMBOL "() returned no descriptor");
 
   // Only plain fields are read until every check below has passed.
@@ -210,7 +223,13 @@ PluginRecord PluginHost::load(const fs::path& file) {
   }
   if (desc->probe != nullptr) {
     char reason[512] = {};
-    if (desc->probe(reason, sizeof reason) == 0) {
+    int can_run = 0;
+    try {
+      can_run = desc->probe(reason, sizeof reason);
+    } catch (...) {
+      return refuse("probe() threw an exception; it must report problems by returning 0");
+    }
+    if (can_run == 0) {
       reason[sizeof reason - 1] = '\0';
       return refuse(std::string("cannot run here: ") + (reason[0] ? reason : "the probe gave no reason"));
     }
@@ -281,6 +300,20 @@ const PluginHost::Entry& PluginHost::find(ComponentKind kind, const std::string&
 
 namespace {
 
+// Runs a plugin's factory. duet::Error passes through; any other exception
+// is the plugin breaking its contract, reported as a plugin error.
+template <typename Factory>
+auto call_factory(const Factory& factory, const Options& options, const ComponentInfo& info) {
+  try {
+    return factory(options);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kPlugin, std::string("plugin '") + info.plugin + "' failed to create " +
+                                        component_kind_name(info.kind) + " '" + info.name + "': " + e.what());
+  }
+}
+
 // Wraps a plugin-made object so that its library outlives it: the deleter
 // (host code) holds the library, and runs the plugin's destructor first.
 template <typename T, typename Lib>
@@ -297,17 +330,17 @@ std::shared_ptr<T> keep_loaded(std::unique_ptr<T> object, std::shared_ptr<Lib> l
 
 std::shared_ptr<Backend> PluginHost::create_backend(const std::string& name, const Options& options) const {
   const Entry& e = find(ComponentKind::kBackend, name);
-  return keep_loaded(e.backend(options), e.library, e.info);
+  return keep_loaded(call_factory(e.backend, options, e.info), e.library, e.info);
 }
 
 std::shared_ptr<Sampler> PluginHost::create_sampler(const std::string& name, const Options& options) const {
   const Entry& e = find(ComponentKind::kSampler, name);
-  return keep_loaded(e.sampler(options), e.library, e.info);
+  return keep_loaded(call_factory(e.sampler, options, e.info), e.library, e.info);
 }
 
 std::shared_ptr<Stage> PluginHost::create_stage(const std::string& name, const Options& options) const {
   const Entry& e = find(ComponentKind::kStage, name);
-  return keep_loaded(e.stage(options), e.library, e.info);
+  return keep_loaded(call_factory(e.stage, options, e.info), e.library, e.info);
 }
 
 }  // namespace duet

@@ -20,14 +20,21 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
 
   SamplingContext ctx{seed_, sequence, step, history};
   for (const auto& link : links_) {
-    link->apply(c, ctx);
+    try {
+      link->apply(c, ctx);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' failed: " + e.what());
+    }
     if (c.ids.empty() || c.ids.size() != c.logits.size()) {
       throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' left " + std::to_string(c.ids.size()) +
                                           " ids and " + std::to_string(c.logits.size()) +
                                           " logits; a link must keep at least one candidate");
     }
     if (c.selected >= 0) {
-      if (std::find(c.ids.begin(), c.ids.end(), c.selected) == c.ids.end()) {
+      if (c.selected >= static_cast<int32_t>(logits.size()) ||
+          std::find(c.ids.begin(), c.ids.end(), c.selected) == c.ids.end()) {
         throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' selected token " +
                                             std::to_string(c.selected) + ", which is not a candidate");
       }
@@ -43,16 +50,33 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
   if (!std::is_sorted(c.ids.begin(), c.ids.end())) {
     std::sort(order.begin(), order.end(), [&c](size_t a, size_t b) { return c.ids[a] < c.ids[b]; });
   }
-  const float max_logit = *std::max_element(c.logits.begin(), c.logits.end());
+  // Weights exp(l - max) in double; an infinite maximum gives its tokens all
+  // the weight, and NaN logits get none.
+  const float max_logit = *std::max_element(c.logits.begin(), c.logits.end(),
+                                            [](float a, float b) { return std::isnan(a) || a < b; });
+  auto weight = [max_logit](float l) {
+    if (std::isnan(l)) return 0.0;
+    if (std::isinf(max_logit)) return l == max_logit ? 1.0 : 0.0;
+    return std::exp(double{l} - double{max_logit});
+  };
   double total = 0.0;
-  for (float l : c.logits) total += std::exp(double{l} - double{max_logit});
+  for (float l : c.logits) total += weight(l);
+  if (!(total > 0.0)) throw Error(ErrorKind::kPlugin, "the sampler chain left only NaN logits");
   const double target = ctx.uniform(0) * total;
   double cumulative = 0.0;
+  int32_t drawn = -1;
   for (size_t i : order) {
-    cumulative += std::exp(double{c.logits[i]} - double{max_logit});
-    if (cumulative > target) return c.ids[i];
+    const double w = weight(c.logits[i]);
+    if (w == 0.0) continue;
+    drawn = c.ids[i];
+    cumulative += w;
+    if (cumulative > target) break;
   }
-  return c.ids[order.back()];  // only reachable through rounding at the very top
+  if (drawn < 0 || drawn >= static_cast<int32_t>(logits.size())) {
+    throw Error(ErrorKind::kPlugin, "the sampler chain produced token " + std::to_string(drawn) +
+                                        ", outside the vocabulary of " + std::to_string(logits.size()));
+  }
+  return drawn;
 }
 
 std::string SamplerChain::describe() const {

@@ -47,7 +47,7 @@ void Session::forward(int32_t n, bool all_logits) {
   Impl& s = *impl_;
   const int32_t first = cached();
   if (n <= 0 || first + n > static_cast<int32_t>(s.tokens.size())) {
-    throw Error(ErrorKind::kInternal, "forward of " + std::to_string(n) + " tokens from position " +
+    throw Error(ErrorKind::kPlugin, "stage contract broken: forward of " + std::to_string(n) + " tokens from position " +
                                           std::to_string(first) + " but the session holds " +
                                           std::to_string(s.tokens.size()));
   }
@@ -82,7 +82,9 @@ void Session::forward(int32_t n, bool all_logits) {
 
 int32_t Session::sample() {
   Impl& s = *impl_;
-  if (s.logit_rows == 0) throw Error(ErrorKind::kInternal, "sample() before any forward()");
+  if (s.logit_rows == 0) {
+    throw Error(ErrorKind::kPlugin, "stage contract broken: sample() before any forward()");
+  }
   const auto vocab = static_cast<size_t>(n_vocab());
   std::span<const float> last(s.logits.data() + (static_cast<size_t>(s.logit_rows) - 1) * vocab, vocab);
   const auto step = static_cast<uint64_t>(s.tokens.size()) - static_cast<uint64_t>(s.prompt_tokens);
@@ -91,7 +93,8 @@ int32_t Session::sample() {
 
 void Session::append(int32_t token) {
   if (token < 0 || token >= n_vocab()) {
-    throw Error(ErrorKind::kInternal, "token " + std::to_string(token) + " is outside the vocabulary of " +
+    throw Error(ErrorKind::kPlugin, "stage contract broken: token " + std::to_string(token) +
+                                        " is outside the vocabulary of " +
                                           std::to_string(n_vocab()));
   }
   impl_->tokens.push_back(token);

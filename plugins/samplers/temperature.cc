@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "candidate_list.h"
+#include "duet/error.h"
 #include "link_options.h"
 
 namespace duet::samplers {
@@ -12,6 +13,13 @@ Temperature::Temperature(const Options& options) {
       options, "t", {0.0, std::numeric_limits<double>::infinity(), false, false, "0 = greedy"});
   options.finish();
   require_primary(t.has_value(), options, "temperature", "t", "0.7");
+  // Below this, logit / t overflows float for ordinary logits; such a
+  // temperature means greedy, which 0 says exactly.
+  constexpr double kMinPositive = 1e-3;
+  if (*t > 0.0 && *t < kMinPositive) {
+    throw Error(ErrorKind::kConfig, key_path(options, "t") + ": " + std::to_string(*t) +
+                                        " is too small; use 0 for greedy or at least 0.001");
+  }
   t_ = *t;
 }
 

@@ -9,7 +9,8 @@ namespace duet::samplers {
 
 // YAML: `- temperature: 0.7` or `- temperature: {t: 0.7}`.
 //
-// Option `t` (shorthand `value`, required): a finite number >= 0.
+// Option `t` (shorthand `value`, required): 0, or a finite number >= 0.001
+// (smaller ones would overflow the logits; 0 says greedy exactly).
 //   t > 0: every logit becomes logit / t; the list is otherwise unchanged.
 //   t == 0 (sentinel): greedy — selects the highest logit (ties to the lowest
 //          id) and leaves it as the only candidate, as `greedy` does.

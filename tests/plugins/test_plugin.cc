@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "duet/error.h"
 #include "duet/plugin.h"
 
 namespace {
@@ -20,7 +21,21 @@ class FirstSampler final : public duet::Sampler {
   void apply(duet::Candidates& c, const duet::SamplingContext&) override { c.selected = c.ids.front(); }
 };
 
+// Fails every step with a duet::Error made here, in the plugin: the error
+// must stay printable after the host has released the plugin's objects.
+class ThrowingSampler final : public duet::Sampler {
+ public:
+  std::string name() const override { return "test_throw"; }
+  void apply(duet::Candidates&, const duet::SamplingContext&) override {
+    throw duet::Error(duet::ErrorKind::kInputRejected, "test_throw rejects every step");
+  }
+};
+
 void register_components(duet::PluginRegistrar& r) {
+  r.add_sampler("test_throw", "throws duet::Error from apply()", [](const duet::Options& o) {
+    o.finish();
+    return std::unique_ptr<duet::Sampler>(new ThrowingSampler);
+  });
   r.add_sampler("test_first", "selects the first candidate", [](const duet::Options& o) {
     o.finish();
     return std::unique_ptr<duet::Sampler>(new FirstSampler);

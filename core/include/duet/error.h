@@ -43,6 +43,11 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message)
       : std::runtime_error(message), kind_(kind) {}
+  Error(const Error&) = default;
+  Error& operator=(const Error&) = default;
+  // Defined in libduet, so that Error's vtable and type info live there and
+  // not in the plugin that throws: an Error can outlive the plugin's library.
+  ~Error() override;
 
   ErrorKind kind() const noexcept { return kind_; }
   ExitCode exit_code() const noexcept { return exit_code_for(kind_); }

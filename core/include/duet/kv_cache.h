@@ -49,12 +49,16 @@ class KVCache {
   virtual KVLayerView layer(int32_t layer) = 0;
 
   // Copies `n` whole blocks, all layers, from block src to block dst
-  // (used for copy-on-write of shared prefixes). Ranges must not overlap.
+  // (used for copy-on-write of shared prefixes). REQUIRES: both ranges lie
+  // within the cache's capacity_tokens / block_tokens blocks and do not
+  // overlap; a backend throws duet::Error(kInternal) otherwise.
   virtual void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) = 0;
 
   // Moves the contents of `n_slots` slots starting at slot 0 of every layer
   // to or from host memory laid out as [layer][k|v][slot][head][dim] in
-  // spec().dtype: how a cache travels between backends.
+  // spec().dtype: how a cache travels between backends. REQUIRES:
+  // 0 <= n_slots <= capacity_tokens, and for import a buffer of exactly the
+  // size export gives; duet::Error(kInternal) otherwise.
   virtual void export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) = 0;
   virtual void import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) = 0;
 };

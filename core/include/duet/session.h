@@ -45,8 +45,17 @@ struct SessionStats {
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
   double prefill_seconds = 0.0;       // forward passes over the prompt
-  double decode_seconds = 0.0;        // decode steps (sampling included)
+  double decode_seconds = 0.0;        // from the first generated token to the last
   double first_token_seconds = 0.0;   // from the start of the run to the first generated token
+
+  double prefill_tokens_per_second() const {
+    return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0.0;
+  }
+  // Decode steps per second: generated_tokens - 1 forward passes follow the
+  // first token, whose cost belongs to the prefill.
+  double decode_tokens_per_second() const {
+    return generated_tokens > 1 && decode_seconds > 0 ? (generated_tokens - 1) / decode_seconds : 0.0;
+  }
 };
 
 class Session {
@@ -68,8 +77,10 @@ class Session {
 
   // Runs tokens [cached(), cached() + n) through the model, adding their K
   // and V to the cache. logits() then holds the last row's logits, or every
-  // row's when `all_logits`. Throws duet::Error(kInputRejected) naming the
-  // sizes and the fix when the cache has no room for n more positions.
+  // row's when `all_logits`. REQUIRES: 0 < n <= tokens().size() - cached()
+  // (else duet::Error(kPlugin): the calling stage broke its contract).
+  // Throws duet::Error(kInputRejected) naming the sizes and the fix when the
+  // cache has no room for n more positions.
   void forward(int32_t n, bool all_logits);
 
   // [rows, n_vocab] logits of the last forward(), row-major.
@@ -80,9 +91,11 @@ class Session {
   std::vector<float>& kept_logits();
 
   // The next token, drawn by the sampler chain from the last logits row.
+  // REQUIRES: a forward() has run (else duet::Error(kPlugin)).
   int32_t sample();
 
-  // Appends a generated token (not yet in the cache).
+  // Appends a generated token (not yet in the cache). REQUIRES: token in
+  // [0, n_vocab()) (else duet::Error(kPlugin)).
   void append(int32_t token);
 
   const Tokenizer& tokenizer() const;

@@ -22,7 +22,6 @@ size_t DecodeStage::held_back(const std::string& text) const {
 }
 
 void DecodeStage::run(Session& session) {
-  const double start = session.elapsed_seconds();
   Utf8Stream utf8;
   std::string pending;  // decoded text not yet sent to the sink
   bool stopped_by_string = false;
@@ -57,14 +56,20 @@ void DecodeStage::run(Session& session) {
       session.finish(FinishReason::kLength);
       break;
     }
-    session.forward(1, false);
+    // Normally the one token just sampled; more if an earlier stage left
+    // tokens uncached, so the next logits always follow the whole sequence.
+    session.forward(static_cast<int32_t>(session.tokens().size()) - session.cached(), false);
   }
   if (session.finish_reason() == FinishReason::kNone) session.finish(FinishReason::kLength);
   if (!stopped_by_string) {
     pending += utf8.flush();
     if (!pending.empty()) session.sink().on_text(pending);
   }
-  session.stats().decode_seconds += session.elapsed_seconds() - start;
+  // Decode speed counts the steps after the first token, whose cost is the
+  // prefill's: generated - 1 forward passes over this span.
+  if (session.stats().generated_tokens > 0) {
+    session.stats().decode_seconds = session.elapsed_seconds() - session.stats().first_token_seconds;
+  }
 }
 
 }  // namespace duet
