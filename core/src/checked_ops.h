@@ -30,7 +30,9 @@ namespace duet {
 class CheckedOps {
  public:
   // Wraps `backend`'s ops. The backend must outlive this object. Embedding
-  // ids are read back through the backend's device to check their range.
+  // ids are range-checked where the device's memory is host-accessible;
+  // on other devices reading them back would stall every forward pass, and
+  // the Session guarantees their range instead.
   explicit CheckedOps(Backend& backend);
 
   Support supports(const OpDesc& desc) const;
