@@ -61,9 +61,10 @@ TinyVocab tiny_vocab(int32_t n_vocab) {
 
 class TensorMaker {
  public:
-  TensorMaker(GgufWriter& w, uint64_t seed) : w_(w), seed_(seed) {}
+  TensorMaker(GgufWriter& w, uint64_t seed, std::string omit) : w_(w), seed_(seed), omit_(std::move(omit)) {}
 
   void add(const std::string& name, DType type, Shape shape, float offset = 0.0f) {
+    if (name == omit_) return;
     std::vector<float> values(static_cast<size_t>(shape.elements()));
     for (size_t i = 0; i < values.size(); ++i) {
       values[i] = offset + static_cast<float>(counter_uniform(seed_, tensor_index_, i, 0) - 0.5);
@@ -82,6 +83,7 @@ class TensorMaker {
  private:
   GgufWriter& w_;
   uint64_t seed_;
+  std::string omit_;
   uint64_t tensor_index_ = 0;
 };
 
@@ -89,7 +91,7 @@ class TensorMaker {
 
 void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
   GgufWriter w;
-  w.set_string("general.architecture", "llama");
+  w.set_string("general.architecture", s.architecture);
   w.set_string("general.name", "tiny-llama-test");
   w.set_uint32("llama.context_length", static_cast<uint32_t>(s.context_length));
   w.set_uint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
@@ -100,7 +102,7 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
   w.set_float32("llama.rope.freq_base", 10000.0f);
   w.set_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", "smollm");
+  w.set_string("tokenizer.ggml.pre", s.pre_tokenizer);
   const TinyVocab vocab = tiny_vocab(s.n_vocab);
   w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
   w.set_int32_array("tokenizer.ggml.token_type", vocab.types);
@@ -114,7 +116,7 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
 
   const int64_t head_dim = s.n_embd / s.n_heads;
   const int64_t kv_dim = head_dim * s.n_kv_heads;
-  TensorMaker t(w, s.seed);
+  TensorMaker t(w, s.seed, s.omit_tensor);
   t.add("token_embd.weight", s.matrix_type, {s.n_vocab, s.n_embd});
   t.add("output_norm.weight", DType::kF32, {s.n_embd}, 1.0f);
   for (int32_t l = 0; l < s.n_layers; ++l) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "duet/dtype.h"
 
@@ -19,6 +20,10 @@ struct TinyLlama {
   int64_t context_length = 256;
   DType matrix_type = DType::kQ4_1;  // projections and the embedding table
   uint64_t seed = 1;                 // weights are uniform in [-0.5, 0.5)
+  // Ways to make a broken model for error tests.
+  std::string architecture = "llama";     // general.architecture
+  std::string pre_tokenizer = "smollm";   // tokenizer.ggml.pre
+  std::string omit_tensor;                // a tensor name to leave out
 };
 
 // Writes a model with the Llama tensor names and metadata to `path`: tied

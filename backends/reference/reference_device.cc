@@ -46,11 +46,14 @@ std::string bytes_str(uint64_t bytes) {
 }  // namespace
 
 std::unique_ptr<Buffer> ReferenceDevice::allocate(uint64_t bytes) {
-  // operator new never returns null for zero bytes, so an empty buffer still
-  // has a unique valid pointer.
-  void* p = ::operator new(static_cast<size_t>(bytes), kAlignment, std::nothrow);
+  // Linux overcommits: a request larger than the memory the host has would
+  // succeed here and get the process killed when the pages are touched, so
+  // such requests are refused up front. operator new never returns null for
+  // zero bytes, so an empty buffer still has a unique valid pointer.
+  const MemoryInfo m = memory();
+  const bool too_big = m.free_bytes != 0 && bytes > m.free_bytes;
+  void* p = too_big ? nullptr : ::operator new(static_cast<size_t>(bytes), kAlignment, std::nothrow);
   if (p == nullptr) {
-    const MemoryInfo m = memory();
     throw Error(
         ErrorKind::kOutOfMemory,
         "device 'cpu' cannot allocate " + bytes_str(bytes) + "; the host has " +

@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "  inspect MODEL.gguf      show a model file's metadata and tensors\n"
     "  perplexity PIPELINE.yaml TEXT_FILE\n"
     "                          score a text with the pipeline's model and backend\n"
+    "  bench PIPELINE.yaml     measure prompt-processing and generation tokens/s\n"
     "\n"
     "'duet COMMAND --help' describes a command's options.\n"
     "Exit codes: 0 ok, 2 usage or config, 3 model file, 4 plugin or backend,\n"
@@ -43,6 +44,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "plugins") return cmd_plugins(args);
   if (command == "inspect") return cmd_inspect(args);
   if (command == "perplexity") return cmd_perplexity(args);
+  if (command == "bench") return cmd_bench(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
@@ -52,14 +54,14 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
     return 0;
   }
   throw duet::Error(duet::ErrorKind::kUsage,
-                    "unknown command '" + command + "'; commands: run, validate, plugins, inspect, perplexity");
+                    "unknown command '" + command + "'; commands: run, validate, plugins, inspect, perplexity, bench");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << kUsage;
+    print_error("no command given; see 'duet --help' for the commands");
     return static_cast<int>(duet::ExitCode::kUsageOrConfig);
   }
   std::vector<std::string> args(argv + 2, argv + argc);

@@ -1,0 +1,67 @@
+#include "cuda_attention.h"
+
+#include <cstdint>
+#include <string>
+
+#include "cuda_kv_cache.h"
+
+namespace duet::cuda {
+
+Support CudaAttention::check(const KVCacheSpec& kv) const {
+  Support s = CudaKVCache::check(kv);
+  if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
+    s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
+                        std::to_string(kv.head_dim) + " but attention needs " + std::to_string(spec_.n_kv_heads) +
+                        " heads of " + std::to_string(spec_.head_dim));
+  }
+  if (spec_.n_kv_heads <= 0 || spec_.n_heads % spec_.n_kv_heads != 0) {
+    s.reasons.push_back("query heads " + std::to_string(spec_.n_heads) + " are not a multiple of KV heads " +
+                        std::to_string(spec_.n_kv_heads));
+  }
+  if (spec_.head_dim > kMaxAttentionHeadDim) {
+    s.reasons.push_back("head dimension " + std::to_string(spec_.head_dim) + " exceeds the cuda attention's " +
+                        std::to_string(kMaxAttentionHeadDim));
+  }
+  return s;
+}
+
+void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q, const TensorView& k,
+                            const TensorView& v, KVCache& kv, TensorView out) {
+  const StepMetadataView meta = pass_.metadata(step);
+  const KVLayerView cache = kv.layer(layer);
+  auto* k_cache = static_cast<float*>(cache.k);
+  auto* v_cache = static_cast<float*>(cache.v);
+  // In a decode step the attention kernel stores the new rows itself; its
+  // vector loads need 16-byte aligned rows.
+  bool decode = fuse_ && step.n_prefill_tokens == 0;
+  for (const SequenceStep& s : step.sequences) decode = decode && s.n_tokens == 1;
+  decode = decode && reinterpret_cast<uintptr_t>(k.data) % 16 == 0 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
+
+  AttentionCall call;
+  if (!decode) {
+    call.store = KvStoreArgs{k.as<const float>(), v.as<const float>(), k_cache, v_cache, meta.row_slot,
+                             step.n_tokens, spec_.n_kv_heads * spec_.head_dim};
+  }
+  AttentionArgs& a = call.attend;
+  a.q = q.as<const float>();
+  a.out = out.as<float>();
+  a.k_cache = k_cache;
+  a.v_cache = v_cache;
+  a.row_position = meta.row_position;
+  a.row_table = meta.row_table;
+  a.block_tables = meta.block_tables;
+  if (decode) {
+    a.k_new = k.as<const float>();
+    a.v_new = v.as<const float>();
+    a.row_slot = meta.row_slot;
+  }
+  a.n_tokens = step.n_tokens;
+  a.n_heads = spec_.n_heads;
+  a.n_kv_heads = spec_.n_kv_heads;
+  a.head_dim = spec_.head_dim;
+  a.block_tokens = kv.spec().block_tokens;
+  a.scale = spec_.scale;
+  pass_.submit(call);
+}
+
+}  // namespace duet::cuda

@@ -1,0 +1,90 @@
+#include "cuda_kv_cache.h"
+
+#include <string>
+
+#include "cuda_error.h"
+#include "duet/error.h"
+
+namespace duet::cuda {
+
+Support CudaKVCache::check(const KVCacheSpec& spec) {
+  Support s;
+  if (spec.impl != "contiguous") {
+    s.reasons.push_back("backend 'cuda' stores KV caches as 'contiguous' only, not '" + spec.impl + "'");
+  }
+  if (spec.dtype != DType::kF32) {
+    s.reasons.push_back("backend 'cuda' stores K and V as f32, not " + std::string(dtype_name(spec.dtype)) +
+                        "; set components.kv_cache.dtype to f32");
+  }
+  if (spec.n_layers <= 0 || spec.n_kv_heads <= 0 || spec.head_dim <= 0 || spec.capacity_tokens <= 0 ||
+      spec.block_tokens <= 0 || spec.capacity_tokens % spec.block_tokens != 0) {
+    s.reasons.push_back("KV-cache geometry is invalid: capacity " + std::to_string(spec.capacity_tokens) +
+                        ", block " + std::to_string(spec.block_tokens) +
+                        "; the block size must be positive and divide the capacity");
+  }
+  return s;
+}
+
+CudaKVCache::CudaKVCache(const KVCacheSpec& spec, CudaDevice& device)
+    : spec_(spec),
+      device_(device),
+      layer_bytes_(static_cast<uint64_t>(spec.capacity_tokens) * slot_bytes()) {
+  storage_ = device.allocate(memory_bytes());
+  check_cuda(cudaMemsetAsync(storage_->data(), 0, storage_->size(), device.stream()), "clearing the KV cache");
+}
+
+uint64_t CudaKVCache::slot_bytes() const {
+  return static_cast<uint64_t>(spec_.n_kv_heads) * static_cast<uint64_t>(spec_.head_dim) * sizeof(float);
+}
+
+KVLayerView CudaKVCache::layer(int32_t layer) {
+  auto* base = static_cast<uint8_t*>(storage_->data()) + 2 * layer_bytes_ * static_cast<uint64_t>(layer);
+  return KVLayerView{base, base + layer_bytes_, slot_bytes()};
+}
+
+void CudaKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
+  const uint64_t block_bytes = slot_bytes() * static_cast<uint64_t>(spec_.block_tokens);
+  for (int32_t l = 0; l < spec_.n_layers; ++l) {
+    KVLayerView v = layer(l);
+    for (void* base : {v.k, v.v}) {
+      auto* p = static_cast<uint8_t*>(base);
+      device_.copy_on_device(p + static_cast<uint64_t>(dst_block) * block_bytes,
+                             p + static_cast<uint64_t>(src_block) * block_bytes,
+                             static_cast<uint64_t>(n) * block_bytes);
+    }
+  }
+}
+
+void CudaKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) {
+  const uint64_t part = slot_bytes() * static_cast<uint64_t>(n_slots);
+  host_out.resize(2 * part * static_cast<uint64_t>(spec_.n_layers));
+  uint8_t* out = host_out.data();
+  for (int32_t l = 0; l < spec_.n_layers; ++l) {
+    KVLayerView v = layer(l);
+    device_.copy_to_host(out, v.k, part);
+    device_.copy_to_host(out + part, v.v, part);
+    out += 2 * part;
+  }
+  device_.synchronize();
+}
+
+void CudaKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
+  const uint64_t part = slot_bytes() * static_cast<uint64_t>(n_slots);
+  if (host_in.size() != 2 * part * static_cast<uint64_t>(spec_.n_layers)) {
+    throw Error(ErrorKind::kInputRejected, "KV-cache import of " + std::to_string(n_slots) + " slots needs " +
+                                               std::to_string(2 * part * static_cast<uint64_t>(spec_.n_layers)) +
+                                               " bytes, got " + std::to_string(host_in.size()));
+  }
+  const uint8_t* in = host_in.data();
+  for (int32_t l = 0; l < spec_.n_layers; ++l) {
+    KVLayerView v = layer(l);
+    device_.copy_from_host(v.k, in, part);
+    device_.copy_from_host(v.v, in + part, part);
+    in += 2 * part;
+  }
+  // host_in may be freed when this returns; pageable copies are staged, but
+  // waiting makes the cache's contents certain to callers too.
+  device_.synchronize();
+}
+
+}  // namespace duet::cuda

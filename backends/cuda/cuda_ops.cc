@@ -1,0 +1,73 @@
+#include "cuda_ops.h"
+
+#include <string>
+
+namespace duet::cuda {
+namespace {
+
+bool is_weight_type(DType t) {
+  for (DType w : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+    if (w == t) return true;
+  }
+  return false;
+}
+
+std::string type_name(DType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
+
+}  // namespace
+
+Support CudaOps::supports(const OpDesc& desc) const {
+  const bool has_weight = desc.kind == OpKind::kEmbedding || desc.kind == OpKind::kMatmul;
+  if (has_weight) {
+    if (is_weight_type(desc.weight_dtype)) return Support::yes();
+    return Support::no(std::string("the cuda backend has no ") + op_kind_name(desc.kind) + " for weight dtype " +
+                       type_name(desc.weight_dtype) + "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
+  }
+  if (desc.weight_dtype == DType::kF32) return Support::yes();
+  return Support::no(std::string("the cuda backend runs ") + op_kind_name(desc.kind) + " on f32 only, not " +
+                     type_name(desc.weight_dtype));
+}
+
+void CudaOps::embedding(const TensorView& table, const TensorView& ids, TensorView out) {
+  pass_.submit(EmbeddingCall{table.data, table.dtype, table.shape[1], ids.as<const int32_t>(), ids.shape[0],
+                             out.as<float>()});
+}
+
+void CudaOps::matmul(const TensorView& x, const TensorView& w, TensorView out) {
+  const int64_t n = x.shape[0];
+  const int64_t k = x.shape[1];
+  const int64_t m = w.shape[0];
+  if (n == 1) {
+    GemvCall g{x.as<const float>(), k, w.dtype, {}, 1};
+    g.segments[0] = GemvSegment{w.data, out.as<float>(), m};
+    pass_.submit(g);
+  } else {
+    pass_.submit(GemmCall{x.as<const float>(), w.data, w.dtype, n, m, k, out.as<float>()});
+  }
+}
+
+void CudaOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) {
+  pass_.submit(RmsNormCall{x.as<const float>(), weight.as<const float>(), eps, x.shape.rows(), x.shape.innermost(),
+                           out.as<float>()});
+}
+
+void CudaOps::rope(TensorView x, const TensorView& positions, const RopeParams& params) {
+  RopeCall r;
+  r.first = RopeTarget{x.as<float>(), static_cast<int32_t>(x.shape[1])};
+  r.positions = positions.as<const int32_t>();
+  r.rows = x.shape[0];
+  r.head_dim = static_cast<int32_t>(x.shape[2]);
+  r.theta_base = params.theta_base;
+  r.halves = params.pairs == RopeParams::Pairs::kHalves;
+  pass_.submit(r);
+}
+
+void CudaOps::swiglu(const TensorView& gate, const TensorView& up, TensorView out) {
+  pass_.submit(SwiGLUCall{gate.as<const float>(), up.as<const float>(), gate.elements(), out.as<float>()});
+}
+
+void CudaOps::add(const TensorView& a, const TensorView& b, TensorView out) {
+  pass_.submit(AddCall{a.as<const float>(), b.as<const float>(), a.elements(), out.as<float>()});
+}
+
+}  // namespace duet::cuda

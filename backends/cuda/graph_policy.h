@@ -1,0 +1,50 @@
+// graph_policy.h — when a forward pass is captured into a CUDA graph, when
+// the graph is replayed, and when the pass runs kernel by kernel.
+//
+// A graph replays kernels with the arguments they were captured with, so it
+// is only valid for a pass whose commands are identical (commands.h): same
+// ops, same device pointers, same shapes. Core's single-token decode passes
+// are: its scratch buffers keep their addresses from step to step and what
+// does change (token id, position, slot, context length, block table) is
+// read by the kernels from device memory the backend refreshes before each
+// pass. The rules:
+//   - a pass that is not eligible (prefill, more than one row, graphs off,
+//     or split by a device transfer in the middle) runs eagerly and leaves
+//     the graph alone;
+//   - an eligible pass whose commands equal the graph's replays it;
+//   - the first eligible pass is captured;
+//   - an eligible pass that differs from the graph (a new session grew the
+//     scratch buffers, a new cache) runs eagerly the first time and is
+//     captured, replacing the graph, if the next eligible pass is the same
+//     again. So the first step of a new shape costs one eager pass, and
+//     passes that keep changing never pay for a capture they cannot reuse.
+// Pure host code; not thread-safe.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "commands.h"
+
+namespace duet::cuda {
+
+enum class PassAction { kEager, kCapture, kReplay };
+
+class GraphPolicy {
+ public:
+  explicit GraphPolicy(bool enabled) : enabled_(enabled) {}
+
+  // What to do with a finished pass; updates the policy's state as if the
+  // action succeeded.
+  PassAction next(bool eligible, const std::vector<Command>& commands);
+
+  // Drops the graph's commands (the capture failed or the graph was freed).
+  void forget();
+
+ private:
+  bool enabled_;
+  std::optional<std::vector<Command>> graph_;      // what the graph holds
+  std::optional<std::vector<Command>> candidate_;  // the last eligible pass run eagerly
+};
+
+}  // namespace duet::cuda

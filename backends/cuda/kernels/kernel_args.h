@@ -1,0 +1,83 @@
+// kernel_args.h — the argument structs of the CUDA kernels, as plain data.
+//
+// This header includes no CUDA header: host code that only builds, compares
+// or fuses kernel calls (commands.h, command_fusion.h) and its unit tests use
+// it without the CUDA toolkit. Every pointer is a device pointer; sizes are
+// in elements. Each struct compares member by member, which is how a decode
+// pass is recognised as identical to the one a CUDA graph holds.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace duet::cuda {
+
+// One weight matrix of a matrix-vector product: out[r] = w[r, :] · x for r
+// in [0, rows).
+struct GemvSegment {
+  const void* w = nullptr;
+  float* out = nullptr;
+  int64_t rows = 0;
+  bool operator==(const GemvSegment&) const = default;
+};
+
+// Up to this many matrices that share one input vector run as one launch.
+inline constexpr int kMaxGemvSegments = 3;
+using GemvSegments = std::array<GemvSegment, kMaxGemvSegments>;
+
+// One tensor rotated by RoPE: x is [rows, heads, head_dim].
+struct RopeTarget {
+  float* x = nullptr;
+  int32_t heads = 0;
+  bool operator==(const RopeTarget&) const = default;
+};
+
+// Writes row i of k and v ([n_tokens, row_elements]) into cache slot
+// row_slot[i] of one layer's K and V ([slot, row_elements]).
+struct KvStoreArgs {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* k_cache = nullptr;
+  float* v_cache = nullptr;
+  const int32_t* row_slot = nullptr;  // [n_tokens], device
+  int32_t n_tokens = 0;
+  int32_t row_elements = 0;           // n_kv_heads * head_dim
+  bool operator==(const KvStoreArgs&) const = default;
+};
+
+// Causal attention of n_tokens query rows over one layer's cache. Row i
+// sees positions [0, row_position[i]] of its sequence; position p lives in
+// slot block_tables[row_table[i] + p / block_tokens] * block_tokens +
+// p % block_tokens. Everything that changes from one decode step to the next
+// (positions, slots, tables) is read from device memory, never passed by
+// value, so a captured launch stays valid for later steps.
+//
+// When k_new is set every row is the single new token of its sequence (a
+// decode step): position row_position[i] is then read from k_new/v_new row
+// i instead of the cache, and the kernel itself stores that row in slot
+// row_slot[i] (no kv_store launch). Nothing in the launch reads the slots it
+// writes, so the order of the two does not matter.
+struct AttentionArgs {
+  const float* q = nullptr;  // [n_tokens, n_heads, head_dim]
+  float* out = nullptr;      // [n_tokens, n_heads, head_dim]
+  float* k_cache = nullptr;  // [slot, n_kv_heads, head_dim]
+  float* v_cache = nullptr;
+  const int32_t* row_position = nullptr;  // [n_tokens], device
+  const int32_t* row_table = nullptr;     // [n_tokens], device
+  const int32_t* block_tables = nullptr;  // device
+  const float* k_new = nullptr;           // [n_tokens, n_kv_heads, head_dim], 16-byte aligned, or null
+  const float* v_new = nullptr;
+  const int32_t* row_slot = nullptr;      // [n_tokens], device; with k_new
+  int32_t n_tokens = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_tokens = 0;
+  float scale = 0.0f;
+  bool operator==(const AttentionArgs&) const = default;
+};
+
+// The largest head dimension the attention kernel keeps in registers.
+inline constexpr int32_t kMaxAttentionHeadDim = 256;
+
+}  // namespace duet::cuda

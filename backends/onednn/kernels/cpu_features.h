@@ -1,0 +1,40 @@
+// kernels/cpu_features.h — which SIMD instruction set the CPU kernels may use.
+//
+// Every kernel exists once per CpuPath; a path is usable only when both the CPU
+// reports its instructions (cpuid) and the OS saves their register state on a
+// context switch (XCR0, read with xgetbv). Nothing here executes an instruction
+// beyond cpuid and xgetbv, so it is safe on any x86-64 CPU.
+#pragma once
+
+#include <string>
+
+namespace duet::onednn {
+
+// Ordered: each path needs everything the one before it needs.
+//   kScalar:     portable C++, any CPU.
+//   kAvx2:       AVX2 + FMA + F16C (Haswell and later).
+//   kAvx512:     kAvx2 + AVX-512 F, BW, VL (Skylake-SP and later).
+//   kAvx512Vnni: kAvx512 + AVX512_VNNI (Cascade Lake, Ice Lake and later).
+enum class CpuPath { kScalar, kAvx2, kAvx512, kAvx512Vnni };
+
+// The fastest path that this CPU and OS support, ignoring DUET_CPU_PATH.
+// Computed once; safe to call from any thread.
+CpuPath hardware_cpu_path();
+
+// hardware_cpu_path(), lowered to DUET_CPU_PATH when that environment variable
+// names a slower path ("scalar", "avx2", "avx512", "avx512_vnni"); a name of a
+// faster path than the hardware has leaves the hardware path, so the variable
+// can never select an instruction the CPU lacks. Reads the environment on every
+// call (callers pick a path once, at backend creation).
+// Throws duet::Error(kConfig) when DUET_CPU_PATH is set to another name.
+CpuPath detect_cpu_path();
+
+// "scalar", "avx2", "avx512", "avx512_vnni".
+const char* cpu_path_name(CpuPath path);
+
+// The usable features relevant to the kernels, space-separated, in a fixed
+// order, e.g. "avx2 fma f16c avx_vnni avx512f avx512bw avx512vl avx512_vnni";
+// a feature the CPU has but the OS does not enable is left out. For logs.
+std::string cpu_features_summary();
+
+}  // namespace duet::onednn

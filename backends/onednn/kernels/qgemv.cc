@@ -1,0 +1,130 @@
+// Validation and dispatch for qgemv.h; the arithmetic lives in qgemv_<path>.cc.
+#include "kernels/qgemv.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "duet/error.h"
+#include "kernels/qgemv_paths.h"
+
+namespace duet::onednn {
+namespace {
+
+constexpr int64_t kBlock = 32;
+
+void check_path(CpuPath path, const char* what) {
+  // Cached: hardware_cpu_path() is a static, but this runs once per product.
+  static const CpuPath hw = hardware_cpu_path();
+  if (path > hw) {
+    throw Error(ErrorKind::kInternal, std::string(what) + ": CPU path " + cpu_path_name(path) +
+                                          " is beyond this CPU's " + cpu_path_name(hw));
+  }
+}
+
+template <class T>
+T* aligned_array(int64_t count) {
+  // 64 bytes: one cache line, and the alignment of a ZMM load.
+  const auto bytes = static_cast<size_t>(count) * sizeof(T);
+  void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<T*>(p);
+}
+
+bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
+
+detail::GemvArgs make_args(CpuPath path, DType wtype, const void* w, int64_t k,
+                           const Q8Activations* xq, const float* x, float* y, int64_t row_begin,
+                           int64_t row_end) {
+  check_path(path, "gemv");
+  const bool quantized = is_quantized(wtype);
+  if (!quantized && wtype != DType::kF32 && wtype != DType::kF16) {
+    throw Error(ErrorKind::kInternal,
+                "gemv: weight type " + std::string(dtype_name(wtype)) + " has no CPU kernel");
+  }
+  const auto row_bytes = dtype_row_bytes(wtype, static_cast<uint64_t>(k));
+  if (k <= 0 || !row_bytes || (quantized && xq->k() != k) || row_begin < 0 ||
+      row_end < row_begin) {
+    throw Error(ErrorKind::kInternal, "gemv: bad shape for " + std::string(dtype_name(wtype)) +
+                                          " weights, k = " + std::to_string(k));
+  }
+  return {wtype, static_cast<const uint8_t*>(w), static_cast<int64_t>(*row_bytes), k, xq, x, y,
+          row_begin, row_end};
+}
+
+void run(CpuPath path, const detail::GemvArgs& a) {
+  switch (path) {
+    case CpuPath::kScalar: detail::gemv_scalar(a); return;
+    case CpuPath::kAvx2: detail::gemv_avx2(a); return;
+    case CpuPath::kAvx512: detail::gemv_avx512(a); return;
+    case CpuPath::kAvx512Vnni: detail::gemv_avx512_vnni(a); return;
+  }
+}
+
+}  // namespace
+
+void Q8Activations::AlignedFree::operator()(void* p) const { std::free(p); }
+
+void Q8Activations::quantize(const float* x, int64_t k, CpuPath path) {
+  check_path(path, "Q8Activations::quantize");
+  if (k <= 0 || k % kBlock != 0) {
+    throw Error(ErrorKind::kInternal,
+                "Q8Activations: k = " + std::to_string(k) + " is not a positive multiple of 32");
+  }
+  const int64_t blocks = k / kBlock;
+  const int64_t padded = (blocks + kPadBlocks - 1) / kPadBlocks * kPadBlocks;
+  if (padded > capacity_blocks_) {
+    q_.reset(aligned_array<int8_t>(padded * kBlock));
+    scales_.reset(aligned_array<float>(padded * 2));
+    capacity_blocks_ = padded;
+  }
+  k_ = k;
+  // The padding blocks read as zeros: they add 0 to every sum.
+  std::memset(q_.get() + k, 0, static_cast<size_t>((padded - blocks) * kBlock));
+  std::fill(scales_.get() + 2 * blocks, scales_.get() + 2 * padded, 0.0f);
+  switch (path) {
+    case CpuPath::kScalar: detail::quantize_scalar(x, k, q_.get(), scales_.get()); return;
+    case CpuPath::kAvx2: detail::quantize_avx2(x, k, q_.get(), scales_.get()); return;
+    case CpuPath::kAvx512:
+    case CpuPath::kAvx512Vnni: detail::quantize_avx512(x, k, q_.get(), scales_.get()); return;
+  }
+}
+
+void gemv(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Activations& xq,
+          const float* x, float* y, int64_t row_begin, int64_t row_end) {
+  run(path, make_args(path, wtype, w, k, &xq, x, y, row_begin, row_end));
+}
+
+void gemv_batch(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Activations* xq,
+                const float* x, int64_t n, float* y, int64_t ldy, int64_t row_begin,
+                int64_t row_end) {
+  if (n < 1) throw Error(ErrorKind::kInternal, "gemv_batch: n = " + std::to_string(n));
+  detail::GemvArgs a = make_args(path, wtype, w, k, xq, x, y, row_begin, row_end);
+  for (int64_t i = 1; i < n; ++i) {
+    if (is_quantized(wtype) && xq[i].k() != k) {
+      throw Error(ErrorKind::kInternal, "gemv_batch: activation vectors differ in length");
+    }
+  }
+  // Tiles of rows small enough to stay in L1 (≤ 16 KiB) while all n vectors
+  // pass over them: memory traffic is that of one product, the arithmetic n
+  // products' (which decode-sized matrices leave idle anyway). A multiple of
+  // 4 rows, the kernels' widest pass.
+  const int64_t tile = std::max<int64_t>(4, 16384 / a.row_bytes / 4 * 4);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += tile) {
+    a.row_begin = r0;
+    a.row_end = std::min(row_end, r0 + tile);
+    for (int64_t i = 0; i < n; ++i) {
+      if (is_quantized(wtype)) {
+        a.xq = xq + i;
+      } else {
+        a.x = x + i * k;
+      }
+      a.y = y + i * ldy;
+      run(path, a);
+    }
+  }
+}
+
+}  // namespace duet::onednn

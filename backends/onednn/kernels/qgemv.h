@@ -1,0 +1,91 @@
+// kernels/qgemv.h — matrix-vector products over ggml weight rows, for decode.
+//
+// Decode multiplies every weight matrix by one activation vector, so it is
+// bound by how fast the weights stream from memory. These kernels read the
+// weights in their stored ggml block format (see duet/quant.h), never
+// dequantized, and do the arithmetic in integers: the activation vector is
+// quantized once per product to 8-bit blocks of 32 (Q8Activations), and each
+// weight block contributes
+//   q4_1: dw*dx*Σ(qw*qx) + mw*sx        (x = dw*qw + mw)
+//   q4_0: dw*dx*Σ(qw*qx) - 8*dw*sx      (x = dw*(qw - 8))
+//   q8_0: dw*dx*Σ(qw*qx)
+// where dx is the activation block's scale and sx = dx*Σqx. Compared with the
+// f32 product this adds only the error of rounding x to 8 bits (relative
+// error of each activation block ≤ 1/254 of its largest magnitude).
+//
+// Every CpuPath computes the same integer sums; paths differ only in the order
+// of the float additions that combine blocks, so they agree to float rounding
+// (qgemv_test bounds the difference by 1e-4 of the largest output). All
+// functions are thread-safe for disjoint outputs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "duet/dtype.h"
+#include "kernels/cpu_features.h"
+
+namespace duet::onednn {
+
+// An activation vector of k floats (k a multiple of 32) quantized to blocks of
+// 32: q[32b + i] = round(x[32b + i] * (1 / d[b])) with d[b] = max|x in block
+// b| / 127 (round to nearest, ties to even; an all-zero block has d = 0 and
+// q = 0), so |x - d*q| ≤ d/2.
+// Buffers grow on demand and are kept, so one object reused across decode
+// steps allocates only on the first. Not thread-safe to quantize while another
+// thread reads it; reading from many threads at once is safe.
+class Q8Activations {
+ public:
+  // Kernels read whole vectors past the last block: q and scales are
+  // zero-filled up to a multiple of kPadBlocks blocks.
+  static constexpr int64_t kPadBlocks = 8;
+
+  // Quantizes x[0..k). REQUIRES: k > 0, k % 32 == 0, x finite. `path` picks
+  // the instructions used; every path stores bit-identical results.
+  // REQUIRES: path ≤ hardware_cpu_path().
+  void quantize(const float* x, int64_t k, CpuPath path = CpuPath::kScalar);
+
+  int64_t k() const { return k_; }
+  int64_t blocks() const { return k_ / 32; }
+  // k int8 values, 64-byte aligned; block b starts at q() + 32 * b.
+  const int8_t* q() const { return q_.get(); }
+  // Two floats per block, interleaved so a kernel loads both with one vector:
+  // scales()[2b] = d[b] and scales()[2b + 1] = s[b] = d[b] * Σ q of block b.
+  const float* scales() const { return scales_.get(); }
+
+ private:
+  struct AlignedFree {
+    void operator()(void* p) const;
+  };
+  int64_t k_ = 0;
+  int64_t capacity_blocks_ = 0;
+  std::unique_ptr<int8_t[], AlignedFree> q_;
+  std::unique_ptr<float[], AlignedFree> scales_;
+};
+
+// y[r] = Σ_c W[r, c] * x[c] for every r in [row_begin, row_end), where W is a
+// row-major matrix of `wtype` with k columns: row r starts at
+// w + r * dtype_row_bytes(wtype, k). y is indexed by absolute row, so threads
+// that split the rows pass the same w and y.
+//   q4_0, q4_1, q8_0: read xq (REQUIRES xq.k() == k, k % 32 == 0); x unused.
+//   f32, f16:         read x[0..k) directly with f32 FMA (any k ≥ 1); xq unused.
+// REQUIRES: path ≤ hardware_cpu_path(), 0 ≤ row_begin ≤ row_end ≤ rows of W.
+// Throws duet::Error(kInternal) for any other wtype, a k or xq that breaks
+// these requirements, or a path this CPU cannot run (caller bugs; the path is
+// checked because the alternative is SIGILL).
+// Reads nothing outside the rows [row_begin, row_end) (it may prefetch past
+// them, which never faults).
+void gemv(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Activations& xq,
+          const float* x, float* y, int64_t row_begin, int64_t row_end);
+
+// The product for n activation vectors at once (a short prefill, a speculative
+// verification): y[i * ldy + r] = Σ_c W[r, c] * x_i[c] for i in [0, n) and r
+// in [row_begin, row_end), where x_i is xq[i] for quantized weights and
+// x + i * k for f32/f16 (the other may be null). Each weight row is read from
+// memory once for all n vectors, so n vectors cost about as much memory
+// traffic as one. Same requirements and errors as gemv; n ≥ 1, ldy ≥ rows.
+void gemv_batch(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Activations* xq,
+                const float* x, int64_t n, float* y, int64_t ldy, int64_t row_begin,
+                int64_t row_end);
+
+}  // namespace duet::onednn

@@ -1,0 +1,374 @@
+// AVX-512 kernels (F, BW, VL). This file is compiled twice: as the kAvx512
+// path, where the byte dot products use vpmaddubsw + vpmaddwd, and with
+// DUET_QGEMV_VNNI=1 as the kAvx512Vnni path, where they use vpdpbusd. One
+// source, two instruction sets, no function shared between them: everything
+// but the entry point has internal linkage.
+//
+// Shape of every quantized kernel: weight blocks are taken four at a time
+// (a "group", read with whole-vector loads and regrouped by permutes, see
+// Layout); kRows rows are processed together so each activation load and
+// shuffle serves them all, and each row prefetches where the next pass will
+// read; the per-block scales of a group become one vector of (dw*dx, mw*sx)
+// pairs, whose even lanes are broadcast to the lanes holding each block's
+// integer sums.
+
+// GCC 12's AVX-512 intrinsics build their "undefined" operands as `__m512 x = x`,
+// which -Wuninitialized reports at every inlined use (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/qgemv_paths.h"
+
+namespace duet::onednn::detail {
+namespace {
+
+constexpr int64_t kBlock = 32;
+constexpr int kGroup = 4;  // blocks per group
+constexpr int kRows = 4;   // rows per pass; 4 keeps every accumulator in registers
+
+// The first n 16-bit words at p (n ≤ 0: none), zeros after. Masked-off
+// words are not read, so a group cut short by the end of a row stays inside it.
+__m512i load_words(const uint8_t* p, int n) {
+  if (n >= 32) return _mm512_loadu_si512(p);
+  if (n <= 0) return _mm512_setzero_si512();
+  return _mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint32_t{1} << n) - 1), p);
+}
+
+// A 512-bit index vector for the element permutes (vpermt2w/d, vpermw/d):
+// element i of the result is element idx[i] of the first source, or
+// idx[i] - N of the second where N elements fill a vector.
+template <class E>
+struct PermIndex {
+  alignas(64) E idx[64 / sizeof(E)];
+  __m512i load() const { return _mm512_load_si512(idx); }
+};
+
+// `count` runs of `len` elements, run j starting at element first + j * stride,
+// each element repeated `times` times.
+template <class E>
+constexpr PermIndex<E> runs(int count, int len, int first, int stride, int times = 1) {
+  PermIndex<E> p{};
+  int i = 0;
+  for (int j = 0; j < count; ++j) {
+    for (int e = 0; e < len; ++e) {
+      for (int r = 0; r < times; ++r) p.idx[i++] = static_cast<E>(first + j * stride + e);
+    }
+  }
+  return p;
+}
+
+// Where a group's parts lie. Every ggml block is a whole number of 16-bit
+// words (q4_0 9, q4_1 10, q8_0 17), so element permutes pick any part of every
+// block of a group out of its raw bytes: a group costs two or three vector
+// loads and one permute per part, instead of a load (or a gather) per block
+// and part. Scales come out as 8 f16: (d, m) per block for q4_1, d twice for
+// the others.
+template <DType T>
+struct Layout;
+template <>
+struct Layout<DType::kQ4_0> {  // {d, qs[16]}: word permutes
+  static constexpr int kBytes = 18;
+  static constexpr PermIndex<uint16_t> kQuants = runs<uint16_t>(kGroup, 8, 1, 9);
+  static constexpr PermIndex<uint16_t> kScales = runs<uint16_t>(kGroup, 1, 0, 9, 2);
+};
+template <>
+struct Layout<DType::kQ4_1> {  // {d, m, qs[16]}: 5 dwords, so dword permutes (one uop, not two)
+  static constexpr int kBytes = 20;
+  static constexpr PermIndex<uint32_t> kQuants = runs<uint32_t>(kGroup, 4, 1, 5);
+  static constexpr PermIndex<uint32_t> kScales = runs<uint32_t>(kGroup, 1, 0, 5);
+};
+template <>
+struct Layout<DType::kQ8_0> {  // {d, qs[32]}: quants by plain 32-byte loads (load_group)
+  static constexpr int kBytes = 34;
+  static constexpr PermIndex<uint16_t> kScales = runs<uint16_t>(kGroup, 1, 0, 17, 2);
+};
+
+// Index vectors, loaded once per kernel call.
+template <DType T>
+struct GroupIndex {
+  __m512i quants = quant_index();
+  __m512i scales = Layout<T>::kScales.load();
+
+  static __m512i quant_index() {
+    if constexpr (T == DType::kQ8_0) {
+      return _mm512_setzero_si512();  // unused
+    } else {
+      return Layout<T>::kQuants.load();
+    }
+  }
+};
+
+// A group of up to four weight blocks, regrouped for the dot products.
+struct Group {
+  __m512i q;    // q4: block j's 16 quant bytes in 128-bit lane j; q8_0: blocks 0-1
+  __m512i q23;  // q8_0: blocks 2-3
+  __m256 dm;    // 8 floats: (d, m) per block for q4_1, (d, -8d) for q4_0, (d, d) for q8_0
+};
+
+// q8_0 block j's 32 quants (zeros if j ≥ t).
+__m256i load_q8_quants(const uint8_t* blk, int j, int t) {
+  if (j >= t) return _mm256_setzero_si256();
+  return _mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(blk + j * Layout<DType::kQ8_0>::kBytes + 2));
+}
+
+// The first t blocks of the group at blk; the rest read as zeros.
+template <DType T>
+Group load_group(const uint8_t* blk, int t, const GroupIndex<T>& index) {
+  const int words = t * Layout<T>::kBytes / 2;
+  const __m512i w0 = load_words(blk, words);
+  const __m512i w1 = load_words(blk + 64, words - 32);
+  Group g;
+  __m128i scales;
+  if constexpr (T == DType::kQ4_1) {
+    g.q = _mm512_permutex2var_epi32(w0, index.quants, w1);
+    scales = _mm512_castsi512_si128(_mm512_permutexvar_epi32(index.scales, w0));
+  } else {
+    scales = _mm512_castsi512_si128(_mm512_permutex2var_epi16(w0, index.scales, w1));
+  }
+  if constexpr (T == DType::kQ4_0) g.q = _mm512_permutex2var_epi16(w0, index.quants, w1);
+  if constexpr (T == DType::kQ8_0) {
+    // 32-byte runs: two loads and an insert beat a two-uop word permute.
+    g.q = _mm512_inserti64x4(_mm512_castsi256_si512(load_q8_quants(blk, 0, t)),
+                             load_q8_quants(blk, 1, t), 1);
+    g.q23 = _mm512_inserti64x4(_mm512_castsi256_si512(load_q8_quants(blk, 2, t)),
+                               load_q8_quants(blk, 3, t), 1);
+  }
+  g.dm = _mm256_cvtph_ps(scales);
+  // q4_0 is q4_1 with the minimum fixed at -8d: d*(q - 8) = d*q + (-8d).
+  if constexpr (T == DType::kQ4_0) g.dm = _mm256_mul_ps(g.dm, _mm256_setr_ps(1, -8, 1, -8, 1, -8, 1, -8));
+  return g;
+}
+
+// Prefetches the same group R rows on, where the next pass reads. The
+// hardware prefetchers follow one stream well but lag on R interleaved ones;
+// on a matrix streamed from L3 or DRAM this is worth about 40%. A prefetch
+// past the end of the matrix is harmless (prefetches never fault).
+template <DType T, int R>
+void prefetch_next_pass(const uint8_t* blk, int64_t row_bytes) {
+  const auto* p = reinterpret_cast<const char*>(blk + R * row_bytes);
+  for (int offset = 0; offset < kGroup * Layout<T>::kBytes; offset += 64) {
+    _mm_prefetch(p + offset, _MM_HINT_T0);
+  }
+}
+
+// Broadcasts even lanes of p (each block's dw*dx) to the lanes holding that
+// block's integer sums, as `index` maps them.
+__m512 block_scales(__m256 p, __m512i index) {
+  return _mm512_permutexvar_ps(index, _mm512_castps256_ps512(p));
+}
+
+// Σ u1*s1 + u2*s2 per 32-bit lane (4 byte products each), u unsigned ≤ 15.
+__m512i dot2_q4(__m512i u1, __m512i s1, __m512i u2, __m512i s2) {
+#if DUET_QGEMV_VNNI
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, s1), u2, s2);
+#else
+  // Adding in 16 bits is safe: four products of 15 * 127 stay far below 2^15.
+  const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(u1, s1), _mm512_maddubs_epi16(u2, s2));
+  return _mm512_madd_epi16(p, _mm512_set1_epi16(1));
+#endif
+}
+
+// y[r0 .. r0+R) for q4_0 / q4_1.
+template <DType T, int R>
+void rows_q4(const GemvArgs& a, int64_t r0) {
+  const int64_t nb = a.xq->blocks();
+  const int8_t* qx = a.xq->q();
+  const float* sx = a.xq->scales();
+  const uint8_t* row[R];
+  __m512 acc[R];
+  __m256 acc_min[R];
+  for (int r = 0; r < R; ++r) {
+    row[r] = a.w + (r0 + r) * a.row_bytes;
+    acc[r] = _mm512_setzero_ps();
+    acc_min[r] = _mm256_setzero_ps();
+  }
+  const GroupIndex<T> index;
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  // Activations of 4 blocks, [x0 x1 x2 x3] of 32 bytes each, regrouped as the
+  // low-nibble halves [x0[0:16] x1[0:16] x2[0:16] x3[0:16]] and high halves.
+  const __m512i low_halves = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+  const __m512i high_halves = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+  const __m512i scale_index = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+
+  auto group = [&](int64_t b, int t) __attribute__((always_inline)) {
+    // The activation buffer is zero-padded to whole groups: full loads are safe.
+    const __m512i x01 = _mm512_load_si512(qx + b * kBlock);
+    const __m512i x23 = _mm512_load_si512(qx + b * kBlock + 64);
+    const __m512i xlo = _mm512_permutex2var_epi64(x01, low_halves, x23);
+    const __m512i xhi = _mm512_permutex2var_epi64(x01, high_halves, x23);
+    const __m256 xs = _mm256_load_ps(sx + 2 * b);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = row[r] + b * Layout<T>::kBytes;
+      prefetch_next_pass<T, R>(blk, a.row_bytes);
+      const Group g = load_group<T>(blk, t, index);
+      const __m512i lo = _mm512_and_si512(g.q, nibble);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(g.q, 4), nibble);
+      const __m512i sums = dot2_q4(lo, xlo, hi, xhi);
+      const __m256 p = _mm256_mul_ps(g.dm, xs);
+      // Odd lanes of p are the mw*sx terms; even lanes of acc_min stay zero.
+      acc_min[r] = _mm256_mask_add_ps(acc_min[r], 0xaa, acc_min[r], p);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), block_scales(p, scale_index), acc[r]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + kGroup <= nb; b += kGroup) group(b, kGroup);
+  if (b < nb) group(b, static_cast<int>(nb - b));
+  for (int r = 0; r < R; ++r) {
+    a.y[r0 + r] = _mm512_reduce_add_ps(acc[r]) +
+                  _mm512_reduce_add_ps(_mm512_castps256_ps512(acc_min[r]));
+  }
+}
+
+#if DUET_QGEMV_VNNI
+// vpdpbusd multiplies unsigned by signed bytes. w + 128 (w xor 0x80) is
+// unsigned, and Σ(w+128)x - 128Σx = Σwx exactly in 32 bits; the -128Σx term
+// depends only on x, so callers compute it once (q8_bias) for all rows.
+__m512i q8_bias(__m512i x) {
+  return _mm512_sub_epi32(_mm512_setzero_si512(),
+                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), x));
+}
+__m512i dot_q8(__m512i w, __m512i x, __m512i bias) {
+  return _mm512_dpbusd_epi32(bias, _mm512_xor_si512(w, _mm512_set1_epi8(-128)), x);
+}
+#else
+__m512i q8_bias(__m512i) { return _mm512_setzero_si512(); }
+// vpmaddubsw multiplies unsigned by signed bytes: |w| * (x with w's sign).
+// Pairs stay within int16: 2 * 128 * 127 < 2^15 (x is never -128).
+__m512i dot_q8(__m512i w, __m512i x, __m512i) {
+  const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1));
+}
+#endif
+
+template <int R>
+void rows_q8_0(const GemvArgs& a, int64_t r0) {
+  constexpr DType T = DType::kQ8_0;
+  const int64_t nb = a.xq->blocks();
+  const int8_t* qx = a.xq->q();
+  const float* sx = a.xq->scales();
+  const uint8_t* row[R];
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) {
+    row[r] = a.w + (r0 + r) * a.row_bytes;
+    acc[r] = _mm512_setzero_ps();
+  }
+  const GroupIndex<T> index;
+  const __m512i scale_index01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+  const __m512i scale_index23 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+
+  auto group = [&](int64_t b, int t) __attribute__((always_inline)) {
+    const __m512i x01 = _mm512_load_si512(qx + b * kBlock);
+    const __m512i x23 = _mm512_load_si512(qx + b * kBlock + 64);
+    const __m512i bias01 = q8_bias(x01);
+    const __m512i bias23 = q8_bias(x23);
+    const __m256 xs = _mm256_load_ps(sx + 2 * b);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      // Blocks past t load as zeros and have zero scales.
+      const uint8_t* blk = row[r] + b * Layout<T>::kBytes;
+      prefetch_next_pass<T, R>(blk, a.row_bytes);
+      const Group g = load_group<T>(blk, t, index);
+      const __m512i s01 = dot_q8(g.q, x01, bias01);
+      const __m256 p = _mm256_mul_ps(g.dm, xs);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), block_scales(p, scale_index01), acc[r]);
+      if (t > 2) {  // a short last group often has just one pair (k = 576: 18 blocks)
+        const __m512i s23 = dot_q8(g.q23, x23, bias23);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), block_scales(p, scale_index23), acc[r]);
+      }
+    }
+  };
+  int64_t b = 0;
+  for (; b + kGroup <= nb; b += kGroup) group(b, kGroup);
+  if (b < nb) group(b, static_cast<int>(nb - b));
+  for (int r = 0; r < R; ++r) a.y[r0 + r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// Rows kRows at a time, then the rest one by one.
+template <void (*RowsN)(const GemvArgs&, int64_t), void (*Rows1)(const GemvArgs&, int64_t)>
+void all_rows(const GemvArgs& a) {
+  int64_t r = a.row_begin;
+  for (; r + kRows <= a.row_end; r += kRows) RowsN(a, r);
+  for (; r < a.row_end; ++r) Rows1(a, r);
+}
+
+#if !DUET_QGEMV_VNNI
+template <DType T>
+__m512 load_weights(const uint8_t* p, __mmask16 m) {
+  if constexpr (T == DType::kF32) return _mm512_maskz_loadu_ps(m, p);
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+// f32 / f16 weights: 16 columns per step, the last step masked.
+template <DType T, int R>
+void rows_float(const GemvArgs& a, int64_t r0) {
+  constexpr int64_t elem = T == DType::kF32 ? 4 : 2;
+  const uint8_t* row[R];
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) {
+    row[r] = a.w + (r0 + r) * a.row_bytes;
+    acc[r] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < a.k; c += 16) {
+    const auto m = static_cast<__mmask16>(a.k - c >= 16 ? 0xffff : (1u << (a.k - c)) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(m, a.x + c);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(load_weights<T>(row[r] + c * elem, m), xv, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) a.y[r0 + r] = _mm512_reduce_add_ps(acc[r]);
+}
+#endif
+
+// The quantized types' kernels; false for f32/f16.
+bool gemv_quantized(const GemvArgs& a) {
+  switch (a.wtype) {
+    case DType::kQ4_0: all_rows<rows_q4<DType::kQ4_0, kRows>, rows_q4<DType::kQ4_0, 1>>(a); return true;
+    case DType::kQ4_1: all_rows<rows_q4<DType::kQ4_1, kRows>, rows_q4<DType::kQ4_1, 1>>(a); return true;
+    case DType::kQ8_0: all_rows<rows_q8_0<kRows>, rows_q8_0<1>>(a); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+#if DUET_QGEMV_VNNI
+void gemv_avx512_vnni(const GemvArgs& a) {
+  // f32/f16 have no byte products: the kAvx512 kernels are the same.
+  if (!gemv_quantized(a)) gemv_avx512(a);
+}
+#else
+void gemv_avx512(const GemvArgs& a) {
+  if (gemv_quantized(a)) return;
+  if (a.wtype == DType::kF32) {
+    all_rows<rows_float<DType::kF32, kRows>, rows_float<DType::kF32, 1>>(a);
+  } else {
+    all_rows<rows_float<DType::kF16, kRows>, rows_float<DType::kF16, 1>>(a);
+  }
+}
+
+void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales) {
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + b * kBlock);
+    const __m512 v1 = _mm512_loadu_ps(x + b * kBlock + 16);
+    const float amax = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    // The same float operations as quantize_scalar, so the same bits.
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kBlock), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kBlock + 16), _mm512_cvtsepi32_epi8(q1));
+    scales[2 * b] = d;
+    scales[2 * b + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+  }
+}
+#endif
+
+}  // namespace duet::onednn::detail

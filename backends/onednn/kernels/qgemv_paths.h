@@ -1,0 +1,43 @@
+// kernels/qgemv_paths.h — the per-CpuPath entry points behind qgemv.h.
+//
+// Internal to duet_onednn_kernels. Each function is defined in the source file
+// of its path, which alone is compiled with that path's instruction flags, so
+// this header holds declarations only: an inline function here would be
+// compiled with different flags in different files, and the linker could keep
+// the AVX-512 copy for every caller.
+#pragma once
+
+#include <cstdint>
+
+#include "duet/dtype.h"
+#include "kernels/qgemv.h"
+
+namespace duet::onednn::detail {
+
+// One gemv call, validated by qgemv.cc: wtype is one of f32, f16, q4_0, q4_1,
+// q8_0; w is row 0; rows are row_bytes apart; quantized types have k % 32 == 0
+// and xq->k() == k.
+struct GemvArgs {
+  DType wtype;
+  const uint8_t* w;
+  int64_t row_bytes;
+  int64_t k;
+  const Q8Activations* xq;
+  const float* x;
+  float* y;
+  int64_t row_begin;
+  int64_t row_end;
+};
+
+void gemv_scalar(const GemvArgs& a);
+void gemv_avx2(const GemvArgs& a);
+void gemv_avx512(const GemvArgs& a);
+void gemv_avx512_vnni(const GemvArgs& a);
+
+// Q8Activations::quantize's work: fills q[0..k) and scales[0..2k/32) as
+// qgemv.h describes (the padding is the caller's). All bit-identical.
+void quantize_scalar(const float* x, int64_t k, int8_t* q, float* scales);
+void quantize_avx2(const float* x, int64_t k, int8_t* q, float* scales);
+void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales);
+
+}  // namespace duet::onednn::detail

@@ -1,0 +1,257 @@
+#include "onednn_attention.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "duet/error.h"
+#include "duet/quant.h"
+#include "onednn_kv_cache.h"
+
+namespace duet::onednn {
+namespace {
+
+// Sequences with at least this many rows in a step go through GEMM tiles of
+// kTileRows query rows; the rows of shorter ones are split into stretches.
+constexpr int32_t kMinTiledRows = 16;
+constexpr int32_t kTileRows = 32;
+// A decode row's positions are split into stretches of at least this many,
+// so that merging partials and the GEMM calls' overhead stay small.
+constexpr int32_t kMinStretch = 256;
+
+// Calls fn(first_position, end_position, first_slot) for each run of
+// positions in [begin, end) that lie in consecutive cache slots.
+template <typename Fn>
+void for_each_run(const std::vector<int32_t>& table, int32_t block, int32_t begin, int32_t end, const Fn& fn) {
+  for (int32_t p = begin; p < end;) {
+    const int32_t b = p / block;
+    int32_t run_end = std::min(end, (b + 1) * block);
+    while (run_end < end &&
+           table[static_cast<size_t>(run_end / block)] == table[static_cast<size_t>(b)] + run_end / block - b) {
+      run_end = std::min(end, run_end + block);
+    }
+    fn(p, run_end, int64_t{table[static_cast<size_t>(b)]} * block + p % block);
+    p = run_end;
+  }
+}
+
+// C = alpha · op(A) · op(B) + beta · C, row-major, on the calling thread.
+void sgemm(char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float beta, float* c, int64_t ldc) {
+  const dnnl_status_t s = dnnl_sgemm('N', transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (s != dnnl_success) {
+    throw Error(ErrorKind::kPlugin, "oneDNN sgemm in attention failed with dnnl_status " + std::to_string(s));
+  }
+}
+
+}  // namespace
+
+OnednnAttention::OnednnAttention(const AttentionSpec& spec, std::shared_ptr<ThreadPool> pool, CpuPath path)
+    : spec_(spec), pool_(std::move(pool)), kernels_(vector_kernels(path)) {}
+
+Support OnednnAttention::check_spec(const AttentionSpec& spec) {
+  Support s;
+  if (spec.n_kv_heads <= 0 || spec.n_heads % spec.n_kv_heads != 0) {
+    s.reasons.push_back("query heads " + std::to_string(spec.n_heads) + " are not a multiple of KV heads " +
+                        std::to_string(spec.n_kv_heads));
+  }
+  if (spec.head_dim <= 0 || spec.head_dim % 16 != 0) {
+    s.reasons.push_back("attention 'flash' of backend 'onednn' needs head_dim to be a multiple of 16, not " +
+                        std::to_string(spec.head_dim) + "; use backend 'reference' for this model");
+  }
+  return s;
+}
+
+Support OnednnAttention::check(const KVCacheSpec& kv) const {
+  Support s = OnednnKVCache::check(kv);
+  if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
+    s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
+                        std::to_string(kv.head_dim) + " but attention needs " + std::to_string(spec_.n_kv_heads) +
+                        " heads of " + std::to_string(spec_.head_dim));
+  }
+  s.merge(check_spec(spec_));
+  return s;
+}
+
+void OnednnAttention::plan(const StepBatch& step) {
+  tasks_.clear();
+  const int32_t n_kv = spec_.n_kv_heads;
+  const int64_t hd = spec_.head_dim;
+  const int64_t kv_row = n_kv * hd;
+  const int32_t threads = pool_->threads();
+  int64_t per_thread = 0;
+  for (const SequenceStep& seq : step.sequences) {
+    const int32_t first = seq.first_token, last = seq.first_token + seq.n_tokens;
+    if (seq.n_tokens >= kMinTiledRows) {
+      for (int32_t row = first; row < last; row += kTileRows) {
+        const int32_t row_end = std::min(last, row + kTileRows);
+        const int64_t seen = step.positions[static_cast<size_t>(row_end - 1)] + 1;
+        per_thread = std::max(per_thread, (row_end - row + 2 * hd) * seen);
+        for (int32_t g = 0; g < n_kv; ++g) tasks_.push_back(Task{&seq, g, row, row_end, 0, 0, true, false});
+      }
+      continue;
+    }
+    // Split positions only as far as balancing the threads needs (two tasks
+    // per thread).
+    const int32_t wanted = seq.n_tokens >= 2 * threads ? 1 : (2 * threads + seq.n_tokens - 1) / seq.n_tokens;
+    for (int32_t row = first; row < last; ++row) {
+      const int32_t seen = step.positions[static_cast<size_t>(row)] + 1;
+      const int32_t stretches = std::max(1, std::min(wanted, seen / kMinStretch));
+      per_thread = std::max(per_thread, (spec_.n_heads + 2 * kv_row) * ((seen + stretches - 1) / stretches));
+      for (int32_t c = 0; c < stretches; ++c) {
+        tasks_.push_back(Task{&seq, 0, row, row + 1, static_cast<int32_t>(int64_t{seen} * c / stretches),
+                              static_cast<int32_t>(int64_t{seen} * (c + 1) / stretches), false, stretches == 1});
+      }
+    }
+  }
+  scratch_floats_ = per_thread;
+  states_.resize(tasks_.size() * static_cast<size_t>(spec_.n_heads * (2 + hd)));
+  scratch_.resize(static_cast<size_t>(threads * scratch_floats_));
+}
+
+OnednnAttention::Gathered OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>& table,
+                                                  int32_t first_head, int32_t heads, int32_t begin, int32_t end,
+                                                  bool in_place, float* buffer) const {
+  const int64_t hd = spec_.head_dim;
+  const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;
+  const int64_t offset = int64_t{first_head} * hd;
+  const int64_t width = int64_t{heads} * hd;
+  int runs = 0;
+  int64_t first_slot = 0;
+  for_each_run(table, cache.block_tokens, begin, end, [&](int32_t, int32_t, int64_t slot) {
+    if (runs++ == 0) first_slot = slot;
+  });
+  if (in_place && cache.dtype == DType::kF32 && runs == 1) {
+    const int64_t first = first_slot * kv_row + offset;
+    return {static_cast<const float*>(cache.k) + first, static_cast<const float*>(cache.v) + first, kv_row};
+  }
+  float* k = buffer;
+  float* v = buffer + int64_t{end - begin} * width;
+  for_each_run(table, cache.block_tokens, begin, end, [&](int32_t p0, int32_t p1, int64_t slot) {
+    const int64_t first = slot * kv_row + offset;
+    float* kd = k + int64_t{p0 - begin} * width;
+    float* vd = v + int64_t{p0 - begin} * width;
+    if (cache.dtype == DType::kF16) {
+      kernels_.widen_f16(static_cast<const uint16_t*>(cache.k) + first, kv_row, p1 - p0, width, kd);
+      kernels_.widen_f16(static_cast<const uint16_t*>(cache.v) + first, kv_row, p1 - p0, width, vd);
+      return;
+    }
+    for (int64_t p = 0; p < p1 - p0; ++p) {
+      std::memcpy(kd + p * width, static_cast<const float*>(cache.k) + first + p * kv_row, sizeof(float) * width);
+      std::memcpy(vd + p * width, static_cast<const float*>(cache.v) + first + p * kv_row, sizeof(float) * width);
+    }
+  });
+  return {k, v, width};
+}
+
+void OnednnAttention::run_tile(const Task& task, const StepBatch& step, const LayerCache& cache, const float* q,
+                               float* out, int thread) {
+  const int64_t hd = spec_.head_dim;
+  const int32_t group = spec_.n_heads / spec_.n_kv_heads;
+  const int64_t q_row = int64_t{spec_.n_heads} * hd;
+  const int64_t rows = task.row_end - task.row;
+  const int32_t seen = step.positions[static_cast<size_t>(task.row_end - 1)] + 1;
+  float* scores = scratch_.data() + thread * scratch_floats_;  // [rows, seen]
+  // Tiles are bound by arithmetic and read the same keys again and again
+  // from the caches: read a run of f32 slots where it lies.
+  const Gathered kv = gather(cache, task.seq->block_table, task.kv_head, 1, 0, seen, true, scores + rows * seen);
+  for (int32_t h = 0; h < group; ++h) {
+    const int64_t head = (int64_t{task.kv_head} * group + h) * hd;
+    sgemm('T', rows, seen, hd, spec_.scale, q + task.row * q_row + head, q_row, kv.k, kv.ld, 0.0f, scores, seen);
+    for (int64_t i = 0; i < rows; ++i) {
+      kernels_.softmax(scores + i * seen, step.positions[static_cast<size_t>(task.row + i)] + 1, seen);
+    }
+    sgemm('N', rows, hd, seen, 1.0f, scores, seen, kv.v, kv.ld, 0.0f, out + task.row * q_row + head, q_row);
+  }
+}
+
+void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCache& cache, const float* q,
+                                  float* out, int thread) {
+  const int32_t hd = spec_.head_dim;
+  const int32_t heads = spec_.n_heads;
+  const int32_t group = heads / spec_.n_kv_heads;
+  const int64_t q_row = int64_t{heads} * hd;
+  const int64_t len = task.end - task.begin;
+  float* part = states_.data() + index * static_cast<size_t>(heads * (2 + hd));
+  const SoftmaxPart state{part, part + heads, part + 2 * heads};
+  float* scores = scratch_.data() + thread * scratch_floats_;  // [heads, len]
+  // Decode is bound by reading the cache: copy the stretch's slots, every
+  // KV head at once, in one sequential pass.
+  const Gathered kv =
+      gather(cache, task.seq->block_table, 0, spec_.n_kv_heads, task.begin, task.end, false, scores + heads * len);
+  const float* qr = q + task.row * q_row;
+  for (int32_t g = 0; g < spec_.n_kv_heads; ++g) {
+    // The group's query heads are consecutive in the row: one [group, hd] matrix.
+    const int64_t h0 = int64_t{g} * group;
+    sgemm('T', group, len, hd, spec_.scale, qr + h0 * hd, hd, kv.k + int64_t{g} * hd, kv.ld, 0.0f,
+          scores + h0 * len, len);
+    for (int64_t h = h0; h < h0 + group; ++h) kernels_.exp_scores(scores + h * len, len, state.max + h, state.sum + h);
+    sgemm('N', group, hd, len, 1.0f, scores + h0 * len, len, kv.v + int64_t{g} * hd, kv.ld, 0.0f,
+          state.acc + h0 * hd, hd);
+  }
+  if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row);
+}
+
+void OnednnAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q, const TensorView& k,
+                              const TensorView& v, KVCache& kv, TensorView out) {
+  const int32_t hd = spec_.head_dim;
+  const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;  // elements per cache slot
+  const int64_t q_row = int64_t{spec_.n_heads} * hd;
+  const DType dtype = kv.spec().dtype;
+  KVLayerView view = kv.layer(layer);
+
+  // Store every new row first, so rows of one step see each other causally.
+  for (int32_t i = 0; i < step.n_tokens; ++i) {
+    const int64_t slot = step.slot_mapping[static_cast<size_t>(i)];
+    const float* ki = k.as<const float>() + i * kv_row;
+    const float* vi = v.as<const float>() + i * kv_row;
+    if (dtype == DType::kF16) {
+      uint16_t* dk = static_cast<uint16_t*>(view.k) + slot * kv_row;
+      uint16_t* dv = static_cast<uint16_t*>(view.v) + slot * kv_row;
+      for (int64_t e = 0; e < kv_row; ++e) {
+        dk[e] = f32_to_f16(ki[e]);
+        dv[e] = f32_to_f16(vi[e]);
+      }
+    } else {
+      const auto bytes = static_cast<size_t>(kv_row) * sizeof(float);
+      std::memcpy(static_cast<float*>(view.k) + slot * kv_row, ki, bytes);
+      std::memcpy(static_cast<float*>(view.v) + slot * kv_row, vi, bytes);
+    }
+  }
+
+  plan(step);
+  const LayerCache cache{view.k, view.v, dtype, kv.spec().block_tokens};
+  const float* qf = q.as<const float>();
+  float* of = out.as<float>();
+  pool_->parallel_tasks(static_cast<int64_t>(tasks_.size()), [&](int64_t index, int thread) {
+    const Task& task = tasks_[static_cast<size_t>(index)];
+    if (task.tile) {
+      run_tile(task, step, cache, qf, of, thread);
+    } else {
+      run_stretch(task, static_cast<size_t>(index), cache, qf, of, thread);
+    }
+  });
+
+  // Rows whose positions were split into stretches: merge their partials.
+  const int32_t heads = spec_.n_heads;
+  const size_t state_floats = static_cast<size_t>(heads * (2 + hd));
+  for (size_t i = 0; i < tasks_.size();) {
+    const Task& t = tasks_[i];
+    size_t j = i + 1;
+    if (!t.tile && !t.whole) {
+      while (j < tasks_.size() && !tasks_[j].tile && tasks_[j].row == t.row) ++j;
+      parts_.clear();
+      for (size_t s = i; s < j; ++s) {
+        float* st = states_.data() + s * state_floats;
+        parts_.push_back(SoftmaxPart{st, st + heads, st + 2 * heads});
+      }
+      kernels_.merge(parts_.data(), static_cast<int64_t>(parts_.size()), heads, hd, of + t.row * q_row);
+    }
+    i = j;
+  }
+}
+
+}  // namespace duet::onednn

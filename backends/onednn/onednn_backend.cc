@@ -1,0 +1,63 @@
+#include "onednn_backend.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "duet/error.h"
+#include "onednn_attention.h"
+#include "onednn_kv_cache.h"
+
+namespace duet::onednn {
+namespace {
+
+// Rows from which expanding weight panels to f32 for oneDNN GEMM beats the
+// gemv kernels, whose cost grows with every row and term, measured on
+// SmolLM2-135M's projections (2 cores, AVX-512 VNNI): 4 rows with two
+// activation terms, 12 with one.
+constexpr int64_t kDefaultMinGemmRowsQ8x2 = 4;
+constexpr int64_t kDefaultMinGemmRowsQ8 = 12;
+
+}  // namespace
+
+int BackendOptions::available_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+BackendOptions BackendOptions::parse(const Options& options) {
+  BackendOptions o;
+  o.threads = static_cast<int>(options.get_int("threads", std::min(available_cpus(), 256), 1, 256));
+  o.gemv_terms = options.get_choice("gemv_activations", "q8x2", {"q8x2", "q8"}) == "q8x2" ? 2 : 1;
+  o.min_gemm_rows = options.get_int("matmul_min_rows", o.gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2 : kDefaultMinGemmRowsQ8,
+                                    1, 1 << 20);
+  options.finish();
+  return o;
+}
+
+OnednnBackend::OnednnBackend(const BackendOptions& options, CpuPath path)
+    : path_(path),
+      pool_(std::make_shared<ThreadPool>(options.threads)),
+      ops_(pool_, path, options.min_gemm_rows, options.gemv_terms) {}
+
+std::unique_ptr<Attention> OnednnBackend::create_attention(const std::string& impl, const AttentionSpec& spec) {
+  if (impl != "flash") {
+    throw Error(ErrorKind::kConfig,
+                "backend 'onednn' provides no attention implementation named '" + impl + "'; available: 'flash'");
+  }
+  Support s = OnednnAttention::check_spec(spec);
+  if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
+  return std::make_unique<OnednnAttention>(spec, pool_, path_);
+}
+
+Support OnednnBackend::check_kv_cache(const KVCacheSpec& spec) const { return OnednnKVCache::check(spec); }
+
+std::unique_ptr<KVCache> OnednnBackend::create_kv_cache(const KVCacheSpec& spec) {
+  Support s = OnednnKVCache::check(spec);
+  if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
+  return std::make_unique<OnednnKVCache>(spec, device_);
+}
+
+}  // namespace duet::onednn

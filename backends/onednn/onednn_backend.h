@@ -1,0 +1,62 @@
+// onednn_backend.h — the fast CPU backend: oneDNN GEMM for prefill,
+// quantized SIMD gemv kernels for decode, online-softmax attention, all on
+// one persistent thread pool.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "duet/backend.h"
+#include "duet/options.h"
+#include "onednn_device.h"
+#include "onednn_ops.h"
+#include "thread_pool.h"
+
+namespace duet::onednn {
+
+// The validated `backend.options` of this backend:
+//   threads           1..256, default: the CPUs this process may run on
+//                     (its affinity mask); the pool's threads, caller included.
+//   gemv_activations  q8x2 (default) or q8: how matmuls with few rows send
+//                     activations to the quantized gemv kernels — two 8-bit
+//                     terms (about 16-bit precision, twice the kernel work) or
+//                     one, as llama.cpp does (~1e-4 normalised MSE per product).
+//   matmul_min_rows   1..2^20, default 4 with q8x2 and 12 with q8 (measured
+//                     crossovers): matmuls with at least this many activation
+//                     rows expand weight panels to f32 for oneDNN GEMM.
+struct BackendOptions {
+  int threads = 1;            // threads of the pool, the caller included
+  int64_t min_gemm_rows = 1;  // matmuls with at least this many rows use GEMM
+  int gemv_terms = 2;         // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
+
+  // Reads and validates `options` (calling finish()). Throws
+  // duet::Error(kConfig) naming the key path for a bad or unknown key.
+  static BackendOptions parse(const Options& options);
+  // CPUs this process may run on (its affinity mask), at least 1.
+  static int available_cpus();
+};
+
+class OnednnBackend final : public Backend {
+ public:
+  // REQUIRES: path ≤ hardware_cpu_path().
+  OnednnBackend(const BackendOptions& options, CpuPath path);
+
+  std::string name() const override { return "onednn"; }
+  Device& device() override { return device_; }
+  Ops& ops() override { return ops_; }
+
+  std::vector<std::string> attention_impls() const override { return {"flash"}; }
+  std::unique_ptr<Attention> create_attention(const std::string& impl, const AttentionSpec& spec) override;
+  std::vector<std::string> kv_cache_impls() const override { return {"contiguous"}; }
+  Support check_kv_cache(const KVCacheSpec& spec) const override;
+  std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) override;
+
+ private:
+  CpuPath path_;
+  std::shared_ptr<ThreadPool> pool_;
+  OnednnDevice device_;
+  OnednnOps ops_;
+};
+
+}  // namespace duet::onednn

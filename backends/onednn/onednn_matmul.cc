@@ -1,0 +1,125 @@
+#include "onednn_matmul.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <string>
+
+#include "duet/error.h"
+
+namespace duet::onednn {
+namespace {
+
+// Thread boundaries in gemv fall on multiples of this many weight rows, so
+// no two threads share a cache line of the output.
+constexpr int64_t kGemvGrain = 16;
+
+// The weight types of kernels/qgemv.h.
+bool gemv_supports(DType t) { return t == DType::kF32 || t == DType::kF16 || is_block_quantized(t); }
+
+// C[n, cols] (leading dimension ldc) = A[n, k] · B[cols, k]ᵀ, all row-major.
+void sgemm_nt(int64_t n, int64_t cols, int64_t k, const float* a, const float* b, float* c, int64_t ldc) {
+  const dnnl_status_t status = dnnl_sgemm('N', 'T', n, cols, k, 1.0f, a, k, b, k, 0.0f, c, ldc);
+  if (status != dnnl_success) {
+    throw Error(ErrorKind::kPlugin, "oneDNN sgemm of [" + std::to_string(n) + ", " + std::to_string(k) +
+                                        "] x [" + std::to_string(cols) + ", " + std::to_string(k) +
+                                        "]T failed with dnnl_status " + std::to_string(status));
+  }
+}
+
+}  // namespace
+
+Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int terms)
+    : pool_(std::move(pool)),
+      path_(path),
+      min_gemm_rows_(min_gemm_rows),
+      terms_(terms),
+      kernels_(vector_kernels(path)),
+      panels_(static_cast<size_t>(pool_->threads())) {}
+
+int64_t Matmul::panel_rows(int64_t k) {
+  constexpr int64_t kPanelBytes = int64_t{1} << 20;
+  return std::max<int64_t>(kGemvGrain, kPanelBytes / (k * int64_t{sizeof(float)}) / kGemvGrain * kGemvGrain);
+}
+
+void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
+  if (x.shape[0] < min_gemm_rows_ && gemv_supports(w.dtype)) {
+    gemv(x, w, out);
+  } else {
+    gemm(x, w, out);
+  }
+}
+
+void Matmul::quantize_rows(const float* x, int64_t n, int64_t k) {
+  if (xq_.size() < static_cast<size_t>(n * terms_)) xq_.resize(static_cast<size_t>(n * terms_));
+  residual_.resize(static_cast<size_t>(k));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * k;
+    Q8Activations& hi = xq_[static_cast<size_t>(i * terms_)];
+    hi.quantize(xi, k, path_);
+    if (terms_ == 1) continue;
+    for (int64_t c = 0; c < k; ++c) {
+      residual_[static_cast<size_t>(c)] = xi[c] - hi.scales()[2 * (c / 32)] * static_cast<float>(hi.q()[c]);
+    }
+    xq_[static_cast<size_t>(i * terms_ + 1)].quantize(residual_.data(), k, path_);
+  }
+}
+
+void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
+  const int64_t n = x.shape[0];
+  const int64_t k = x.shape[1];
+  const int64_t m = w.shape[0];
+  const float* xf = x.as<const float>();
+  float* y = out.as<float>();
+  // f32 and f16 weights read x itself (their Q8Activations go unread).
+  const int64_t terms = is_block_quantized(w.dtype) ? terms_ : 1;
+  if (is_block_quantized(w.dtype)) {
+    quantize_rows(xf, n, k);
+  } else if (xq_.empty()) {
+    xq_.resize(1);
+  }
+  if (terms == 1) {
+    pool_->parallel_for(m, kGemvGrain, [&](int64_t begin, int64_t end, int) {
+      gemv_batch(path_, w.dtype, w.data, k, xq_.data(), xf, n, y, m, begin, end);
+    });
+    return;
+  }
+  // Row i's terms are vectors 2i and 2i + 1: one pass over the weights
+  // computes both products, which are then added.
+  partial_.resize(static_cast<size_t>(2 * n * m));
+  pool_->parallel_for(m, kGemvGrain, [&](int64_t begin, int64_t end, int) {
+    gemv_batch(path_, w.dtype, w.data, k, xq_.data(), nullptr, 2 * n, partial_.data(), m, begin, end);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* hi = partial_.data() + 2 * i * m;
+      const float* lo = hi + m;
+      for (int64_t r = begin; r < end; ++r) y[i * m + r] = hi[r] + lo[r];
+    }
+  });
+}
+
+void Matmul::gemm(const TensorView& x, const TensorView& w, TensorView out) {
+  const int64_t n = x.shape[0];
+  const int64_t k = x.shape[1];
+  const int64_t m = w.shape[0];
+  const uint64_t row_bytes = *dtype_row_bytes(w.dtype, static_cast<uint64_t>(k));
+  const int64_t panel = panel_rows(k);
+  const auto* wbytes = static_cast<const uint8_t*>(w.data);
+  pool_->parallel_for(m, kGemvGrain, [&](int64_t begin, int64_t end, int t) {
+    std::vector<float>& scratch = panels_[static_cast<size_t>(t)];
+    for (int64_t r = begin; r < end; r += panel) {
+      const int64_t rows = std::min(panel, end - r);
+      const float* wp = nullptr;
+      if (w.dtype == DType::kF32) {
+        wp = w.as<const float>() + r * k;
+      } else {
+        scratch.resize(static_cast<size_t>(panel * k));
+        // Rows are back to back: the panel is one run of elements.
+        expand_weights(kernels_, w.dtype, wbytes + static_cast<uint64_t>(r) * row_bytes, scratch.data(), rows * k);
+        wp = scratch.data();
+      }
+      sgemm_nt(n, rows, k, x.as<const float>(), wp, out.as<float>() + r, m);
+    }
+  });
+}
+
+}  // namespace duet::onednn

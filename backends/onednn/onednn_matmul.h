@@ -1,0 +1,68 @@
+// onednn_matmul.h — out[n, m] = x[n, k] · w[m, k]ᵀ for every weight dtype,
+// choosing between two strategies by the number of activation rows n.
+//
+// Few rows (decode, n < min_gemm_rows): the product is bound by reading the
+// weights, so they are read once, in their stored block format, by the
+// quantized gemv kernels (kernels/qgemv.h), which take activations quantized
+// to 8-bit blocks; the weight rows are split across the pool's threads.
+// One 8-bit term (llama.cpp's choice) loses too much where activations have
+// outlier channels — SmolLM2's reach 15x their RMS, and the blocks holding
+// them keep 3 bits of precision: decode logits drift to a normalised MSE of
+// ~7e-3 from the reference. So by default each activation row is sent as two
+// terms, x ≈ q8(x) + q8(x - q8(x)), about 16-bit precision: one batch call
+// computes both products in one pass over the weights, and decode logits
+// stay within ~5e-8 (tests/onednn_model_test.cc). The second term doubles
+// the kernels' arithmetic; gemv_activations: q8 trades it back.
+//
+// Many rows (prefill): the product is bound by arithmetic, so each thread
+// expands panels of its weight rows to f32 in a scratch buffer of its own
+// and multiplies them with oneDNN's f32 GEMM (dnnl_sgemm), which picks its
+// AVX-512/AVX2 kernel at run time. Only one panel per thread is ever
+// expanded, never the whole matrix, so memory stays at the mapped file plus
+// a few MiB. bf16 weights, which the gemv kernels lack, always go this way.
+//
+// Thread-safety: none; one thread calls run() at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "duet/tensor.h"
+#include "kernels/qgemv.h"
+#include "thread_pool.h"
+#include "vector_kernels.h"
+
+namespace duet::onednn {
+
+class Matmul {
+ public:
+  // REQUIRES: path ≤ hardware_cpu_path(), min_gemm_rows ≥ 1, terms 1 or 2
+  // (the 8-bit terms each activation row is sent to the gemv kernels as).
+  Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int terms);
+
+  // The op of duet/ops.h; shapes and dtypes are checked by core.
+  void run(const TensorView& x, const TensorView& w, TensorView out);
+
+  // Rows of f32 weights a thread expands at once for `k` columns: panels of
+  // about 1 MiB stay in the L2 cache while GEMM reads them n times.
+  static int64_t panel_rows(int64_t k);
+
+ private:
+  // Fills xq_ with terms_ quantized vectors per row of x[n, k].
+  void quantize_rows(const float* x, int64_t n, int64_t k);
+  void gemv(const TensorView& x, const TensorView& w, TensorView out);
+  void gemm(const TensorView& x, const TensorView& w, TensorView out);
+
+  std::shared_ptr<ThreadPool> pool_;
+  CpuPath path_;
+  int64_t min_gemm_rows_;
+  int terms_;
+  const VectorKernels& kernels_;
+  std::vector<Q8Activations> xq_;           // terms_ per activation row
+  std::vector<float> residual_;             // x - q8(x) of one row
+  std::vector<float> partial_;              // [rows * terms_, m] products per term
+  std::vector<std::vector<float>> panels_;  // one per thread
+};
+
+}  // namespace duet::onednn

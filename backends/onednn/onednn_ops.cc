@@ -1,0 +1,145 @@
+#include "onednn_ops.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace duet::onednn {
+namespace {
+
+// Elementwise ops on fewer floats than this run on the calling thread: the
+// work would not pay for waking the pool.
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+
+bool is_weight_type(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ4_0 ||
+         t == DType::kQ4_1 || t == DType::kQ8_0;
+}
+
+}  // namespace
+
+OnednnOps::OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int gemv_terms)
+    : pool_(pool), kernels_(vector_kernels(path)), matmul_(std::move(pool), path, min_gemm_rows, gemv_terms) {}
+
+Support OnednnOps::supports(const OpDesc& desc) const {
+  const std::string type = ggml_type_name(static_cast<uint32_t>(desc.weight_dtype));
+  if (desc.kind == OpKind::kEmbedding || desc.kind == OpKind::kMatmul) {
+    if (is_weight_type(desc.weight_dtype)) return Support::yes();
+    return Support::no(std::string("the onednn backend has no ") + op_kind_name(desc.kind) +
+                       " for weight dtype " + type + "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
+  }
+  if (desc.weight_dtype == DType::kF32) return Support::yes();
+  return Support::no(std::string("the onednn backend runs ") + op_kind_name(desc.kind) + " on f32 only, not " +
+                     type);
+}
+
+void OnednnOps::embedding(const TensorView& table, const TensorView& ids, TensorView out) {
+  const int64_t n = ids.shape[0];
+  const int64_t dim = table.shape[1];
+  const uint64_t row_bytes = *dtype_row_bytes(table.dtype, static_cast<uint64_t>(dim));
+  const auto* base = static_cast<const uint8_t*>(table.data);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = base + static_cast<uint64_t>(ids.as<const int32_t>()[i]) * row_bytes;
+    expand_weights(kernels_, table.dtype, row, out.as<float>() + i * dim, dim);
+  }
+}
+
+void OnednnOps::matmul(const TensorView& x, const TensorView& w, TensorView out) { matmul_.run(x, w, out); }
+
+void OnednnOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) {
+  const int64_t n = x.shape[0];
+  const int64_t d = x.shape[1];
+  const float* w = weight.as<const float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x.as<const float>() + i * d;
+    float* oi = out.as<float>() + i * d;  // may be xi: every x is read before it is written
+    // Eight independent partial sums vectorize without reassociating.
+    constexpr int64_t kLanes = 8;
+    double lanes[kLanes] = {};
+    int64_t c = 0;
+    for (; c + kLanes <= d; c += kLanes) {
+      for (int64_t j = 0; j < kLanes; ++j) lanes[j] += double{xi[c + j]} * xi[c + j];
+    }
+    double sum_sq = 0.0;
+    for (; c < d; ++c) sum_sq += double{xi[c]} * xi[c];
+    for (double l : lanes) sum_sq += l;
+    const auto scale = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
+    for (c = 0; c < d; ++c) oi[c] = xi[c] * scale * w[c];
+  }
+}
+
+void OnednnOps::ensure_rope_table(float theta_base, int64_t head_dim, int32_t max_position) {
+  if (theta_base != rope_theta_ || head_dim != rope_head_dim_) {
+    rope_table_.clear();
+    rope_positions_ = 0;
+    rope_theta_ = theta_base;
+    rope_head_dim_ = head_dim;
+  }
+  if (max_position < rope_positions_) return;
+  // Grow to the next power of two, so a long decode rebuilds rarely.
+  int64_t positions = std::max<int64_t>(64, rope_positions_);
+  while (positions <= max_position) positions *= 2;
+  const int64_t half = head_dim / 2;
+  rope_table_.resize(static_cast<size_t>(positions * half * 2));
+  for (int64_t p = rope_positions_; p < positions; ++p) {
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = static_cast<double>(p) *
+                           std::pow(static_cast<double>(theta_base),
+                                    -2.0 * static_cast<double>(j) / static_cast<double>(head_dim));
+      rope_table_[static_cast<size_t>((p * half + j) * 2)] = static_cast<float>(std::cos(angle));
+      rope_table_[static_cast<size_t>((p * half + j) * 2 + 1)] = static_cast<float>(std::sin(angle));
+    }
+  }
+  rope_positions_ = positions;
+}
+
+void OnednnOps::rope(TensorView x, const TensorView& positions, const RopeParams& params) {
+  const int64_t n = x.shape[0];
+  const int64_t heads = x.shape[1];
+  const int64_t head_dim = x.shape[2];
+  const int64_t half = head_dim / 2;
+  const int32_t* pos = positions.as<const int32_t>();
+  int32_t max_position = 0;
+  for (int64_t i = 0; i < n; ++i) max_position = std::max(max_position, pos[i]);
+  ensure_rope_table(params.theta_base, head_dim, max_position);
+  // Element a of pair j sits at `first * j`, element b at `first * j + second`.
+  const bool adjacent = params.pairs == RopeParams::Pairs::kAdjacent;
+  const int64_t first = adjacent ? 2 : 1;
+  const int64_t second = adjacent ? 1 : half;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* cs = rope_table_.data() + static_cast<int64_t>(pos[i]) * half * 2;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x.as<float>() + (i * heads + h) * head_dim;
+      for (int64_t j = 0; j < half; ++j) {
+        const double c = cs[2 * j], s = cs[2 * j + 1];
+        const double a = v[first * j], b = v[first * j + second];
+        v[first * j] = static_cast<float>(a * c - b * s);
+        v[first * j + second] = static_cast<float>(a * s + b * c);
+      }
+    }
+  }
+}
+
+void OnednnOps::swiglu(const TensorView& gate, const TensorView& up, TensorView out) {
+  const int64_t n = gate.elements();
+  const float* g = gate.as<const float>();
+  const float* u = up.as<const float>();
+  float* o = out.as<float>();
+  if (n < kParallelElements) {
+    kernels_.swiglu(g, u, o, n);
+    return;
+  }
+  pool_->parallel_for(n, 1024, [&](int64_t begin, int64_t end, int) {
+    kernels_.swiglu(g + begin, u + begin, o + begin, end - begin);
+  });
+}
+
+void OnednnOps::add(const TensorView& a, const TensorView& b, TensorView out) {
+  const int64_t n = a.elements();
+  const float* pa = a.as<const float>();
+  const float* pb = b.as<const float>();
+  float* po = out.as<float>();
+  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+}
+
+}  // namespace duet::onednn

@@ -1,0 +1,50 @@
+// onednn_ops.h — the six ops of duet/ops.h on the host, multi-threaded.
+//
+// matmul is Matmul (onednn_matmul.h); SwiGLU uses the vector kernels;
+// RMSNorm, RoPE, add and embedding are short loops the compiler vectorizes
+// for baseline x86-64 — together they take a few percent of a forward pass.
+// RoPE reads cos/sin from a table computed in double precision once per
+// position, so its angles are as exact as the reference backend's.
+// Weights may be f32, f16, bf16, q4_0, q4_1 or q8_0; everything else is f32.
+// Thread-safety: none; one thread calls the ops at a time.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "duet/ops.h"
+#include "onednn_matmul.h"
+#include "thread_pool.h"
+#include "vector_kernels.h"
+
+namespace duet::onednn {
+
+class OnednnOps final : public Ops {
+ public:
+  // REQUIRES: as Matmul's constructor.
+  OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int gemv_terms);
+
+  Support supports(const OpDesc& desc) const override;
+  void embedding(const TensorView& table, const TensorView& ids, TensorView out) override;
+  void matmul(const TensorView& x, const TensorView& w, TensorView out) override;
+  void rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) override;
+  void rope(TensorView x, const TensorView& positions, const RopeParams& params) override;
+  void swiglu(const TensorView& gate, const TensorView& up, TensorView out) override;
+  void add(const TensorView& a, const TensorView& b, TensorView out) override;
+
+ private:
+  // Makes rope_table_ hold positions [0, max_position] for these parameters.
+  void ensure_rope_table(float theta_base, int64_t head_dim, int32_t max_position);
+
+  std::shared_ptr<ThreadPool> pool_;
+  const VectorKernels& kernels_;
+  Matmul matmul_;
+  // cos and sin of position * theta^(-2j / head_dim), interleaved:
+  // [position][j][cos, sin] for j < head_dim / 2.
+  std::vector<float> rope_table_;
+  float rope_theta_ = 0.0f;
+  int64_t rope_head_dim_ = 0;
+  int64_t rope_positions_ = 0;
+};
+
+}  // namespace duet::onednn

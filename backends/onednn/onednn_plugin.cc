@@ -1,0 +1,45 @@
+// The onednn backend's plugin entry: registers the "onednn" backend. The
+// probe picks the CPU path (kernels/cpu_features.h) — any x86-64 CPU can run
+// at least the portable one — and the backend's summary names it, so
+// `duet plugins` shows which path this machine gets.
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "duet/plugin.h"
+#include "onednn_backend.h"
+
+namespace {
+
+// Refuses only when DUET_CPU_PATH names no path (detect_cpu_path throws).
+int probe_onednn(char* reason, size_t reason_size) {
+  try {
+    duet::onednn::detect_cpu_path();
+    return 1;
+  } catch (const std::exception& e) {
+    std::snprintf(reason, reason_size, "%s", e.what());
+    return 0;
+  }
+}
+
+std::string summary(duet::onednn::CpuPath path) {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         " GEMM for prefill, quantized gemv for decode, flash attention; cpu path: " +
+         duet::onednn::cpu_path_name(path) + " (" + duet::onednn::cpu_features_summary() + ")";
+}
+
+void register_onednn(duet::PluginRegistrar& registrar) {
+  const duet::onednn::CpuPath path = duet::onednn::detect_cpu_path();
+  registrar.add_backend("onednn", summary(path), [path](const duet::Options& options) -> std::unique_ptr<duet::Backend> {
+    return std::make_unique<duet::onednn::OnednnBackend>(duet::onednn::BackendOptions::parse(options), path);
+  });
+}
+
+}  // namespace
+
+DUET_DEFINE_PLUGIN("onednn", "0.1.0", "fast multi-threaded CPU backend on oneDNN", probe_onednn,
+                   register_onednn)

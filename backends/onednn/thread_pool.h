@@ -1,0 +1,116 @@
+// thread_pool.h — a small persistent pool: `threads - 1` workers plus the
+// calling thread, for the fork-join loops of the onednn backend.
+//
+// Decode runs a few hundred parallel loops per token, each only tens of
+// microseconds long, so a loop must start in well under a microsecond: the
+// workers spin on a generation counter for a while after each loop and only
+// then sleep on a condition variable. Between requests they sleep and use no
+// CPU.
+//
+// oneDNN is built with OpenMP here (DNNL_CPU_RUNTIME_OMP). Every thread of the
+// pool — the caller included, while it runs a loop — asks OpenMP for one
+// thread, so a oneDNN call made inside a loop runs on that thread alone and
+// no OpenMP team ever competes with the pool for the cores.
+//
+// Thread-safety: one thread drives a pool at a time; loops do not nest.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace duet::onednn {
+
+class ThreadPool {
+ public:
+  // Starts threads - 1 workers. REQUIRES: threads ≥ 1.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(t) once for every t in [0, threads()) — t = 0 on the calling
+  // thread — and returns when all have returned. If any throws, the first
+  // exception is rethrown here after all have finished.
+  template <typename Fn>
+  void run(const Fn& fn) {
+    dispatch([](const void* f, int t) { (*static_cast<const Fn*>(f))(t); }, &fn);
+  }
+
+  // Splits [0, n) into threads() contiguous ranges whose boundaries are
+  // multiples of `grain` (except n itself) and runs fn(begin, end, t) for
+  // each non-empty one, t being the index of the thread that runs it.
+  // REQUIRES: grain ≥ 1.
+  template <typename Fn>
+  void parallel_for(int64_t n, int64_t grain, const Fn& fn) {
+    const int64_t chunks = (n + grain - 1) / grain;
+    const int64_t parts = std::min<int64_t>(threads(), chunks);
+    if (parts <= 1) {
+      if (n > 0) {
+        enter_caller();
+        fn(int64_t{0}, n, 0);
+      }
+      return;
+    }
+    run([&](int t) {
+      if (t >= parts) return;
+      const int64_t begin = std::min(n, chunks * t / parts * grain);
+      const int64_t end = std::min(n, chunks * (t + 1) / parts * grain);
+      if (begin < end) fn(begin, end, t);
+    });
+  }
+
+  // Runs fn(i, t) for every i in [0, n), handing tasks to threads as they
+  // become free (for tasks of uneven cost); t is the running thread's index.
+  template <typename Fn>
+  void parallel_tasks(int64_t n, const Fn& fn) {
+    if (n <= 1 || threads() == 1) {
+      enter_caller();
+      for (int64_t i = 0; i < n; ++i) fn(i, 0);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    run([&](int t) {
+      for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+           i = next.fetch_add(1, std::memory_order_relaxed)) {
+        fn(i, t);
+      }
+    });
+  }
+
+ private:
+  using Job = void (*)(const void* fn, int thread);
+
+  // Asks OpenMP for one thread on the calling thread (once per thread).
+  static void enter_caller();
+  void dispatch(Job job, const void* fn);
+  // Starts the next generation and wakes sleeping workers.
+  void publish();
+  void worker_loop(int thread);
+  void call(int thread) noexcept;
+
+  std::vector<std::thread> workers_;
+  // Bumped once per loop; workers wait for it to change.
+  std::atomic<uint32_t> generation_{0};
+  // Workers still running the current loop.
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  // Workers asleep, or about to be, on wake_; guarded by sleep_mutex_ for
+  // the waiting itself.
+  std::atomic<int> sleepers_{0};
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
+  Job job_ = nullptr;
+  const void* fn_ = nullptr;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace duet::onednn

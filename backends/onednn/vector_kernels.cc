@@ -1,0 +1,303 @@
+// Every kernel body below is an always-inline template over the vector
+// width W; thin wrappers that carry a `target` attribute inline it, so each
+// body is compiled once per instruction set, at that set's natural width,
+// while everything else in this file (and any out-of-line helper such as
+// std::exp) stays baseline x86-64. Built with -ffp-contract=fast so that
+// a * b + c becomes one FMA where the target has it.
+#include "vector_kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "duet/quant.h"
+
+// Vector types are passed by value only between always-inline functions of
+// this file, so the ABI change GCC warns about never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace duet::onednn {
+namespace {
+
+#define DUET_INLINE __attribute__((always_inline)) inline
+
+// The vector types of width W. Spelled out per width: GCC drops a
+// vector_size whose size depends on a template parameter.
+template <int W>
+struct Vec;
+#define DUET_VEC(W)                                           \
+  template <>                                                 \
+  struct Vec<W> {                                             \
+    using F = float __attribute__((vector_size(4 * W)));      \
+    using I = int32_t __attribute__((vector_size(4 * W)));    \
+    using U = uint32_t __attribute__((vector_size(4 * W)));   \
+    using U16 = uint16_t __attribute__((vector_size(2 * W))); \
+    using U8 = uint8_t __attribute__((vector_size(W)));       \
+    using I8 = int8_t __attribute__((vector_size(W)));        \
+  };
+DUET_VEC(4)
+DUET_VEC(8)
+DUET_VEC(16)
+#undef DUET_VEC
+
+template <int W>
+DUET_INLINE typename Vec<W>::F load(const float* p) {
+  typename Vec<W>::F v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <int W>
+DUET_INLINE void store(float* p, typename Vec<W>::F v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+template <int W>
+DUET_INLINE typename Vec<W>::F splat(float x) {
+  return typename Vec<W>::F{} + x;
+}
+
+// W finite binary16 values, exactly: the exponent and mantissa bits moved
+// into place as a float scaled by 2^-112, which one multiply undoes (also
+// for subnormals), then the sign.
+template <int W>
+DUET_INLINE typename Vec<W>::F load_f16(const uint16_t* p) {
+  using U = typename Vec<W>::U;
+  using F = typename Vec<W>::F;
+  typename Vec<W>::U16 h;
+  std::memcpy(&h, p, sizeof h);
+  const U u = __builtin_convertvector(h, U);
+  const F magnitude = __builtin_bit_cast(F, (u & 0x7fffu) << 13) * 0x1p112f;
+  return __builtin_bit_cast(F, __builtin_bit_cast(U, magnitude) | ((u & 0x8000u) << 16));
+}
+
+// W bytes widened to floats (through int32, which vectorizes).
+template <int W, typename Bytes>
+DUET_INLINE typename Vec<W>::F widen(Bytes b) {
+  return __builtin_convertvector(__builtin_convertvector(b, typename Vec<W>::I), typename Vec<W>::F);
+}
+
+template <int W>
+DUET_INLINE float hsum(typename Vec<W>::F v) {
+  float s = 0.0f;
+  for (int i = 0; i < W; ++i) s += v[i];
+  return s;
+}
+
+template <int W>
+DUET_INLINE float hmax(typename Vec<W>::F v) {
+  float m = v[0];
+  for (int i = 1; i < W; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+// e^x with a relative error of about 2 ulp (Cephes expf): x = n ln 2 + r
+// with |r| ≤ ln2 / 2, a degree-6 polynomial for e^r, and 2^n put into the
+// exponent bits. Inputs are clamped to [-87, 88], so the result is always a
+// normal float: callers needing an exact 0 for a masked lane set it.
+template <int W>
+DUET_INLINE typename Vec<W>::F exp_v(typename Vec<W>::F x) {
+  using F = typename Vec<W>::F;
+  x = x < splat<W>(-87.0f) ? splat<W>(-87.0f) : x;
+  x = x > splat<W>(88.0f) ? splat<W>(88.0f) : x;
+  // Round x / ln 2 to an integer by adding and removing 1.5 * 2^23.
+  const F n = (x * 1.44269504088896341f + 0x1.8p23f) - 0x1.8p23f;
+  F r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  F p = splat<W>(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const F y = p * r * r + r + 1.0f;
+  const typename Vec<W>::I bits = (__builtin_convertvector(n, typename Vec<W>::I) + 127) << 23;
+  return y * __builtin_bit_cast(F, bits);
+}
+
+template <int W>
+DUET_INLINE float max_of(const float* s, int64_t n) {
+  const int64_t whole = n / W * W;
+  float m = -INFINITY;
+  if (whole > 0) {
+    typename Vec<W>::F vmax = load<W>(s);
+    for (int64_t p = W; p < whole; p += W) {
+      const typename Vec<W>::F x = load<W>(s + p);
+      vmax = x > vmax ? x : vmax;
+    }
+    m = hmax<W>(vmax);
+  }
+  for (int64_t p = whole; p < n; ++p) m = s[p] > m ? s[p] : m;
+  return m;
+}
+
+// s[i] = exp(s[i] - m) for i < n; returns their sum.
+template <int W>
+DUET_INLINE float exp_shifted(float* s, int64_t n, float m) {
+  const int64_t whole = n / W * W;
+  typename Vec<W>::F vsum{};
+  for (int64_t p = 0; p < whole; p += W) {
+    const typename Vec<W>::F e = exp_v<W>(load<W>(s + p) - m);
+    store<W>(s + p, e);
+    vsum += e;
+  }
+  float sum = hsum<W>(vsum);
+  for (int64_t p = whole; p < n; ++p) sum += (s[p] = std::exp(s[p] - m));
+  return sum;
+}
+
+template <int W>
+DUET_INLINE void softmax_body(float* s, int64_t valid, int64_t width) {
+  const float inv = 1.0f / exp_shifted<W>(s, valid, max_of<W>(s, valid));
+  const int64_t whole = valid / W * W;
+  for (int64_t p = 0; p < whole; p += W) store<W>(s + p, load<W>(s + p) * inv);
+  for (int64_t p = whole; p < valid; ++p) s[p] *= inv;
+  for (int64_t p = valid; p < width; ++p) s[p] = 0.0f;
+}
+
+template <int W>
+DUET_INLINE void exp_scores_body(float* s, int64_t n, float* max, float* sum) {
+  *max = max_of<W>(s, n);
+  *sum = exp_shifted<W>(s, n, *max);
+}
+
+template <int W>
+DUET_INLINE void merge_body(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim,
+                            float* out) {
+  for (int64_t h = 0; h < heads; ++h) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n_parts; ++i) m = parts[i].max[h] > m ? parts[i].max[h] : m;
+    float total = 0.0f;
+    for (int64_t i = 0; i < n_parts; ++i) total += parts[i].sum[h] * std::exp(parts[i].max[h] - m);
+    float* o = out + h * head_dim;
+    for (int64_t d = 0; d < head_dim; d += W) {
+      typename Vec<W>::F a{};
+      for (int64_t i = 0; i < n_parts; ++i) {
+        a += load<W>(parts[i].acc + h * head_dim + d) * (std::exp(parts[i].max[h] - m) / total);
+      }
+      store<W>(o + d, a);
+    }
+  }
+}
+
+template <int W>
+DUET_INLINE void swiglu_body(const float* gate, const float* up, float* out, int64_t n) {
+  const int64_t whole = n / W * W;
+  for (int64_t i = 0; i < whole; i += W) {
+    const typename Vec<W>::F g = load<W>(gate + i);
+    store<W>(out + i, g / (1.0f + exp_v<W>(-g)) * load<W>(up + i));
+  }
+  for (int64_t i = whole; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// The binary16 at p as a float: duet::f16_to_f32 inlined, exact for every
+// input (scales are usually normal; zero, subnormal, inf and NaN are kept).
+DUET_INLINE float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    const float mag = static_cast<float>(mant) * 0x1p-24f;
+    return sign != 0 ? -mag : mag;
+  }
+  const uint32_t bits = exp == 0x1f ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112u) << 23) | (mant << 13));
+  return __builtin_bit_cast(float, bits);
+}
+
+// Block layouts as duet/quant.h gives them: element j < 16 of a 4-bit block
+// is the low nibble of qs[j], element j + 16 its high nibble.
+template <int W>
+DUET_INLINE void dequantize_body(DType type, const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; i += 32) {
+    float* y = dst + i;
+    if (type == DType::kQ8_0) {
+      const float d = f16(b);
+      for (int j = 0; j < 32; j += W) {
+        typename Vec<W>::I8 q;
+        std::memcpy(&q, b + 2 + j, sizeof q);
+        store<W>(y + j, widen<W>(q) * d);
+      }
+      b += 34;
+      continue;
+    }
+    const bool has_min = type == DType::kQ4_1;
+    const float d = f16(b);
+    const float m = has_min ? f16(b + 2) : -8.0f * d;  // q4_0: d(q - 8) = dq - 8d
+    const uint8_t* qs = b + (has_min ? 4 : 2);
+    for (int j = 0; j < 16; j += W) {
+      typename Vec<W>::U8 q;
+      std::memcpy(&q, qs + j, sizeof q);
+      store<W>(y + j, widen<W>(q & 0x0f) * d + m);
+      store<W>(y + 16 + j, widen<W>(q >> 4) * d + m);
+    }
+    b += has_min ? 20 : 18;
+  }
+}
+
+template <int W>
+DUET_INLINE void widen_f16_body(const uint16_t* src, int64_t stride, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; c += W) store<W>(dst + r * cols + c, load_f16<W>(src + r * stride + c));
+  }
+}
+
+#define DUET_VECTOR_KERNELS(NAME, W, TARGET)                                                        \
+  TARGET void softmax_##NAME(float* s, int64_t valid, int64_t width) {                             \
+    softmax_body<W>(s, valid, width);                                                               \
+  }                                                                                                 \
+  TARGET void exp_scores_##NAME(float* s, int64_t n, float* max, float* sum) {                     \
+    exp_scores_body<W>(s, n, max, sum);                                                             \
+  }                                                                                                 \
+  TARGET void merge_##NAME(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim, \
+                           float* out) {                                                            \
+    merge_body<W>(parts, n_parts, heads, head_dim, out);                                            \
+  }                                                                                                 \
+  TARGET void swiglu_##NAME(const float* gate, const float* up, float* out, int64_t n) {           \
+    swiglu_body<W>(gate, up, out, n);                                                               \
+  }                                                                                                 \
+  TARGET void dequantize_##NAME(DType type, const void* src, float* dst, int64_t n) {              \
+    dequantize_body<W>(type, src, dst, n);                                                          \
+  }                                                                                                 \
+  TARGET void widen_f16_##NAME(const uint16_t* src, int64_t stride, int64_t rows, int64_t cols,     \
+                               float* dst) {                                                        \
+    widen_f16_body<W>(src, stride, rows, cols, dst);                                                \
+  }                                                                                                 \
+  constexpr VectorKernels k##NAME{softmax_##NAME, exp_scores_##NAME,  merge_##NAME,                \
+                                  swiglu_##NAME,  dequantize_##NAME, widen_f16_##NAME};
+
+DUET_VECTOR_KERNELS(Baseline, 4, )
+#if defined(__x86_64__)
+DUET_VECTOR_KERNELS(Avx2, 8, __attribute__((target("avx2,fma,f16c"))))
+DUET_VECTOR_KERNELS(Avx512, 16, __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))))
+#endif
+
+}  // namespace
+
+const VectorKernels& vector_kernels(CpuPath path) {
+#if defined(__x86_64__)
+  switch (path) {
+    case CpuPath::kAvx512:
+    case CpuPath::kAvx512Vnni:
+      return kAvx512;
+    case CpuPath::kAvx2:
+      return kAvx2;
+    case CpuPath::kScalar:
+      break;
+  }
+#else
+  (void)path;
+#endif
+  return kBaseline;
+}
+
+void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst, int64_t n) {
+  if (is_block_quantized(type)) {
+    kernels.dequantize(type, src, dst, n);
+  } else {
+    dequantize_row(type, src, dst, n);
+  }
+}
+
+}  // namespace duet::onednn

@@ -1,0 +1,64 @@
+// vector_kernels.h — the onednn backend's own SIMD loops (softmax, SwiGLU,
+// weight and f16 expansion), compiled once per CpuPath.
+//
+// oneDNN brings its own run-time dispatch for matrix products and
+// kernels/qgemv.h has the quantized products; these are the remaining loops
+// over many elements: the exponentials of attention and of SwiGLU, and the
+// expansion of quantized weight panels and f16 caches for GEMM. Each is
+// written once, with GCC vector extensions, and instantiated for every
+// CpuPath with that path's instruction set and vector width (16 floats for
+// AVX-512, 8 for AVX2, 4 for SSE2). A path is selected only if the CPU runs
+// it (kernels/cpu_features.h); the SSE2 copy runs on any x86-64.
+//
+// All functions are pure apart from their outputs and are thread-safe for
+// disjoint outputs.
+#pragma once
+
+#include <cstdint>
+
+#include "duet/dtype.h"
+#include "kernels/cpu_features.h"
+
+namespace duet::onednn {
+
+// Partial softmax attention of `heads` query heads over some of the
+// positions they see: max[h] is the largest scaled score, sum[h] = Σ
+// exp(score - max[h]) and acc[h * head_dim + d] = Σ exp(score - max[h]) v[d].
+// Parts over disjoint positions merge into the attention output.
+struct SoftmaxPart {
+  float* max;
+  float* sum;
+  float* acc;
+};
+
+struct VectorKernels {
+  // Softmax of s[0, valid) in place; s[valid, width) becomes 0.
+  // REQUIRES: 1 ≤ valid ≤ width.
+  void (*softmax)(float* s, int64_t valid, int64_t width);
+  // s[i] = exp(s[i] - max) for i in [0, n), with *max = max of the inputs
+  // and *sum = Σ of the results. REQUIRES: n ≥ 1.
+  void (*exp_scores)(float* s, int64_t n, float* max, float* sum);
+  // Writes acc / sum of the merged parts to out[h * head_dim + d].
+  // REQUIRES: head_dim a multiple of 16, n_parts ≥ 1.
+  void (*merge)(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim, float* out);
+  // out[i] = silu(gate[i]) * up[i] for i in [0, n); out may alias either.
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  // Expands n elements (a multiple of 32) of q4_0, q4_1 or q8_0 blocks.
+  void (*dequantize)(DType type, const void* src, float* dst, int64_t n);
+  // dst[r * cols + c] = src[r * stride + c] for `rows` rows of `cols` finite
+  // f16 values (cols a multiple of 16), exactly.
+  void (*widen_f16)(const uint16_t* src, int64_t stride, int64_t rows, int64_t cols, float* dst);
+};
+
+// The kernels compiled for `path`. REQUIRES: path ≤ hardware_cpu_path().
+const VectorKernels& vector_kernels(CpuPath path);
+
+// q4_0, q4_1 and q8_0: the block formats `dequantize` expands.
+inline bool is_block_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
+
+// Expands n elements of any weight type (f32, f16, bf16, q4_0, q4_1, q8_0;
+// n a multiple of 32 for the block types): the block types with `kernels`,
+// the others with duet::dequantize_row.
+void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst, int64_t n);
+
+}  // namespace duet::onednn

@@ -1,0 +1,56 @@
+// duet_make_random_model — writes a SmolLM2-shaped Llama model with random
+// weights (see random_llama.h), for benchmarks and backend comparisons on
+// machines that do not have the real model.
+//
+//   duet_make_random_model OUT.gguf [--type q4_1|q4_0|q8_0|f16|f32] [--seed N]
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "duet/dtype.h"
+#include "random_llama.h"
+
+int main(int argc, char** argv) {
+  const std::string usage =
+      "usage: duet_make_random_model OUT.gguf [--type q4_1|q4_0|q8_0|f16|f32] [--seed N]\n";
+  if (argc < 2 || std::string(argv[1]) == "--help") {
+    std::cerr << usage;
+    return argc < 2 ? 2 : 0;
+  }
+  duet::testing::RandomLlama shape;
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::cerr << flag << " needs a value\n" << usage;
+      return 2;
+    }
+    const std::string value = argv[++i];
+    if (flag == "--type") {
+      const auto type = duet::dtype_from_name(value);
+      if (!type || *type == duet::DType::kI32) {
+        std::cerr << "--type: unknown weight type '" << value << "'\n" << usage;
+        return 2;
+      }
+      shape.matrix_type = *type;
+    } else if (flag == "--seed") {
+      char* end = nullptr;
+      shape.seed = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0') {
+        std::cerr << "--seed: '" << value << "' is not a number\n" << usage;
+        return 2;
+      }
+    } else {
+      std::cerr << "unknown option " << flag << "\n" << usage;
+      return 2;
+    }
+  }
+  try {
+    duet::testing::write_random_llama(argv[1], shape);
+  } catch (const std::exception& e) {
+    std::cerr << "duet_make_random_model: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout << argv[1] << "\n";
+  return 0;
+}

@@ -1,0 +1,130 @@
+// Single-thread throughput of the onednn backend's gemv kernels
+// (backends/onednn/kernels/qgemv.h) on SmolLM2-135M's decode shapes, for every
+// CPU path this machine runs. The figure of merit is bytes_per_second: weight
+// bytes read per second (activation quantization is measured on its own),
+// averaged over the run, and best_GB/s, the same for the fastest single product:
+// on a shared machine the average includes time the benchmark was preempted,
+// and the best is the kernel's own speed.
+//
+//   hot:    the same matrix every iteration; small matrices then sit in L2,
+//           so this measures the kernel's arithmetic.
+//   stream: cycles through copies of the matrix totalling ≥ 256 MiB, so each
+//           product reads its weights from L3/DRAM as decode does (the whole
+//           model does not fit in the caches).
+//
+//   build-kern/backends/onednn/kernels/qgemv_bench --benchmark_min_time=0.5
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "duet/dtype.h"
+#include "duet/quant.h"
+#include "kernels/cpu_features.h"
+#include "kernels/qgemv.h"
+
+namespace {
+
+using duet::DType;
+using duet::onednn::CpuPath;
+
+struct Shape {
+  const char* name;
+  DType type;
+  int64_t rows;
+  int64_t k;
+};
+
+// ffn_down is [576, 1536]; ffn_gate/up are [1536, 576]; token_embd (the LM
+// head) is the Q8_0 [49152, 576] matrix, the largest read of every token.
+constexpr Shape kShapes[] = {
+    {"q4_1_1536x576", DType::kQ4_1, 1536, 576},
+    {"q4_1_576x1536", DType::kQ4_1, 576, 1536},
+    {"q8_0_49152x576", DType::kQ8_0, 49152, 576},
+};
+
+constexpr int64_t kStreamBytes = int64_t{256} << 20;
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = uni(rng);
+  return v;
+}
+
+// `copies` copies of one random matrix, quantized by core's quantize_row.
+std::vector<uint8_t> make_weights(const Shape& s, int64_t copies) {
+  const auto row_bytes = static_cast<int64_t>(*duet::dtype_row_bytes(s.type, static_cast<uint64_t>(s.k)));
+  const int64_t bytes = s.rows * row_bytes;
+  std::vector<uint8_t> w(static_cast<size_t>(bytes * copies));
+  const std::vector<float> row = random_floats(s.k, 1);
+  for (int64_t r = 0; r < s.rows; ++r) duet::quantize_row(s.type, row.data(), w.data() + r * row_bytes, s.k);
+  for (int64_t c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
+  return w;
+}
+
+void bench_gemv(benchmark::State& state, Shape s, CpuPath path, bool stream) {
+  const int64_t bytes =
+      s.rows * static_cast<int64_t>(*duet::dtype_row_bytes(s.type, static_cast<uint64_t>(s.k)));
+  const int64_t copies = stream ? (kStreamBytes + bytes - 1) / bytes : 1;
+  const std::vector<uint8_t> w = make_weights(s, copies);
+  const std::vector<float> x = random_floats(s.k, 2);
+  std::vector<float> y(static_cast<size_t>(s.rows));
+  duet::onednn::Q8Activations xq;
+  xq.quantize(x.data(), s.k, path);
+  int64_t copy = 0;
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    duet::onednn::gemv(path, s.type, w.data() + copy * bytes, s.k, xq, x.data(), y.data(), 0,
+                       s.rows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    copy = copy + 1 == copies ? 0 : copy + 1;
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["best_GB/s"] = static_cast<double>(bytes) / best * 1e-9;
+}
+
+void bench_quantize(benchmark::State& state, int64_t k, CpuPath path) {
+  const std::vector<float> x = random_floats(k, 3);
+  duet::onednn::Q8Activations xq;
+  for (auto _ : state) {
+    xq.quantize(x.data(), k, path);
+    benchmark::DoNotOptimize(xq.q());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * k * static_cast<int64_t>(sizeof(float)));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::AddCustomContext("cpu_path", duet::onednn::cpu_path_name(duet::onednn::detect_cpu_path()));
+  benchmark::AddCustomContext("cpu_features", duet::onednn::cpu_features_summary());
+  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+    if (path > duet::onednn::detect_cpu_path()) continue;
+    const std::string p = duet::onednn::cpu_path_name(path);
+    for (const Shape& s : kShapes) {
+      for (bool stream : {false, true}) {
+        benchmark::RegisterBenchmark(
+            ("gemv/" + std::string(s.name) + "/" + p + (stream ? "/stream" : "/hot")).c_str(),
+            bench_gemv, s, path, stream);
+      }
+    }
+    for (int64_t k : {576, 1536}) {
+      benchmark::RegisterBenchmark(("quantize/k" + std::to_string(k) + "/" + p).c_str(),
+                                   bench_quantize, k, path);
+    }
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

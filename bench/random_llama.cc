@@ -1,0 +1,173 @@
+#include "random_llama.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "duet/gguf.h"
+#include "duet/quant.h"
+#include "duet/rng.h"
+
+namespace duet::testing {
+namespace {
+
+constexpr int32_t kControlTokens = 3;  // <|endoftext|>, <|im_start|>, <|im_end|>
+
+// GPT-2's byte-level alphabet: printable bytes stand for themselves, the
+// others are shifted to code points from U+0100 up, encoded as UTF-8.
+std::vector<std::string> byte_symbols() {
+  std::vector<std::string> symbols(256);
+  int shifted = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const int cp = printable ? b : 256 + shifted++;
+    std::string utf8;
+    if (cp < 0x80) {
+      utf8 += static_cast<char>(cp);
+    } else {
+      utf8 += static_cast<char>(0xC0 | (cp >> 6));
+      utf8 += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    symbols[static_cast<size_t>(b)] = utf8;
+  }
+  return symbols;
+}
+
+// "aa".."zz" (with merges), then "aaa".., then "aaaa".. until n_vocab.
+void write_vocabulary(GgufWriter& w, int32_t n_vocab) {
+  std::vector<std::string> tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  std::vector<int32_t> types(3, 3);
+  std::vector<std::string> merges;
+  for (const auto& symbol : byte_symbols()) tokens.push_back(symbol);
+  types.resize(tokens.size(), 1);
+  for (int letters = 2; static_cast<int32_t>(tokens.size()) < n_vocab; ++letters) {
+    std::string t(static_cast<size_t>(letters), 'a');
+    while (static_cast<int32_t>(tokens.size()) < n_vocab) {
+      tokens.push_back(t);
+      types.push_back(1);
+      if (letters == 2) merges.push_back(std::string{t[0], ' ', t[1]});
+      // Next string in lexicographic order; stop after "zz...z".
+      int i = letters - 1;
+      while (i >= 0 && t[static_cast<size_t>(i)] == 'z') t[static_cast<size_t>(i--)] = 'a';
+      if (i < 0) break;
+      ++t[static_cast<size_t>(i)];
+    }
+  }
+  tokens.resize(static_cast<size_t>(n_vocab));
+  types.resize(static_cast<size_t>(n_vocab));
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "smollm");
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_int32_array("tokenizer.ggml.token_type", types);
+  w.set_string_array("tokenizer.ggml.merges", merges);
+  w.set_uint32("tokenizer.ggml.bos_token_id", 1);
+  w.set_uint32("tokenizer.ggml.eos_token_id", 2);
+  w.set_string("tokenizer.chat_template",
+               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+               "{% endif %}");
+}
+
+// Runs body(row) for every row in [0, rows) on all hardware threads.
+template <typename Body>
+void parallel_rows(int64_t rows, Body body) {
+  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([=] {
+      for (int64_t r = t; r < rows; r += threads) body(r);
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+class TensorMaker {
+ public:
+  TensorMaker(GgufWriter& w, uint64_t seed, DType matrix_type) : w_(w), seed_(seed), type_(matrix_type) {}
+
+  // A [rows, cols] matrix whose row r holds the random values of `source`
+  // row source_row(r) times `scale` (source_row(r) < 0: zeros). Each source
+  // is a stream of uniform values in [-0.5, 0.5) keyed by (seed, source).
+  template <typename SourceRow>
+  void matrix(const std::string& name, int64_t rows, int64_t cols, uint64_t source, float scale,
+              SourceRow source_row) {
+    const uint64_t row_bytes = *dtype_row_bytes(type_, static_cast<uint64_t>(cols));
+    std::vector<uint8_t> bytes(row_bytes * static_cast<uint64_t>(rows));
+    parallel_rows(rows, [&](int64_t r) {
+      std::vector<float> values(static_cast<size_t>(cols), 0.0f);
+      const int64_t from = source_row(r);
+      for (int64_t c = 0; from >= 0 && c < cols; ++c) {
+        const uint64_t index = static_cast<uint64_t>(from * cols + c);
+        values[static_cast<size_t>(c)] = scale * static_cast<float>(counter_uniform(seed_, source, index, 0) - 0.5);
+      }
+      quantize_row(type_, values.data(), bytes.data() + static_cast<uint64_t>(r) * row_bytes, cols);
+    });
+    w_.add_tensor(name, type_, {rows, cols}, bytes.data(), bytes.size());
+  }
+
+  void matrix(const std::string& name, int64_t rows, int64_t cols, float scale) {
+    matrix(name, rows, cols, next_source_++, scale, [](int64_t r) { return r; });
+  }
+
+  void ones(const std::string& name, int64_t n) {
+    const std::vector<float> values(static_cast<size_t>(n), 1.0f);
+    w_.add_tensor(name, DType::kF32, {n}, values.data(), values.size() * sizeof(float));
+  }
+
+ private:
+  GgufWriter& w_;
+  uint64_t seed_;
+  DType type_;
+  uint64_t next_source_ = 1;  // source 0 is the embedding table
+};
+
+}  // namespace
+
+int32_t random_llama_next(int32_t token, int32_t n_vocab) {
+  const int64_t span = n_vocab - kControlTokens;
+  // 7919 is prime and does not divide 49149 (= 3² · 43 · 127), so for
+  // SmolLM2's vocabulary this is a permutation; other sizes may repeat
+  // targets, which only makes some rows unused.
+  const int64_t i = std::max<int64_t>(token - kControlTokens, 0);
+  return static_cast<int32_t>(kControlTokens + (i * 7919 + 1) % span);
+}
+
+void write_random_llama(const std::filesystem::path& path, const RandomLlama& s) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "random-llama");
+  w.set_uint32("llama.context_length", static_cast<uint32_t>(s.context_length));
+  w.set_uint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_uint32("llama.block_count", static_cast<uint32_t>(s.n_layers));
+  w.set_uint32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_uint32("llama.attention.head_count", static_cast<uint32_t>(s.n_heads));
+  w.set_uint32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
+  w.set_float32("llama.rope.freq_base", 100000.0f);
+  w.set_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  write_vocabulary(w, s.n_vocab);
+
+  const int64_t kv_dim = int64_t{s.n_embd} / s.n_heads * s.n_kv_heads;
+  TensorMaker t(w, s.seed, s.matrix_type);
+  t.matrix("token_embd.weight", s.n_vocab, s.n_embd, 0, 1.0f, [](int64_t r) { return r; });
+  // Row next(c) of the LM head is embedding row c (see the header).
+  std::vector<int64_t> from(static_cast<size_t>(s.n_vocab), -1);
+  for (int32_t c = kControlTokens; c < s.n_vocab; ++c) from[static_cast<size_t>(random_llama_next(c, s.n_vocab))] = c;
+  t.matrix("output.weight", s.n_vocab, s.n_embd, 0, 1.0f, [&](int64_t r) { return from[static_cast<size_t>(r)]; });
+  t.ones("output_norm.weight", s.n_embd);
+  for (int32_t l = 0; l < s.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    t.ones(b + "attn_norm.weight", s.n_embd);
+    t.matrix(b + "attn_q.weight", s.n_embd, s.n_embd, s.qk_scale);
+    t.matrix(b + "attn_k.weight", kv_dim, s.n_embd, s.qk_scale);
+    t.matrix(b + "attn_v.weight", kv_dim, s.n_embd, s.vo_scale);
+    t.matrix(b + "attn_output.weight", s.n_embd, s.n_embd, s.vo_scale);
+    t.ones(b + "ffn_norm.weight", s.n_embd);
+    t.matrix(b + "ffn_gate.weight", s.n_ff, s.n_embd, s.ffn_scale);
+    t.matrix(b + "ffn_up.weight", s.n_ff, s.n_embd, s.ffn_scale);
+    t.matrix(b + "ffn_down.weight", s.n_embd, s.n_ff, s.ffn_scale);
+  }
+  w.write(path);
+}
+
+}  // namespace duet::testing

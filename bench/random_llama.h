@@ -1,0 +1,56 @@
+// random_llama.h — full-size Llama models with random weights, written with
+// Duet's own GGUF writer: something to benchmark and to compare backends on
+// when the real weights are not at hand (a GPU machine without network).
+//
+// Random weights make a chaotic model: after 30 layers a rounding error of
+// 1e-3 can decide the argmax, and greedy tokens would differ between two
+// correct backends. So the weights are shaped to make the next token
+// clear-cut while every layer still matters:
+//   - output.weight row next(c) is token_embd row c, for a fixed permutation
+//     `next` of the non-control tokens: with quiet layers the hidden state
+//     stays close to the current token's embedding and the LM head gives
+//     next(c) a logit far above every other (control tokens get zero rows
+//     and are never picked, so generation never stops early);
+//   - the layers' weights are scaled down (see RandomLlama) so their
+//     contribution is a fair fraction of the hidden state — large enough
+//     that a wrong attention or FFN moves the logits well past the
+//     conformance threshold, small enough not to blur the argmax.
+// The vocabulary is byte-level BPE like tiny_model.h's, padded to n_vocab
+// with three- and four-letter tokens.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "duet/dtype.h"
+
+namespace duet::testing {
+
+struct RandomLlama {
+  // SmolLM2-135M's shape.
+  int32_t n_vocab = 49152;
+  int32_t n_embd = 576;
+  int32_t n_layers = 30;
+  int32_t n_heads = 9;
+  int32_t n_kv_heads = 3;
+  int32_t n_ff = 1536;
+  int64_t context_length = 8192;
+  DType matrix_type = DType::kQ4_1;  // every matrix, the embedding table included
+  uint64_t seed = 1;
+  // Weights are uniform in ±scale / 2. Large Q and K make attention peaked
+  // (so positions and RoPE matter); V, output and FFN set how much each
+  // layer adds to the hidden state.
+  float qk_scale = 0.3f;
+  float vo_scale = 0.03f;
+  float ffn_scale = 0.05f;
+};
+
+// The token the LM head favours after `token` when the layers are quiet:
+// a permutation of [3, n_vocab); control tokens 0..2 map into it too.
+int32_t random_llama_next(int32_t token, int32_t n_vocab);
+
+// Writes the model to `path` (about 110 MB for the default shape in q4_1).
+// Uses every hardware thread to draw and quantize the weights.
+void write_random_llama(const std::filesystem::path& path, const RandomLlama& shape = {});
+
+}  // namespace duet::testing

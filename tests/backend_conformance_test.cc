@@ -1,0 +1,426 @@
+// Every op of duet::Ops and every attention step of a backend against the
+// reference backend, on random inputs, in the spirit of llama.cpp's
+// test-backend-ops. Both backends are loaded through the plugin host from
+// the build tree and driven through core's CheckedOps, exactly as the model
+// drives them; each comparison prints its normalised MSE
+//   nmse = Σ (backend - reference)² / Σ reference²
+// next to the threshold it must stay under.
+//
+// Thresholds, and why:
+//   1e-10  elementwise f32 ops, embedding and attention: only float rounding
+//          differs (the reference accumulates in double);
+//   1e-8   matmul with f32, f16 or bf16 weights: f32 accumulation over k;
+//          with q4_0, q4_1 or q8_0 weights, stated per backend case: many
+//          rows are expanded to f32 (1e-13), few rows go through kernels
+//          that take activations as 8-bit blocks of 32 — two 8-bit terms
+//          by default in onednn (~2e-10), one term with its
+//          gemv_activations: q8, which costs a relative error of up to 1/254
+//          of each block's largest magnitude (~1.3e-5 here): 1e-4.
+//
+// The suite is parameterised over backend cases, so another backend (cuda)
+// is one more entry in kCases; a case whose plugin is refused by its probe
+// is skipped with the refusal.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checked_ops.h"
+#include "duet/plugin_host.h"
+#include "duet/quant.h"
+
+namespace duet {
+namespace {
+
+// ---- the backends under test ------------------------------------------------
+
+struct BackendCase {
+  std::string label;                               // test-name suffix
+  std::string plugin;                              // plugin and backend name
+  std::map<std::string, std::string> options;      // backend.options
+  std::map<std::string, std::string> environment;  // set while the plugin registers
+  double quantized_matmul = 1e-8;                  // threshold for q4_0, q4_1, q8_0 weights
+};
+
+void PrintTo(const BackendCase& c, std::ostream* os) { *os << c.label; }
+
+const BackendCase kCases[] = {
+    {"onednn", "onednn", {}, {}},
+    // Every matmul through oneDNN GEMM, whatever its row count.
+    {"onednn_gemm", "onednn", {{"matmul_min_rows", "1"}}, {}},
+    // More threads than this machine may have: split decode attention.
+    {"onednn_4threads", "onednn", {{"threads", "4"}}, {}},
+    // The portable and AVX2 paths (lowered to what the CPU has).
+    {"onednn_scalar", "onednn", {}, {{"DUET_CPU_PATH", "scalar"}}},
+    {"onednn_avx2", "onednn", {}, {{"DUET_CPU_PATH", "avx2"}}},
+    // Activations as one 8-bit term, like llama.cpp.
+    {"onednn_q8", "onednn", {{"gemv_activations", "q8"}}, {}, 1e-4},
+    {"cuda", "cuda", {}, {}},
+};
+
+constexpr double kElementwise = 1e-10;
+constexpr double kFloatMatmul = 1e-8;
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double err = 0.0, ref = 0.0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    err += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+    ref += double{want[i]} * want[i];
+  }
+  return ref == 0.0 ? err : err / ref;
+}
+
+// ---- tensors on a backend's device ----------------------------------------------
+
+struct DeviceTensor {
+  std::unique_ptr<Buffer> buffer;
+  TensorView view;
+};
+
+DeviceTensor upload(Device& device, DType type, Shape shape, const void* host, size_t bytes) {
+  DeviceTensor t{device.allocate(bytes), {}};
+  device.copy_from_host(t.buffer->data(), host, bytes);
+  t.view = TensorView{t.buffer->data(), type, shape};
+  return t;
+}
+
+template <typename T>
+DeviceTensor upload(Device& device, DType type, Shape shape, const std::vector<T>& host) {
+  return upload(device, type, shape, host.data(), host.size() * sizeof(T));
+}
+
+DeviceTensor zeros(Device& device, Shape shape) {
+  return upload(device, DType::kF32, shape, std::vector<float>(static_cast<size_t>(shape.elements())));
+}
+
+std::vector<float> download(Device& device, const TensorView& t) {
+  std::vector<float> host(static_cast<size_t>(t.elements()));
+  device.copy_to_host(host.data(), t.data, host.size() * sizeof(float));
+  device.synchronize();
+  return host;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// `rows` x `cols` random values stored as `type`.
+std::vector<uint8_t> random_weight(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> x = random_floats(static_cast<size_t>(rows * cols), seed);
+  const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(cols));
+  std::vector<uint8_t> bytes(row_bytes * static_cast<uint64_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, x.data() + r * cols, bytes.data() + row_bytes * static_cast<uint64_t>(r), cols);
+  }
+  return bytes;
+}
+
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
+                                  DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
+
+bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
+
+// ---- the fixture ----------------------------------------------------------------
+
+class BackendConformance : public ::testing::TestWithParam<BackendCase> {
+ protected:
+  void SetUp() override {
+    const BackendCase& c = GetParam();
+    const std::string dir = DUET_BUILD_DIR "/plugins/";
+    PluginRecord ref = host_.load(dir + "duet-reference.so");
+    ASSERT_TRUE(ref.loaded) << ref.refusal;
+    std::map<std::string, std::string> saved;
+    for (const auto& [name, value] : c.environment) {
+      if (const char* old = std::getenv(name.c_str())) saved[name] = old;
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+    PluginRecord dut = host_.load(dir + "duet-" + c.plugin + ".so");
+    for (const auto& [name, value] : c.environment) {
+      if (saved.count(name) != 0) {
+        setenv(name.c_str(), saved[name].c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+    if (!dut.loaded) GTEST_SKIP() << "plugin '" << c.plugin << "' refused: " << dut.refusal;
+    Options options("backend.options");
+    for (const auto& [key, value] : c.options) options.set(key, value);
+    reference_ = host_.create_backend("reference", Options("backend.options"));
+    backend_ = host_.create_backend(c.plugin, options);
+  }
+
+  // Runs `fn(backend)` on the reference and on the backend under test and
+  // checks the normalised MSE of the two results against `threshold`.
+  template <typename Fn>
+  void compare(const std::string& what, double threshold, const Fn& fn) {
+    const std::vector<float> want = fn(*reference_);
+    const std::vector<float> got = fn(*backend_);
+    const double e = nmse(got, want);
+    std::printf("  %-16s %-48s nmse %9.3g  (threshold %.0e)\n", GetParam().label.c_str(), what.c_str(), e,
+                threshold);
+    EXPECT_LE(e, threshold) << what;
+  }
+
+  // A prompt in two chunks (the second sees the first through the cache),
+  // then decode steps long enough for decode attention to split positions.
+  // Skips when the backend cannot store `dtype`.
+  void check_attention(const std::string& layout, int32_t block_tokens, const std::vector<int32_t>& table,
+                       DType dtype);
+
+  PluginHost host_;
+  std::shared_ptr<Backend> reference_;
+  std::shared_ptr<Backend> backend_;
+};
+
+TEST_P(BackendConformance, EmbeddingOfEveryWeightType) {
+  const int64_t vocab = 100, dim = 96;
+  const std::vector<int32_t> ids = {3, 0, 99, 42, 42, 7, 64};
+  for (DType type : kWeightTypes) {
+    const std::vector<uint8_t> table = random_weight(type, vocab, dim, 11);
+    compare("embedding " + std::string(dtype_name(type)), kElementwise, [&](Backend& b) {
+      DeviceTensor t = upload(b.device(), type, {vocab, dim}, table);
+      DeviceTensor i = upload(b.device(), DType::kI32, {static_cast<int64_t>(ids.size())}, ids);
+      DeviceTensor out = zeros(b.device(), {static_cast<int64_t>(ids.size()), dim});
+      CheckedOps(b).embedding(t.view, i.view, out.view);
+      return download(b.device(), out.view);
+    });
+  }
+}
+
+TEST_P(BackendConformance, MatmulOfEveryWeightTypeAndRowCount) {
+  // m is not a multiple of 16 or of the thread count, so row ranges end unevenly.
+  const int64_t m = 200, k = 320;
+  for (DType type : kWeightTypes) {
+    const std::vector<uint8_t> w = random_weight(type, m, k, 21);
+    for (int64_t n : {1, 7, 64}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 22);
+      compare("matmul " + std::string(dtype_name(type)) + " n=" + std::to_string(n),
+              is_quantized(type) ? GetParam().quantized_matmul : kFloatMatmul, [&](Backend& b) {
+                DeviceTensor wt = upload(b.device(), type, {m, k}, w);
+                DeviceTensor xt = upload(b.device(), DType::kF32, {n, k}, x);
+                DeviceTensor out = zeros(b.device(), {n, m});
+                CheckedOps(b).matmul(xt.view, wt.view, out.view);
+                return download(b.device(), out.view);
+              });
+    }
+  }
+}
+
+TEST_P(BackendConformance, MatmulOfSmolLM2Shapes) {
+  // The projections of SmolLM2-135M in its file's types: long rows (k = 1536)
+  // and more rows than one GEMM panel holds.
+  struct Case {
+    DType type;
+    int64_t m, k;
+  };
+  for (const Case& c : {Case{DType::kQ4_1, 576, 576}, Case{DType::kQ4_1, 1536, 576}, Case{DType::kQ4_1, 576, 1536},
+                        Case{DType::kQ8_0, 4096, 576}}) {
+    const std::vector<uint8_t> w = random_weight(c.type, c.m, c.k, 23);
+    for (int64_t n : {1, 7, 64}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * c.k), 24);
+      compare("matmul " + std::string(dtype_name(c.type)) + " " + std::to_string(c.m) + "x" + std::to_string(c.k) +
+                  " n=" + std::to_string(n),
+              GetParam().quantized_matmul, [&](Backend& b) {
+                DeviceTensor wt = upload(b.device(), c.type, {c.m, c.k}, w);
+                DeviceTensor xt = upload(b.device(), DType::kF32, {n, c.k}, x);
+                DeviceTensor out = zeros(b.device(), {n, c.m});
+                CheckedOps(b).matmul(xt.view, wt.view, out.view);
+                return download(b.device(), out.view);
+              });
+    }
+  }
+}
+
+TEST_P(BackendConformance, RmsNorm) {
+  const int64_t n = 7, d = 576;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n * d), 31, -3.0f, 3.0f);
+  const std::vector<float> weight = random_floats(static_cast<size_t>(d), 32);
+  compare("rmsnorm", kElementwise, [&](Backend& b) {
+    DeviceTensor xt = upload(b.device(), DType::kF32, {n, d}, x);
+    DeviceTensor wt = upload(b.device(), DType::kF32, {d}, weight);
+    CheckedOps(b).rmsnorm(xt.view, wt.view, 1e-5f, xt.view);  // in place, as the model calls it
+    return download(b.device(), xt.view);
+  });
+}
+
+TEST_P(BackendConformance, RopeWithBothPairings) {
+  const int64_t n = 7, heads = 3, head_dim = 64;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n * heads * head_dim), 41);
+  const std::vector<int32_t> positions = {0, 1, 2, 17, 600, 2047, 4000};
+  for (auto pairs : {RopeParams::Pairs::kAdjacent, RopeParams::Pairs::kHalves}) {
+    const RopeParams params{100000.0f, pairs};
+    compare(pairs == RopeParams::Pairs::kAdjacent ? "rope adjacent" : "rope halves", kElementwise,
+            [&](Backend& b) {
+              DeviceTensor xt = upload(b.device(), DType::kF32, {n, heads, head_dim}, x);
+              DeviceTensor pt = upload(b.device(), DType::kI32, {n}, positions);
+              CheckedOps(b).rope(xt.view, pt.view, params);
+              return download(b.device(), xt.view);
+            });
+  }
+}
+
+TEST_P(BackendConformance, SwiGLUSmallAndLarge) {
+  // 7 x 1536 runs on one thread; 64 x 1536 is split across the pool. The
+  // odd count leaves a tail shorter than a vector.
+  for (int64_t n : {7 * 1536 + 5, 64 * 1536}) {
+    const std::vector<float> gate = random_floats(static_cast<size_t>(n), 51, -12.0f, 12.0f);
+    const std::vector<float> up = random_floats(static_cast<size_t>(n), 52);
+    compare("swiglu " + std::to_string(n), kElementwise, [&](Backend& b) {
+      DeviceTensor g = upload(b.device(), DType::kF32, {n}, gate);
+      DeviceTensor u = upload(b.device(), DType::kF32, {n}, up);
+      CheckedOps(b).swiglu(g.view, u.view, g.view);
+      return download(b.device(), g.view);
+    });
+  }
+}
+
+TEST_P(BackendConformance, Add) {
+  const int64_t n = 7, d = 576;
+  const std::vector<float> a = random_floats(static_cast<size_t>(n * d), 61);
+  const std::vector<float> c = random_floats(static_cast<size_t>(n * d), 62);
+  compare("add", kElementwise, [&](Backend& b) {
+    DeviceTensor at = upload(b.device(), DType::kF32, {n, d}, a);
+    DeviceTensor ct = upload(b.device(), DType::kF32, {n, d}, c);
+    CheckedOps(b).add(at.view, ct.view, at.view);
+    return download(b.device(), at.view);
+  });
+}
+
+// ---- attention ------------------------------------------------------------------
+
+// SmolLM2's geometry: 9 query heads in 3 groups of 64.
+constexpr int32_t kHeads = 9, kKvHeads = 3, kHeadDim = 64, kLayers = 2;
+constexpr int64_t kCapacity = 1024;
+
+// Random values as the cache stores them: rounded to f16 for an f16 cache,
+// so that both backends attend over exactly the same keys and values.
+std::vector<float> cache_values(size_t n, uint32_t seed, float lo, float hi, DType dtype) {
+  std::vector<float> v = random_floats(n, seed, lo, hi);
+  if (dtype == DType::kF16) {
+    for (float& x : v) x = f16_to_f32(f32_to_f16(x));
+  }
+  return v;
+}
+
+KVCacheSpec attention_cache(int32_t block_tokens, DType dtype) {
+  return KVCacheSpec{"contiguous", kLayers, kKvHeads, kHeadDim, kCapacity, block_tokens, dtype};
+}
+
+// One backend's attention and cache, fed step by step.
+struct AttentionRun {
+  AttentionRun(Backend& b, const KVCacheSpec& spec)
+      : backend(b),
+        attention(b.create_attention(b.attention_impls().front(),
+                                     AttentionSpec{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})})),
+        kv(b.create_kv_cache(spec)) {}
+
+  // Positions [first, first + n) of one sequence held in `table`, on layer
+  // 1, with K and V values representable in `values` (the dtype under test).
+  std::vector<float> step(const std::vector<int32_t>& table, int32_t first, int32_t n, uint32_t seed,
+                          DType values) {
+    const int32_t block = kv->spec().block_tokens;
+    StepBatch batch;
+    batch.n_tokens = n;
+    batch.n_prefill_tokens = n > 1 ? n : 0;
+    batch.n_decode_tokens = n > 1 ? 0 : 1;
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t p = first + i;
+      batch.positions.push_back(p);
+      batch.slot_mapping.push_back(table[static_cast<size_t>(p / block)] * block + p % block);
+    }
+    batch.sequences.push_back(SequenceStep{0, 0, n, first + n, table});
+    Device& d = backend.device();
+    const auto kv_size = static_cast<size_t>(n * kKvHeads * kHeadDim);
+    DeviceTensor q = upload(d, DType::kF32, {n, kHeads, kHeadDim},
+                            random_floats(static_cast<size_t>(n * kHeads * kHeadDim), seed, -2.0f, 2.0f));
+    DeviceTensor k = upload(d, DType::kF32, {n, kKvHeads, kHeadDim}, cache_values(kv_size, seed + 1, -2.0f, 2.0f, values));
+    DeviceTensor v = upload(d, DType::kF32, {n, kKvHeads, kHeadDim}, cache_values(kv_size, seed + 2, -1.0f, 1.0f, values));
+    DeviceTensor out = zeros(d, {n, kHeads, kHeadDim});
+    attention->forward(1, batch, q.view, k.view, v.view, *kv, out.view);
+    return download(d, out.view);
+  }
+
+  // The first `slots` slots of every layer, exported and widened to f32.
+  std::vector<float> exported(int64_t slots) {
+    std::vector<uint8_t> bytes;
+    kv->export_slots(slots, bytes);
+    const DType dtype = kv->spec().dtype;
+    const size_t element = dtype == DType::kF16 ? 2 : 4;
+    std::vector<float> floats(bytes.size() / element);
+    dequantize_row(dtype, bytes.data(), floats.data(), static_cast<int64_t>(floats.size()));
+    return floats;
+  }
+
+  Backend& backend;
+  std::unique_ptr<Attention> attention;
+  std::unique_ptr<KVCache> kv;
+};
+
+void BackendConformance::check_attention(const std::string& layout, int32_t block_tokens,
+                                         const std::vector<int32_t>& table, DType dtype) {
+  const Support s = backend_->check_kv_cache(attention_cache(block_tokens, dtype));
+  if (!s.ok()) GTEST_SKIP() << s.reasons.front();
+  // The reference stores f32 only; the values fed are exact in `dtype`.
+  AttentionRun want(*reference_, attention_cache(block_tokens, DType::kF32));
+  AttentionRun got(*backend_, attention_cache(block_tokens, dtype));
+  struct Step {
+    int32_t first, n;
+  };
+  const Step steps[] = {{0, 300}, {300, 301}, {601, 1}, {602, 1}, {603, 7}, {610, 1}};
+  uint32_t seed = 100;
+  for (const Step& st : steps) {
+    const std::string what = "attention " + layout + " " + std::string(dtype_name(dtype)) + " positions " +
+                             std::to_string(st.first) + ".." + std::to_string(st.first + st.n - 1);
+    compare(what, kElementwise, [&](Backend& b) {
+      return (&b == reference_.get() ? want : got).step(table, st.first, st.n, seed, dtype);
+    });
+    seed += 3;
+  }
+  // The cache itself: every slot, value for value, in the export layout.
+  const int64_t slots = int64_t{*std::max_element(table.begin(), table.end()) + 1} * block_tokens;
+  EXPECT_EQ(got.exported(slots), want.exported(slots)) << layout;
+}
+
+// 16-slot blocks out of order, with a few consecutive runs among them.
+std::vector<int32_t> paged_table() {
+  std::vector<int32_t> table;
+  for (int32_t b = 0; b < static_cast<int32_t>(kCapacity / 16); ++b) table.push_back(b);
+  std::mt19937 rng(7);
+  std::shuffle(table.begin() + 8, table.end(), rng);
+  std::reverse(table.begin(), table.begin() + 4);
+  table.resize(40);  // 640 positions
+  return table;
+}
+
+TEST_P(BackendConformance, AttentionOverAContiguousCache) {
+  check_attention("contiguous", static_cast<int32_t>(kCapacity), {0}, DType::kF32);
+}
+
+TEST_P(BackendConformance, AttentionOverAPagedCache) { check_attention("paged", 16, paged_table(), DType::kF32); }
+
+TEST_P(BackendConformance, AttentionOverAContiguousF16Cache) {
+  check_attention("contiguous", static_cast<int32_t>(kCapacity), {0}, DType::kF16);
+}
+
+TEST_P(BackendConformance, AttentionOverAPagedF16Cache) { check_attention("paged", 16, paged_table(), DType::kF16); }
+
+INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<BackendCase>& p) { return p.param.label; });
+
+}  // namespace
+}  // namespace duet

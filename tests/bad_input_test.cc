@@ -1,0 +1,211 @@
+// The bad-input matrix: malformed model files, pipeline YAML, command-line
+// flags, sampler values, prompts, plugins and resource limits, each run
+// through the real `duet` binary. Every row asserts the documented exit
+// code, a substring of the one-line error, and that the process ended on
+// its own (no signal, no hang). docs/reliability.md lists the same rows.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "duet/gguf.h"
+#include "tiny_model.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Row {
+  const char* name;
+  const char* args;    // after `duet`; {dir} is the fixture folder
+  int exit_code;
+  const char* message; // a substring of stderr (or stdout for exit code 0)
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+constexpr const char* kPipeline = R"(model: {path: tiny.gguf}
+backend: {plugin: reference}
+components:
+  kv_cache: {capacity_tokens: 64}
+  sampler: {seed: 1, chain: [greedy]}
+stages:
+  - prefill: {}
+  - decode: {max_new_tokens: 4}
+)";
+
+class BadInput : public ::testing::TestWithParam<Row> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::make_temp_dir("bad-input"));
+    const fs::path& d = *dir_;
+    testing::write_tiny_llama(d / "tiny.gguf");
+    const std::string good = slurp(d / "tiny.gguf");
+    spit(d / "empty.gguf", "");
+    spit(d / "text.gguf", "this is not a model\n");
+    spit(d / "truncated.gguf", good.substr(0, good.size() / 2));
+    std::string v1 = good;
+    v1[4] = 1;  // the version field follows the 4-byte magic
+    spit(d / "version1.gguf", v1);
+    std::string huge = good;
+    // The first key's length (u64 after magic, version, tensor and kv counts).
+    for (int i = 0; i < 8; ++i) huge[24 + static_cast<size_t>(i)] = '\xff';
+    spit(d / "huge-string.gguf", huge);
+    fs::create_directories(d / "dir.gguf");
+
+    testing::TinyLlama arch;
+    arch.architecture = "gpt9";
+    testing::write_tiny_llama(d / "arch.gguf", arch);
+    testing::TinyLlama missing;
+    missing.omit_tensor = "blk.1.ffn_down.weight";
+    testing::write_tiny_llama(d / "missing-tensor.gguf", missing);
+    testing::TinyLlama pre;
+    pre.pre_tokenizer = "llama-bpe-2031";
+    testing::write_tiny_llama(d / "pre.gguf", pre);
+    // Huge KV heads and context: a cache of hundreds of GB is asked for.
+    testing::TinyLlama wide;
+    wide.n_embd = 1024;
+    wide.n_heads = 16;
+    wide.n_kv_heads = 16;
+    wide.context_length = 16777216;
+    testing::write_tiny_llama(d / "wide.gguf", wide);
+
+    spit(d / "p.yaml", kPipeline);
+    auto variant = [&](const std::string& name, const std::string& from, const std::string& to) {
+      std::string text = kPipeline;
+      const size_t at = text.find(from);
+      if (at == std::string::npos) std::abort();
+      spit(d / name, text.replace(at, from.size(), to));
+    };
+    variant("unknown-key.yaml", "backend:", "backnd:");
+    variant("typo.yaml", "capacity_tokens", "capacity_tokns");
+    variant("wrong-type.yaml", "capacity_tokens: 64", "capacity_tokens: lots");
+    variant("zero-capacity.yaml", "capacity_tokens: 64", "capacity_tokens: 0");
+    variant("bad-dtype.yaml", "capacity_tokens: 64", "capacity_tokens: 64, dtype: q2_k");
+    variant("no-model.yaml", "model: {path: tiny.gguf}\n", "");
+    variant("no-stages.yaml", "stages:\n  - prefill: {}\n  - decode: {max_new_tokens: 4}\n", "");
+    variant("decode-first.yaml", "  - prefill: {}\n  - decode: {max_new_tokens: 4}\n", "  - decode: {}\n");
+    variant("syntax.yaml", "chain: [greedy]", "chain: [greedy");
+    variant("tab.yaml", "  kv_cache", "\tkv_cache");
+    variant("two-keys.yaml", "chain: [greedy]", "chain: [{greedy: {}, top_k: 3}]");
+    variant("dup-stage.yaml", "  - decode: {max_new_tokens: 4}\n", "  - decode: {}\n  - decode: {}\n");
+    variant("big-capacity.yaml", "capacity_tokens: 64", "capacity_tokens: 100000");
+    variant("attention.yaml", "kv_cache:", "attention: {impl: flash}\n  kv_cache:");
+    variant("kv-impl.yaml", "capacity_tokens: 64", "capacity_tokens: 64, impl: paged");
+    variant("kv-f16.yaml", "capacity_tokens: 64", "capacity_tokens: 64, dtype: f16");
+    variant("backend-option.yaml", "plugin: reference", "plugin: reference, options: {threads: 2}");
+    variant("wide.yaml", "path: tiny.gguf", "path: wide.gguf");
+    spit(d / "large.yaml", std::string(2 << 20, '#'));
+    for (const char* m : {"empty", "text", "truncated", "version1", "huge-string", "dir", "arch", "missing-tensor", "pre"}) {
+      variant(std::string("model-") + m + ".yaml", "path: tiny.gguf", std::string("path: ") + m + ".gguf");
+    }
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  static inline fs::path* dir_ = nullptr;
+};
+
+TEST_P(BadInput, GetsItsExitCodeAndAOneLineMessage) {
+  const Row& row = GetParam();
+  std::string args = row.args;
+  for (size_t at; (at = args.find("{dir}")) != std::string::npos;) args.replace(at, 5, dir_->string());
+  const fs::path out = *dir_ / (std::string(row.name) + ".out"), err = *dir_ / (std::string(row.name) + ".err");
+  const std::string cmd = "timeout 60 " + std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" + out.string() +
+                          " 2>" + err.string() + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal: " << cmd;
+  const int code = WEXITSTATUS(status);
+  ASSERT_NE(code, 124) << "hung (timeout): " << cmd;
+  const std::string text = slurp(row.exit_code == 0 ? out : err);
+  EXPECT_EQ(code, row.exit_code) << cmd << "\n" << text;
+  EXPECT_NE(text.find(row.message), std::string::npos) << "expected '" << row.message << "' in:\n" << text;
+  if (row.exit_code != 0) {
+    // Every problem on its own line, each starting with the tool's prefix.
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      EXPECT_EQ(line.rfind("duet: error: ", 0), 0u) << "line: " << line;
+    }
+  }
+}
+
+const Row kRows[] = {
+    // Model files.
+    {"model_missing", "inspect {dir}/absent.gguf", 3, "absent.gguf"},
+    {"model_empty", "inspect {dir}/empty.gguf", 3, "empty.gguf"},
+    {"model_text", "inspect {dir}/text.gguf", 3, "not a GGUF file"},
+    {"model_truncated", "inspect {dir}/truncated.gguf", 3, "truncated.gguf"},
+    {"model_version1", "inspect {dir}/version1.gguf", 3, "version 1"},
+    {"model_huge_string", "inspect {dir}/huge-string.gguf", 3, "huge-string.gguf"},
+    {"model_directory", "inspect {dir}/dir.gguf", 3, "dir.gguf"},
+    {"model_architecture", "run {dir}/model-arch.yaml", 3, "general.architecture 'gpt9' is not supported"},
+    {"model_missing_tensor", "run {dir}/model-missing-tensor.yaml", 3, "'blk.1.ffn_down.weight' is missing"},
+    {"model_pre_tokenizer", "run {dir}/model-pre.yaml", 3, "'llama-bpe-2031' is not supported"},
+    {"run_model_truncated", "run {dir}/model-truncated.yaml", 3, "truncated.gguf"},
+    {"run_model_text", "run {dir}/model-text.yaml", 3, "not a GGUF file"},
+    // Pipeline YAML.
+    {"yaml_unknown_key", "validate {dir}/unknown-key.yaml", 2, "unknown key 'backnd'"},
+    {"yaml_typo_suggests", "validate {dir}/typo.yaml", 2, "did you mean 'capacity_tokens'?"},
+    {"yaml_wrong_type", "validate {dir}/wrong-type.yaml", 2, "'lots'"},
+    {"yaml_out_of_range", "validate {dir}/zero-capacity.yaml", 2, "1..16777216"},
+    {"yaml_bad_dtype", "validate {dir}/bad-dtype.yaml", 2, "q2_k"},
+    {"yaml_missing_model", "validate {dir}/no-model.yaml", 2, "model"},
+    {"yaml_no_stages", "validate {dir}/no-stages.yaml", 2, "stages"},
+    {"yaml_decode_first", "validate {dir}/decode-first.yaml", 2, "needs logits from a stage before it"},
+    {"yaml_syntax", "validate {dir}/syntax.yaml", 2, "syntax.yaml:"},
+    {"yaml_tab", "validate {dir}/tab.yaml", 2, "tab"},
+    {"yaml_two_keys", "validate {dir}/two-keys.yaml", 2, "two-keys.yaml:"},
+    {"yaml_duplicate_stage", "validate {dir}/dup-stage.yaml", 2, "decode"},
+    {"yaml_missing_file", "validate {dir}/absent.yaml", 2, "absent.yaml"},
+    {"yaml_too_large", "validate {dir}/large.yaml", 2, "large.yaml"},
+    {"yaml_capacity_over_context", "validate {dir}/big-capacity.yaml", 2, "exceeds the model's context_length 256"},
+    {"yaml_unknown_attention", "validate {dir}/attention.yaml", 2, "'flash' is not provided by backend 'reference'"},
+    {"yaml_unknown_kv_cache", "validate {dir}/kv-impl.yaml", 2, "'paged' is not provided by backend 'reference'"},
+    {"yaml_kv_dtype_unsupported", "validate {dir}/kv-f16.yaml", 2, "f32, not f16"},
+    {"yaml_backend_option", "validate {dir}/backend-option.yaml", 2, "threads"},
+    // Command line.
+    {"cli_no_command", "", 2, "no command given"},
+    {"cli_unknown_command", "frobnicate", 2, "unknown command 'frobnicate'"},
+    {"cli_unknown_flag", "validate {dir}/p.yaml --frob", 2, "see 'duet validate --help'"},
+    {"cli_missing_argument", "validate", 2, "missing argument pipeline"},
+    {"cli_set_without_equals", "validate {dir}/p.yaml --set components.kv_cache", 2, "components.kv_cache"},
+    {"cli_set_through_scalar", "validate {dir}/p.yaml --set model.path.x=1", 2, "model.path"},
+    // Sampler values.
+    {"sampler_top_p", "validate {dir}/p.yaml --set 'components.sampler.chain=[{top_p: 1.5}]'", 2, "chain[0].top_p"},
+    {"sampler_temperature", "validate {dir}/p.yaml --set 'components.sampler.chain=[{temperature: -1}]'", 2, "temperature"},
+    {"sampler_top_k", "validate {dir}/p.yaml --set 'components.sampler.chain=[{top_k: -3}]'", 2, "-3"},
+    {"sampler_unknown", "validate {dir}/p.yaml --set 'components.sampler.chain=[top_q]'", 4, "no sampler named 'top_q'"},
+    {"sampler_unknown_option", "validate {dir}/p.yaml --set 'components.sampler.chain=[{top_k: {kk: 3}}]'", 2, "kk"},
+    // Prompts.
+    {"prompt_empty", "run {dir}/p.yaml --prompt ''", 6, "the prompt is empty"},
+    {"prompt_longer_than_cache", "run {dir}/p.yaml --set components.kv_cache.capacity_tokens=8 --prompt 'zz zz zz zz zz zz zz zz'", 6, "raise components.kv_cache.capacity_tokens or shorten the prompt"},
+    {"prompt_chat_template", "run {dir}/p.yaml --chat --set 'model.chat_template=\"{{ x }}\"'", 2, "not a ChatML template"},
+    {"perplexity_not_a_file", "perplexity {dir}/p.yaml {dir}", 2, "cannot read text file"},
+    // Plugins.
+    {"plugin_unknown_backend", "validate {dir}/p.yaml --set backend.plugin=cuba", 4, "no backend named 'cuba'"},
+    {"plugin_create_throws", "plugins --plugin-path " DUET_TEST_PLUGIN_DIR, 0, "create() failed: create exploded"},
+    {"plugin_not_a_library", "plugins --plugin-path " DUET_TEST_PLUGIN_DIR, 0, "not a loadable shared library"},
+    {"plugin_wrong_abi", "plugins --plugin-path " DUET_TEST_PLUGIN_DIR, 0, "ABI major version mismatch"},
+    {"plugin_error_inside", "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR "]' --set 'components.sampler.chain=[test_throw]'", 6, "test_throw rejects every step"},
+    // Resources.
+    {"kv_cache_larger_than_memory", "run {dir}/wide.yaml --set components.kv_cache.capacity_tokens=16777216", 5, "cannot allocate"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Matrix, BadInput, ::testing::ValuesIn(kRows),
+                         [](const auto& row_info) { return std::string(row_info.param.name); });
+
+}  // namespace
+}  // namespace duet

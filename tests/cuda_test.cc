@@ -1,0 +1,592 @@
+// Tests of the cuda backend (label gpu).
+//
+// The first half runs anywhere, GPU or not: the plugin loads and its probe
+// explains a refusal, `duet plugins` lists it, options are validated before
+// any device is touched, and the host-side logic of the forward pass
+// (command fusion, the graph policy, step metadata) is checked on its own.
+// The second half needs a CUDA device and skips with the probe's reason
+// without one: whole-model logits and greedy tokens against the reference
+// backend on a tiny model and on a SmolLM2-shaped random Q4_1 model, CUDA
+// graphs against eager launches, and the out-of-memory error. Op-by-op
+// conformance lives in backend_conformance_test.cc.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "command_fusion.h"
+#include "cuda_options.h"
+#include "duet/error.h"
+#include "duet/pipeline.h"
+#include "duet/plugin.h"
+#include "graph_policy.h"
+#include "random_llama.h"
+#include "step_metadata.h"
+#include "tiny_model.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+using cuda::Command;
+
+// ---- the plugin, loaded directly ------------------------------------------------
+
+class CapturingRegistrar final : public PluginRegistrar {
+ public:
+  void add_backend(const std::string& name, const std::string&, BackendFactory f) override {
+    backends[name] = std::move(f);
+  }
+  void add_sampler(const std::string&, const std::string&, SamplerFactory) override {}
+  void add_stage(const std::string&, const std::string&, StageFactory) override {}
+  std::map<std::string, BackendFactory> backends;
+};
+
+struct LoadedPlugin {
+  const DuetPluginDescriptor* descriptor = nullptr;
+  CapturingRegistrar registrar;
+  std::string refusal;  // the probe's reason; empty when it accepts this machine
+};
+
+// Loads build/plugins/duet-cuda.so once and calls create() whatever the
+// probe says, so the factory's option checks are testable without a GPU.
+// Never unloaded: backends it made run its code until the process exits.
+const LoadedPlugin& cuda_plugin() {
+  static const LoadedPlugin* plugin = [] {
+    const char* path = DUET_BUILD_DIR "/plugins/duet-cuda.so";
+    void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) throw std::runtime_error(std::string("dlopen: ") + dlerror());
+    auto entry = reinterpret_cast<DuetPluginEntryFn>(dlsym(handle, DUET_PLUGIN_ENTRY_SYMBOL));
+    if (entry == nullptr) throw std::runtime_error(std::string("dlsym: ") + dlerror());
+    auto* p = new LoadedPlugin;
+    p->descriptor = entry();
+    char reason[512] = {};
+    if (p->descriptor->probe(reason, sizeof reason) == 0) p->refusal = reason;
+    char error[512] = {};
+    if (p->descriptor->create(&p->registrar, error, sizeof error) != 0) {
+      throw std::runtime_error(std::string("create: ") + error);
+    }
+    return p;
+  }();
+  return *plugin;
+}
+
+Options backend_options(std::map<std::string, std::string> values) {
+  Options o("backend.options");
+  for (const auto& [k, v] : values) o.set(k, v);
+  return o;
+}
+
+// The error `fn` throws; fails the test when it throws none.
+template <typename Fn>
+Error error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no duet::Error thrown";
+  return Error(ErrorKind::kInternal, "");
+}
+
+#define SKIP_WITHOUT_GPU()                                                      \
+  do {                                                                          \
+    if (!cuda_plugin().refusal.empty()) GTEST_SKIP() << cuda_plugin().refusal; \
+  } while (false)
+
+// ---- loading and probing: these run on every machine ------------------------------
+
+TEST(CudaPlugin, ProbeAcceptsADeviceOrSaysThereIsNone) {
+  const LoadedPlugin& p = cuda_plugin();
+  EXPECT_STREQ(p.descriptor->name, "cuda");
+  if (!p.refusal.empty()) {
+    EXPECT_EQ(p.refusal.rfind("no CUDA device", 0), 0u) << p.refusal;
+  }
+  EXPECT_EQ(p.registrar.backends.count("cuda"), 1u);
+}
+
+TEST(CudaPlugin, DuetPluginsListsItLoadedOrRefusedWithTheReason) {
+  const fs::path out = fs::temp_directory_path() / ("duet-cuda-plugins-" + std::to_string(::getpid()));
+  const std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet plugins --plugin-path " DUET_BUILD_DIR
+                          "/plugins >" + out.string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  fs::remove(out);
+  const std::string listing = text.str();
+  if (cuda_plugin().refusal.empty()) {
+    EXPECT_NE(listing.find("cuda 0.1.0  loaded"), std::string::npos) << listing;
+    EXPECT_NE(listing.find("backend cuda:"), std::string::npos) << listing;
+  } else {
+    // Refused by its probe, not as "not a loadable shared library": the
+    // library loads without a driver.
+    EXPECT_NE(listing.find("cuda 0.1.0  REFUSED"), std::string::npos) << listing;
+    EXPECT_NE(listing.find("reason: cannot run here: no CUDA device"), std::string::npos) << listing;
+  }
+}
+
+TEST(CudaOptions, DefaultsAndEveryKey) {
+  const cuda::CudaOptions d = cuda::parse_cuda_options(backend_options({}));
+  EXPECT_EQ(d.device, 0);
+  EXPECT_TRUE(d.cuda_graphs);
+  EXPECT_TRUE(d.pdl);
+  EXPECT_TRUE(d.fuse);
+  EXPECT_FALSE(d.graph_stats);
+  const cuda::CudaOptions o = cuda::parse_cuda_options(backend_options(
+      {{"device", "1"}, {"cuda_graphs", "false"}, {"pdl", "false"}, {"fuse", "false"}, {"graph_stats", "true"}}));
+  EXPECT_EQ(o.device, 1);
+  EXPECT_FALSE(o.cuda_graphs);
+  EXPECT_FALSE(o.pdl);
+  EXPECT_FALSE(o.fuse);
+  EXPECT_TRUE(o.graph_stats);
+}
+
+TEST(CudaOptions, BadValuesAndUnknownKeysAreRejectedWithTheKeyPath) {
+  const Error bool_error = error_of([] { cuda::parse_cuda_options(backend_options({{"cuda_graphs", "yes"}})); });
+  EXPECT_EQ(bool_error.kind(), ErrorKind::kConfig);
+  EXPECT_NE(std::string(bool_error.what()).find("backend.options.cuda_graphs"), std::string::npos)
+      << bool_error.what();
+  const Error device_error = error_of([] { cuda::parse_cuda_options(backend_options({{"device", "-1"}})); });
+  EXPECT_EQ(device_error.kind(), ErrorKind::kConfig);
+  EXPECT_NE(std::string(device_error.what()).find("backend.options.device"), std::string::npos);
+  const Error typo = error_of([] { cuda::parse_cuda_options(backend_options({{"cuda_graph", "true"}})); });
+  EXPECT_EQ(typo.kind(), ErrorKind::kConfig);
+  EXPECT_NE(std::string(typo.what()).find("cuda_graph"), std::string::npos) << typo.what();
+}
+
+TEST(CudaOptions, TheFactoryChecksOptionsBeforeItLooksForADevice) {
+  const BackendFactory& make = cuda_plugin().registrar.backends.at("cuda");
+  const Error e = error_of([&] { make(backend_options({{"threads", "2"}})); });
+  EXPECT_EQ(e.kind(), ErrorKind::kConfig) << e.what();
+  EXPECT_NE(std::string(e.what()).find("threads"), std::string::npos) << e.what();
+  const Error far = error_of([&] { make(backend_options({{"device", "1000"}})); });
+  if (cuda_plugin().refusal.empty()) {
+    EXPECT_EQ(far.kind(), ErrorKind::kConfig) << far.what();
+    EXPECT_NE(std::string(far.what()).find("backend.options.device: 1000 but this machine has"), std::string::npos)
+        << far.what();
+  } else {
+    EXPECT_EQ(far.kind(), ErrorKind::kPlugin) << far.what();
+    EXPECT_NE(std::string(far.what()).find("no CUDA device"), std::string::npos) << far.what();
+  }
+}
+
+// ---- command fusion -------------------------------------------------------------
+
+// Fake device addresses, far apart: tensor i lives at 1 MiB * (i + 1).
+float* at(int i) { return reinterpret_cast<float*>(static_cast<uintptr_t>(i + 1) << 20); }
+
+Command gemv(const float* x, int64_t cols, const void* w, float* out, int64_t rows) {
+  cuda::GemvCall g{x, cols, DType::kQ4_1, {}, 1};
+  g.segments[0] = cuda::GemvSegment{w, out, rows};
+  return g;
+}
+
+Command rope(float* x, int32_t heads, const int32_t* positions) {
+  cuda::RopeCall r;
+  r.first = cuda::RopeTarget{x, heads};
+  r.positions = positions;
+  r.rows = 1;
+  r.head_dim = 64;
+  r.theta_base = 10000.0f;
+  return r;
+}
+
+// One decode step of a Llama layer as core issues it (llama.cc).
+std::vector<Command> decode_layer() {
+  const auto* positions = reinterpret_cast<const int32_t*>(at(40));
+  float *x = at(0), *h = at(1), *q = at(2), *k = at(3), *v = at(4), *attn = at(5), *proj = at(6), *gate = at(7),
+        *up = at(8);
+  const float* norm = at(20);
+  return {cuda::RmsNormCall{x, norm, 1e-5f, 1, 576, h},
+          gemv(h, 576, at(21), q, 576),
+          gemv(h, 576, at(22), k, 192),
+          gemv(h, 576, at(23), v, 192),
+          rope(q, 9, positions),
+          rope(k, 3, positions),
+          cuda::AttentionCall{},
+          gemv(attn, 576, at(24), proj, 576),
+          cuda::AddCall{x, proj, 576, x},
+          cuda::RmsNormCall{x, norm, 1e-5f, 1, 576, h},
+          gemv(h, 576, at(25), gate, 1536),
+          gemv(h, 576, at(26), up, 1536),
+          cuda::SwiGLUCall{gate, up, 1536, gate},
+          gemv(gate, 1536, at(27), proj, 576),
+          cuda::AddCall{x, proj, 576, x},
+          cuda::RmsNormCall{x, norm, 1e-5f, 1, 576, h}};
+}
+
+template <typename T>
+const T& as(const Command& c) {
+  EXPECT_TRUE(std::holds_alternative<T>(c)) << "command index " << c.index();
+  static const T none{};
+  return std::holds_alternative<T>(c) ? std::get<T>(c) : none;
+}
+
+TEST(CommandFusion, ALlamaDecodeLayerBecomesNineLaunches) {
+  const std::vector<Command> fused = cuda::fuse_commands(decode_layer());
+  ASSERT_EQ(fused.size(), 9u);
+  EXPECT_TRUE(std::holds_alternative<cuda::RmsNormCall>(fused[0]));
+  const auto& qkv = as<cuda::GemvCall>(fused[1]);
+  EXPECT_EQ(qkv.count, 3);
+  EXPECT_EQ(qkv.segments[1].out, at(3));
+  EXPECT_EQ(qkv.segments[2].rows, 192);
+  const auto& qk = as<cuda::RopeCall>(fused[2]);
+  EXPECT_EQ(qk.first.x, at(2));
+  EXPECT_EQ(qk.second.x, at(3));
+  EXPECT_EQ(qk.second.heads, 3);
+  EXPECT_TRUE(std::holds_alternative<cuda::AttentionCall>(fused[3]));
+  EXPECT_EQ(as<cuda::GemvCall>(fused[4]).count, 1);
+  const auto& residual = as<cuda::AddRmsNormCall>(fused[5]);
+  EXPECT_EQ(residual.sum, at(0));
+  EXPECT_EQ(residual.out, at(1));
+  EXPECT_EQ(residual.rows, 1);
+  EXPECT_EQ(residual.dim, 576);
+  const auto& ffn = as<cuda::GemvSwiGLUCall>(fused[6]);
+  EXPECT_EQ(ffn.w_gate, at(25));
+  EXPECT_EQ(ffn.w_up, at(26));
+  EXPECT_EQ(ffn.gate, at(7));
+  EXPECT_EQ(ffn.up, at(8));
+  EXPECT_EQ(ffn.rows, 1536);
+  EXPECT_TRUE(ffn.into_gate);
+  EXPECT_EQ(as<cuda::GemvCall>(fused[7]).count, 1);
+  EXPECT_TRUE(std::holds_alternative<cuda::AddRmsNormCall>(fused[8]));
+}
+
+TEST(CommandFusion, SwiGLUFusesOnlyWithTheGemvsOfItsOwnGateAndUp) {
+  float *x = at(0), *gate = at(1), *up = at(2);
+  const auto pair = [&](float* g, float* u) {
+    return cuda::fuse_commands({gemv(x, 64, at(10), g, 8), gemv(x, 64, at(11), u, 8)}).front();
+  };
+  // Into up instead of gate.
+  const auto into_up = cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{gate, up, 8, up}});
+  ASSERT_EQ(into_up.size(), 1u);
+  EXPECT_FALSE(as<cuda::GemvSwiGLUCall>(into_up[0]).into_gate);
+  // Gate and up swapped, another output, a shorter swiglu: left alone.
+  EXPECT_EQ(cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{up, gate, 8, gate}}).size(), 2u);
+  EXPECT_EQ(cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{gate, up, 8, at(3)}}).size(), 2u);
+  EXPECT_EQ(cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{gate, up, 4, gate}}).size(), 2u);
+  // A single gemv is not a gate/up pair.
+  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), gate, 8), cuda::SwiGLUCall{gate, up, 8, gate}}).size(), 2u);
+}
+
+TEST(CommandFusion, GemvsMergeOnlyWithTheSameInputAndApartOutputs) {
+  float *x = at(0), *y = at(1);
+  // Different inputs.
+  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(y, 64, at(11), at(3), 8)}).size(), 2u);
+  // Overlapping outputs: the second would race the first.
+  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(2) + 4, 8)}).size(), 2u);
+  // The second writes where the first reads its weights.
+  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(10), 8)}).size(), 2u);
+  // Four segments make a launch of three and one of one.
+  const auto four = cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(3), 8),
+                                         gemv(x, 64, at(12), at(4), 8), gemv(x, 64, at(13), at(5), 8)});
+  ASSERT_EQ(four.size(), 2u);
+  EXPECT_EQ(as<cuda::GemvCall>(four[0]).count, 3);
+  EXPECT_EQ(as<cuda::GemvCall>(four[1]).count, 1);
+}
+
+TEST(CommandFusion, RopesMergeOnlyOnDisjointTensorsWithTheSamePositions) {
+  const auto* p = reinterpret_cast<const int32_t*>(at(40));
+  const auto* other = reinterpret_cast<const int32_t*>(at(41));
+  EXPECT_EQ(cuda::fuse_commands({rope(at(0), 9, p), rope(at(0), 9, p)}).size(), 2u);
+  EXPECT_EQ(cuda::fuse_commands({rope(at(0), 9, p), rope(at(1), 3, other)}).size(), 2u);
+  // A pair is not extended to three.
+  EXPECT_EQ(cuda::fuse_commands({rope(at(0), 9, p), rope(at(1), 3, p), rope(at(2), 3, p)}).size(), 2u);
+}
+
+TEST(CommandFusion, AddFusesWithTheNormOfItsSumOnly) {
+  float *a = at(0), *b = at(1), *sum = at(2), *out = at(3);
+  const float* w = at(4);
+  // The norm reads another tensor.
+  EXPECT_EQ(cuda::fuse_commands({cuda::AddCall{a, b, 64, sum}, cuda::RmsNormCall{a, w, 1e-5f, 1, 64, out}}).size(),
+            2u);
+  // The norm covers fewer elements than the add wrote.
+  EXPECT_EQ(cuda::fuse_commands({cuda::AddCall{a, b, 128, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 1, 64, out}}).size(),
+            2u);
+  // The norm writes over an input of the add that other rows still read.
+  EXPECT_EQ(cuda::fuse_commands({cuda::AddCall{a, b, 64, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 1, 64, b}}).size(),
+            2u);
+  // In place on the sum is fine.
+  const auto in_place =
+      cuda::fuse_commands({cuda::AddCall{a, b, 128, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 2, 64, sum}});
+  ASSERT_EQ(in_place.size(), 1u);
+  EXPECT_EQ(as<cuda::AddRmsNormCall>(in_place[0]).rows, 2);
+}
+
+// ---- graph policy ---------------------------------------------------------------
+
+TEST(GraphPolicy, CapturesTheFirstDecodePassAndReplaysIdenticalOnes) {
+  cuda::GraphPolicy policy(true);
+  const std::vector<Command> pass = decode_layer();
+  EXPECT_EQ(policy.next(false, pass), cuda::PassAction::kEager);  // prefill
+  EXPECT_EQ(policy.next(true, pass), cuda::PassAction::kCapture);
+  EXPECT_EQ(policy.next(true, pass), cuda::PassAction::kReplay);
+  EXPECT_EQ(policy.next(true, pass), cuda::PassAction::kReplay);
+  EXPECT_EQ(policy.next(false, pass), cuda::PassAction::kEager);  // a prefill leaves the graph alone
+  EXPECT_EQ(policy.next(true, pass), cuda::PassAction::kReplay);
+}
+
+TEST(GraphPolicy, ANewShapeRunsEagerlyOnceThenIsRecaptured) {
+  cuda::GraphPolicy policy(true);
+  const std::vector<Command> a = decode_layer();
+  std::vector<Command> b = a;
+  std::get<cuda::RmsNormCall>(b[0]).x = at(30);  // scratch moved
+  EXPECT_EQ(policy.next(true, a), cuda::PassAction::kCapture);
+  EXPECT_EQ(policy.next(true, b), cuda::PassAction::kEager);
+  EXPECT_EQ(policy.next(true, b), cuda::PassAction::kCapture);
+  EXPECT_EQ(policy.next(true, b), cuda::PassAction::kReplay);
+  // Passes that keep changing never pay for a capture.
+  EXPECT_EQ(policy.next(true, a), cuda::PassAction::kEager);
+  EXPECT_EQ(policy.next(true, b), cuda::PassAction::kReplay);
+  EXPECT_EQ(policy.next(true, a), cuda::PassAction::kEager);
+}
+
+TEST(GraphPolicy, OffOrForgottenMeansNoReplay) {
+  cuda::GraphPolicy off(false);
+  EXPECT_EQ(off.next(true, decode_layer()), cuda::PassAction::kEager);
+  EXPECT_EQ(off.next(true, decode_layer()), cuda::PassAction::kEager);
+  cuda::GraphPolicy on(true);
+  EXPECT_EQ(on.next(true, decode_layer()), cuda::PassAction::kCapture);
+  on.forget();
+  EXPECT_EQ(on.next(true, decode_layer()), cuda::PassAction::kCapture);
+}
+
+// ---- step metadata -----------------------------------------------------------------
+
+StepBatch two_sequences() {
+  StepBatch s;
+  s.n_tokens = 3;
+  s.n_prefill_tokens = 2;
+  s.n_decode_tokens = 1;
+  s.positions = {4, 5, 9};
+  s.slot_mapping = {20, 21, 41};
+  s.sequences.push_back(SequenceStep{0, 0, 2, 6, {5}});
+  s.sequences.push_back(SequenceStep{1, 2, 1, 10, {1, 10}});
+  return s;
+}
+
+TEST(StepMetadata, PacksPositionsSlotsAndBlockTablesAtFixedOffsets) {
+  const StepBatch step = two_sequences();
+  const cuda::StepLayout layout = cuda::layout_for(step, {});
+  EXPECT_EQ(layout.rows, 16);
+  EXPECT_EQ(layout.tables, 16);
+  EXPECT_EQ(cuda::used_elements(step, layout), 3 * 16 + 3);
+  std::vector<int32_t> packed(static_cast<size_t>(layout.elements()), -1);
+  cuda::pack_step(step, layout, packed.data());
+  auto slice = [&](int64_t offset, int64_t n) {
+    return std::vector<int32_t>(packed.begin() + offset, packed.begin() + offset + n);
+  };
+  EXPECT_EQ(slice(layout.row_position(), 4), (std::vector<int32_t>{4, 5, 9, 0}));
+  EXPECT_EQ(slice(layout.row_slot(), 4), (std::vector<int32_t>{20, 21, 41, 0}));
+  EXPECT_EQ(slice(layout.row_table(), 4), (std::vector<int32_t>{0, 0, 1, 0}));
+  EXPECT_EQ(slice(layout.block_tables(), 3), (std::vector<int32_t>{5, 1, 10}));
+}
+
+TEST(StepMetadata, CapacitiesOnlyGrowSoDecodeStepsKeepTheirAddresses) {
+  StepBatch decode;
+  decode.n_tokens = 1;
+  decode.n_decode_tokens = 1;
+  decode.positions = {600};
+  decode.slot_mapping = {600};
+  decode.sequences.push_back(SequenceStep{0, 0, 1, 601, {0}});
+  StepBatch prefill = decode;
+  prefill.n_tokens = 100;
+  prefill.positions.assign(100, 0);
+  prefill.slot_mapping.assign(100, 0);
+  const cuda::StepLayout small = cuda::layout_for(decode, {});
+  const cuda::StepLayout big = cuda::layout_for(prefill, small);
+  EXPECT_EQ(big.rows, 128);
+  EXPECT_EQ(cuda::layout_for(decode, big), big);
+  EXPECT_EQ(cuda::layout_for(prefill, big), big);
+}
+
+// ---- against the reference backend: these need a CUDA device ------------------------
+
+// Σ(a - b)² / Σ b², as llama.cpp's test-backend-ops measures.
+double nmse(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  double err = 0.0, ref = 0.0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    err += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+    ref += double{b[i]} * b[i];
+  }
+  return ref == 0.0 ? err : err / ref;
+}
+
+int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// A pipeline on `model` with backend `backend` and its `options`.
+std::unique_ptr<Pipeline> make_pipeline(PluginHost& host, const fs::path& model, const std::string& backend,
+                                        const std::string& options = "{}") {
+  const std::string yaml = "model: {path: " + model.filename().string() + "}\nbackend: {plugin: " + backend +
+                           ", options: " + options + R"(}
+components:
+  kv_cache: {capacity_tokens: 256}
+  sampler: {chain: [greedy]}
+stages:
+  - prefill: {}
+  - decode: {max_new_tokens: 8}
+)";
+  PipelineConfig config = parse_pipeline_config(yaml, "cuda_test.yaml", model.parent_path(), {});
+  load_pipeline_plugins(config, host);
+  return Pipeline::build(config, host);
+}
+
+// Logits of the prompt's last row, then of `steps` decode steps, each fed
+// `feed[i]` (or, without feed, its own greedy token).
+struct Trace {
+  std::vector<std::vector<float>> logits;
+  std::vector<int32_t> greedy;
+};
+
+Trace run_trace(Pipeline& p, const std::vector<int32_t>& prompt, int steps, const std::vector<int32_t>* feed) {
+  NullSink sink;
+  auto s = p.new_session(prompt, sink);
+  s->forward(static_cast<int32_t>(prompt.size()), false);
+  Trace t;
+  for (int i = 0; i <= steps; ++i) {
+    t.logits.emplace_back(s->logits().begin(), s->logits().end());
+    t.greedy.push_back(argmax(s->logits()));
+    if (i == steps) break;
+    s->append(feed != nullptr ? (*feed)[static_cast<size_t>(i)] : t.greedy.back());
+    s->forward(1, false);
+  }
+  return t;
+}
+
+std::vector<int32_t> prompt_ids(int n, int32_t vocab) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(3 + (i * 3571) % (vocab - 3));
+  return ids;
+}
+
+class CudaTinyModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::make_temp_dir("cuda-tiny"));
+    testing::write_tiny_llama(*dir_ / "tiny.gguf");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static inline fs::path* dir_ = nullptr;
+  PluginHost host_;
+};
+
+TEST_F(CudaTinyModel, LogitsFollowTheReferenceThroughPrefillAndDecode) {
+  SKIP_WITHOUT_GPU();
+  auto ref = make_pipeline(host_, *dir_ / "tiny.gguf", "reference");
+  auto gpu = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda");
+  const auto prompt = prompt_ids(9, 320);
+  const Trace expected = run_trace(*ref, prompt, 12, nullptr);
+  const Trace got = run_trace(*gpu, prompt, 12, &expected.greedy);
+  for (size_t i = 0; i < expected.logits.size(); ++i) {
+    EXPECT_LE(nmse(got.logits[i], expected.logits[i]), 1e-4) << "step " << i;
+  }
+}
+
+// Graphs, programmatic launch and fusion change how kernels are launched,
+// never what they compute: the logits must not differ in a single bit.
+TEST_F(CudaTinyModel, GraphsProgrammaticLaunchAndFusionGiveBitIdenticalLogits) {
+  SKIP_WITHOUT_GPU();
+  const auto prompt = prompt_ids(5, 320);
+  auto eager = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda", "{cuda_graphs: false, pdl: false, fuse: false}");
+  const Trace plain = run_trace(*eager, prompt, 16, nullptr);
+  eager.reset();
+  auto graphs = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda", "{cuda_graphs: true, pdl: true, fuse: true}");
+  // Twice in one pipeline: the second session replays the first one's graph.
+  for (int run = 0; run < 2; ++run) {
+    const Trace replayed = run_trace(*graphs, prompt, 16, nullptr);
+    EXPECT_EQ(replayed.greedy, plain.greedy) << "run " << run;
+    for (size_t i = 0; i < plain.logits.size(); ++i) {
+      EXPECT_EQ(replayed.logits[i], plain.logits[i]) << "run " << run << ", step " << i;
+    }
+  }
+}
+
+TEST_F(CudaTinyModel, PrefillThenDecodeEqualsALongerPrefill) {
+  SKIP_WITHOUT_GPU();
+  auto p = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda");
+  const auto ids = prompt_ids(12, 320);
+  NullSink sink;
+  auto whole = p->new_session(ids, sink);
+  whole->forward(12, false);
+  const std::vector<float> expected(whole->logits().begin(), whole->logits().end());
+  whole.reset();
+  auto split = p->new_session(ids, sink);
+  split->forward(11, false);
+  split->forward(1, false);
+  EXPECT_LE(nmse(split->logits(), expected), 1e-4);
+}
+
+TEST_F(CudaTinyModel, AllocatingMoreThanIsFreeIsAnOutOfMemoryErrorWithBothSizes) {
+  SKIP_WITHOUT_GPU();
+  auto backend = cuda_plugin().registrar.backends.at("cuda")(backend_options({}));
+  const MemoryInfo m = backend->device().memory();
+  ASSERT_GT(m.free_bytes, 0u);
+  const uint64_t ask = m.free_bytes + (uint64_t{1} << 30);
+  const Error e = error_of([&] { backend->device().allocate(ask); });
+  EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
+  EXPECT_EQ(e.exit_code(), ExitCode::kOutOfMemory);
+  const std::string what = e.what();
+  char requested[32];
+  std::snprintf(requested, sizeof requested, "%.1f MiB", static_cast<double>(ask) / (1024.0 * 1024.0));
+  EXPECT_NE(what.find(std::string("cannot allocate ") + requested), std::string::npos) << what;
+  EXPECT_NE(what.find(" MiB free of "), std::string::npos) << what;
+  EXPECT_NE(what.find("capacity_tokens"), std::string::npos) << what;
+}
+
+// SmolLM2-135M's shape with random Q4_1 weights (bench/random_llama.h).
+class CudaSmolLM2Shaped : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!cuda_plugin().refusal.empty()) return;  // every test skips
+    dir_ = new fs::path(testing::make_temp_dir("cuda-smollm2"));
+    testing::write_random_llama(*dir_ / "random.gguf");
+  }
+  static void TearDownTestSuite() {
+    if (dir_ != nullptr) fs::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static inline fs::path* dir_ = nullptr;
+  PluginHost host_;
+};
+
+TEST_F(CudaSmolLM2Shaped, LogitsMatchTheReferenceAndGreedyTokensAreIdenticalFor32Tokens) {
+  SKIP_WITHOUT_GPU();
+  const auto prompt = prompt_ids(24, 49152);
+  auto ref = make_pipeline(host_, *dir_ / "random.gguf", "reference");
+  const Trace expected = run_trace(*ref, prompt, 32, nullptr);
+  ref.reset();
+  auto gpu = make_pipeline(host_, *dir_ / "random.gguf", "cuda");
+  const Trace got = run_trace(*gpu, prompt, 32, &expected.greedy);
+  double worst = 0.0;
+  for (size_t i = 0; i < expected.logits.size(); ++i) {
+    const double e = nmse(got.logits[i], expected.logits[i]);
+    worst = std::max(worst, e);
+    EXPECT_LE(e, 1e-3) << "step " << i;
+  }
+  std::printf("  largest logits nmse over the prompt and 32 decode steps: %.3g\n", worst);
+  EXPECT_EQ(got.greedy, expected.greedy);
+}
+
+}  // namespace
+}  // namespace duet

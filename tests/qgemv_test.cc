@@ -1,0 +1,501 @@
+// Tests of the onednn backend's CPU kernels (backends/onednn/kernels):
+// runtime path selection and its DUET_CPU_PATH override, activation
+// quantization, and gemv / gemv_batch on every path this CPU can run (scalar
+// always), each compared with
+//   - a double-precision product of dequantize_row()'d weights and the
+//     original f32 activations: normalized error ‖y − y_ref‖ / ‖y_ref‖ ≤ 1e-2
+//     for quantized weights (the activations are rounded to 8 bits: per
+//     element error ≤ d/2 with d = block max / 127, about 0.4% of the rms of
+//     uniform activations) and ≤ 1e-5 for f32/f16 weights (f32 rounding only);
+//   - the scalar path: every path forms the same integer block sums and only
+//     adds the scaled sums in another order, so |y − y_scalar| ≤ 1e-4 ‖y_scalar‖∞;
+//   - exact values, for weights and activations chosen so that every float
+//     operation is exact: then every path must match the double product bit
+//     for bit, which pins the integer arithmetic (nibble order, sign handling
+//     of q8_0's -128, q4_0's offset, q4_1's minimum) independently of rounding.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "duet/dtype.h"
+#include "duet/error.h"
+#include "duet/quant.h"
+#include "kernels/cpu_features.h"
+#include "kernels/qgemv.h"
+
+namespace duet {
+
+void PrintTo(DType type, std::ostream* os) { *os << dtype_name(type); }
+
+namespace onednn {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::vector<CpuPath> runnable_paths() {
+  std::vector<CpuPath> paths;
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+    if (p <= hardware_cpu_path()) paths.push_back(p);
+  }
+  return paths;
+}
+
+bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
+
+// Sets DUET_CPU_PATH for one scope and restores the previous value.
+class ScopedCpuPathEnv {
+ public:
+  explicit ScopedCpuPathEnv(const char* value) {
+    if (const char* old = std::getenv("DUET_CPU_PATH")) old_ = old;
+    set(value);
+  }
+  ~ScopedCpuPathEnv() { set(old_ ? old_->c_str() : nullptr); }
+  ScopedCpuPathEnv(const ScopedCpuPathEnv&) = delete;
+  ScopedCpuPathEnv& operator=(const ScopedCpuPathEnv&) = delete;
+
+ private:
+  static void set(const char* value) {
+    if (value == nullptr) {
+      unsetenv("DUET_CPU_PATH");
+    } else {
+      setenv("DUET_CPU_PATH", value, 1);
+    }
+  }
+  std::optional<std::string> old_;
+};
+
+// ---- a weight matrix in ggml blocks ----------------------------------------------
+
+struct Matrix {
+  DType type;
+  int64_t rows;
+  int64_t k;
+  int64_t row_bytes;
+  std::vector<uint8_t> bytes;
+
+  // Row r as f32, through core's dequantizer.
+  std::vector<float> row(int64_t r) const {
+    std::vector<float> out(static_cast<size_t>(k));
+    dequantize_row(type, bytes.data() + r * row_bytes, out.data(), k);
+    return out;
+  }
+};
+
+void put_f16(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, sizeof h);
+}
+
+// Random weights. Quantized blocks get random quant bytes (every nibble and
+// every int8, -128 included) and scales of either sign, as ggml files have
+// (q4_0's d is negative whenever a block's largest magnitude is negative).
+// With `exact`, scales are powers of two and minimums small multiples of one,
+// and f32/f16 values are multiples of 2^-7 in [-1, 1].
+Matrix random_matrix(DType type, int64_t rows, int64_t k, uint32_t seed, bool exact = false) {
+  Matrix m{type, rows, k, static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(k))), {}};
+  m.bytes.resize(static_cast<size_t>(rows * m.row_bytes));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto scale = [&] {
+    if (exact) return std::ldexp(byte(rng) % 2 != 0 ? 1.0f : -1.0f, -4 - byte(rng) % 3);
+    return uni(rng) * 0.05f;
+  };
+  auto minimum = [&] {
+    if (exact) return std::ldexp(static_cast<float>(byte(rng) % 17 - 8), -6);
+    return uni(rng) * 0.4f;
+  };
+  auto value = [&] { return exact ? std::ldexp(static_cast<float>(byte(rng) - 128), -7) : uni(rng); };
+  const int64_t n = rows * k;
+  uint8_t* p = m.bytes.data();
+  switch (type) {
+    case DType::kF32:
+      for (int64_t i = 0; i < n; ++i, p += 4) {
+        const float v = value();
+        std::memcpy(p, &v, sizeof v);
+      }
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i, p += 2) put_f16(p, value());
+      break;
+    default: {
+      const int64_t qs_offset = type == DType::kQ4_1 ? 4 : 2;
+      const int64_t block_bytes = dtype_traits(type).block_bytes;
+      for (int64_t b = 0; b < n / 32; ++b, p += block_bytes) {
+        put_f16(p, scale());
+        if (type == DType::kQ4_1) put_f16(p + 2, minimum());
+        for (int64_t i = qs_offset; i < block_bytes; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+      }
+    }
+  }
+  return m;
+}
+
+// Activations uniform in [-1, 1]. With `exact`, each block is q * 2^-7 for
+// integers q with max |q| = 127, so quantization reproduces it exactly.
+std::vector<float> random_activations(int64_t k, uint32_t seed, bool exact = false) {
+  std::mt19937 rng(seed);
+  std::vector<float> x(static_cast<size_t>(k));
+  if (!exact) {
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    for (float& v : x) v = uni(rng);
+    return x;
+  }
+  std::uniform_int_distribution<int> q(-127, 127);
+  for (int64_t i = 0; i < k; ++i) {
+    x[i] = std::ldexp(static_cast<float>(i % 32 == 5 ? (i % 64 < 32 ? 127 : -127) : q(rng)), -7);
+  }
+  return x;
+}
+
+std::vector<double> reference_product(const Matrix& m, const std::vector<float>& x) {
+  std::vector<double> y(static_cast<size_t>(m.rows));
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const std::vector<float> w = m.row(r);
+    double acc = 0.0;
+    for (int64_t c = 0; c < m.k; ++c) acc += static_cast<double>(w[c]) * x[c];
+    y[r] = acc;
+  }
+  return y;
+}
+
+// y over all rows with the given path: NaN outside [row_begin, row_end).
+std::vector<float> product(CpuPath path, const Matrix& m, const std::vector<float>& x,
+                           int64_t row_begin, int64_t row_end) {
+  Q8Activations xq;
+  if (is_quantized(m.type)) xq.quantize(x.data(), m.k, path);
+  std::vector<float> y(static_cast<size_t>(m.rows), kNaN);
+  gemv(path, m.type, m.bytes.data(), m.k, xq, x.data(), y.data(), row_begin, row_end);
+  return y;
+}
+
+double normalized_error(const std::vector<float>& y, const std::vector<double>& ref) {
+  double err = 0.0, norm = 0.0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    err += (y[i] - ref[i]) * (y[i] - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  return std::sqrt(err / norm);
+}
+
+// ---- CPU paths ----------------------------------------------------------------
+
+TEST(QgemvCpuPath, NamesAreStable) {
+  EXPECT_STREQ(cpu_path_name(CpuPath::kScalar), "scalar");
+  EXPECT_STREQ(cpu_path_name(CpuPath::kAvx2), "avx2");
+  EXPECT_STREQ(cpu_path_name(CpuPath::kAvx512), "avx512");
+  EXPECT_STREQ(cpu_path_name(CpuPath::kAvx512Vnni), "avx512_vnni");
+}
+
+TEST(QgemvCpuPath, SummaryAgreesWithTheHardwarePath) {
+  const std::string summary = cpu_features_summary();
+  std::cout << "hardware path " << cpu_path_name(hardware_cpu_path()) << "; features: " << summary
+            << "\n";
+  const CpuPath hw = hardware_cpu_path();
+  const auto has = [&](const char* f) {
+    return (" " + summary + " ").find(std::string(" ") + f + " ") != std::string::npos;
+  };
+  EXPECT_EQ(hw >= CpuPath::kAvx2, has("avx2") && has("fma") && has("f16c"));
+  EXPECT_EQ(hw >= CpuPath::kAvx512, has("avx2") && has("avx512f") && has("avx512bw") && has("avx512vl"));
+  EXPECT_EQ(hw >= CpuPath::kAvx512Vnni, hw >= CpuPath::kAvx512 && has("avx512_vnni"));
+}
+
+TEST(QgemvCpuPath, UnsetOverrideGivesTheHardwarePath) {
+  ScopedCpuPathEnv env(nullptr);
+  EXPECT_EQ(detect_cpu_path(), hardware_cpu_path());
+  ScopedCpuPathEnv empty("");
+  EXPECT_EQ(detect_cpu_path(), hardware_cpu_path());
+}
+
+TEST(QgemvCpuPath, OverrideOnlyLowersThePath) {
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+    ScopedCpuPathEnv env(cpu_path_name(p));
+    EXPECT_EQ(detect_cpu_path(), std::min(p, hardware_cpu_path())) << cpu_path_name(p);
+  }
+}
+
+TEST(QgemvCpuPath, UnknownOverrideIsAConfigError) {
+  ScopedCpuPathEnv env("avx1024");
+  try {
+    detect_cpu_path();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    EXPECT_NE(std::string(e.what()).find("avx1024"), std::string::npos) << e.what();
+  }
+}
+
+TEST(QgemvCpuPath, OverriddenPathRunsTheProduct) {
+  // What a backend does: pick the path once, then use it.
+  ScopedCpuPathEnv env("scalar");
+  const Matrix m = random_matrix(DType::kQ4_1, 8, 64, 1);
+  const std::vector<float> x = random_activations(64, 2);
+  const CpuPath path = detect_cpu_path();
+  ASSERT_EQ(path, CpuPath::kScalar);
+  EXPECT_EQ(product(path, m, x, 0, 8), product(CpuPath::kScalar, m, x, 0, 8));
+}
+
+// ---- activation quantization ------------------------------------------------------
+
+TEST(QgemvActivations, FollowsTheDefinitionOnEveryPath) {
+  const int64_t k = 96;
+  std::vector<float> x = random_activations(k, 3);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block
+  Q8Activations scalar;
+  scalar.quantize(x.data(), k);
+  ASSERT_EQ(scalar.k(), k);
+  ASSERT_EQ(scalar.blocks(), 3);
+  for (int64_t b = 0; b < 3; ++b) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+    const float d = amax / 127.0f;
+    EXPECT_EQ(scalar.scales()[2 * b], d);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int8_t q = scalar.q()[b * 32 + j];
+      sum += q;
+      if (d == 0.0f) {
+        EXPECT_EQ(q, 0);
+      } else {
+        EXPECT_LE(std::fabs(x[b * 32 + j] - d * q), d * 0.5f + 1e-7f) << b << " " << j;
+      }
+    }
+    EXPECT_EQ(scalar.scales()[2 * b + 1], d * static_cast<float>(sum));
+  }
+  // Zero padding up to whole groups of kPadBlocks blocks.
+  for (int64_t i = k; i < Q8Activations::kPadBlocks * 32; ++i) EXPECT_EQ(scalar.q()[i], 0);
+  for (int64_t i = 6; i < Q8Activations::kPadBlocks * 2; ++i) EXPECT_EQ(scalar.scales()[i], 0.0f);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(scalar.q()) % 64, 0u);
+
+  for (CpuPath path : runnable_paths()) {
+    Q8Activations other;
+    other.quantize(x.data(), k, path);
+    EXPECT_EQ(std::memcmp(other.q(), scalar.q(), k), 0) << cpu_path_name(path);
+    EXPECT_EQ(std::memcmp(other.scales(), scalar.scales(), 3 * 2 * sizeof(float)), 0)
+        << cpu_path_name(path);
+  }
+}
+
+TEST(QgemvActivations, ReuseForAShorterVectorRepadsIt) {
+  const std::vector<float> x = random_activations(1536, 4);
+  Q8Activations xq;
+  xq.quantize(x.data(), 1536);
+  xq.quantize(x.data(), 96);
+  EXPECT_EQ(xq.k(), 96);
+  for (int64_t i = 96; i < Q8Activations::kPadBlocks * 32; ++i) ASSERT_EQ(xq.q()[i], 0) << i;
+  for (int64_t i = 6; i < Q8Activations::kPadBlocks * 2; ++i) ASSERT_EQ(xq.scales()[i], 0.0f) << i;
+}
+
+TEST(QgemvActivations, RejectsALengthThatIsNotWholeBlocks) {
+  const std::vector<float> x(40, 1.0f);
+  Q8Activations xq;
+  EXPECT_THROW(xq.quantize(x.data(), 40), Error);
+  EXPECT_THROW(xq.quantize(x.data(), 0), Error);
+}
+
+// ---- products ----------------------------------------------------------------------
+
+class QgemvTest : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {};
+
+// 19 rows: the 4-row passes leave 3, and the ranges below start and end
+// inside passes.
+constexpr int64_t kRowsInTest = 19;
+
+TEST_P(QgemvTest, MatchesTheDoubleProductAndTheScalarPath) {
+  const auto [type, k] = GetParam();
+  const Matrix m = random_matrix(type, kRowsInTest, k, 10);
+  const std::vector<float> x = random_activations(k, 11);
+  const std::vector<double> ref = reference_product(m, x);
+  const std::vector<float> scalar = product(CpuPath::kScalar, m, x, 0, kRowsInTest);
+  const double tolerance = is_quantized(type) ? 1e-2 : 1e-5;
+  float scalar_max = 0.0f;
+  for (float v : scalar) scalar_max = std::max(scalar_max, std::fabs(v));
+  for (CpuPath path : runnable_paths()) {
+    SCOPED_TRACE(cpu_path_name(path));
+    const std::vector<float> y = product(path, m, x, 0, kRowsInTest);
+    EXPECT_LE(normalized_error(y, ref), tolerance);
+    for (int64_t r = 0; r < kRowsInTest; ++r) {
+      EXPECT_NEAR(y[r], scalar[r], 1e-4 * scalar_max) << "row " << r;
+    }
+  }
+}
+
+TEST_P(QgemvTest, IsExactWhenEveryOperationIsExact) {
+  const auto [type, k] = GetParam();
+  const Matrix m = random_matrix(type, kRowsInTest, k, 20, /*exact=*/true);
+  const std::vector<float> x = random_activations(k, 21, /*exact=*/true);
+  const std::vector<double> ref = reference_product(m, x);
+  for (CpuPath path : runnable_paths()) {
+    SCOPED_TRACE(cpu_path_name(path));
+    const std::vector<float> y = product(path, m, x, 0, kRowsInTest);
+    for (int64_t r = 0; r < kRowsInTest; ++r) EXPECT_EQ(y[r], ref[r]) << "row " << r;
+  }
+}
+
+TEST_P(QgemvTest, WritesOnlyItsRowRange) {
+  const auto [type, k] = GetParam();
+  const Matrix m = random_matrix(type, kRowsInTest, k, 30);
+  const std::vector<float> x = random_activations(k, 31);
+  for (CpuPath path : runnable_paths()) {
+    SCOPED_TRACE(cpu_path_name(path));
+    const std::vector<float> all = product(path, m, x, 0, kRowsInTest);
+    for (auto [begin, end] : {std::pair<int64_t, int64_t>{3, 14}, {5, 6}, {17, 19}, {7, 7}}) {
+      const std::vector<float> part = product(path, m, x, begin, end);
+      for (int64_t r = 0; r < kRowsInTest; ++r) {
+        if (r >= begin && r < end) {
+          EXPECT_EQ(part[r], all[r]) << "row " << r << " of [" << begin << ", " << end << ")";
+        } else {
+          EXPECT_TRUE(std::isnan(part[r])) << "row " << r << " written outside [" << begin
+                                           << ", " << end << ")";
+        }
+      }
+    }
+  }
+}
+
+TEST_P(QgemvTest, BatchEqualsOneProductPerVector) {
+  const auto [type, k] = GetParam();
+  const Matrix m = random_matrix(type, kRowsInTest, k, 40);
+  constexpr int64_t n = 3;
+  const int64_t ldy = kRowsInTest + 2;
+  std::vector<float> xs;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<float> x = random_activations(k, static_cast<uint32_t>(41 + i));
+    xs.insert(xs.end(), x.begin(), x.end());
+  }
+  for (CpuPath path : runnable_paths()) {
+    SCOPED_TRACE(cpu_path_name(path));
+    std::vector<Q8Activations> xq(n);
+    if (is_quantized(type)) {
+      for (int64_t i = 0; i < n; ++i) xq[i].quantize(xs.data() + i * k, k, path);
+    }
+    std::vector<float> y(static_cast<size_t>(n * ldy), kNaN);
+    gemv_batch(path, type, m.bytes.data(), k, xq.data(), xs.data(), n, y.data(), ldy, 2, 17);
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<float> x(xs.begin() + i * k, xs.begin() + (i + 1) * k);
+      const std::vector<float> one = product(path, m, x, 2, 17);
+      for (int64_t r = 0; r < ldy; ++r) {
+        const float got = y[i * ldy + r];
+        if (r >= 2 && r < 17) {
+          EXPECT_EQ(got, one[r]) << "vector " << i << " row " << r;
+        } else {
+          EXPECT_TRUE(std::isnan(got)) << "vector " << i << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+std::string type_and_k_name(const ::testing::TestParamInfo<std::tuple<DType, int64_t>>& p) {
+  return std::string(dtype_name(std::get<0>(p.param))) + "_k" + std::to_string(std::get<1>(p.param));
+}
+
+// A copy of a matrix that ends exactly where an inaccessible page begins, so
+// a kernel reading past the last row (a whole-vector load of a short last
+// group) crashes instead of passing unnoticed.
+class GuardedCopy {
+ public:
+  explicit GuardedCopy(const std::vector<uint8_t>& bytes) {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t data_pages = (bytes.size() + page - 1) / page;
+    size_ = (data_pages + 1) * page;
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+    base_ = static_cast<uint8_t*>(p);
+    if (mprotect(base_ + data_pages * page, page, PROT_NONE) != 0) throw std::runtime_error("mprotect failed");
+    data_ = base_ + data_pages * page - bytes.size();
+    std::memcpy(data_, bytes.data(), bytes.size());
+  }
+  ~GuardedCopy() { munmap(base_, size_); }
+  GuardedCopy(const GuardedCopy&) = delete;
+  GuardedCopy& operator=(const GuardedCopy&) = delete;
+  const uint8_t* data() const { return data_; }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+TEST_P(QgemvTest, NeverReadsPastTheLastRow) {
+  const auto [type, k] = GetParam();
+  const Matrix m = random_matrix(type, kRowsInTest, k, 60);
+  const GuardedCopy guarded(m.bytes);
+  const std::vector<float> x = random_activations(k, 61);
+  for (CpuPath path : runnable_paths()) {
+    SCOPED_TRACE(cpu_path_name(path));
+    Q8Activations xq;
+    if (is_quantized(type)) xq.quantize(x.data(), k, path);
+    std::vector<float> y(static_cast<size_t>(kRowsInTest));
+    gemv(path, type, guarded.data(), k, xq, x.data(), y.data(), 0, kRowsInTest);
+    EXPECT_EQ(y, product(path, m, x, 0, kRowsInTest));
+  }
+}
+
+const DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF32, DType::kF16};
+
+// k: one block; three (a 4-block group cut short); SmolLM2's hidden and ffn
+// sizes (18 = 4*4 + 2 and 48 blocks).
+INSTANTIATE_TEST_SUITE_P(QgemvAllTypes, QgemvTest,
+                         ::testing::Combine(::testing::ValuesIn(kTypes),
+                                            ::testing::Values<int64_t>(32, 96, 576, 1536)),
+                         type_and_k_name);
+
+// f32/f16 rows need not be whole blocks: the vector loops end in a partial step.
+INSTANTIATE_TEST_SUITE_P(QgemvFloatOddK, QgemvTest,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16),
+                                            ::testing::Values<int64_t>(1, 7, 37, 100)),
+                         type_and_k_name);
+
+TEST(Qgemv, RejectsTypesWithoutAKernel) {
+  const std::vector<uint16_t> w(64);
+  const std::vector<float> x(32, 1.0f);
+  std::vector<float> y(2);
+  Q8Activations xq;
+  try {
+    gemv(CpuPath::kScalar, DType::kBF16, w.data(), 32, xq, x.data(), y.data(), 0, 2);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Qgemv, RejectsActivationsOfAnotherLength) {
+  const Matrix m = random_matrix(DType::kQ8_0, 2, 64, 50);
+  const std::vector<float> x = random_activations(96, 51);
+  Q8Activations xq;
+  xq.quantize(x.data(), 96);
+  std::vector<float> y(2);
+  EXPECT_THROW(gemv(CpuPath::kScalar, DType::kQ8_0, m.bytes.data(), 64, xq, nullptr, y.data(), 0, 2),
+               Error);
+}
+
+TEST(Qgemv, RejectsAPathBeyondTheCpu) {
+  if (hardware_cpu_path() == CpuPath::kAvx512Vnni) GTEST_SKIP() << "every path runs here";
+  const Matrix m = random_matrix(DType::kF32, 1, 32, 52);
+  const std::vector<float> x = random_activations(32, 53);
+  Q8Activations xq;
+  std::vector<float> y(1);
+  EXPECT_THROW(gemv(CpuPath::kAvx512Vnni, DType::kF32, m.bytes.data(), 32, xq, x.data(), y.data(), 0, 1),
+               Error);
+}
+
+}  // namespace
+}  // namespace onednn
+}  // namespace duet
