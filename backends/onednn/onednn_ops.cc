@@ -1,5 +1,6 @@
 #include "onednn_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
