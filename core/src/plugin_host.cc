@@ -158,6 +158,12 @@ std::string text_or(const char* s, const char* fallback) { return s ? std::strin
 }  // namespace
 
 PluginRecord PluginHost::load(const fs::path& file) {
+  // A file is tried once per host: pipelines load the same folders again
+  // and again, and re-opening a library each time costs memory and time.
+  std::error_code ec;
+  for (const auto& r : records_) {
+    if (r.path == file || fs::equivalent(r.path, file, ec)) return r;
+  }
   records_.push_back(PluginRecord{file, file.filename().string(), "", "", false, "", {}});
   PluginRecord& record = records_.back();
   auto refuse = [&record](std::string why) -> PluginRecord {
@@ -165,7 +171,6 @@ PluginRecord PluginHost::load(const fs::path& file) {
     return record;
   };
 
-  std::error_code ec;
   if (!fs::exists(file, ec)) return refuse("file not found");
   if (!fs::is_regular_file(file, ec)) return refuse("not a regular file");
 

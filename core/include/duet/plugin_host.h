@@ -59,6 +59,7 @@ class PluginHost {
 
   // Loads one library and returns (a copy of) its record, loaded or
   // refused. A plugin whose name is already loaded is refused as a duplicate.
+  // A file is tried once per host: loading it again returns its record.
   PluginRecord load(const std::filesystem::path& file);
 
   // Loads every plugin file (is_plugin_file_name) in each folder, in folder
