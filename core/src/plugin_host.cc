@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 
 #include "duet/error.h"
 #include "stage_options.h"
@@ -240,6 +241,12 @@ PluginRecord PluginHost::load(const fs::path& file) {
     }
   }
 
+  // An accepted library is never unmapped (RTLD_NODELETE): runtimes it pulls
+  // in (OpenMP, oneDNN) do not survive being unloaded, and an exception made
+  // by its code may outlive every object it created. Refused ones still go.
+  if (dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == nullptr) {
+    return refuse(std::string("could not pin the library in memory: ") + dlerror());
+  }
   auto library = std::make_shared<Library>(std::move(lib), desc);
   Registrar registrar(*this, library, record.name);
   char error[512] = {};

@@ -12,8 +12,10 @@
 //      share a C++ ABI and standard library ABI);
 //   4. probe() says the plugin can run on this machine.
 // Only then does the host call create(), through which the plugin registers
-// its components. The library stays loaded while any object it created is
-// alive; destroy() is called before it is unloaded.
+// its components. An accepted library stays mapped until the process exits
+// (it is never unloaded: runtimes such as OpenMP do not survive that); its
+// destroy() is called once every object it created is gone and its host has
+// been destroyed.
 //
 // Most plugins use DUET_DEFINE_PLUGIN below rather than writing the entry by
 // hand. Build them with -fvisibility=hidden; the macro exports the entry. Do

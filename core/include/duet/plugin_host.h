@@ -4,8 +4,9 @@
 // The host never throws for a bad library: a library that cannot be used is
 // recorded as refused, with the reason, and the host keeps working. Component
 // lookups throw duet::Error(kPlugin) naming the missing component and the
-// names that exist. Objects created through the host keep their library
-// loaded for as long as they live, even past the host itself.
+// names that exist. Objects created through the host keep their plugin
+// alive (destroy() not yet called) for as long as they live, even past the
+// host itself; accepted libraries stay mapped until the process exits.
 // Thread-safety: none; use a host from one thread.
 #pragma once
 
