@@ -8,7 +8,9 @@
 //
 // Thresholds, and why:
 //   1e-10  elementwise f32 ops, embedding and attention: only float rounding
-//          differs (the reference accumulates in double);
+//          differs (the reference accumulates in double). Attention runs
+//          over an f32 and an f16 cache, fed keys and values that f16
+//          holds exactly, against the reference's f32 cache;
 //   1e-8   matmul with f32, f16 or bf16 weights: f32 accumulation over k;
 //          with q4_0, q4_1 or q8_0 weights, stated per backend case: many
 //          rows are expanded to f32 (1e-13), few rows go through kernels
@@ -101,7 +103,8 @@ DeviceTensor upload(Device& device, DType type, Shape shape, const std::vector<T
 }
 
 DeviceTensor zeros(Device& device, Shape shape) {
-  return upload(device, DType::kF32, shape, std::vector<float>(static_cast<size_t>(shape.elements())));
+  return upload(device, DType::kF32, shape,
+                std::vector<float>(static_cast<size_t>(shape.elements())));
 }
 
 std::vector<float> download(Device& device, const TensorView& t) {
@@ -125,7 +128,8 @@ std::vector<uint8_t> random_weight(DType type, int64_t rows, int64_t cols, uint3
   const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(cols));
   std::vector<uint8_t> bytes(row_bytes * static_cast<uint64_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    quantize_row(type, x.data() + r * cols, bytes.data() + row_bytes * static_cast<uint64_t>(r), cols);
+    quantize_row(type, x.data() + r * cols, bytes.data() + row_bytes * static_cast<uint64_t>(r),
+                 cols);
   }
   return bytes;
 }
@@ -171,16 +175,15 @@ class BackendConformance : public ::testing::TestWithParam<BackendCase> {
     const std::vector<float> want = fn(*reference_);
     const std::vector<float> got = fn(*backend_);
     const double e = nmse(got, want);
-    std::printf("  %-16s %-48s nmse %9.3g  (threshold %.0e)\n", GetParam().label.c_str(), what.c_str(), e,
-                threshold);
+    std::printf("  %-16s %-48s nmse %9.3g  (threshold %.0e)\n", GetParam().label.c_str(),
+                what.c_str(), e, threshold);
     EXPECT_LE(e, threshold) << what;
   }
 
-  // A prompt in two chunks (the second sees the first through the cache),
-  // then decode steps long enough for decode attention to split positions.
-  // Skips when the backend cannot store `dtype`.
-  void check_attention(const std::string& layout, int32_t block_tokens, const std::vector<int32_t>& table,
-                       DType dtype);
+  // Steps of one sequence, each seeing the earlier ones through the cache,
+  // against the reference. Skips when the backend cannot store `dtype`.
+  void check_attention(const std::string& layout, int32_t block_tokens,
+                       const std::vector<int32_t>& table, DType dtype);
 
   PluginHost host_;
   std::shared_ptr<Backend> reference_;
@@ -228,13 +231,13 @@ TEST_P(BackendConformance, MatmulOfSmolLM2Shapes) {
     DType type;
     int64_t m, k;
   };
-  for (const Case& c : {Case{DType::kQ4_1, 576, 576}, Case{DType::kQ4_1, 1536, 576}, Case{DType::kQ4_1, 576, 1536},
-                        Case{DType::kQ8_0, 4096, 576}}) {
+  for (const Case& c : {Case{DType::kQ4_1, 576, 576}, Case{DType::kQ4_1, 1536, 576},
+                        Case{DType::kQ4_1, 576, 1536}, Case{DType::kQ8_0, 4096, 576}}) {
     const std::vector<uint8_t> w = random_weight(c.type, c.m, c.k, 23);
     for (int64_t n : {1, 7, 64}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(n * c.k), 24);
-      compare("matmul " + std::string(dtype_name(c.type)) + " " + std::to_string(c.m) + "x" + std::to_string(c.k) +
-                  " n=" + std::to_string(n),
+      compare("matmul " + std::string(dtype_name(c.type)) + " " + std::to_string(c.m) + "x" +
+                  std::to_string(c.k) + " n=" + std::to_string(n),
               GetParam().quantized_matmul, [&](Backend& b) {
                 DeviceTensor wt = upload(b.device(), c.type, {c.m, c.k}, w);
                 DeviceTensor xt = upload(b.device(), DType::kF32, {n, c.k}, x);
@@ -325,14 +328,15 @@ KVCacheSpec attention_cache(int32_t block_tokens, DType dtype) {
 struct AttentionRun {
   AttentionRun(Backend& b, const KVCacheSpec& spec)
       : backend(b),
-        attention(b.create_attention(b.attention_impls().front(),
-                                     AttentionSpec{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})})),
+        attention(b.create_attention(
+            b.attention_impls().front(),
+            AttentionSpec{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})})),
         kv(b.create_kv_cache(spec)) {}
 
   // Positions [first, first + n) of one sequence held in `table`, on layer
   // 1, with K and V values representable in `values` (the dtype under test).
-  std::vector<float> step(const std::vector<int32_t>& table, int32_t first, int32_t n, uint32_t seed,
-                          DType values) {
+  std::vector<float> step(const std::vector<int32_t>& table, int32_t first, int32_t n,
+                          uint32_t seed, DType values) {
     const int32_t block = kv->spec().block_tokens;
     StepBatch batch;
     batch.n_tokens = n;
@@ -346,10 +350,13 @@ struct AttentionRun {
     batch.sequences.push_back(SequenceStep{0, 0, n, first + n, table});
     Device& d = backend.device();
     const auto kv_size = static_cast<size_t>(n * kKvHeads * kHeadDim);
-    DeviceTensor q = upload(d, DType::kF32, {n, kHeads, kHeadDim},
-                            random_floats(static_cast<size_t>(n * kHeads * kHeadDim), seed, -2.0f, 2.0f));
-    DeviceTensor k = upload(d, DType::kF32, {n, kKvHeads, kHeadDim}, cache_values(kv_size, seed + 1, -2.0f, 2.0f, values));
-    DeviceTensor v = upload(d, DType::kF32, {n, kKvHeads, kHeadDim}, cache_values(kv_size, seed + 2, -1.0f, 1.0f, values));
+    DeviceTensor q =
+        upload(d, DType::kF32, {n, kHeads, kHeadDim},
+               random_floats(static_cast<size_t>(n * kHeads * kHeadDim), seed, -2.0f, 2.0f));
+    DeviceTensor k = upload(d, DType::kF32, {n, kKvHeads, kHeadDim},
+                            cache_values(kv_size, seed + 1, -2.0f, 2.0f, values));
+    DeviceTensor v = upload(d, DType::kF32, {n, kKvHeads, kHeadDim},
+                            cache_values(kv_size, seed + 2, -1.0f, 1.0f, values));
     DeviceTensor out = zeros(d, {n, kHeads, kHeadDim});
     attention->forward(1, batch, q.view, k.view, v.view, *kv, out.view);
     return download(d, out.view);
@@ -381,11 +388,16 @@ void BackendConformance::check_attention(const std::string& layout, int32_t bloc
   struct Step {
     int32_t first, n;
   };
-  const Step steps[] = {{0, 300}, {300, 301}, {601, 1}, {602, 1}, {603, 7}, {610, 1}};
+  // A short prompt and a decode step over a few positions (split across KV
+  // heads), prompt chunks long enough for tiles, then decode steps over
+  // enough positions to be split into stretches, and a short chunk.
+  const Step steps[] = {{0, 5},   {5, 1},   {6, 300}, {306, 301},
+                        {607, 1}, {608, 1}, {609, 7}, {616, 1}};
   uint32_t seed = 100;
   for (const Step& st : steps) {
-    const std::string what = "attention " + layout + " " + std::string(dtype_name(dtype)) + " positions " +
-                             std::to_string(st.first) + ".." + std::to_string(st.first + st.n - 1);
+    const std::string what = "attention " + layout + " " + std::string(dtype_name(dtype)) +
+                             " positions " + std::to_string(st.first) + ".." +
+                             std::to_string(st.first + st.n - 1);
     compare(what, kElementwise, [&](Backend& b) {
       return (&b == reference_.get() ? want : got).step(table, st.first, st.n, seed, dtype);
     });
@@ -411,16 +423,66 @@ TEST_P(BackendConformance, AttentionOverAContiguousCache) {
   check_attention("contiguous", static_cast<int32_t>(kCapacity), {0}, DType::kF32);
 }
 
-TEST_P(BackendConformance, AttentionOverAPagedCache) { check_attention("paged", 16, paged_table(), DType::kF32); }
+TEST_P(BackendConformance, AttentionOverAPagedCache) {
+  check_attention("paged", 16, paged_table(), DType::kF32);
+}
 
 TEST_P(BackendConformance, AttentionOverAContiguousF16Cache) {
   check_attention("contiguous", static_cast<int32_t>(kCapacity), {0}, DType::kF16);
 }
 
-TEST_P(BackendConformance, AttentionOverAPagedF16Cache) { check_attention("paged", 16, paged_table(), DType::kF16); }
+TEST_P(BackendConformance, AttentionOverAPagedF16Cache) {
+  check_attention("paged", 16, paged_table(), DType::kF16);
+}
+
+// Keys and values stored in an f16 cache are rounded exactly as
+// duet::f32_to_f16 rounds: to nearest, ties to even, with subnormals, and to
+// ±inf beyond the range.
+TEST_P(BackendConformance, AnF16CacheRoundsLikeF32ToF16) {
+  const KVCacheSpec spec = attention_cache(static_cast<int32_t>(kCapacity), DType::kF16);
+  const Support s = backend_->check_kv_cache(spec);
+  if (!s.ok()) GTEST_SKIP() << s.reasons.front();
+  const int32_t n = 64;
+  const auto row = static_cast<size_t>(kKvHeads * kHeadDim);
+  std::vector<float> k = random_floats(n * row, 71, -3.0f, 3.0f);
+  std::vector<float> v = random_floats(n * row, 72, -1e-5f, 1e-5f);  // f16 subnormals
+  // Halfway cases (1 + 2^-11, 1 + 3 * 2^-11), the range's edges and beyond.
+  const float edges[] = {1.00048828125f, 1.00146484375f, 65504.0f, 65519.0f, 65520.0f,
+                         -1e6f,          6.0e-8f,        2.9e-8f,  -0.0f};
+  std::copy(std::begin(edges), std::end(edges), k.begin());
+  AttentionRun run(*backend_, spec);
+  StepBatch batch;
+  batch.n_tokens = batch.n_prefill_tokens = n;
+  for (int32_t i = 0; i < n; ++i) {
+    batch.positions.push_back(i);
+    batch.slot_mapping.push_back(i);
+  }
+  batch.sequences.push_back(SequenceStep{0, 0, n, n, {0}});
+  Device& d = backend_->device();
+  DeviceTensor q = upload(d, DType::kF32, {n, kHeads, kHeadDim},
+                          random_floats(static_cast<size_t>(n * kHeads * kHeadDim), 73));
+  DeviceTensor kt = upload(d, DType::kF32, {n, kKvHeads, kHeadDim}, k);
+  DeviceTensor vt = upload(d, DType::kF32, {n, kKvHeads, kHeadDim}, v);
+  DeviceTensor out = zeros(d, {n, kHeads, kHeadDim});
+  run.attention->forward(1, batch, q.view, kt.view, vt.view, *run.kv, out.view);
+
+  std::vector<uint8_t> bytes;
+  run.kv->export_slots(n, bytes);  // [layer][k|v][slot][head][dim]
+  const size_t part = row * n;     // f16 elements of K (or V) of one layer
+  std::vector<uint16_t> halves(bytes.size() / 2);
+  std::memcpy(halves.data(), bytes.data(), bytes.size());
+  size_t mismatches = 0;
+  for (size_t i = 0; i < part; ++i) {
+    mismatches += halves[2 * part + i] != f32_to_f16(k[i]);  // layer 1, K
+    mismatches += halves[3 * part + i] != f32_to_f16(v[i]);  // layer 1, V
+  }
+  EXPECT_EQ(mismatches, 0u);
+}
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendConformance, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<BackendCase>& p) { return p.param.label; });
+                         [](const ::testing::TestParamInfo<BackendCase>& p) {
+                           return p.param.label;
+                         });
 
 }  // namespace
 }  // namespace duet

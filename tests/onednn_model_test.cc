@@ -31,14 +31,16 @@ class OnednnModel : public ::testing::Test {
   static void SetUpTestSuite() {
     const fs::path src = DUET_SOURCE_DIR;
     if (!fs::exists(src / "models/SmolLM2-135M-Instruct.Q4_1.gguf")) {
-      setup_error_ = "models/SmolLM2-135M-Instruct.Q4_1.gguf is missing; run `bash scripts/fetch-model.sh`";
+      setup_error_ =
+          "models/SmolLM2-135M-Instruct.Q4_1.gguf is missing; run `bash scripts/fetch-model.sh`";
       return;
     }
     host_ = new PluginHost;
     // Prompt logits at every position, then 32 greedy tokens; no stop string
     // ends them early (the end-of-generation token still does).
     const std::vector<std::string> common = {"stages.0.prefill.all_logits=true",
-                                             "stages.1.decode.max_new_tokens=32", "stages.1.decode.stop=[]"};
+                                             "stages.1.decode.max_new_tokens=32",
+                                             "stages.1.decode.stop=[]"};
     auto build = [&](const std::string& plugin, const std::string& kv_dtype) -> Pipeline* {
       std::vector<std::string> overrides = common;
       overrides.push_back("backend.plugin=" + plugin);
@@ -87,7 +89,8 @@ TEST_F(OnednnModel, MatchesTheReferenceBackendOnThreePrompts) {
   const std::vector<std::pair<std::string, std::vector<int32_t>>> prompts = {
       {"capital", reference_->tokenize_prompt("What is the capital of France?")},
       {"count", reference_->tokenizer().encode("Count from one to ten: one, two, three,", false)},
-      {"story", reference_->tokenizer().encode("Once upon a time, in a small village by the sea,", false)},
+      {"story",
+       reference_->tokenizer().encode("Once upon a time, in a small village by the sea,", false)},
   };
   for (const auto& [name, ids] : prompts) {
     const Generation want = generate(*reference_, ids);
@@ -106,11 +109,14 @@ TEST_F(OnednnModel, MatchesTheReferenceBackendOnThreePrompts) {
       EXPECT_LE(err / ref, 1e-4) << name << " position " << row;
     }
     size_t agree = 0;
-    while (agree < std::min(got.generated.size(), want.generated.size()) && got.generated[agree] == want.generated[agree]) {
+    while (agree < std::min(got.generated.size(), want.generated.size()) &&
+           got.generated[agree] == want.generated[agree]) {
       ++agree;
     }
-    std::printf("%-8s %3zu prompt tokens: worst logits nmse %.3g (threshold 1e-4); greedy tokens agree %zu/%zu\n",
-                name.c_str(), ids.size(), worst, agree, want.generated.size());
+    std::printf(
+        "%-8s %3zu prompt tokens: worst logits nmse %.3g (threshold 1e-4); greedy tokens agree "
+        "%zu/%zu\n",
+        name.c_str(), ids.size(), worst, agree, want.generated.size());
     EXPECT_EQ(got.generated, want.generated) << name;
   }
 }
@@ -150,8 +156,9 @@ TEST_F(OnednnModel, DecodeStepLogitsMatchTheReferenceBackend) {
       worst = std::max(worst, err / ref);
       EXPECT_LE(err / ref, 1e-4) << kv << " KV cache, decode step " << step;
     }
-    std::printf("story    %3zu decode steps, %s KV cache: worst logits nmse %.3g (threshold 1e-4)\n",
-                continuation.size(), kv, worst);
+    std::printf(
+        "story    %3zu decode steps, %s KV cache: worst logits nmse %.3g (threshold 1e-4)\n",
+        continuation.size(), kv, worst);
   }
 }
 

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "duet/error.h"
-#include "duet/quant.h"
 #include "onednn_kv_cache.h"
 
 namespace duet::onednn {
@@ -25,12 +24,13 @@ constexpr int32_t kMinStretch = 256;
 // Calls fn(first_position, end_position, first_slot) for each run of
 // positions in [begin, end) that lie in consecutive cache slots.
 template <typename Fn>
-void for_each_run(const std::vector<int32_t>& table, int32_t block, int32_t begin, int32_t end, const Fn& fn) {
+void for_each_run(const std::vector<int32_t>& table, int32_t block, int32_t begin, int32_t end,
+                  const Fn& fn) {
   for (int32_t p = begin; p < end;) {
     const int32_t b = p / block;
     int32_t run_end = std::min(end, (b + 1) * block);
-    while (run_end < end &&
-           table[static_cast<size_t>(run_end / block)] == table[static_cast<size_t>(b)] + run_end / block - b) {
+    while (run_end < end && table[static_cast<size_t>(run_end / block)] ==
+                                table[static_cast<size_t>(b)] + run_end / block - b) {
       run_end = std::min(end, run_end + block);
     }
     fn(p, run_end, int64_t{table[static_cast<size_t>(b)]} * block + p % block);
@@ -38,29 +38,37 @@ void for_each_run(const std::vector<int32_t>& table, int32_t block, int32_t begi
   }
 }
 
+// Positions the last row of `seq` in this step sees.
+int64_t sequence_seen(const StepBatch& step, const SequenceStep& seq) {
+  return step.positions[static_cast<size_t>(seq.first_token + seq.n_tokens - 1)] + 1;
+}
+
 // C = alpha · op(A) · op(B) + beta · C, row-major, on the calling thread.
-void sgemm(char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-           int64_t ldb, float beta, float* c, int64_t ldc) {
+void sgemm(char transb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const dnnl_status_t s = dnnl_sgemm('N', transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (s != dnnl_success) {
-    throw Error(ErrorKind::kPlugin, "oneDNN sgemm in attention failed with dnnl_status " + std::to_string(s));
+    throw Error(ErrorKind::kPlugin,
+                "oneDNN sgemm in attention failed with dnnl_status " + std::to_string(s));
   }
 }
 
 }  // namespace
 
-OnednnAttention::OnednnAttention(const AttentionSpec& spec, std::shared_ptr<ThreadPool> pool, CpuPath path)
+OnednnAttention::OnednnAttention(const AttentionSpec& spec, std::shared_ptr<ThreadPool> pool,
+                                 CpuPath path)
     : spec_(spec), pool_(std::move(pool)), kernels_(vector_kernels(path)) {}
 
 Support OnednnAttention::check_spec(const AttentionSpec& spec) {
   Support s;
   if (spec.n_kv_heads <= 0 || spec.n_heads % spec.n_kv_heads != 0) {
-    s.reasons.push_back("query heads " + std::to_string(spec.n_heads) + " are not a multiple of KV heads " +
-                        std::to_string(spec.n_kv_heads));
+    s.reasons.push_back("query heads " + std::to_string(spec.n_heads) +
+                        " are not a multiple of KV heads " + std::to_string(spec.n_kv_heads));
   }
   if (spec.head_dim <= 0 || spec.head_dim % 16 != 0) {
-    s.reasons.push_back("attention 'flash' of backend 'onednn' needs head_dim to be a multiple of 16, not " +
-                        std::to_string(spec.head_dim) + "; use backend 'reference' for this model");
+    s.reasons.push_back(
+        "attention 'flash' of backend 'onednn' needs head_dim to be a multiple of 16, not " +
+        std::to_string(spec.head_dim) + "; use backend 'reference' for this model");
   }
   return s;
 }
@@ -69,8 +77,9 @@ Support OnednnAttention::check(const KVCacheSpec& kv) const {
   Support s = OnednnKVCache::check(kv);
   if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
     s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
-                        std::to_string(kv.head_dim) + " but attention needs " + std::to_string(spec_.n_kv_heads) +
-                        " heads of " + std::to_string(spec_.head_dim));
+                        std::to_string(kv.head_dim) + " but attention needs " +
+                        std::to_string(spec_.n_kv_heads) + " heads of " +
+                        std::to_string(spec_.head_dim));
   }
   s.merge(check_spec(spec_));
   return s;
@@ -89,21 +98,34 @@ void OnednnAttention::plan(const StepBatch& step) {
       for (int32_t row = first; row < last; row += kTileRows) {
         const int32_t row_end = std::min(last, row + kTileRows);
         const int64_t seen = step.positions[static_cast<size_t>(row_end - 1)] + 1;
-        per_thread = std::max(per_thread, (row_end - row + 2 * hd) * seen);
-        for (int32_t g = 0; g < n_kv; ++g) tasks_.push_back(Task{&seq, g, row, row_end, 0, 0, true, false});
+        per_thread = std::max(per_thread, (row_end - row) * seen);
+        for (int32_t g = 0; g < n_kv; ++g)
+          tasks_.push_back(Task{&seq, g, 1, row, row_end, 0, 0, true, false});
       }
       continue;
     }
-    // Split positions only as far as balancing the threads needs (two tasks
-    // per thread).
-    const int32_t wanted = seq.n_tokens >= 2 * threads ? 1 : (2 * threads + seq.n_tokens - 1) / seq.n_tokens;
+    // Split a row only as far as balancing the threads needs (two tasks per
+    // thread): into stretches of positions when it sees enough of them,
+    // otherwise by KV heads.
+    const int32_t wanted =
+        seq.n_tokens >= 2 * threads ? 1 : (2 * threads + seq.n_tokens - 1) / seq.n_tokens;
     for (int32_t row = first; row < last; ++row) {
       const int32_t seen = step.positions[static_cast<size_t>(row)] + 1;
       const int32_t stretches = std::max(1, std::min(wanted, seen / kMinStretch));
-      per_thread = std::max(per_thread, (spec_.n_heads + 2 * kv_row) * ((seen + stretches - 1) / stretches));
+      per_thread =
+          std::max(per_thread, (spec_.n_heads + 2 * kv_row) * ((seen + stretches - 1) / stretches));
+      if (stretches == 1) {
+        const int32_t parts = std::min(n_kv, wanted);
+        for (int32_t i = 0; i < parts; ++i) {
+          const int32_t g0 = n_kv * i / parts, g1 = n_kv * (i + 1) / parts;
+          tasks_.push_back(Task{&seq, g0, g1 - g0, row, row + 1, 0, seen, false, true});
+        }
+        continue;
+      }
       for (int32_t c = 0; c < stretches; ++c) {
-        tasks_.push_back(Task{&seq, 0, row, row + 1, static_cast<int32_t>(int64_t{seen} * c / stretches),
-                              static_cast<int32_t>(int64_t{seen} * (c + 1) / stretches), false, stretches == 1});
+        tasks_.push_back(
+            Task{&seq, 0, n_kv, row, row + 1, static_cast<int32_t>(int64_t{seen} * c / stretches),
+                 static_cast<int32_t>(int64_t{seen} * (c + 1) / stretches), false, false});
       }
     }
   }
@@ -112,91 +134,126 @@ void OnednnAttention::plan(const StepBatch& step) {
   scratch_.resize(static_cast<size_t>(threads * scratch_floats_));
 }
 
-OnednnAttention::Gathered OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>& table,
-                                                  int32_t first_head, int32_t heads, int32_t begin, int32_t end,
-                                                  bool in_place, float* buffer) const {
+void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>& table,
+                             int32_t first_head, int32_t heads, int32_t begin, int32_t end,
+                             float* k_out, float* v_out) const {
   const int64_t hd = spec_.head_dim;
   const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;
   const int64_t offset = int64_t{first_head} * hd;
   const int64_t width = int64_t{heads} * hd;
-  int runs = 0;
-  int64_t first_slot = 0;
-  for_each_run(table, cache.block_tokens, begin, end, [&](int32_t, int32_t, int64_t slot) {
-    if (runs++ == 0) first_slot = slot;
-  });
-  if (in_place && cache.dtype == DType::kF32 && runs == 1) {
-    const int64_t first = first_slot * kv_row + offset;
-    return {static_cast<const float*>(cache.k) + first, static_cast<const float*>(cache.v) + first, kv_row};
-  }
-  float* k = buffer;
-  float* v = buffer + int64_t{end - begin} * width;
   for_each_run(table, cache.block_tokens, begin, end, [&](int32_t p0, int32_t p1, int64_t slot) {
     const int64_t first = slot * kv_row + offset;
-    float* kd = k + int64_t{p0 - begin} * width;
-    float* vd = v + int64_t{p0 - begin} * width;
+    float* kd = k_out + int64_t{p0 - begin} * width;
+    float* vd = v_out + int64_t{p0 - begin} * width;
     if (cache.dtype == DType::kF16) {
       kernels_.widen_f16(static_cast<const uint16_t*>(cache.k) + first, kv_row, p1 - p0, width, kd);
       kernels_.widen_f16(static_cast<const uint16_t*>(cache.v) + first, kv_row, p1 - p0, width, vd);
       return;
     }
     for (int64_t p = 0; p < p1 - p0; ++p) {
-      std::memcpy(kd + p * width, static_cast<const float*>(cache.k) + first + p * kv_row, sizeof(float) * width);
-      std::memcpy(vd + p * width, static_cast<const float*>(cache.v) + first + p * kv_row, sizeof(float) * width);
+      const auto bytes = sizeof(float) * static_cast<size_t>(width);
+      std::memcpy(kd + p * width, static_cast<const float*>(cache.k) + first + p * kv_row, bytes);
+      std::memcpy(vd + p * width, static_cast<const float*>(cache.v) + first + p * kv_row, bytes);
     }
   });
-  return {k, v, width};
 }
 
-void OnednnAttention::run_tile(const Task& task, const StepBatch& step, const LayerCache& cache, const float* q,
-                               float* out, int thread) {
+void OnednnAttention::gather_tiled(const StepBatch& step, const LayerCache& cache) {
+  const int64_t kv_row = int64_t{spec_.n_kv_heads} * spec_.head_dim;
+  shared_offset_.assign(step.sequences.size(), -1);
+  int64_t floats = 0;
+  for (size_t i = 0; i < step.sequences.size(); ++i) {
+    const SequenceStep& seq = step.sequences[i];
+    if (seq.n_tokens < kMinTiledRows) continue;
+    const int32_t seen =
+        step.positions[static_cast<size_t>(seq.first_token + seq.n_tokens - 1)] + 1;
+    int runs = 0;
+    for_each_run(seq.block_table, cache.block_tokens, 0, seen,
+                 [&](int32_t, int32_t, int64_t) { ++runs; });
+    if (cache.dtype == DType::kF32 && runs == 1) continue;  // read in place
+    shared_offset_[i] = floats;
+    floats += 2 * seen * kv_row;
+  }
+  shared_.resize(static_cast<size_t>(floats));
+  for (size_t i = 0; i < step.sequences.size(); ++i) {
+    if (shared_offset_[i] < 0) continue;
+    const SequenceStep& seq = step.sequences[i];
+    const int32_t seen =
+        step.positions[static_cast<size_t>(seq.first_token + seq.n_tokens - 1)] + 1;
+    float* k = shared_.data() + shared_offset_[i];
+    float* v = k + int64_t{seen} * kv_row;
+    pool_->parallel_for(seen, 64, [&](int64_t begin, int64_t end, int) {
+      gather(cache, seq.block_table, 0, spec_.n_kv_heads, static_cast<int32_t>(begin),
+             static_cast<int32_t>(end), k + begin * kv_row, v + begin * kv_row);
+    });
+  }
+}
+
+void OnednnAttention::run_tile(const Task& task, const StepBatch& step, const LayerCache& cache,
+                               const float* q, float* out, int thread) {
   const int64_t hd = spec_.head_dim;
   const int32_t group = spec_.n_heads / spec_.n_kv_heads;
   const int64_t q_row = int64_t{spec_.n_heads} * hd;
   const int64_t rows = task.row_end - task.row;
   const int32_t seen = step.positions[static_cast<size_t>(task.row_end - 1)] + 1;
   float* scores = scratch_.data() + thread * scratch_floats_;  // [rows, seen]
-  // Tiles are bound by arithmetic and read the same keys again and again
-  // from the caches: read a run of f32 slots where it lies.
-  const Gathered kv = gather(cache, task.seq->block_table, task.kv_head, 1, 0, seen, true, scores + rows * seen);
+  // Keys and values gathered once for all tiles of the sequence, or, for a
+  // run of f32 slots, the cache itself.
+  const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;
+  const int64_t shared = shared_offset_[static_cast<size_t>(task.seq - step.sequences.data())];
+  const int64_t first_slot = int64_t{task.seq->block_table[0]} * cache.block_tokens;
+  const float* k = shared >= 0 ? shared_.data() + shared
+                               : static_cast<const float*>(cache.k) + first_slot * kv_row;
+  const float* v = shared >= 0 ? k + sequence_seen(step, *task.seq) * kv_row
+                               : static_cast<const float*>(cache.v) + first_slot * kv_row;
+  const Gathered kv{k + int64_t{task.kv_head} * hd, v + int64_t{task.kv_head} * hd, kv_row};
   for (int32_t h = 0; h < group; ++h) {
     const int64_t head = (int64_t{task.kv_head} * group + h) * hd;
-    sgemm('T', rows, seen, hd, spec_.scale, q + task.row * q_row + head, q_row, kv.k, kv.ld, 0.0f, scores, seen);
+    sgemm('T', rows, seen, hd, spec_.scale, q + task.row * q_row + head, q_row, kv.k, kv.ld, 0.0f,
+          scores, seen);
     for (int64_t i = 0; i < rows; ++i) {
-      kernels_.softmax(scores + i * seen, step.positions[static_cast<size_t>(task.row + i)] + 1, seen);
+      kernels_.softmax(scores + i * seen, step.positions[static_cast<size_t>(task.row + i)] + 1,
+                       seen);
     }
-    sgemm('N', rows, hd, seen, 1.0f, scores, seen, kv.v, kv.ld, 0.0f, out + task.row * q_row + head, q_row);
+    sgemm('N', rows, hd, seen, 1.0f, scores, seen, kv.v, kv.ld, 0.0f, out + task.row * q_row + head,
+          q_row);
   }
 }
 
-void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCache& cache, const float* q,
-                                  float* out, int thread) {
+void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCache& cache,
+                                  const float* q, float* out, int thread) {
   const int32_t hd = spec_.head_dim;
-  const int32_t heads = spec_.n_heads;
-  const int32_t group = heads / spec_.n_kv_heads;
-  const int64_t q_row = int64_t{heads} * hd;
+  const int32_t group = spec_.n_heads / spec_.n_kv_heads;
+  const int32_t heads = task.kv_heads * group;  // query heads of this task
+  const int64_t first_head = int64_t{task.kv_head} * group;
+  const int64_t q_row = int64_t{spec_.n_heads} * hd;
   const int64_t len = task.end - task.begin;
-  float* part = states_.data() + index * static_cast<size_t>(heads * (2 + hd));
+  float* part = states_.data() + index * static_cast<size_t>(spec_.n_heads * (2 + hd));
   const SoftmaxPart state{part, part + heads, part + 2 * heads};
   float* scores = scratch_.data() + thread * scratch_floats_;  // [heads, len]
-  // Decode is bound by reading the cache: copy the stretch's slots, every
-  // KV head at once, in one sequential pass.
-  const Gathered kv =
-      gather(cache, task.seq->block_table, 0, spec_.n_kv_heads, task.begin, task.end, false, scores + heads * len);
-  const float* qr = q + task.row * q_row;
-  for (int32_t g = 0; g < spec_.n_kv_heads; ++g) {
+  // Decode is bound by reading the cache: copy the stretch's slots, all of
+  // the task's KV heads at once, in one sequential pass.
+  float* k = scores + heads * len;
+  float* v = k + len * task.kv_heads * hd;
+  gather(cache, task.seq->block_table, task.kv_head, task.kv_heads, task.begin, task.end, k, v);
+  const Gathered kv{k, v, int64_t{task.kv_heads} * hd};
+  const float* qr = q + task.row * q_row + first_head * hd;
+  for (int32_t g = 0; g < task.kv_heads; ++g) {
     // The group's query heads are consecutive in the row: one [group, hd] matrix.
     const int64_t h0 = int64_t{g} * group;
     sgemm('T', group, len, hd, spec_.scale, qr + h0 * hd, hd, kv.k + int64_t{g} * hd, kv.ld, 0.0f,
           scores + h0 * len, len);
-    for (int64_t h = h0; h < h0 + group; ++h) kernels_.exp_scores(scores + h * len, len, state.max + h, state.sum + h);
+    for (int64_t h = h0; h < h0 + group; ++h)
+      kernels_.exp_scores(scores + h * len, len, state.max + h, state.sum + h);
     sgemm('N', group, hd, len, 1.0f, scores + h0 * len, len, kv.v + int64_t{g} * hd, kv.ld, 0.0f,
           state.acc + h0 * hd, hd);
   }
-  if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row);
+  if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row + first_head * hd);
 }
 
-void OnednnAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q, const TensorView& k,
-                              const TensorView& v, KVCache& kv, TensorView out) {
+void OnednnAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q,
+                              const TensorView& k, const TensorView& v, KVCache& kv,
+                              TensorView out) {
   const int32_t hd = spec_.head_dim;
   const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;  // elements per cache slot
   const int64_t q_row = int64_t{spec_.n_heads} * hd;
@@ -209,12 +266,8 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
     const float* ki = k.as<const float>() + i * kv_row;
     const float* vi = v.as<const float>() + i * kv_row;
     if (dtype == DType::kF16) {
-      uint16_t* dk = static_cast<uint16_t*>(view.k) + slot * kv_row;
-      uint16_t* dv = static_cast<uint16_t*>(view.v) + slot * kv_row;
-      for (int64_t e = 0; e < kv_row; ++e) {
-        dk[e] = f32_to_f16(ki[e]);
-        dv[e] = f32_to_f16(vi[e]);
-      }
+      kernels_.narrow_f16(ki, static_cast<uint16_t*>(view.k) + slot * kv_row, kv_row);
+      kernels_.narrow_f16(vi, static_cast<uint16_t*>(view.v) + slot * kv_row, kv_row);
     } else {
       const auto bytes = static_cast<size_t>(kv_row) * sizeof(float);
       std::memcpy(static_cast<float*>(view.k) + slot * kv_row, ki, bytes);
@@ -224,6 +277,7 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
 
   plan(step);
   const LayerCache cache{view.k, view.v, dtype, kv.spec().block_tokens};
+  gather_tiled(step, cache);
   const float* qf = q.as<const float>();
   float* of = out.as<float>();
   pool_->parallel_tasks(static_cast<int64_t>(tasks_.size()), [&](int64_t index, int thread) {
@@ -248,7 +302,8 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
         float* st = states_.data() + s * state_floats;
         parts_.push_back(SoftmaxPart{st, st + heads, st + 2 * heads});
       }
-      kernels_.merge(parts_.data(), static_cast<int64_t>(parts_.size()), heads, hd, of + t.row * q_row);
+      kernels_.merge(parts_.data(), static_cast<int64_t>(parts_.size()), heads, hd,
+                     of + t.row * q_row);
     }
     i = j;
   }

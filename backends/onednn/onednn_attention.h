@@ -7,15 +7,15 @@
 // in between. A sequence with few rows (decode) would give only n_kv_heads
 // such tasks — too few for the threads and too coarse at thousands of cached
 // tokens — so each of its rows is instead split into stretches of cached
-// positions. A stretch copies its slots (widening f16) in one sequential
-// pass — decode is bound by reading the cache, and strided per-head passes
-// read it at a fraction of the memory bandwidth — then multiplies the query
-// vectors of each KV head's group at once and keeps the softmax partials
-// (max, sum, unnormalised output), which are merged afterwards (flash
-// decoding). Positions are read through the sequence's block table exactly
-// as the reference backend reads them; a tile reads a run of f32 slots in
-// place and gathers anything else (an f16 cache, blocks out of order) into a
-// per-thread buffer first, once for all heads of the group.
+// positions. A stretch copies its slots (widening f16), all KV heads at
+// once, in one sequential pass — long-context decode is bound by reading the
+// cache, and this reads each of its cache lines once, in order — then
+// multiplies the query vectors of each KV head's group at once and keeps the
+// softmax partials (max, sum, unnormalised output), which are merged
+// afterwards (flash decoding). Positions are read through the sequence's block table exactly
+// as the reference backend reads them; tiles read a run of f32 slots in
+// place, and anything else (an f16 cache, blocks out of order) is gathered
+// once per step for all tiles of the sequence.
 #pragma once
 
 #include <memory>
@@ -40,13 +40,16 @@ class OnednnAttention final : public Attention {
                const TensorView& v, KVCache& kv, TensorView out) override;
 
  private:
-  // One unit of parallel work on `seq`. A tile covers query rows [row,
-  // row_end) of the heads of KV head `kv_head` and every position they see;
-  // a stretch covers positions [begin, end) of the single row `row` for all
-  // heads, and is `whole` when that is every position the row sees.
+  // One unit of parallel work on `seq`, for the query heads of KV heads
+  // [kv_head, kv_head + kv_heads). A tile covers query rows [row, row_end)
+  // of one KV head and every position they see; a stretch covers positions
+  // [begin, end) of the single row `row`, and is `whole` when that is every
+  // position the row sees (a row split into several stretches has one task
+  // per stretch, each for all KV heads).
   struct Task {
     const SequenceStep* seq;
-    int32_t kv_head;  // tiles only
+    int32_t kv_head;
+    int32_t kv_heads;
     int32_t row;
     int32_t row_end;  // tiles only
     int32_t begin;    // stretches only
@@ -72,26 +75,33 @@ class OnednnAttention final : public Attention {
   };
 
   void plan(const StepBatch& step);
-  // KV heads [first_head, first_head + heads): points into the cache when
-  // `in_place` and the positions are one run of f32 slots; otherwise copies
-  // (widening f16) them into `buffer`, 2 * (end - begin) * heads * head_dim
-  // floats.
-  Gathered gather(const LayerCache& cache, const std::vector<int32_t>& table, int32_t first_head, int32_t heads,
-                  int32_t begin, int32_t end, bool in_place, float* buffer) const;
-  void run_tile(const Task& task, const StepBatch& step, const LayerCache& cache, const float* q, float* out,
-                int thread);
-  void run_stretch(const Task& task, size_t index, const LayerCache& cache, const float* q, float* out,
-                   int thread);
+  // Copies (widening f16) the keys and values of KV heads [first_head,
+  // first_head + heads) at positions [begin, end) to k_out and v_out, rows
+  // of heads * head_dim floats.
+  void gather(const LayerCache& cache, const std::vector<int32_t>& table, int32_t first_head,
+              int32_t heads, int32_t begin, int32_t end, float* k_out, float* v_out) const;
+  // For each sequence cut into tiles whose keys and values are not one run
+  // of f32 slots: gathers every position they see into shared_, once, for
+  // all of its tiles.
+  void gather_tiled(const StepBatch& step, const LayerCache& cache);
+  void run_tile(const Task& task, const StepBatch& step, const LayerCache& cache, const float* q,
+                float* out, int thread);
+  void run_stretch(const Task& task, size_t index, const LayerCache& cache, const float* q,
+                   float* out, int thread);
 
   AttentionSpec spec_;
   std::shared_ptr<ThreadPool> pool_;
   const VectorKernels& kernels_;
   std::vector<Task> tasks_;
-  std::vector<float> states_;    // per task: max[group], sum[group], acc[group][head_dim]
+  std::vector<float> states_;       // per task: max[group], sum[group], acc[group][head_dim]
   std::vector<SoftmaxPart> parts_;  // the stretches of one row being merged
-  // Per thread: a task's scores, then its gathered keys and values.
+  // Per thread: a task's scores, then a stretch's gathered keys and values.
   std::vector<float> scratch_;
-  int64_t scratch_floats_ = 0;   // per thread
+  // Per tiled sequence: keys then values of every position it sees, or
+  // offset -1 when its tiles read the cache in place.
+  std::vector<float> shared_;
+  std::vector<int64_t> shared_offset_;
+  int64_t scratch_floats_ = 0;  // per thread
 };
 
 }  // namespace duet::onednn

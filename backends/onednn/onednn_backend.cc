@@ -31,8 +31,9 @@ BackendOptions BackendOptions::parse(const Options& options) {
   BackendOptions o;
   o.threads = static_cast<int>(options.get_int("threads", std::min(available_cpus(), 256), 1, 256));
   o.gemv_terms = options.get_choice("gemv_activations", "q8x2", {"q8x2", "q8"}) == "q8x2" ? 2 : 1;
-  o.min_gemm_rows = options.get_int("matmul_min_rows", o.gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2 : kDefaultMinGemmRowsQ8,
-                                    1, 1 << 20);
+  o.min_gemm_rows = options.get_int(
+      "matmul_min_rows", o.gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2 : kDefaultMinGemmRowsQ8, 1,
+      1 << 20);
   options.finish();
   return o;
 }
@@ -42,17 +43,21 @@ OnednnBackend::OnednnBackend(const BackendOptions& options, CpuPath path)
       pool_(std::make_shared<ThreadPool>(options.threads)),
       ops_(pool_, path, options.min_gemm_rows, options.gemv_terms) {}
 
-std::unique_ptr<Attention> OnednnBackend::create_attention(const std::string& impl, const AttentionSpec& spec) {
+std::unique_ptr<Attention> OnednnBackend::create_attention(const std::string& impl,
+                                                           const AttentionSpec& spec) {
   if (impl != "flash") {
     throw Error(ErrorKind::kConfig,
-                "backend 'onednn' provides no attention implementation named '" + impl + "'; available: 'flash'");
+                "backend 'onednn' provides no attention implementation named '" + impl +
+                    "'; available: 'flash'");
   }
   Support s = OnednnAttention::check_spec(spec);
   if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
   return std::make_unique<OnednnAttention>(spec, pool_, path_);
 }
 
-Support OnednnBackend::check_kv_cache(const KVCacheSpec& spec) const { return OnednnKVCache::check(spec); }
+Support OnednnBackend::check_kv_cache(const KVCacheSpec& spec) const {
+  return OnednnKVCache::check(spec);
+}
 
 std::unique_ptr<KVCache> OnednnBackend::create_kv_cache(const KVCacheSpec& spec) {
   Support s = OnednnKVCache::check(spec);

@@ -46,8 +46,8 @@ std::unique_ptr<Buffer> OnednnDevice::allocate(uint64_t bytes) {
   if (p == MAP_FAILED) {
     const MemoryInfo m = memory();
     throw Error(ErrorKind::kOutOfMemory,
-                "device 'cpu' of backend 'onednn' cannot allocate " + std::to_string(bytes) + " bytes (" +
-                    gib(bytes) + "); the host has " +
+                "device 'cpu' of backend 'onednn' cannot allocate " + std::to_string(bytes) +
+                    " bytes (" + gib(bytes) + "); the host has " +
                     (m.free_bytes != 0 ? gib(m.free_bytes) : std::string("an unknown amount")) +
                     " available (MemAvailable in /proc/meminfo); use a smaller model or KV cache");
   }

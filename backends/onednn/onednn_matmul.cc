@@ -15,15 +15,19 @@ namespace {
 constexpr int64_t kGemvGrain = 16;
 
 // The weight types of kernels/qgemv.h.
-bool gemv_supports(DType t) { return t == DType::kF32 || t == DType::kF16 || is_block_quantized(t); }
+bool gemv_supports(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || is_block_quantized(t);
+}
 
 // C[n, cols] (leading dimension ldc) = A[n, k] · B[cols, k]ᵀ, all row-major.
-void sgemm_nt(int64_t n, int64_t cols, int64_t k, const float* a, const float* b, float* c, int64_t ldc) {
+void sgemm_nt(int64_t n, int64_t cols, int64_t k, const float* a, const float* b, float* c,
+              int64_t ldc) {
   const dnnl_status_t status = dnnl_sgemm('N', 'T', n, cols, k, 1.0f, a, k, b, k, 0.0f, c, ldc);
   if (status != dnnl_success) {
-    throw Error(ErrorKind::kPlugin, "oneDNN sgemm of [" + std::to_string(n) + ", " + std::to_string(k) +
-                                        "] x [" + std::to_string(cols) + ", " + std::to_string(k) +
-                                        "]T failed with dnnl_status " + std::to_string(status));
+    throw Error(ErrorKind::kPlugin, "oneDNN sgemm of [" + std::to_string(n) + ", " +
+                                        std::to_string(k) + "] x [" + std::to_string(cols) + ", " +
+                                        std::to_string(k) + "]T failed with dnnl_status " +
+                                        std::to_string(status));
   }
 }
 
@@ -39,7 +43,8 @@ Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_
 
 int64_t Matmul::panel_rows(int64_t k) {
   constexpr int64_t kPanelBytes = int64_t{1} << 20;
-  return std::max<int64_t>(kGemvGrain, kPanelBytes / (k * int64_t{sizeof(float)}) / kGemvGrain * kGemvGrain);
+  return std::max<int64_t>(kGemvGrain,
+                           kPanelBytes / (k * int64_t{sizeof(float)}) / kGemvGrain * kGemvGrain);
 }
 
 void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
@@ -59,7 +64,8 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k) {
     hi.quantize(xi, k, path_);
     if (terms_ == 1) continue;
     for (int64_t c = 0; c < k; ++c) {
-      residual_[static_cast<size_t>(c)] = xi[c] - hi.scales()[2 * (c / 32)] * static_cast<float>(hi.q()[c]);
+      residual_[static_cast<size_t>(c)] =
+          xi[c] - hi.scales()[2 * (c / 32)] * static_cast<float>(hi.q()[c]);
     }
     xq_[static_cast<size_t>(i * terms_ + 1)].quantize(residual_.data(), k, path_);
   }
@@ -88,7 +94,8 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
   // computes both products, which are then added.
   partial_.resize(static_cast<size_t>(2 * n * m));
   pool_->parallel_for(m, kGemvGrain, [&](int64_t begin, int64_t end, int) {
-    gemv_batch(path_, w.dtype, w.data, k, xq_.data(), nullptr, 2 * n, partial_.data(), m, begin, end);
+    gemv_batch(path_, w.dtype, w.data, k, xq_.data(), nullptr, 2 * n, partial_.data(), m, begin,
+               end);
     for (int64_t i = 0; i < n; ++i) {
       const float* hi = partial_.data() + 2 * i * m;
       const float* lo = hi + m;
@@ -114,7 +121,8 @@ void Matmul::gemm(const TensorView& x, const TensorView& w, TensorView out) {
       } else {
         scratch.resize(static_cast<size_t>(panel * k));
         // Rows are back to back: the panel is one run of elements.
-        expand_weights(kernels_, w.dtype, wbytes + static_cast<uint64_t>(r) * row_bytes, scratch.data(), rows * k);
+        expand_weights(kernels_, w.dtype, wbytes + static_cast<uint64_t>(r) * row_bytes,
+                       scratch.data(), rows * k);
         wp = scratch.data();
       }
       sgemm_nt(n, rows, k, x.as<const float>(), wp, out.as<float>() + r, m);

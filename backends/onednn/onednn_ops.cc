@@ -19,19 +19,23 @@ bool is_weight_type(DType t) {
 
 }  // namespace
 
-OnednnOps::OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int gemv_terms)
-    : pool_(pool), kernels_(vector_kernels(path)), matmul_(std::move(pool), path, min_gemm_rows, gemv_terms) {}
+OnednnOps::OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows,
+                     int gemv_terms)
+    : pool_(pool),
+      kernels_(vector_kernels(path)),
+      matmul_(std::move(pool), path, min_gemm_rows, gemv_terms) {}
 
 Support OnednnOps::supports(const OpDesc& desc) const {
   const std::string type = ggml_type_name(static_cast<uint32_t>(desc.weight_dtype));
   if (desc.kind == OpKind::kEmbedding || desc.kind == OpKind::kMatmul) {
     if (is_weight_type(desc.weight_dtype)) return Support::yes();
     return Support::no(std::string("the onednn backend has no ") + op_kind_name(desc.kind) +
-                       " for weight dtype " + type + "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
+                       " for weight dtype " + type +
+                       "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
   }
   if (desc.weight_dtype == DType::kF32) return Support::yes();
-  return Support::no(std::string("the onednn backend runs ") + op_kind_name(desc.kind) + " on f32 only, not " +
-                     type);
+  return Support::no(std::string("the onednn backend runs ") + op_kind_name(desc.kind) +
+                     " on f32 only, not " + type);
 }
 
 void OnednnOps::embedding(const TensorView& table, const TensorView& ids, TensorView out) {
@@ -45,7 +49,9 @@ void OnednnOps::embedding(const TensorView& table, const TensorView& ids, Tensor
   }
 }
 
-void OnednnOps::matmul(const TensorView& x, const TensorView& w, TensorView out) { matmul_.run(x, w, out); }
+void OnednnOps::matmul(const TensorView& x, const TensorView& w, TensorView out) {
+  matmul_.run(x, w, out);
+}
 
 void OnednnOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) {
   const int64_t n = x.shape[0];
@@ -88,7 +94,8 @@ void OnednnOps::ensure_rope_table(float theta_base, int64_t head_dim, int32_t ma
                            std::pow(static_cast<double>(theta_base),
                                     -2.0 * static_cast<double>(j) / static_cast<double>(head_dim));
       rope_table_[static_cast<size_t>((p * half + j) * 2)] = static_cast<float>(std::cos(angle));
-      rope_table_[static_cast<size_t>((p * half + j) * 2 + 1)] = static_cast<float>(std::sin(angle));
+      rope_table_[static_cast<size_t>((p * half + j) * 2 + 1)] =
+          static_cast<float>(std::sin(angle));
     }
   }
   rope_positions_ = positions;

@@ -27,16 +27,19 @@ int probe_onednn(char* reason, size_t reason_size) {
 
 std::string summary(duet::onednn::CpuPath path) {
   const dnnl_version_t* v = dnnl_version();
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) +
          " GEMM for prefill, quantized gemv for decode, flash attention; cpu path: " +
          duet::onednn::cpu_path_name(path) + " (" + duet::onednn::cpu_features_summary() + ")";
 }
 
 void register_onednn(duet::PluginRegistrar& registrar) {
   const duet::onednn::CpuPath path = duet::onednn::detect_cpu_path();
-  registrar.add_backend("onednn", summary(path), [path](const duet::Options& options) -> std::unique_ptr<duet::Backend> {
-    return std::make_unique<duet::onednn::OnednnBackend>(duet::onednn::BackendOptions::parse(options), path);
-  });
+  registrar.add_backend("onednn", summary(path),
+                        [path](const duet::Options& options) -> std::unique_ptr<duet::Backend> {
+                          return std::make_unique<duet::onednn::OnednnBackend>(
+                              duet::onednn::BackendOptions::parse(options), path);
+                        });
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ DUET_INLINE typename Vec<W>::F load_f16(const uint16_t* p) {
 // W bytes widened to floats (through int32, which vectorizes).
 template <int W, typename Bytes>
 DUET_INLINE typename Vec<W>::F widen(Bytes b) {
-  return __builtin_convertvector(__builtin_convertvector(b, typename Vec<W>::I), typename Vec<W>::F);
+  return __builtin_convertvector(__builtin_convertvector(b, typename Vec<W>::I),
+                                 typename Vec<W>::F);
 }
 
 template <int W>
@@ -161,8 +162,8 @@ DUET_INLINE void exp_scores_body(float* s, int64_t n, float* max, float* sum) {
 }
 
 template <int W>
-DUET_INLINE void merge_body(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim,
-                            float* out) {
+DUET_INLINE void merge_body(const SoftmaxPart* parts, int64_t n_parts, int32_t heads,
+                            int32_t head_dim, float* out) {
   for (int64_t h = 0; h < heads; ++h) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n_parts; ++i) m = parts[i].max[h] > m ? parts[i].max[h] : m;
@@ -201,7 +202,8 @@ DUET_INLINE float f16(const uint8_t* p) {
     const float mag = static_cast<float>(mant) * 0x1p-24f;
     return sign != 0 ? -mag : mag;
   }
-  const uint32_t bits = exp == 0x1f ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112u) << 23) | (mant << 13));
+  const uint32_t bits = exp == 0x1f ? (sign | 0x7f800000u | (mant << 13))
+                                    : (sign | ((exp + 112u) << 23) | (mant << 13));
   return __builtin_bit_cast(float, bits);
 }
 
@@ -237,35 +239,67 @@ DUET_INLINE void dequantize_body(DType type, const void* src, float* dst, int64_
 }
 
 template <int W>
-DUET_INLINE void widen_f16_body(const uint16_t* src, int64_t stride, int64_t rows, int64_t cols, float* dst) {
+DUET_INLINE void widen_f16_body(const uint16_t* src, int64_t stride, int64_t rows, int64_t cols,
+                                float* dst) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; c += W) store<W>(dst + r * cols + c, load_f16<W>(src + r * stride + c));
+    for (int64_t c = 0; c < cols; c += W)
+      store<W>(dst + r * cols + c, load_f16<W>(src + r * stride + c));
   }
 }
 
-#define DUET_VECTOR_KERNELS(NAME, W, TARGET)                                                        \
-  TARGET void softmax_##NAME(float* s, int64_t valid, int64_t width) {                             \
-    softmax_body<W>(s, valid, width);                                                               \
-  }                                                                                                 \
-  TARGET void exp_scores_##NAME(float* s, int64_t n, float* max, float* sum) {                     \
-    exp_scores_body<W>(s, n, max, sum);                                                             \
-  }                                                                                                 \
-  TARGET void merge_##NAME(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim, \
-                           float* out) {                                                            \
-    merge_body<W>(parts, n_parts, heads, head_dim, out);                                            \
-  }                                                                                                 \
-  TARGET void swiglu_##NAME(const float* gate, const float* up, float* out, int64_t n) {           \
-    swiglu_body<W>(gate, up, out, n);                                                               \
-  }                                                                                                 \
-  TARGET void dequantize_##NAME(DType type, const void* src, float* dst, int64_t n) {              \
-    dequantize_body<W>(type, src, dst, n);                                                          \
-  }                                                                                                 \
-  TARGET void widen_f16_##NAME(const uint16_t* src, int64_t stride, int64_t rows, int64_t cols,     \
-                               float* dst) {                                                        \
-    widen_f16_body<W>(src, stride, rows, cols, dst);                                                \
-  }                                                                                                 \
-  constexpr VectorKernels k##NAME{softmax_##NAME, exp_scores_##NAME,  merge_##NAME,                \
-                                  swiglu_##NAME,  dequantize_##NAME, widen_f16_##NAME};
+// Round to nearest even, with the bit manipulations of F. Giesen's
+// float_to_half_fast3_rtne: normal results by adding a rounding bias to the
+// bits, subnormal ones by letting a float addition round, NaN kept quiet.
+template <int W>
+DUET_INLINE void narrow_f16_body(const float* src, uint16_t* dst, int64_t n) {
+  using U = typename Vec<W>::U;
+  using F = typename Vec<W>::F;
+  const U f32_infinity = U{} + (255u << 23);
+  const U f16_overflow = U{} + ((127u + 16u) << 23);  // 2^16: rounds past the f16 range
+  const U subnormal_bound = U{} + (113u << 23);       // 2^-14, the smallest normal f16
+  const U magic = U{} + (((127u - 15u) + (23u - 10u) + 1u) << 23);
+  for (int64_t i = 0; i < n; i += W) {
+    const U bits = __builtin_bit_cast(U, load<W>(src + i));
+    const U sign = bits & 0x80000000u;
+    const U mag = bits ^ sign;
+    const U special = mag > f32_infinity ? U{} + 0x7e00u : U{} + 0x7c00u;
+    const U subnormal =
+        __builtin_bit_cast(U, __builtin_bit_cast(F, mag) + __builtin_bit_cast(F, magic)) - magic;
+    const U normal = (mag + ((15u - 127u) << 23) + 0xfffu + ((mag >> 13) & 1u)) >> 13;
+    U h = mag >= f16_overflow ? special : (mag < subnormal_bound ? subnormal : normal);
+    h |= sign >> 16;
+    typename Vec<W>::U16 out = __builtin_convertvector(h, typename Vec<W>::U16);
+    std::memcpy(dst + i, &out, sizeof out);
+  }
+}
+
+#define DUET_VECTOR_KERNELS(NAME, W, TARGET)                                                    \
+  TARGET void softmax_##NAME(float* s, int64_t valid, int64_t width) {                          \
+    softmax_body<W>(s, valid, width);                                                           \
+  }                                                                                             \
+  TARGET void exp_scores_##NAME(float* s, int64_t n, float* max, float* sum) {                  \
+    exp_scores_body<W>(s, n, max, sum);                                                         \
+  }                                                                                             \
+  TARGET void merge_##NAME(const SoftmaxPart* parts, int64_t n_parts, int32_t heads,            \
+                           int32_t head_dim, float* out) {                                      \
+    merge_body<W>(parts, n_parts, heads, head_dim, out);                                        \
+  }                                                                                             \
+  TARGET void swiglu_##NAME(const float* gate, const float* up, float* out, int64_t n) {        \
+    swiglu_body<W>(gate, up, out, n);                                                           \
+  }                                                                                             \
+  TARGET void dequantize_##NAME(DType type, const void* src, float* dst, int64_t n) {           \
+    dequantize_body<W>(type, src, dst, n);                                                      \
+  }                                                                                             \
+  TARGET void widen_f16_##NAME(const uint16_t* src, int64_t stride, int64_t rows, int64_t cols, \
+                               float* dst) {                                                    \
+    widen_f16_body<W>(src, stride, rows, cols, dst);                                            \
+  }                                                                                             \
+  TARGET void narrow_f16_##NAME(const float* src, uint16_t* dst, int64_t n) {                   \
+    narrow_f16_body<W>(src, dst, n);                                                            \
+  }                                                                                             \
+  constexpr VectorKernels k##NAME{softmax_##NAME,   exp_scores_##NAME, merge_##NAME,            \
+                                  swiglu_##NAME,    dequantize_##NAME, widen_f16_##NAME,        \
+                                  narrow_f16_##NAME};
 
 DUET_VECTOR_KERNELS(Baseline, 4, )
 #if defined(__x86_64__)
@@ -292,7 +326,8 @@ const VectorKernels& vector_kernels(CpuPath path) {
   return kBaseline;
 }
 
-void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst, int64_t n) {
+void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst,
+                    int64_t n) {
   if (is_block_quantized(type)) {
     kernels.dequantize(type, src, dst, n);
   } else {

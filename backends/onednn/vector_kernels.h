@@ -40,7 +40,8 @@ struct VectorKernels {
   void (*exp_scores)(float* s, int64_t n, float* max, float* sum);
   // Writes acc / sum of the merged parts to out[h * head_dim + d].
   // REQUIRES: head_dim a multiple of 16, n_parts ≥ 1.
-  void (*merge)(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim, float* out);
+  void (*merge)(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim,
+                float* out);
   // out[i] = silu(gate[i]) * up[i] for i in [0, n); out may alias either.
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   // Expands n elements (a multiple of 32) of q4_0, q4_1 or q8_0 blocks.
@@ -48,17 +49,24 @@ struct VectorKernels {
   // dst[r * cols + c] = src[r * stride + c] for `rows` rows of `cols` finite
   // f16 values (cols a multiple of 16), exactly.
   void (*widen_f16)(const uint16_t* src, int64_t stride, int64_t rows, int64_t cols, float* dst);
+  // dst[i] = src[i] as f16 for i in [0, n), n a multiple of 16, rounded as
+  // duet::f32_to_f16 rounds: to nearest, ties to even, beyond the range to
+  // ±inf, below it to subnormals and ±0 (a NaN stays a NaN).
+  void (*narrow_f16)(const float* src, uint16_t* dst, int64_t n);
 };
 
 // The kernels compiled for `path`. REQUIRES: path ≤ hardware_cpu_path().
 const VectorKernels& vector_kernels(CpuPath path);
 
 // q4_0, q4_1 and q8_0: the block formats `dequantize` expands.
-inline bool is_block_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
+inline bool is_block_quantized(DType t) {
+  return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0;
+}
 
 // Expands n elements of any weight type (f32, f16, bf16, q4_0, q4_1, q8_0;
 // n a multiple of 32 for the block types): the block types with `kernels`,
 // the others with duet::dequantize_row.
-void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst, int64_t n);
+void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst,
+                    int64_t n);
 
 }  // namespace duet::onednn
