@@ -3,7 +3,9 @@
 # UndefinedBehaviorSanitizer (build-fuzz/), then runs each target for
 # SECONDS (default 60) on its committed seeds (tests/fuzz/seeds/TARGET) and
 # a growing corpus in build-fuzz/corpus/TARGET. Findings land in
-# build-fuzz/findings/. Usage: bash scripts/fuzz.sh [SECONDS] [TARGET...]
+# build-fuzz/findings/; every run appends its executions to
+# build-fuzz/fuzz-ledger.tsv (date, target, seconds, executions, exit status)
+# so that totals add up across runs. Usage: bash scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,11 +34,15 @@ for t in "${targets[@]}"; do
   [ -d "$root/tests/fuzz/seeds/$t" ] && dirs+=("$root/tests/fuzz/seeds/$t")
   log="$build/findings/$t.log"
   echo "== $t for ${seconds}s (log: $log)"
-  if ! (cd "$build/findings" && "$build/tests/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 \
-          -rss_limit_mb=4096 -timeout=10 "${dirs[@]}" >"$log" 2>&1); then
+  rc=0
+  (cd "$build/findings" && "$build/tests/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 \
+      -rss_limit_mb=4096 -timeout=10 "${dirs[@]}" >"$log" 2>&1) || rc=$?
+  if [ $rc -ne 0 ]; then
     status=1
     echo "$t: FINDING; reproducer and report in $build/findings"
   fi
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" "${execs:-0}" "$rc" >>"$build/fuzz-ledger.tsv"
   grep -E "^stat::(number_of_executed_units|peak_rss_mb)" "$log" || true
 done
 exit $status
