@@ -6,7 +6,8 @@
 //     original f32 activations: normalized error ‖y − y_ref‖ / ‖y_ref‖ ≤ 1e-2
 //     for quantized weights (the activations are rounded to 8 bits: per
 //     element error ≤ d/2 with d = block max / 127, about 0.4% of the rms of
-//     uniform activations) and ≤ 1e-5 for f32/f16 weights (f32 rounding only);
+//     uniform activations), ≤ 1e-4 with two 8-bit terms (error ≤ d/512) and
+//     ≤ 1e-5 for f32/f16 weights (f32 rounding only);
 //   - the scalar path: every path forms the same integer block sums and only
 //     adds the scaled sums in another order, so |y − y_scalar| ≤ 1e-4 ‖y_scalar‖∞;
 //   - exact values, for weights and activations chosen so that every float
@@ -176,9 +177,9 @@ std::vector<double> reference_product(const Matrix& m, const std::vector<float>&
 
 // y over all rows with the given path: NaN outside [row_begin, row_end).
 std::vector<float> product(CpuPath path, const Matrix& m, const std::vector<float>& x,
-                           int64_t row_begin, int64_t row_end) {
+                           int64_t row_begin, int64_t row_end, int terms = 1) {
   Q8Activations xq;
-  if (is_quantized(m.type)) xq.quantize(x.data(), m.k, path);
+  if (is_quantized(m.type)) xq.quantize(x.data(), m.k, path, terms);
   std::vector<float> y(static_cast<size_t>(m.rows), kNaN);
   gemv(path, m.type, m.bytes.data(), m.k, xq, x.data(), y.data(), row_begin, row_end);
   return y;
@@ -291,6 +292,45 @@ TEST(QgemvActivations, FollowsTheDefinitionOnEveryPath) {
   }
 }
 
+TEST(QgemvActivations, SecondTermFollowsTheDefinitionOnEveryPath) {
+  const int64_t k = 96;
+  std::vector<float> x = random_activations(k, 5);
+  std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block
+  x[70] = 40.0f;                                    // an outlier: the other values of its block keep few bits
+  Q8Activations one;
+  one.quantize(x.data(), k);
+  Q8Activations two;
+  two.quantize(x.data(), k, CpuPath::kScalar, 2);
+  ASSERT_EQ(two.terms(), 2);
+  ASSERT_EQ(one.q_lo(), nullptr);
+  ASSERT_NE(two.q_lo(), nullptr);
+  EXPECT_EQ(std::memcmp(one.q(), two.q(), k), 0) << "the first term is the one-term quantization";
+  for (int64_t b = 0; b < 3; ++b) {
+    const float d = one.scales()[2 * b];
+    EXPECT_EQ(two.scales()[2 * b], d / 256.0f);
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int64_t i = b * 32 + j;
+      const int v = 256 * two.q()[i] + two.q_lo()[i];
+      sum += v;
+      EXPECT_LE(std::abs(two.q_lo()[i]), 127);
+      // Within half a unit (d/512) of x, and far closer than one term's d/2.
+      EXPECT_LE(std::fabs(x[i] - d / 256.0f * static_cast<float>(v)), d / 512.0f * 1.001f + 1e-12f)
+          << b << " " << j;
+    }
+    EXPECT_EQ(two.scales()[2 * b + 1], d / 256.0f * static_cast<float>(sum));
+  }
+  for (int64_t i = k; i < Q8Activations::kPadBlocks * 32; ++i) EXPECT_EQ(two.q_lo()[i], 0);
+  for (CpuPath path : runnable_paths()) {
+    Q8Activations other;
+    other.quantize(x.data(), k, path, 2);
+    EXPECT_EQ(std::memcmp(other.q(), two.q(), k), 0) << cpu_path_name(path);
+    EXPECT_EQ(std::memcmp(other.q_lo(), two.q_lo(), k), 0) << cpu_path_name(path);
+    EXPECT_EQ(std::memcmp(other.scales(), two.scales(), 3 * 2 * sizeof(float)), 0)
+        << cpu_path_name(path);
+  }
+}
+
 TEST(QgemvActivations, ReuseForAShorterVectorRepadsIt) {
   const std::vector<float> x = random_activations(1536, 4);
   Q8Activations xq;
@@ -306,6 +346,7 @@ TEST(QgemvActivations, RejectsALengthThatIsNotWholeBlocks) {
   Q8Activations xq;
   EXPECT_THROW(xq.quantize(x.data(), 40), Error);
   EXPECT_THROW(xq.quantize(x.data(), 0), Error);
+  EXPECT_THROW(xq.quantize(x.data(), 32, CpuPath::kScalar, 3), Error);
 }
 
 // ---- products ----------------------------------------------------------------------
@@ -321,16 +362,19 @@ TEST_P(QgemvTest, MatchesTheDoubleProductAndTheScalarPath) {
   const Matrix m = random_matrix(type, kRowsInTest, k, 10);
   const std::vector<float> x = random_activations(k, 11);
   const std::vector<double> ref = reference_product(m, x);
-  const std::vector<float> scalar = product(CpuPath::kScalar, m, x, 0, kRowsInTest);
-  const double tolerance = is_quantized(type) ? 1e-2 : 1e-5;
-  float scalar_max = 0.0f;
-  for (float v : scalar) scalar_max = std::max(scalar_max, std::fabs(v));
-  for (CpuPath path : runnable_paths()) {
-    SCOPED_TRACE(cpu_path_name(path));
-    const std::vector<float> y = product(path, m, x, 0, kRowsInTest);
-    EXPECT_LE(normalized_error(y, ref), tolerance);
-    for (int64_t r = 0; r < kRowsInTest; ++r) {
-      EXPECT_NEAR(y[r], scalar[r], 1e-4 * scalar_max) << "row " << r;
+  for (int terms : {1, 2}) {
+    if (terms == 2 && !is_quantized(type)) continue;
+    const std::vector<float> scalar = product(CpuPath::kScalar, m, x, 0, kRowsInTest, terms);
+    const double tolerance = !is_quantized(type) ? 1e-5 : terms == 1 ? 1e-2 : 1e-4;
+    float scalar_max = 0.0f;
+    for (float v : scalar) scalar_max = std::max(scalar_max, std::fabs(v));
+    for (CpuPath path : runnable_paths()) {
+      SCOPED_TRACE(std::string(cpu_path_name(path)) + ", terms " + std::to_string(terms));
+      const std::vector<float> y = product(path, m, x, 0, kRowsInTest, terms);
+      EXPECT_LE(normalized_error(y, ref), tolerance);
+      for (int64_t r = 0; r < kRowsInTest; ++r) {
+        EXPECT_NEAR(y[r], scalar[r], 1e-4 * scalar_max) << "row " << r;
+      }
     }
   }
 }
@@ -341,9 +385,13 @@ TEST_P(QgemvTest, IsExactWhenEveryOperationIsExact) {
   const std::vector<float> x = random_activations(k, 21, /*exact=*/true);
   const std::vector<double> ref = reference_product(m, x);
   for (CpuPath path : runnable_paths()) {
-    SCOPED_TRACE(cpu_path_name(path));
-    const std::vector<float> y = product(path, m, x, 0, kRowsInTest);
-    for (int64_t r = 0; r < kRowsInTest; ++r) EXPECT_EQ(y[r], ref[r]) << "row " << r;
+    // Two terms: the second is all zeros here, but the first is scaled by
+    // 256 in the integer sums and back by the unit d/256.
+    for (int terms : {1, 2}) {
+      SCOPED_TRACE(std::string(cpu_path_name(path)) + ", terms " + std::to_string(terms));
+      const std::vector<float> y = product(path, m, x, 0, kRowsInTest, terms);
+      for (int64_t r = 0; r < kRowsInTest; ++r) EXPECT_EQ(y[r], ref[r]) << "row " << r;
+    }
   }
 }
 
@@ -380,15 +428,16 @@ TEST_P(QgemvTest, BatchEqualsOneProductPerVector) {
   }
   for (CpuPath path : runnable_paths()) {
     SCOPED_TRACE(cpu_path_name(path));
+    // Vectors of one and two terms in one batch.
     std::vector<Q8Activations> xq(n);
     if (is_quantized(type)) {
-      for (int64_t i = 0; i < n; ++i) xq[i].quantize(xs.data() + i * k, k, path);
+      for (int64_t i = 0; i < n; ++i) xq[i].quantize(xs.data() + i * k, k, path, static_cast<int>(1 + i % 2));
     }
     std::vector<float> y(static_cast<size_t>(n * ldy), kNaN);
     gemv_batch(path, type, m.bytes.data(), k, xq.data(), xs.data(), n, y.data(), ldy, 2, 17);
     for (int64_t i = 0; i < n; ++i) {
       const std::vector<float> x(xs.begin() + i * k, xs.begin() + (i + 1) * k);
-      const std::vector<float> one = product(path, m, x, 2, 17);
+      const std::vector<float> one = product(path, m, x, 2, 17, static_cast<int>(1 + i % 2));
       for (int64_t r = 0; r < ldy; ++r) {
         const float got = y[i * ldy + r];
         if (r >= 2 && r < 17) {
@@ -439,11 +488,13 @@ TEST_P(QgemvTest, NeverReadsPastTheLastRow) {
   const std::vector<float> x = random_activations(k, 61);
   for (CpuPath path : runnable_paths()) {
     SCOPED_TRACE(cpu_path_name(path));
-    Q8Activations xq;
-    if (is_quantized(type)) xq.quantize(x.data(), k, path);
-    std::vector<float> y(static_cast<size_t>(kRowsInTest));
-    gemv(path, type, guarded.data(), k, xq, x.data(), y.data(), 0, kRowsInTest);
-    EXPECT_EQ(y, product(path, m, x, 0, kRowsInTest));
+    for (int terms : {1, 2}) {
+      Q8Activations xq;
+      if (is_quantized(type)) xq.quantize(x.data(), k, path, terms);
+      std::vector<float> y(static_cast<size_t>(kRowsInTest));
+      gemv(path, type, guarded.data(), k, xq, x.data(), y.data(), 0, kRowsInTest);
+      EXPECT_EQ(y, product(path, m, x, 0, kRowsInTest, is_quantized(type) ? terms : 1));
+    }
   }
 }
 

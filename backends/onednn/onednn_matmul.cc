@@ -56,19 +56,8 @@ void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
 }
 
 void Matmul::quantize_rows(const float* x, int64_t n, int64_t k) {
-  if (xq_.size() < static_cast<size_t>(n * terms_)) xq_.resize(static_cast<size_t>(n * terms_));
-  residual_.resize(static_cast<size_t>(k));
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * k;
-    Q8Activations& hi = xq_[static_cast<size_t>(i * terms_)];
-    hi.quantize(xi, k, path_);
-    if (terms_ == 1) continue;
-    for (int64_t c = 0; c < k; ++c) {
-      residual_[static_cast<size_t>(c)] =
-          xi[c] - hi.scales()[2 * (c / 32)] * static_cast<float>(hi.q()[c]);
-    }
-    xq_[static_cast<size_t>(i * terms_ + 1)].quantize(residual_.data(), k, path_);
-  }
+  if (xq_.size() < static_cast<size_t>(n)) xq_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) xq_[static_cast<size_t>(i)].quantize(x + i * k, k, path_, terms_);
 }
 
 void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
@@ -76,31 +65,15 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
   const int64_t k = x.shape[1];
   const int64_t m = w.shape[0];
   const float* xf = x.as<const float>();
-  float* y = out.as<float>();
   // f32 and f16 weights read x itself (their Q8Activations go unread).
-  const int64_t terms = is_block_quantized(w.dtype) ? terms_ : 1;
   if (is_block_quantized(w.dtype)) {
     quantize_rows(xf, n, k);
   } else if (xq_.empty()) {
     xq_.resize(1);
   }
-  if (terms == 1) {
-    pool_->parallel_for(m, kGemvGrain, [&](int64_t begin, int64_t end, int) {
-      gemv_batch(path_, w.dtype, w.data, k, xq_.data(), xf, n, y, m, begin, end);
-    });
-    return;
-  }
-  // Row i's terms are vectors 2i and 2i + 1: one pass over the weights
-  // computes both products, which are then added.
-  partial_.resize(static_cast<size_t>(2 * n * m));
+  float* y = out.as<float>();
   pool_->parallel_for(m, kGemvGrain, [&](int64_t begin, int64_t end, int) {
-    gemv_batch(path_, w.dtype, w.data, k, xq_.data(), nullptr, 2 * n, partial_.data(), m, begin,
-               end);
-    for (int64_t i = 0; i < n; ++i) {
-      const float* hi = partial_.data() + 2 * i * m;
-      const float* lo = hi + m;
-      for (int64_t r = begin; r < end; ++r) y[i * m + r] = hi[r] + lo[r];
-    }
+    gemv_batch(path_, w.dtype, w.data, k, xq_.data(), xf, n, y, m, begin, end);
   });
 }
 

@@ -9,10 +9,10 @@
 // outlier channels — SmolLM2's reach 15x their RMS, and the blocks holding
 // them keep 3 bits of precision: decode logits drift to a normalised MSE of
 // ~7e-3 from the reference. So by default each activation row is sent as two
-// terms, x ≈ q8(x) + q8(x - q8(x)), about 16-bit precision: one batch call
-// computes both products in one pass over the weights, and decode logits
-// stay within ~5e-8 (tests/onednn_model_test.cc). The second term doubles
-// the kernels' arithmetic; gemv_activations: q8 trades it back.
+// 8-bit terms, x ≈ (d/256)*(256*q8(x) + q8 of the remainder), about 16-bit
+// precision, and decode logits stay within ~5e-8 (tests/onednn_model_test.cc).
+// The kernels unpack each weight block once for both terms; the second adds
+// byte dot products only. gemv_activations: q8 trades it back.
 //
 // Many rows (prefill): the product is bound by arithmetic, so each thread
 // expands panels of its weight rows to f32 in a scratch buffer of its own
@@ -49,7 +49,7 @@ class Matmul {
   static int64_t panel_rows(int64_t k);
 
  private:
-  // Fills xq_ with terms_ quantized vectors per row of x[n, k].
+  // Fills xq_[0..n) with the rows of x[n, k], quantized to terms_ terms.
   void quantize_rows(const float* x, int64_t n, int64_t k);
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
   void gemm(const TensorView& x, const TensorView& w, TensorView out);
@@ -59,9 +59,7 @@ class Matmul {
   int64_t min_gemm_rows_;
   int terms_;
   const VectorKernels& kernels_;
-  std::vector<Q8Activations> xq_;           // terms_ per activation row
-  std::vector<float> residual_;             // x - q8(x) of one row
-  std::vector<float> partial_;              // [rows * terms_, m] products per term
+  std::vector<Q8Activations> xq_;           // one per activation row
   std::vector<std::vector<float>> panels_;  // one per thread
 };
 

@@ -35,6 +35,33 @@ T* aligned_array(int64_t count) {
 
 bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
 
+// Round to nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 leaves
+// no fraction bits, so the float adder rounds (as vcvtps2dq does). Plain
+// arithmetic, unlike lrint, so the loop below vectorises.
+int32_t round_even(float v) { return static_cast<int32_t>((v + 0x1.8p23f) - 0x1.8p23f); }
+
+// The second term of qgemv.h's two-term quantization, from the first (q,
+// scales as quantize_<path> left them): fills q_lo and turns each block's
+// (d, d*Σq) into (d/256, d/256 * Σ(256*q + q_lo)). Portable code, compiled
+// once, so every path gets the same bits.
+void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_lo,
+                          float* scales) {
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const float d = scales[2 * b];
+    const float id = d != 0.0f ? 256.0f / d : 0.0f;
+    int32_t sum = 0;
+    for (int64_t i = b * kBlock; i < (b + 1) * kBlock; ++i) {
+      // |x - d*q| ≤ d/2 (plus rounding), so the value is within ±129.
+      const int32_t v = std::clamp(round_even((x[i] - d * static_cast<float>(q[i])) * id), -127, 127);
+      q_lo[i] = static_cast<int8_t>(v);
+      sum += 256 * q[i] + v;
+    }
+    const float unit = d * (1.0f / 256.0f);  // exact: a power-of-two scaling
+    scales[2 * b] = unit;
+    scales[2 * b + 1] = unit * static_cast<float>(sum);
+  }
+}
+
 detail::GemvArgs make_args(CpuPath path, DType wtype, const void* w, int64_t k,
                            const Q8Activations* xq, const float* x, float* y, int64_t row_begin,
                            int64_t row_end) {
@@ -67,29 +94,34 @@ void run(CpuPath path, const detail::GemvArgs& a) {
 
 void Q8Activations::AlignedFree::operator()(void* p) const { std::free(p); }
 
-void Q8Activations::quantize(const float* x, int64_t k, CpuPath path) {
+void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms) {
   check_path(path, "Q8Activations::quantize");
-  if (k <= 0 || k % kBlock != 0) {
-    throw Error(ErrorKind::kInternal,
-                "Q8Activations: k = " + std::to_string(k) + " is not a positive multiple of 32");
+  if (k <= 0 || k % kBlock != 0 || (terms != 1 && terms != 2)) {
+    throw Error(ErrorKind::kInternal, "Q8Activations: k = " + std::to_string(k) + ", terms = " +
+                                          std::to_string(terms) +
+                                          ": need a positive multiple of 32 and 1 or 2 terms");
   }
   const int64_t blocks = k / kBlock;
   const int64_t padded = (blocks + kPadBlocks - 1) / kPadBlocks * kPadBlocks;
   if (padded > capacity_blocks_) {
     q_.reset(aligned_array<int8_t>(padded * kBlock));
+    q_lo_.reset(aligned_array<int8_t>(padded * kBlock));
     scales_.reset(aligned_array<float>(padded * 2));
     capacity_blocks_ = padded;
   }
   k_ = k;
+  terms_ = terms;
   // The padding blocks read as zeros: they add 0 to every sum.
   std::memset(q_.get() + k, 0, static_cast<size_t>((padded - blocks) * kBlock));
+  std::memset(q_lo_.get() + k, 0, static_cast<size_t>((padded - blocks) * kBlock));
   std::fill(scales_.get() + 2 * blocks, scales_.get() + 2 * padded, 0.0f);
   switch (path) {
-    case CpuPath::kScalar: detail::quantize_scalar(x, k, q_.get(), scales_.get()); return;
-    case CpuPath::kAvx2: detail::quantize_avx2(x, k, q_.get(), scales_.get()); return;
+    case CpuPath::kScalar: detail::quantize_scalar(x, k, q_.get(), scales_.get()); break;
+    case CpuPath::kAvx2: detail::quantize_avx2(x, k, q_.get(), scales_.get()); break;
     case CpuPath::kAvx512:
-    case CpuPath::kAvx512Vnni: detail::quantize_avx512(x, k, q_.get(), scales_.get()); return;
+    case CpuPath::kAvx512Vnni: detail::quantize_avx512(x, k, q_.get(), scales_.get()); break;
   }
+  if (terms == 2) quantize_second_term(x, k, q_.get(), q_lo_.get(), scales_.get());
 }
 
 void gemv(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Activations& xq,

@@ -13,6 +13,12 @@
 // f32 product this adds only the error of rounding x to 8 bits (relative
 // error of each activation block ≤ 1/254 of its largest magnitude).
 //
+// Where 8 bits are too few (activations with outlier channels), a vector is
+// quantized to two 8-bit terms, qx = 256*qa + qb with unit dx = d/256 (about
+// 16 bits): the kernels form each block's integer sum as 256*Σ(qw*qa) +
+// Σ(qw*qb) from the same unpacked weights, so the second term adds byte dot
+// products but no second pass over the weights and no extra float work.
+//
 // Every CpuPath computes the same integer sums; paths differ only in the order
 // of the float additions that combine blocks, so they agree to float rounding
 // (qgemv_test bounds the difference by 1e-4 of the largest output). All
@@ -31,6 +37,9 @@ namespace duet::onednn {
 // 32: q[32b + i] = round(x[32b + i] * (1 / d[b])) with d[b] = max|x in block
 // b| / 127 (round to nearest, ties to even; an all-zero block has d = 0 and
 // q = 0), so |x - d*q| ≤ d/2.
+// With two terms, also q_lo[32b + i] = round((x - d*q) * (256 / d)), clamped
+// to ±127, so x ≈ (d/256) * (256*q + q_lo) within d/512 (about 1/65,000 of
+// the block's largest magnitude).
 // Buffers grow on demand and are kept, so one object reused across decode
 // steps allocates only on the first. Not thread-safe to quantize while another
 // thread reads it; reading from many threads at once is safe.
@@ -40,17 +49,22 @@ class Q8Activations {
   // zero-filled up to a multiple of kPadBlocks blocks.
   static constexpr int64_t kPadBlocks = 8;
 
-  // Quantizes x[0..k). REQUIRES: k > 0, k % 32 == 0, x finite. `path` picks
-  // the instructions used; every path stores bit-identical results.
-  // REQUIRES: path ≤ hardware_cpu_path().
-  void quantize(const float* x, int64_t k, CpuPath path = CpuPath::kScalar);
+  // Quantizes x[0..k) to `terms` (1 or 2) 8-bit terms. REQUIRES: k > 0,
+  // k % 32 == 0, x finite. `path` picks the instructions used; every path
+  // stores bit-identical results. REQUIRES: path ≤ hardware_cpu_path().
+  void quantize(const float* x, int64_t k, CpuPath path = CpuPath::kScalar, int terms = 1);
 
   int64_t k() const { return k_; }
   int64_t blocks() const { return k_ / 32; }
+  int terms() const { return terms_; }
   // k int8 values, 64-byte aligned; block b starts at q() + 32 * b.
   const int8_t* q() const { return q_.get(); }
+  // The second term, laid out as q(); null with one term.
+  const int8_t* q_lo() const { return terms_ == 2 ? q_lo_.get() : nullptr; }
   // Two floats per block, interleaved so a kernel loads both with one vector:
-  // scales()[2b] = d[b] and scales()[2b + 1] = s[b] = d[b] * Σ q of block b.
+  // scales()[2b] = u[b], the unit of the block's integer values (d[b] with
+  // one term, d[b]/256 with two), and scales()[2b + 1] = s[b] = u[b] * Σ of
+  // those values (Σq, or Σ(256*q + q_lo)).
   const float* scales() const { return scales_.get(); }
 
  private:
@@ -58,8 +72,10 @@ class Q8Activations {
     void operator()(void* p) const;
   };
   int64_t k_ = 0;
+  int terms_ = 1;
   int64_t capacity_blocks_ = 0;
   std::unique_ptr<int8_t[], AlignedFree> q_;
+  std::unique_ptr<int8_t[], AlignedFree> q_lo_;
   std::unique_ptr<float[], AlignedFree> scales_;
 };
 

@@ -81,11 +81,12 @@ __m256i block_dot(const uint8_t* blk, __m256i x) {
   }
 }
 
-// y[r0 .. r0+R) for the quantized types.
-template <DType T, int R>
+// y[r0 .. r0+R) for the quantized types, activations of `Terms` terms.
+template <DType T, int R, int Terms>
 void rows_quantized(const GemvArgs& a, int64_t r0) {
   const int64_t nb = a.xq->blocks();
   const int8_t* qx = a.xq->q();
+  const int8_t* qx_lo = a.xq->q_lo();
   const float* sx = a.xq->scales();
   const uint8_t* row[R];
   __m256 acc[R];
@@ -106,7 +107,12 @@ void rows_quantized(const GemvArgs& a, int64_t r0) {
 #pragma GCC unroll 4
       for (int j = 0; j < t; ++j) {
         const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(qx + (b + j) * kBlock));
-        const __m256i sums = block_dot<T>(blk + j * kBlockBytes<T>, x);
+        __m256i sums = block_dot<T>(blk + j * kBlockBytes<T>, x);
+        if constexpr (Terms == 2) {  // 256*Σ(w*q) + Σ(w*q_lo), see qgemv.h
+          const __m256i x_lo =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(qx_lo + (b + j) * kBlock));
+          sums = _mm256_add_epi32(_mm256_slli_epi32(sums, 8), block_dot<T>(blk + j * kBlockBytes<T>, x_lo));
+        }
         const __m256 scale = _mm256_permutevar8x32_ps(p, _mm256_set1_epi32(2 * j));
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[r]);
       }
@@ -162,19 +168,22 @@ void all_rows(const GemvArgs& a) {
   for (; r < a.row_end; ++r) Rows1(a, r);
 }
 
+template <DType T>
+void quantized_rows(const GemvArgs& a) {
+  if (a.xq->terms() == 2) {
+    all_rows<rows_quantized<T, kRows, 2>, rows_quantized<T, 1, 2>>(a);
+  } else {
+    all_rows<rows_quantized<T, kRows, 1>, rows_quantized<T, 1, 1>>(a);
+  }
+}
+
 }  // namespace
 
 void gemv_avx2(const GemvArgs& a) {
   switch (a.wtype) {
-    case DType::kQ4_0:
-      all_rows<rows_quantized<DType::kQ4_0, kRows>, rows_quantized<DType::kQ4_0, 1>>(a);
-      return;
-    case DType::kQ4_1:
-      all_rows<rows_quantized<DType::kQ4_1, kRows>, rows_quantized<DType::kQ4_1, 1>>(a);
-      return;
-    case DType::kQ8_0:
-      all_rows<rows_quantized<DType::kQ8_0, kRows>, rows_quantized<DType::kQ8_0, 1>>(a);
-      return;
+    case DType::kQ4_0: quantized_rows<DType::kQ4_0>(a); return;
+    case DType::kQ4_1: quantized_rows<DType::kQ4_1>(a); return;
+    case DType::kQ8_0: quantized_rows<DType::kQ8_0>(a); return;
     case DType::kF32: all_rows<rows_float<DType::kF32, kRows>, rows_float<DType::kF32, 1>>(a); return;
     default: all_rows<rows_float<DType::kF16, kRows>, rows_float<DType::kF16, 1>>(a); return;
   }

@@ -163,22 +163,26 @@ __m512 block_scales(__m256 p, __m512i index) {
   return _mm512_permutexvar_ps(index, _mm512_castps256_ps512(p));
 }
 
-// Σ u1*s1 + u2*s2 per 32-bit lane (4 byte products each), u unsigned ≤ 15.
-__m512i dot2_q4(__m512i u1, __m512i s1, __m512i u2, __m512i s2) {
+// acc + Σ u1*s1 + u2*s2 per 32-bit lane (4 byte products each), u unsigned ≤ 15.
+__m512i dot2_q4(__m512i acc, __m512i u1, __m512i s1, __m512i u2, __m512i s2) {
 #if DUET_QGEMV_VNNI
-  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u1, s1), u2, s2);
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, u1, s1), u2, s2);
 #else
   // Adding in 16 bits is safe: four products of 15 * 127 stay far below 2^15.
   const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(u1, s1), _mm512_maddubs_epi16(u2, s2));
-  return _mm512_madd_epi16(p, _mm512_set1_epi16(1));
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
 #endif
 }
 
-// y[r0 .. r0+R) for q4_0 / q4_1.
-template <DType T, int R>
+// The running sum of a two-term product before its second term: 256*Σ(w*q).
+__m512i times256(__m512i sums) { return _mm512_slli_epi32(sums, 8); }
+
+// y[r0 .. r0+R) for q4_0 / q4_1, activations of `Terms` terms.
+template <DType T, int R, int Terms>
 void rows_q4(const GemvArgs& a, int64_t r0) {
   const int64_t nb = a.xq->blocks();
   const int8_t* qx = a.xq->q();
+  const int8_t* qx_lo = a.xq->q_lo();
   const float* sx = a.xq->scales();
   const uint8_t* row[R];
   __m512 acc[R];
@@ -202,6 +206,14 @@ void rows_q4(const GemvArgs& a, int64_t r0) {
     const __m512i x23 = _mm512_load_si512(qx + b * kBlock + 64);
     const __m512i xlo = _mm512_permutex2var_epi64(x01, low_halves, x23);
     const __m512i xhi = _mm512_permutex2var_epi64(x01, high_halves, x23);
+    __m512i xlo2 = xlo;  // the second term's, when there is one
+    __m512i xhi2 = xhi;
+    if constexpr (Terms == 2) {
+      const __m512i y01 = _mm512_load_si512(qx_lo + b * kBlock);
+      const __m512i y23 = _mm512_load_si512(qx_lo + b * kBlock + 64);
+      xlo2 = _mm512_permutex2var_epi64(y01, low_halves, y23);
+      xhi2 = _mm512_permutex2var_epi64(y01, high_halves, y23);
+    }
     const __m256 xs = _mm256_load_ps(sx + 2 * b);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -210,7 +222,8 @@ void rows_q4(const GemvArgs& a, int64_t r0) {
       const Group g = load_group<T>(blk, t, index);
       const __m512i lo = _mm512_and_si512(g.q, nibble);
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(g.q, 4), nibble);
-      const __m512i sums = dot2_q4(lo, xlo, hi, xhi);
+      __m512i sums = dot2_q4(_mm512_setzero_si512(), lo, xlo, hi, xhi);
+      if constexpr (Terms == 2) sums = dot2_q4(times256(sums), lo, xlo2, hi, xhi2);
       const __m256 p = _mm256_mul_ps(g.dm, xs);
       // Odd lanes of p are the mw*sx terms; even lanes of acc_min stay zero.
       acc_min[r] = _mm256_mask_add_ps(acc_min[r], 0xaa, acc_min[r], p);
@@ -234,24 +247,28 @@ __m512i q8_bias(__m512i x) {
   return _mm512_sub_epi32(_mm512_setzero_si512(),
                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), x));
 }
-__m512i dot_q8(__m512i w, __m512i x, __m512i bias) {
-  return _mm512_dpbusd_epi32(bias, _mm512_xor_si512(w, _mm512_set1_epi8(-128)), x);
+// start + Σ w*x per 32-bit lane, where start includes x's q8_bias.
+__m512i dot_q8(__m512i w, __m512i x, __m512i start) {
+  return _mm512_dpbusd_epi32(start, _mm512_xor_si512(w, _mm512_set1_epi8(-128)), x);
 }
 #else
 __m512i q8_bias(__m512i) { return _mm512_setzero_si512(); }
-// vpmaddubsw multiplies unsigned by signed bytes: |w| * (x with w's sign).
-// Pairs stay within int16: 2 * 128 * 127 < 2^15 (x is never -128).
-__m512i dot_q8(__m512i w, __m512i x, __m512i) {
+// start + Σ w*x per 32-bit lane. vpmaddubsw multiplies unsigned by signed
+// bytes: |w| * (x with w's sign). Pairs stay within int16: 2 * 128 * 127 <
+// 2^15 (x is never -128).
+__m512i dot_q8(__m512i w, __m512i x, __m512i start) {
   const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-  return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1));
+  return _mm512_add_epi32(
+      start, _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1)));
 }
 #endif
 
-template <int R>
+template <int R, int Terms>
 void rows_q8_0(const GemvArgs& a, int64_t r0) {
   constexpr DType T = DType::kQ8_0;
   const int64_t nb = a.xq->blocks();
   const int8_t* qx = a.xq->q();
+  const int8_t* qx_lo = a.xq->q_lo();
   const float* sx = a.xq->scales();
   const uint8_t* row[R];
   __m512 acc[R];
@@ -268,6 +285,13 @@ void rows_q8_0(const GemvArgs& a, int64_t r0) {
     const __m512i x23 = _mm512_load_si512(qx + b * kBlock + 64);
     const __m512i bias01 = q8_bias(x01);
     const __m512i bias23 = q8_bias(x23);
+    __m512i y01 = x01, y23 = x23, bias_y01 = bias01, bias_y23 = bias23;  // the second term's
+    if constexpr (Terms == 2) {
+      y01 = _mm512_load_si512(qx_lo + b * kBlock);
+      y23 = _mm512_load_si512(qx_lo + b * kBlock + 64);
+      bias_y01 = q8_bias(y01);
+      bias_y23 = q8_bias(y23);
+    }
     const __m256 xs = _mm256_load_ps(sx + 2 * b);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -275,11 +299,13 @@ void rows_q8_0(const GemvArgs& a, int64_t r0) {
       const uint8_t* blk = row[r] + b * Layout<T>::kBytes;
       prefetch_next_pass<T, R>(blk, a.row_bytes);
       const Group g = load_group<T>(blk, t, index);
-      const __m512i s01 = dot_q8(g.q, x01, bias01);
+      __m512i s01 = dot_q8(g.q, x01, bias01);
+      if constexpr (Terms == 2) s01 = dot_q8(g.q, y01, _mm512_add_epi32(times256(s01), bias_y01));
       const __m256 p = _mm256_mul_ps(g.dm, xs);
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), block_scales(p, scale_index01), acc[r]);
       if (t > 2) {  // a short last group often has just one pair (k = 576: 18 blocks)
-        const __m512i s23 = dot_q8(g.q23, x23, bias23);
+        __m512i s23 = dot_q8(g.q23, x23, bias23);
+        if constexpr (Terms == 2) s23 = dot_q8(g.q23, y23, _mm512_add_epi32(times256(s23), bias_y23));
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), block_scales(p, scale_index23), acc[r]);
       }
     }
@@ -325,14 +351,24 @@ void rows_float(const GemvArgs& a, int64_t r0) {
 }
 #endif
 
-// The quantized types' kernels; false for f32/f16.
-bool gemv_quantized(const GemvArgs& a) {
+template <int Terms>
+bool gemv_quantized_terms(const GemvArgs& a) {
   switch (a.wtype) {
-    case DType::kQ4_0: all_rows<rows_q4<DType::kQ4_0, kRows>, rows_q4<DType::kQ4_0, 1>>(a); return true;
-    case DType::kQ4_1: all_rows<rows_q4<DType::kQ4_1, kRows>, rows_q4<DType::kQ4_1, 1>>(a); return true;
-    case DType::kQ8_0: all_rows<rows_q8_0<kRows>, rows_q8_0<1>>(a); return true;
+    case DType::kQ4_0:
+      all_rows<rows_q4<DType::kQ4_0, kRows, Terms>, rows_q4<DType::kQ4_0, 1, Terms>>(a);
+      return true;
+    case DType::kQ4_1:
+      all_rows<rows_q4<DType::kQ4_1, kRows, Terms>, rows_q4<DType::kQ4_1, 1, Terms>>(a);
+      return true;
+    case DType::kQ8_0: all_rows<rows_q8_0<kRows, Terms>, rows_q8_0<1, Terms>>(a); return true;
     default: return false;
   }
+}
+
+// The quantized types' kernels; false for f32/f16.
+bool gemv_quantized(const GemvArgs& a) {
+  if (a.wtype == DType::kF32 || a.wtype == DType::kF16) return false;  // (xq may be null)
+  return a.xq->terms() == 2 ? gemv_quantized_terms<2>(a) : gemv_quantized_terms<1>(a);
 }
 
 }  // namespace

@@ -34,8 +34,16 @@ int32_t dot_q8(const int8_t* qw, const int8_t* qx) {
   return sum;
 }
 
+// A block's integer sum over all terms of xq: Σ(qw*q), or with two terms
+// 256*Σ(qw*q) + Σ(qw*q_lo) (qgemv.h).
+template <class Dot, class W>
+int32_t block_sum(Dot dot, W w, const Q8Activations& xq, int64_t b) {
+  const int32_t sum = dot(w, xq.q() + b * kBlock);
+  if (xq.terms() == 1) return sum;
+  return 256 * sum + dot(w, xq.q_lo() + b * kBlock);
+}
+
 float row_q4(DType wtype, const uint8_t* row, const Q8Activations& xq) {
-  const int8_t* qx = xq.q();
   const float* sx = xq.scales();
   const int64_t block_bytes = wtype == DType::kQ4_1 ? 20 : 18;
   const int64_t qs_offset = wtype == DType::kQ4_1 ? 4 : 2;
@@ -45,20 +53,19 @@ float row_q4(DType wtype, const uint8_t* row, const Q8Activations& xq) {
     const float d = load_f16(blk);
     // q4_0 is q4_1 with the minimum fixed at -8d: d*(q - 8) = d*q + (-8d).
     const float m = wtype == DType::kQ4_1 ? load_f16(blk + 2) : -8.0f * d;
-    const auto isum = static_cast<float>(dot_q4(blk + qs_offset, qx + b * kBlock));
+    const auto isum = static_cast<float>(block_sum(dot_q4, blk + qs_offset, xq, b));
     acc += d * sx[2 * b] * isum + m * sx[2 * b + 1];
   }
   return acc;
 }
 
 float row_q8_0(const uint8_t* row, const Q8Activations& xq) {
-  const int8_t* qx = xq.q();
   const float* sx = xq.scales();
   float acc = 0.0f;
   for (int64_t b = 0; b < xq.blocks(); ++b) {
     const uint8_t* blk = row + b * 34;
     const auto isum =
-        static_cast<float>(dot_q8(reinterpret_cast<const int8_t*>(blk + 2), qx + b * kBlock));
+        static_cast<float>(block_sum(dot_q8, reinterpret_cast<const int8_t*>(blk + 2), xq, b));
     acc += load_f16(blk) * sx[2 * b] * isum;
   }
   return acc;
