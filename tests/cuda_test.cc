@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "command_fusion.h"
+#include "cublas_library.h"
 #include "cuda_options.h"
 #include "duet/error.h"
 #include "duet/pipeline.h"
@@ -116,6 +117,29 @@ TEST(CudaPlugin, ProbeAcceptsADeviceOrSaysThereIsNone) {
     EXPECT_EQ(p.refusal.rfind("no CUDA device", 0), 0u) << p.refusal;
   }
   EXPECT_EQ(p.registrar.backends.count("cuda"), 1u);
+}
+
+// The plugin host loads every plugin it finds, so whatever duet-cuda.so
+// links is paid by every duet process; cuBLAS alone was ~95 MiB of RSS.
+TEST(CudaPlugin, LoadingItMapsNoCublas) {
+  (void)cuda_plugin();
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    EXPECT_EQ(line.find("libcublas"), std::string::npos) << line;
+  }
+}
+
+TEST(CublasLibrary, OpensTheToolkitsCublasAndResolvesEveryFunction) {
+  const cuda::CublasLibrary& blas = cuda::CublasLibrary::get();
+  EXPECT_NE(blas.create, nullptr);
+  EXPECT_NE(blas.destroy, nullptr);
+  EXPECT_NE(blas.set_stream, nullptr);
+  EXPECT_NE(blas.gemm_ex, nullptr);
+  // A call that needs no device.
+  EXPECT_STREQ(blas.status_name(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
+  EXPECT_EQ(&cuda::CublasLibrary::get(), &blas) << "opened once";
+  EXPECT_EQ(std::string(cuda::CublasLibrary::soname()).rfind("libcublas.so.", 0), 0u);
 }
 
 TEST(CudaPlugin, DuetPluginsListsItLoadedOrRefusedWithTheReason) {

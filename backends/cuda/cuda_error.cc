@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "cublas_library.h"
 #include "duet/error.h"
 
 namespace duet::cuda {
@@ -17,7 +18,7 @@ void check_cuda(cudaError_t status, const char* what) {
 
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(ErrorKind::kPlugin, std::string("cuBLAS error while ") + what + ": " + cublasGetStatusName(status));
+  throw Error(ErrorKind::kPlugin, std::string("cuBLAS error while ") + what + ": " + CublasLibrary::get().status_name(status));
 }
 
 }  // namespace duet::cuda

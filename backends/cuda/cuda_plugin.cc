@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "cublas_library.h"
 #include "cuda_backend.h"
 #include "cuda_options.h"
 #include "duet/error.h"
@@ -50,6 +51,9 @@ void register_cuda(duet::PluginRegistrar& registrar) {
                                 std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") +
                                 "; expected 0.." + std::to_string(count - 1));
         }
+        // Opened here, not at load (see cublas_library.h): a missing cuBLAS
+        // fails the pipeline's build, not its first prefill.
+        (void)duet::cuda::CublasLibrary::get();
         return std::make_unique<duet::cuda::CudaBackend>(o);
       });
 }

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 
+#include "cublas_library.h"
 #include "cuda_error.h"
 
 namespace duet::cuda {
 
 Gemm::~Gemm() {
-  if (handle_ != nullptr) (void)cublasDestroy(handle_);
+  if (handle_ != nullptr) (void)CublasLibrary::get().destroy(handle_);
 }
 
 void* Gemm::scratch(std::unique_ptr<Buffer>& buffer, uint64_t bytes) {
@@ -19,9 +20,10 @@ void* Gemm::scratch(std::unique_ptr<Buffer>& buffer, uint64_t bytes) {
 }
 
 void Gemm::run(const GemmCall& c, const LaunchConfig& at) {
+  const CublasLibrary& blas = CublasLibrary::get();
   if (handle_ == nullptr) {
-    check_cublas(cublasCreate(&handle_), "creating a handle");
-    check_cublas(cublasSetStream(handle_, device_.stream()), "setting the stream");
+    check_cublas(blas.create(&handle_), "creating a handle");
+    check_cublas(blas.set_stream(handle_, device_.stream()), "setting the stream");
   }
   // f16 operands for quantized weights only (see the header).
   const bool f16 = c.dtype == DType::kQ4_0 || c.dtype == DType::kQ4_1 || c.dtype == DType::kQ8_0;
@@ -55,7 +57,7 @@ void Gemm::run(const GemmCall& c, const LaunchConfig& at) {
     // where row-major w [m, k] is the column-major [k, m] matrix Wᵀ (so
     // CUBLAS_OP_T) and row-major x [n, k] is column-major xᵀ. Panel rows
     // r0.. are rows r0.. of outᵀ: the output pointer moves by r0, ldc stays m.
-    check_cublas(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(c.n),
+    check_cublas(blas.gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(c.n),
                               static_cast<int>(c.k), &one, w, type, static_cast<int>(c.k), x, type,
                               static_cast<int>(c.k), &zero, c.out + r0, CUDA_R_32F, static_cast<int>(c.m),
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
