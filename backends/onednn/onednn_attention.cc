@@ -89,7 +89,6 @@ void OnednnAttention::plan(const StepBatch& step) {
   tasks_.clear();
   const int32_t n_kv = spec_.n_kv_heads;
   const int64_t hd = spec_.head_dim;
-  const int64_t kv_row = n_kv * hd;
   const int32_t threads = pool_->threads();
   int64_t per_thread = 0;
   for (const SequenceStep& seq : step.sequences) {
@@ -112,8 +111,8 @@ void OnednnAttention::plan(const StepBatch& step) {
     for (int32_t row = first; row < last; ++row) {
       const int32_t seen = step.positions[static_cast<size_t>(row)] + 1;
       const int32_t stretches = std::max(1, std::min(wanted, seen / kMinStretch));
-      per_thread =
-          std::max(per_thread, (spec_.n_heads + 2 * kv_row) * ((seen + stretches - 1) / stretches));
+      // A stretch's scores, for all query heads.
+      per_thread = std::max(per_thread, int64_t{spec_.n_heads} * ((seen + stretches - 1) / stretches));
       if (stretches == 1) {
         const int32_t parts = std::min(n_kv, wanted);
         for (int32_t i = 0; i < parts; ++i) {
@@ -227,27 +226,26 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   const int32_t heads = task.kv_heads * group;  // query heads of this task
   const int64_t first_head = int64_t{task.kv_head} * group;
   const int64_t q_row = int64_t{spec_.n_heads} * hd;
-  const int64_t len = task.end - task.begin;
+  const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;
   float* part = states_.data() + index * static_cast<size_t>(spec_.n_heads * (2 + hd));
   const SoftmaxPart state{part, part + heads, part + 2 * heads};
-  float* scores = scratch_.data() + thread * scratch_floats_;  // [heads, len]
-  // Decode is bound by reading the cache: copy the stretch's slots, all of
-  // the task's KV heads at once, in one sequential pass.
-  float* k = scores + heads * len;
-  float* v = k + len * task.kv_heads * hd;
-  gather(cache, task.seq->block_table, task.kv_head, task.kv_heads, task.begin, task.end, k, v);
-  const Gathered kv{k, v, int64_t{task.kv_heads} * hd};
+  std::fill(state.max, state.max + heads, -INFINITY);
+  std::fill(state.sum, state.sum + heads, 0.0f);
+  std::fill(state.acc, state.acc + int64_t{heads} * hd, 0.0f);
+  float* scores = scratch_.data() + thread * scratch_floats_;
+  const bool f16 = cache.dtype == DType::kF16;
+  const int64_t elem = f16 ? 2 : 4;
   const float* qr = q + task.row * q_row + first_head * hd;
-  for (int32_t g = 0; g < task.kv_heads; ++g) {
-    // The group's query heads are consecutive in the row: one [group, hd] matrix.
-    const int64_t h0 = int64_t{g} * group;
-    sgemm('T', group, len, hd, spec_.scale, qr + h0 * hd, hd, kv.k + int64_t{g} * hd, kv.ld, 0.0f,
-          scores + h0 * len, len);
-    for (int64_t h = h0; h < h0 + group; ++h)
-      kernels_.exp_scores(scores + h * len, len, state.max + h, state.sum + h);
-    sgemm('N', group, hd, len, 1.0f, scores + h0 * len, len, kv.v + int64_t{g} * hd, kv.ld, 0.0f,
-          state.acc + h0 * hd, hd);
-  }
+  // Decode is bound by reading the cache: the keys and values are read in
+  // place, once, in order, straight from the slots (widened in registers).
+  for_each_run(task.seq->block_table, cache.block_tokens, task.begin, task.end,
+               [&](int32_t p0, int32_t p1, int64_t slot) {
+                 const int64_t first = (slot * kv_row + int64_t{task.kv_head} * hd) * elem;
+                 kernels_.attend(qr, task.kv_heads, group, hd, spec_.scale,
+                                 static_cast<const uint8_t*>(cache.k) + first,
+                                 static_cast<const uint8_t*>(cache.v) + first, f16, kv_row, p1 - p0,
+                                 scores, state);
+               });
   if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row + first_head * hd);
 }
 

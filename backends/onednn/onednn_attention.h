@@ -7,15 +7,15 @@
 // in between. A sequence with few rows (decode) would give only n_kv_heads
 // such tasks — too few for the threads and too coarse at thousands of cached
 // tokens — so each of its rows is instead split into stretches of cached
-// positions. A stretch copies its slots (widening f16), all KV heads at
-// once, in one sequential pass — long-context decode is bound by reading the
-// cache, and this reads each of its cache lines once, in order — then
-// multiplies the query vectors of each KV head's group at once and keeps the
-// softmax partials (max, sum, unnormalised output), which are merged
-// afterwards (flash decoding). Positions are read through the sequence's block table exactly
-// as the reference backend reads them; tiles read a run of f32 slots in
-// place, and anything else (an f16 cache, blocks out of order) is gathered
-// once per step for all tiles of the sequence.
+// positions. A stretch reads its keys and values in place, each once,
+// widening f16 in registers (long-context decode is bound by reading the
+// cache), scores them for all query heads of a KV head's group at once, and
+// folds them into softmax partials (max, sum, unnormalised output) run of
+// slots by run of slots; the partials of a row's stretches are merged
+// afterwards (flash decoding). Positions are read through the sequence's
+// block table exactly as the reference backend reads them; tiles read a run
+// of f32 slots in place, and anything else (an f16 cache, blocks out of
+// order) is gathered once per step for all tiles of the sequence.
 #pragma once
 
 #include <memory>
@@ -95,7 +95,7 @@ class OnednnAttention final : public Attention {
   std::vector<Task> tasks_;
   std::vector<float> states_;       // per task: max[group], sum[group], acc[group][head_dim]
   std::vector<SoftmaxPart> parts_;  // the stretches of one row being merged
-  // Per thread: a task's scores, then a stretch's gathered keys and values.
+  // Per thread: a task's scores.
   std::vector<float> scratch_;
   // Per tiled sequence: keys then values of every position it sees, or
   // offset -1 when its tiles read the cache in place.

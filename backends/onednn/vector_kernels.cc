@@ -84,6 +84,20 @@ DUET_INLINE float hsum(typename Vec<W>::F v) {
   return s;
 }
 
+// The same sum as a tree of halvings (a few shuffles, not W extractions),
+// for the inner loop of attention; the order of additions differs.
+template <int W>
+DUET_INLINE float hsum_tree(typename Vec<W>::F v) {
+  if constexpr (W == 4) {
+    return (v[0] + v[2]) + (v[1] + v[3]);
+  } else {
+    typename Vec<W / 2>::F lo, hi;
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+    return hsum_tree<W / 2>(lo + hi);
+  }
+}
+
 template <int W>
 DUET_INLINE float hmax(typename Vec<W>::F v) {
   float m = v[0];
@@ -155,10 +169,72 @@ DUET_INLINE void softmax_body(float* s, int64_t valid, int64_t width) {
   for (int64_t p = valid; p < width; ++p) s[p] = 0.0f;
 }
 
+
+// Elements [c, c + W) of a cache row of f32 or f16 values.
 template <int W>
-DUET_INLINE void exp_scores_body(float* s, int64_t n, float* max, float* sum) {
-  *max = max_of<W>(s, n);
-  *sum = exp_shifted<W>(s, n, *max);
+DUET_INLINE typename Vec<W>::F load_row(const void* row, bool f16, int64_t c) {
+  if (f16) return load_f16<W>(static_cast<const uint16_t*>(row) + c);
+  return load<W>(static_cast<const float*>(row) + c);
+}
+
+// Prefetches the `bytes` at p into L1: the hardware prefetchers lag on the
+// many short streams of a paged cache.
+DUET_INLINE void prefetch(const uint8_t* p, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+}
+
+template <int W>
+DUET_INLINE void attend_body(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                             float scale, const void* k, const void* v, bool f16, int64_t stride,
+                             int64_t n, float* scores, SoftmaxPart state) {
+  using F = typename Vec<W>::F;
+  constexpr int64_t kAhead = 4;  // positions prefetched ahead
+  const int64_t elem = f16 ? 2 : 4;
+  const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
+  const int64_t heads = int64_t{kv_heads} * group;
+  const auto* kb = static_cast<const uint8_t*>(k);
+  const auto* vb = static_cast<const uint8_t*>(v);
+  // Scores, position by position: each key is read (and widened) once for
+  // all query heads of its group.
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = kb + i * stride * elem;
+    if (i + kAhead < n) prefetch(row + kAhead * stride * elem, row_bytes);
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      const uint8_t* key = row + g * head_dim * elem;
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const float* qh = q + h * head_dim;
+        F dot{};
+        for (int64_t c = 0; c < head_dim; c += W) dot += load_row<W>(key, f16, c) * load<W>(qh + c);
+        scores[h * n + i] = scale * hsum_tree<W>(dot);
+      }
+    }
+  }
+  // Online softmax: rescale what the state holds to the new maximum.
+  for (int64_t h = 0; h < heads; ++h) {
+    float* s = scores + h * n;
+    const float m = std::fmax(state.max[h], max_of<W>(s, n));
+    const float keep = std::exp(state.max[h] - m);  // 0 for a fresh state
+    state.sum[h] = state.sum[h] * keep + exp_shifted<W>(s, n, m);
+    state.max[h] = m;
+    float* acc = state.acc + int64_t{h} * head_dim;
+    for (int64_t c = 0; c < head_dim; c += W) store<W>(acc + c, load<W>(acc + c) * keep);
+  }
+  // acc += p * v, position by position: each value read once for all
+  // query heads of its group.
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = vb + i * stride * elem;
+    if (i + kAhead < n) prefetch(row + kAhead * stride * elem, row_bytes);
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      const uint8_t* value = row + g * head_dim * elem;
+      for (int64_t c = 0; c < head_dim; c += W) {
+        const F x = load_row<W>(value, f16, c);
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          float* acc = state.acc + h * head_dim + c;
+          store<W>(acc, load<W>(acc) + scores[h * n + i] * x);
+        }
+      }
+    }
+  }
 }
 
 template <int W>
@@ -277,8 +353,10 @@ DUET_INLINE void narrow_f16_body(const float* src, uint16_t* dst, int64_t n) {
   TARGET void softmax_##NAME(float* s, int64_t valid, int64_t width) {                          \
     softmax_body<W>(s, valid, width);                                                           \
   }                                                                                             \
-  TARGET void exp_scores_##NAME(float* s, int64_t n, float* max, float* sum) {                  \
-    exp_scores_body<W>(s, n, max, sum);                                                         \
+  TARGET void attend_##NAME(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,  \
+                            float scale, const void* k, const void* v, bool f16, int64_t stride, \
+                            int64_t n, float* scores, SoftmaxPart state) {                      \
+    attend_body<W>(q, kv_heads, group, head_dim, scale, k, v, f16, stride, n, scores, state);   \
   }                                                                                             \
   TARGET void merge_##NAME(const SoftmaxPart* parts, int64_t n_parts, int32_t heads,            \
                            int32_t head_dim, float* out) {                                      \
@@ -297,7 +375,7 @@ DUET_INLINE void narrow_f16_body(const float* src, uint16_t* dst, int64_t n) {
   TARGET void narrow_f16_##NAME(const float* src, uint16_t* dst, int64_t n) {                   \
     narrow_f16_body<W>(src, dst, n);                                                            \
   }                                                                                             \
-  constexpr VectorKernels k##NAME{softmax_##NAME,   exp_scores_##NAME, merge_##NAME,            \
+  constexpr VectorKernels k##NAME{softmax_##NAME,   attend_##NAME,     merge_##NAME,              \
                                   swiglu_##NAME,    dequantize_##NAME, widen_f16_##NAME,        \
                                   narrow_f16_##NAME};
 

@@ -35,9 +35,19 @@ struct VectorKernels {
   // Softmax of s[0, valid) in place; s[valid, width) becomes 0.
   // REQUIRES: 1 ≤ valid ≤ width.
   void (*softmax)(float* s, int64_t valid, int64_t width);
-  // s[i] = exp(s[i] - max) for i in [0, n), with *max = max of the inputs
-  // and *sum = Σ of the results. REQUIRES: n ≥ 1.
-  void (*exp_scores)(float* s, int64_t n, float* max, float* sum);
+  // Folds n cached positions into `state`, the partial attention of
+  // kv_heads * group query heads, each group of `group` consecutive heads
+  // sharing one KV head: query head h is q[h * head_dim ..); KV head g of
+  // position i has its key at k + i * stride + g * head_dim and its value
+  // likewise from v (elements of f32, or of f16 when `f16`). The scores are
+  // scale * q·k. A fresh state is max = -inf, sum = 0, acc = 0; calling this
+  // once per run of consecutive cache slots gives the state of all of them
+  // (online softmax). Each position's keys and values are read once, in
+  // order. `scores`: scratch for kv_heads * group * n floats.
+  // REQUIRES: head_dim a multiple of 16, n ≥ 1, finite inputs.
+  void (*attend)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
+                 const void* k, const void* v, bool f16, int64_t stride, int64_t n, float* scores,
+                 SoftmaxPart state);
   // Writes acc / sum of the merged parts to out[h * head_dim + d].
   // REQUIRES: head_dim a multiple of 16, n_parts ≥ 1.
   void (*merge)(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim,
