@@ -13,11 +13,12 @@ namespace duet::onednn {
 namespace {
 
 // Rows from which expanding weight panels to f32 for oneDNN GEMM beats the
-// gemv kernels, whose cost grows with every row and term, measured on
-// SmolLM2-135M's projections (2 cores, AVX-512 VNNI): 4 rows with two
-// activation terms, 12 with one.
-constexpr int64_t kDefaultMinGemmRowsQ8x2 = 4;
-constexpr int64_t kDefaultMinGemmRowsQ8 = 12;
+// gemv kernels, whose cost grows with every row, measured with `duet bench
+// configs/smollm2-onednn.yaml --tests pp -p 12,16,24` and matmul_min_rows
+// 1 (always GEMM) against 10^6 (never), 2 threads, AVX-512 VNNI: with two
+// activation terms the two tie at 16 rows, with one GEMM is ahead from 24.
+constexpr int64_t kDefaultMinGemmRowsQ8x2 = 16;
+constexpr int64_t kDefaultMinGemmRowsQ8 = 24;
 
 }  // namespace
 

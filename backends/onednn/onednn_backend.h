@@ -20,9 +20,10 @@ namespace duet::onednn {
 //                     (its affinity mask); the pool's threads, caller included.
 //   gemv_activations  q8x2 (default) or q8: how matmuls with few rows send
 //                     activations to the quantized gemv kernels — two 8-bit
-//                     terms (about 16-bit precision, twice the kernel work) or
-//                     one, as llama.cpp does (~1e-4 normalised MSE per product).
-//   matmul_min_rows   1..2^20, default 4 with q8x2 and 12 with q8 (measured
+//                     terms (about 16-bit precision; the kernels unpack the
+//                     weights once for both) or one, as llama.cpp does (~1e-4
+//                     normalised MSE per product).
+//   matmul_min_rows   1..2^20, default 16 with q8x2 and 24 with q8 (measured
 //                     crossovers): matmuls with at least this many activation
 //                     rows expand weight panels to f32 for oneDNN GEMM.
 struct BackendOptions {
