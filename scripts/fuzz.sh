@@ -37,7 +37,10 @@ for t in "${targets[@]}"; do
   rc=0
   (cd "$build/findings" && "$build/tests/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 \
       -rss_limit_mb=4096 -timeout=10 "${dirs[@]}" >"$log" 2>&1) || rc=$?
-  if [ $rc -ne 0 ]; then
+  if [ $rc -eq 72 ]; then  # libFuzzer's exit code when interrupted (SIGINT)
+    echo "$t: interrupted"
+    [ $status -ne 0 ] || status=130
+  elif [ $rc -ne 0 ]; then
     status=1
     echo "$t: FINDING; reproducer and report in $build/findings"
   fi
