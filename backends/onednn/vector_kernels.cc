@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "duet/quant.h"
+#include "kernels/attend_avx512.h"
 
 // Vector types are passed by value only between always-inline functions of
 // this file, so the ABI change GCC warns about never applies.
@@ -183,19 +184,18 @@ DUET_INLINE void prefetch(const uint8_t* p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
 }
 
+// scores[h * n + i] = scale * q_h · k_i (VectorKernels::attend's first half).
 template <int W>
-DUET_INLINE void attend_body(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
-                             float scale, const void* k, const void* v, bool f16, int64_t stride,
-                             int64_t n, float* scores, SoftmaxPart state) {
+DUET_INLINE void attend_scores_body(const float* q, int32_t kv_heads, int32_t group,
+                                    int32_t head_dim, float scale, const void* k, bool f16,
+                                    int64_t stride, int64_t n, float* scores) {
   using F = typename Vec<W>::F;
   constexpr int64_t kAhead = 4;  // positions prefetched ahead
   const int64_t elem = f16 ? 2 : 4;
   const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
-  const int64_t heads = int64_t{kv_heads} * group;
   const auto* kb = static_cast<const uint8_t*>(k);
-  const auto* vb = static_cast<const uint8_t*>(v);
-  // Scores, position by position: each key is read (and widened) once for
-  // all query heads of its group.
+  // Position by position: each key is read (and widened) once for all query
+  // heads of its group.
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* row = kb + i * stride * elem;
     if (i + kAhead < n) prefetch(row + kAhead * stride * elem, row_bytes);
@@ -209,18 +209,36 @@ DUET_INLINE void attend_body(const float* q, int32_t kv_heads, int32_t group, in
       }
     }
   }
-  // Online softmax: rescale what the state holds to the new maximum.
+}
+
+// The online-softmax step: folds the new scores' maximum into the state,
+// rescales what it holds, and turns the scores into exp(score - max).
+template <int W>
+DUET_INLINE void attend_softmax_body(int64_t heads, int32_t head_dim, int64_t n, float* scores,
+                                     SoftmaxPart state) {
   for (int64_t h = 0; h < heads; ++h) {
     float* s = scores + h * n;
     const float m = std::fmax(state.max[h], max_of<W>(s, n));
     const float keep = std::exp(state.max[h] - m);  // 0 for a fresh state
     state.sum[h] = state.sum[h] * keep + exp_shifted<W>(s, n, m);
     state.max[h] = m;
-    float* acc = state.acc + int64_t{h} * head_dim;
+    float* acc = state.acc + h * head_dim;
     for (int64_t c = 0; c < head_dim; c += W) store<W>(acc + c, load<W>(acc + c) * keep);
   }
-  // acc += p * v, position by position: each value read once for all
-  // query heads of its group.
+}
+
+// acc_h += Σ_i probs[h * n + i] * v_i (VectorKernels::attend's second half).
+template <int W>
+DUET_INLINE void attend_values_body(int32_t kv_heads, int32_t group, int32_t head_dim,
+                                    const void* v, bool f16, int64_t stride, int64_t n,
+                                    const float* probs, float* acc) {
+  using F = typename Vec<W>::F;
+  constexpr int64_t kAhead = 4;
+  const int64_t elem = f16 ? 2 : 4;
+  const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
+  const auto* vb = static_cast<const uint8_t*>(v);
+  // Position by position: each value is read once for all query heads of
+  // its group.
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* row = vb + i * stride * elem;
     if (i + kAhead < n) prefetch(row + kAhead * stride * elem, row_bytes);
@@ -229,12 +247,21 @@ DUET_INLINE void attend_body(const float* q, int32_t kv_heads, int32_t group, in
       for (int64_t c = 0; c < head_dim; c += W) {
         const F x = load_row<W>(value, f16, c);
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          float* acc = state.acc + h * head_dim + c;
-          store<W>(acc, load<W>(acc) + scores[h * n + i] * x);
+          float* a = acc + h * head_dim + c;
+          store<W>(a, load<W>(a) + probs[h * n + i] * x);
         }
       }
     }
   }
+}
+
+template <int W>
+DUET_INLINE void attend_body(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                             float scale, const void* k, const void* v, bool f16, int64_t stride,
+                             int64_t n, float* scores, SoftmaxPart state) {
+  attend_scores_body<W>(q, kv_heads, group, head_dim, scale, k, f16, stride, n, scores);
+  attend_softmax_body<W>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  attend_values_body<W>(kv_heads, group, head_dim, v, f16, stride, n, scores, state.acc);
 }
 
 template <int W>
@@ -383,6 +410,22 @@ DUET_VECTOR_KERNELS(Baseline, 4, )
 #if defined(__x86_64__)
 DUET_VECTOR_KERNELS(Avx2, 8, __attribute__((target("avx2,fma,f16c"))))
 DUET_VECTOR_KERNELS(Avx512, 16, __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))))
+
+// Attention's memory-bound halves in intrinsics (kernels/attend_avx512.h),
+// the softmax step between them from the body above.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_Avx512Intrinsics(
+    const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale, const void* k,
+    const void* v, bool f16, int64_t stride, int64_t n, float* scores, SoftmaxPart state) {
+  detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, f16, stride, n, scores);
+  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  detail::attend_values_avx512(kv_heads, group, head_dim, v, f16, stride, n, scores, state.acc);
+}
+
+constexpr VectorKernels kAvx512WithIntrinsics = [] {
+  VectorKernels k = kAvx512;
+  k.attend = attend_Avx512Intrinsics;
+  return k;
+}();
 #endif
 
 }  // namespace
@@ -392,7 +435,7 @@ const VectorKernels& vector_kernels(CpuPath path) {
   switch (path) {
     case CpuPath::kAvx512:
     case CpuPath::kAvx512Vnni:
-      return kAvx512;
+      return kAvx512WithIntrinsics;
     case CpuPath::kAvx2:
       return kAvx2;
     case CpuPath::kScalar:
