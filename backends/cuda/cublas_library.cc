@@ -42,11 +42,12 @@ Loaded load() {
     return out;
   }
   CublasLibrary& a = out.api;
-  for (const auto& [ok, name] : {std::pair{resolve(handle, "cublasCreate_v2", a.create), "cublasCreate_v2"},
-                                 {resolve(handle, "cublasDestroy_v2", a.destroy), "cublasDestroy_v2"},
-                                 {resolve(handle, "cublasSetStream_v2", a.set_stream), "cublasSetStream_v2"},
-                                 {resolve(handle, "cublasGetStatusName", a.status_name), "cublasGetStatusName"},
-                                 {resolve(handle, "cublasGemmEx", a.gemm_ex), "cublasGemmEx"}}) {
+  for (const auto& [ok, name] :
+       {std::pair{resolve(handle, "cublasCreate_v2", a.create), "cublasCreate_v2"},
+        {resolve(handle, "cublasDestroy_v2", a.destroy), "cublasDestroy_v2"},
+        {resolve(handle, "cublasSetStream_v2", a.set_stream), "cublasSetStream_v2"},
+        {resolve(handle, "cublasGetStatusName", a.status_name), "cublasGetStatusName"},
+        {resolve(handle, "cublasGemmEx", a.gemm_ex), "cublasGemmEx"}}) {
     if (!ok) {
       out.error = std::string(kSoname) + " has no function " + name +
                   "; install the cuBLAS of the CUDA toolkit this plugin was built with";

@@ -1,16 +1,9 @@
 // AVX-512 halves of decode attention; see attend_avx512.h.
-
-// GCC 12's AVX-512 intrinsics build their "undefined" operands as `__m512 x = x`,
-// which -Wuninitialized reports at every inlined use (GCC bug 105593, fixed in 13).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 #include "kernels/attend_avx512.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
+
+#include "kernels/avx512_intrinsics.h"
 
 namespace duet::onednn::detail {
 namespace {
@@ -19,14 +12,25 @@ constexpr int64_t kBlock = 16;  // positions per block: one score vector
 
 // Values [c, c + 16) of a cache row of f32 or f16 elements.
 __m512 load16(const uint8_t* row, bool f16, int64_t c) {
-  if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
+  if (f16)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
   return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
 }
 
-// Prefetches `rows` rows of `row_bytes` each, `stride_bytes` apart.
-void prefetch_rows(const uint8_t* p, int64_t rows, int64_t stride_bytes, int64_t row_bytes) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(p + r * stride_bytes + b), _MM_HINT_T0);
+// Calls fn(block, first, m) for the blocks of m ≤ kBlock positions of the n rows
+// at base (rows `stride_bytes` apart, of which `row_bytes` are read), each
+// after prefetching the next block.
+template <class Fn>
+void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_t row_bytes,
+                    const Fn& fn) {
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const uint8_t* block = base + i0 * stride_bytes;
+    for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
+      for (int64_t b = 0; b < row_bytes; b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(block + r * stride_bytes + b), _MM_HINT_T0);
+      }
+    }
+    fn(block, i0, std::min(kBlock, n - i0));
   }
 }
 
@@ -50,8 +54,10 @@ __m512 sum16(const __m512 p[16]) {
     c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
                          _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
   }
-  const __m512 d = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
-  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
+  const __m512 d =
+      _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
+  return _mm512_permutexvar_ps(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
 }
 
 // acc[h][c..c+16) += Σ_i p[h][i] * v_i[c..c+16) for H heads, the
@@ -77,57 +83,59 @@ void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32
                           float* scores) {
   const int64_t elem = f16 ? 2 : 4;
   const int64_t stride_bytes = stride * elem;
-  const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
-  const auto* base = static_cast<const uint8_t*>(k);
   const __m512 vscale = _mm512_set1_ps(scale);
-  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-    const int64_t m = std::min(kBlock, n - i0);
-    const uint8_t* block = base + i0 * stride_bytes;
-    if (i0 + kBlock < n) prefetch_rows(block + kBlock * stride_bytes, std::min(kBlock, n - i0 - kBlock), stride_bytes, row_bytes);
-    for (int64_t g = 0; g < kv_heads; ++g) {
-      const uint8_t* keys = block + g * head_dim * elem;
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        const float* qh = q + h * head_dim;
-        __m512 part[kBlock];
-        for (int64_t j = 0; j < kBlock; ++j) part[j] = _mm512_setzero_ps();
-        for (int64_t j = 0; j < m; ++j) {
-          const uint8_t* key = keys + j * stride_bytes;
-          for (int64_t c = 0; c < head_dim; c += 16) {
-            part[j] = _mm512_fmadd_ps(load16(key, f16, c), _mm512_loadu_ps(qh + c), part[j]);
+  for_each_block(
+      static_cast<const uint8_t*>(k), n, stride_bytes, int64_t{kv_heads} * head_dim * elem,
+      [&](const uint8_t* block, int64_t i0, int64_t m) {
+        for (int64_t g = 0; g < kv_heads; ++g) {
+          const uint8_t* keys = block + g * head_dim * elem;
+          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+            const float* qh = q + h * head_dim;
+            __m512 part[kBlock];
+            for (int64_t j = 0; j < kBlock; ++j) part[j] = _mm512_setzero_ps();
+            for (int64_t j = 0; j < m; ++j) {
+              const uint8_t* key = keys + j * stride_bytes;
+              for (int64_t c = 0; c < head_dim; c += 16) {
+                part[j] = _mm512_fmadd_ps(load16(key, f16, c), _mm512_loadu_ps(qh + c), part[j]);
+              }
+            }
+            const auto lanes = static_cast<__mmask16>((1u << m) - 1);
+            _mm512_mask_storeu_ps(scores + h * n + i0, lanes, _mm512_mul_ps(sum16(part), vscale));
           }
         }
-        const auto lanes = static_cast<__mmask16>((1u << m) - 1);
-        _mm512_mask_storeu_ps(scores + h * n + i0, lanes, _mm512_mul_ps(sum16(part), vscale));
-      }
-    }
-  }
+      });
 }
 
 void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
                           bool f16, int64_t stride, int64_t n, const float* probs, float* acc) {
   const int64_t elem = f16 ? 2 : 4;
   const int64_t stride_bytes = stride * elem;
-  const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
-  const auto* base = static_cast<const uint8_t*>(v);
-  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-    const int64_t m = std::min(kBlock, n - i0);
-    const uint8_t* block = base + i0 * stride_bytes;
-    if (i0 + kBlock < n) prefetch_rows(block + kBlock * stride_bytes, std::min(kBlock, n - i0 - kBlock), stride_bytes, row_bytes);
-    for (int64_t g = 0; g < kv_heads; ++g) {
-      const uint8_t* values = block + g * head_dim * elem;
-      // Heads four at a time: four accumulators per 16 dimensions stay in registers.
-      for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
-        const float* p = probs + h * n + i0;
-        float* a = acc + h * head_dim;
-        switch (std::min<int64_t>(4, (g + 1) * group - h)) {
-          case 1: values_heads<1>(values, f16, stride_bytes, m, head_dim, p, n, a); break;
-          case 2: values_heads<2>(values, f16, stride_bytes, m, head_dim, p, n, a); break;
-          case 3: values_heads<3>(values, f16, stride_bytes, m, head_dim, p, n, a); break;
-          default: values_heads<4>(values, f16, stride_bytes, m, head_dim, p, n, a); break;
-        }
-      }
-    }
-  }
+  for_each_block(static_cast<const uint8_t*>(v), n, stride_bytes,
+                 int64_t{kv_heads} * head_dim * elem,
+                 [&](const uint8_t* block, int64_t i0, int64_t m) {
+                   for (int64_t g = 0; g < kv_heads; ++g) {
+                     const uint8_t* values = block + g * head_dim * elem;
+                     // Heads four at a time: four accumulators per 16 dimensions stay in registers.
+                     for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
+                       const float* p = probs + h * n + i0;
+                       float* a = acc + h * head_dim;
+                       switch (std::min<int64_t>(4, (g + 1) * group - h)) {
+                         case 1:
+                           values_heads<1>(values, f16, stride_bytes, m, head_dim, p, n, a);
+                           break;
+                         case 2:
+                           values_heads<2>(values, f16, stride_bytes, m, head_dim, p, n, a);
+                           break;
+                         case 3:
+                           values_heads<3>(values, f16, stride_bytes, m, head_dim, p, n, a);
+                           break;
+                         default:
+                           values_heads<4>(values, f16, stride_bytes, m, head_dim, p, n, a);
+                           break;
+                       }
+                     }
+                   }
+                 });
 }
 
 }  // namespace duet::onednn::detail

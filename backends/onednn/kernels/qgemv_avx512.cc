@@ -12,16 +12,9 @@
 // pairs, whose even lanes are broadcast to the lanes holding each block's
 // integer sums.
 
-// GCC 12's AVX-512 intrinsics build their "undefined" operands as `__m512 x = x`,
-// which -Wuninitialized reports at every inlined use (GCC bug 105593, fixed in 13).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <cstdint>
 
+#include "kernels/avx512_intrinsics.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn::detail {
