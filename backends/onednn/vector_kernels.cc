@@ -184,31 +184,41 @@ DUET_INLINE void prefetch(const uint8_t* p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
 }
 
-// scores[h * n + i] = scale * q_h · k_i (VectorKernels::attend's first half).
+// Calls fn(i, g, p) for every position i < n and KV head g, p the first of
+// that head's head_dim elements (f32 or f16 per `f16`; KV head g of position
+// i at base + (i * stride + g * head_dim) elements), a few positions'
+// rows prefetched ahead. `fn` must be always_inline: it runs in the
+// caller's instruction set.
+template <class Fn>
+DUET_INLINE void for_each_cached_head(const void* base, int32_t kv_heads, int32_t head_dim,
+                                      bool f16, int64_t stride, int64_t n, const Fn& fn) {
+  constexpr int64_t kAhead = 4;  // positions prefetched ahead
+  const int64_t elem = f16 ? 2 : 4;
+  const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = static_cast<const uint8_t*>(base) + i * stride * elem;
+    if (i + kAhead < n) prefetch(row + kAhead * stride * elem, row_bytes);
+    for (int64_t g = 0; g < kv_heads; ++g) fn(i, g, row + g * head_dim * elem);
+  }
+}
+
+// scores[h * n + i] = scale * q_h · k_i (VectorKernels::attend's first half),
+// each key read (and widened) once for all query heads of its group.
 template <int W>
 DUET_INLINE void attend_scores_body(const float* q, int32_t kv_heads, int32_t group,
                                     int32_t head_dim, float scale, const void* k, bool f16,
                                     int64_t stride, int64_t n, float* scores) {
-  using F = typename Vec<W>::F;
-  constexpr int64_t kAhead = 4;  // positions prefetched ahead
-  const int64_t elem = f16 ? 2 : 4;
-  const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
-  const auto* kb = static_cast<const uint8_t*>(k);
-  // Position by position: each key is read (and widened) once for all query
-  // heads of its group.
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* row = kb + i * stride * elem;
-    if (i + kAhead < n) prefetch(row + kAhead * stride * elem, row_bytes);
-    for (int64_t g = 0; g < kv_heads; ++g) {
-      const uint8_t* key = row + g * head_dim * elem;
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        const float* qh = q + h * head_dim;
-        F dot{};
-        for (int64_t c = 0; c < head_dim; c += W) dot += load_row<W>(key, f16, c) * load<W>(qh + c);
-        scores[h * n + i] = scale * hsum_tree<W>(dot);
-      }
-    }
-  }
+  for_each_cached_head(k, kv_heads, head_dim, f16, stride, n,
+                       [&](int64_t i, int64_t g, const uint8_t* key) __attribute__((always_inline)) {
+                         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+                           const float* qh = q + h * head_dim;
+                           typename Vec<W>::F dot{};
+                           for (int64_t c = 0; c < head_dim; c += W) {
+                             dot += load_row<W>(key, f16, c) * load<W>(qh + c);
+                           }
+                           scores[h * n + i] = scale * hsum_tree<W>(dot);
+                         }
+                       });
 }
 
 // The online-softmax step: folds the new scores' maximum into the state,
@@ -227,32 +237,22 @@ DUET_INLINE void attend_softmax_body(int64_t heads, int32_t head_dim, int64_t n,
   }
 }
 
-// acc_h += Σ_i probs[h * n + i] * v_i (VectorKernels::attend's second half).
+// acc_h += Σ_i probs[h * n + i] * v_i (VectorKernels::attend's second half),
+// each value read once for all query heads of its group.
 template <int W>
 DUET_INLINE void attend_values_body(int32_t kv_heads, int32_t group, int32_t head_dim,
                                     const void* v, bool f16, int64_t stride, int64_t n,
                                     const float* probs, float* acc) {
-  using F = typename Vec<W>::F;
-  constexpr int64_t kAhead = 4;
-  const int64_t elem = f16 ? 2 : 4;
-  const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
-  const auto* vb = static_cast<const uint8_t*>(v);
-  // Position by position: each value is read once for all query heads of
-  // its group.
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* row = vb + i * stride * elem;
-    if (i + kAhead < n) prefetch(row + kAhead * stride * elem, row_bytes);
-    for (int64_t g = 0; g < kv_heads; ++g) {
-      const uint8_t* value = row + g * head_dim * elem;
-      for (int64_t c = 0; c < head_dim; c += W) {
-        const F x = load_row<W>(value, f16, c);
-        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          float* a = acc + h * head_dim + c;
-          store<W>(a, load<W>(a) + probs[h * n + i] * x);
-        }
-      }
-    }
-  }
+  for_each_cached_head(v, kv_heads, head_dim, f16, stride, n,
+                       [&](int64_t i, int64_t g, const uint8_t* value) __attribute__((always_inline)) {
+                         for (int64_t c = 0; c < head_dim; c += W) {
+                           const typename Vec<W>::F x = load_row<W>(value, f16, c);
+                           for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+                             float* a = acc + h * head_dim + c;
+                             store<W>(a, load<W>(a) + probs[h * n + i] * x);
+                           }
+                         }
+                       });
 }
 
 template <int W>
