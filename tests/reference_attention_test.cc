@@ -178,5 +178,25 @@ TEST_F(ReferenceAttentionTest, RefusesCacheLayoutsItCannotReadWithReasons) {
   EXPECT_TRUE(backend_->check_kv_cache(kv_spec(16, 4)).ok());
 }
 
+// The core helper behind every backend's check_kv_cache: one reason per
+// problem, each naming the value and the key that fixes it.
+TEST(ContiguousKVCacheCheck, NamesEachProblemAndItsFix) {
+  KVCacheSpec spec{"paged", 2, 3, 64, 100, 30, DType::kBF16};
+  const Support s = check_contiguous_kv_cache(spec, "demo", {DType::kF32, DType::kF16});
+  ASSERT_EQ(s.reasons.size(), 3u);
+  EXPECT_EQ(s.reasons[0],
+            "backend 'demo' stores KV caches as 'contiguous' only, not 'paged'; set "
+            "components.kv_cache.impl to contiguous");
+  EXPECT_EQ(s.reasons[1],
+            "backend 'demo' stores K and V as f32 or f16, not bf16; set "
+            "components.kv_cache.dtype to f32 or f16");
+  EXPECT_NE(s.reasons[2].find("capacity 100, block 30"), std::string::npos) << s.reasons[2];
+
+  spec = KVCacheSpec{"contiguous", 2, 3, 64, 100, 25, DType::kF16};
+  EXPECT_TRUE(check_contiguous_kv_cache(spec, "demo", {DType::kF32, DType::kF16}).ok());
+  spec.n_layers = 0;
+  EXPECT_FALSE(check_contiguous_kv_cache(spec, "demo", {DType::kF32, DType::kF16}).ok());
+}
+
 }  // namespace
 }  // namespace duet

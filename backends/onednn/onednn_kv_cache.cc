@@ -8,25 +8,7 @@
 namespace duet::onednn {
 
 Support OnednnKVCache::check(const KVCacheSpec& spec) {
-  Support s;
-  if (spec.impl != "contiguous") {
-    s.reasons.push_back("backend 'onednn' stores KV caches as 'contiguous' only, not '" +
-                        spec.impl + "'; set components.kv_cache.impl to contiguous");
-  }
-  if (spec.dtype != DType::kF32 && spec.dtype != DType::kF16) {
-    s.reasons.push_back("backend 'onednn' stores K and V as f32 or f16, not " +
-                        std::string(dtype_name(spec.dtype)) +
-                        "; set components.kv_cache.dtype to f32 or f16");
-  }
-  if (spec.n_layers <= 0 || spec.n_kv_heads <= 0 || spec.head_dim <= 0 ||
-      spec.capacity_tokens <= 0 || spec.block_tokens <= 0 ||
-      spec.capacity_tokens % spec.block_tokens != 0) {
-    s.reasons.push_back("KV-cache geometry is invalid: capacity " +
-                        std::to_string(spec.capacity_tokens) + ", block " +
-                        std::to_string(spec.block_tokens) +
-                        "; the block size must be positive and divide the capacity");
-  }
-  return s;
+  return check_contiguous_kv_cache(spec, "onednn", {DType::kF32, DType::kF16});
 }
 
 OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device)

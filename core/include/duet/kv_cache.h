@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "duet/dtype.h"
@@ -26,6 +28,15 @@ struct KVCacheSpec {
   int32_t block_tokens = 0;         // slots per block; capacity for contiguous
   DType dtype = DType::kF32;        // element type of stored K and V
 };
+
+// The checks of a backend whose caches are `contiguous` storage of K and V
+// in one of `dtypes`: the impl and dtype are among those, and the geometry
+// is usable (every count positive, block_tokens divides capacity_tokens).
+// Each reason names the backend, the value and the key that fixes it, e.g.
+// "backend 'onednn' stores K and V as f32 or f16, not bf16; set
+// components.kv_cache.dtype to f32 or f16".
+Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view backend,
+                                  std::initializer_list<DType> dtypes);
 
 // Where one layer's K and V live. Slot s of layer l holds n_kv_heads *
 // head_dim elements of `dtype` at byte offset s * slot_bytes from k (and v).

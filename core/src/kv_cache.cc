@@ -1,0 +1,33 @@
+#include "duet/kv_cache.h"
+
+#include <algorithm>
+
+namespace duet {
+
+Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view backend,
+                                  std::initializer_list<DType> dtypes) {
+  Support s;
+  const std::string who = "backend '" + std::string(backend) + "'";
+  if (spec.impl != "contiguous") {
+    s.reasons.push_back(who + " stores KV caches as 'contiguous' only, not '" + spec.impl +
+                        "'; set components.kv_cache.impl to contiguous");
+  }
+  if (std::find(dtypes.begin(), dtypes.end(), spec.dtype) == dtypes.end()) {
+    std::string names;
+    for (DType t : dtypes) names += (names.empty() ? "" : " or ") + std::string(dtype_name(t));
+    s.reasons.push_back(who + " stores K and V as " + names + ", not " +
+                        std::string(dtype_name(spec.dtype)) +
+                        "; set components.kv_cache.dtype to " + names);
+  }
+  if (spec.n_layers <= 0 || spec.n_kv_heads <= 0 || spec.head_dim <= 0 ||
+      spec.capacity_tokens <= 0 || spec.block_tokens <= 0 ||
+      spec.capacity_tokens % spec.block_tokens != 0) {
+    s.reasons.push_back("KV-cache geometry is invalid: capacity " +
+                        std::to_string(spec.capacity_tokens) + ", block " +
+                        std::to_string(spec.block_tokens) +
+                        "; the block size must be positive and divide the capacity");
+  }
+  return s;
+}
+
+}  // namespace duet
