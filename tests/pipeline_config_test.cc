@@ -206,6 +206,31 @@ TEST(PipelineConfigTest, DescribeQuotesWhatYamlWouldReadDifferently) {
   EXPECT_EQ(again.stages[0].lists, c.stages[0].lists);
 }
 
+// Found by pipeline_yaml_fuzz: yaml-cpp wrote "…reference\r" plain, which
+// read back without its \r.
+TEST(PipelineConfigTest, DescribeKeepsControlCharactersInEveryString) {
+  PipelineConfig c = parse(
+      "model:\n"
+      "  path: \"m.gguf\\r\"\n"
+      "  system: \"tab\\there\\r\"\n"
+      "backend: {plugin: \"ref\\x7f\", options: {\"k\\r\": \"v\\x01\"}}\n"
+      "components: {attention: {impl: \"a\\r\"}, kv_cache: {impl: \"b\\x1f\"}}\n"
+      "stages:\n"
+      "  - \"decode\\r\": {stop: [\"x\\r\"]}\n");
+  ASSERT_EQ(c.model.path.filename().string(), "m.gguf\r");
+  const std::string text = describe(c);
+  PipelineConfig again = parse_pipeline_config(text, "test.yaml", "");
+  EXPECT_EQ(again.model.path, c.model.path);
+  EXPECT_EQ(again.model.system_prompt, "tab\there\r");
+  EXPECT_EQ(again.backend.plugin, "ref\x7f");
+  EXPECT_EQ(again.backend.options.values(), c.backend.options.values());
+  EXPECT_EQ(again.attention.impl, "a\r");
+  EXPECT_EQ(again.kv_cache.impl, "b\x1f");
+  EXPECT_EQ(again.stages[0].name, "decode\r");
+  EXPECT_EQ(again.stages[0].lists, c.stages[0].lists);
+  EXPECT_EQ(describe(again), text);
+}
+
 TEST(PipelineConfigTest, UnknownKeyNamesPositionAndSuggestion) {
   EXPECT_EQ(parse_error("model:\n"
                         "  path: m.gguf\n"
