@@ -4,7 +4,8 @@
 # SECONDS (default 60) on its committed seeds (tests/fuzz/seeds/TARGET) and
 # a growing corpus in build-fuzz/corpus/TARGET. Findings land in
 # build-fuzz/findings/; every run appends its executions to
-# build-fuzz/fuzz-ledger.tsv (date, target, seconds, executions, exit status)
+# build-fuzz/fuzz-ledger.tsv (end time, target, seconds it ran, executions,
+# exit status: 0, 72 when interrupted, else a finding)
 # so that totals add up across runs. Usage: bash scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
 
@@ -35,6 +36,7 @@ for t in "${targets[@]}"; do
   log="$build/findings/$t.log"
   echo "== $t for ${seconds}s (log: $log)"
   rc=0
+  start=$(date +%s)
   (cd "$build/findings" && "$build/tests/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 \
       -rss_limit_mb=4096 -timeout=10 "${dirs[@]}" >"$log" 2>&1) || rc=$?
   if [ $rc -eq 72 ]; then  # libFuzzer's exit code when interrupted (SIGINT)
@@ -45,7 +47,8 @@ for t in "${targets[@]}"; do
     echo "$t: FINDING; reproducer and report in $build/findings"
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$seconds" "${execs:-0}" "$rc" >>"$build/fuzz-ledger.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$t" "$(($(date +%s) - start))" "${execs:-0}" "$rc" \
+    >>"$build/fuzz-ledger.tsv"
   grep -E "^stat::(number_of_executed_units|peak_rss_mb)" "$log" || true
 done
 exit $status
