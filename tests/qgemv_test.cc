@@ -314,8 +314,10 @@ TEST(QgemvActivations, SecondTermFollowsTheDefinitionOnEveryPath) {
       const int v = 256 * two.q()[i] + two.q_lo()[i];
       sum += v;
       EXPECT_LE(std::abs(two.q_lo()[i]), 127);
-      // Within half a unit (d/512) of x, and far closer than one term's d/2.
-      EXPECT_LE(std::fabs(x[i] - d / 256.0f * static_cast<float>(v)), d / 512.0f * 1.001f + 1e-12f)
+      // Within half a unit (d/512) of x, or a whole unit where the clamp to
+      // ±127 cut a remainder of about d/2: far closer than one term's d/2.
+      const float bound = std::abs(two.q_lo()[i]) == 127 ? d / 256.0f : d / 512.0f;
+      EXPECT_LE(std::fabs(x[i] - d / 256.0f * static_cast<float>(v)), bound * 1.001f + 1e-12f)
           << b << " " << j;
     }
     EXPECT_EQ(two.scales()[2 * b + 1], d / 256.0f * static_cast<float>(sum));
@@ -328,6 +330,21 @@ TEST(QgemvActivations, SecondTermFollowsTheDefinitionOnEveryPath) {
     EXPECT_EQ(std::memcmp(other.q_lo(), two.q_lo(), k), 0) << cpu_path_name(path);
     EXPECT_EQ(std::memcmp(other.scales(), two.scales(), 3 * 2 * sizeof(float)), 0)
         << cpu_path_name(path);
+  }
+}
+
+// A block whose scale d is so small that 256 / d overflows keeps a first
+// term and gets no second one, on every path, instead of converting inf.
+TEST(QgemvActivations, ATinyBlockGetsNoSecondTerm) {
+  std::vector<float> x(32, 0.0f);
+  x[3] = 1e-36f;
+  x[7] = -5e-37f;
+  for (CpuPath path : runnable_paths()) {
+    Q8Activations xq;
+    xq.quantize(x.data(), 32, path, 2);
+    EXPECT_EQ(xq.q()[3], 127) << cpu_path_name(path);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(xq.q_lo()[i], 0) << cpu_path_name(path) << " " << i;
+    EXPECT_TRUE(std::isfinite(xq.scales()[0]) && std::isfinite(xq.scales()[1]));
   }
 }
 

@@ -5,8 +5,8 @@
 // dependencies are paid by every `duet` process, GPU or not. Linked
 // normally, libcublas and libcublasLt (about 600 MB of files) were mapped
 // and relocated each time: about 95 MiB more peak RSS for any pipeline on
-// any backend. This library is opened the first time a cuda backend needs
-// cuBLAS (its first prefill GEMM), which never happens without a GPU.
+// any backend. This library is opened when a cuda backend is created (after
+// the probe found a device), so a machine without a GPU never opens it.
 #pragma once
 
 #include <cublas_v2.h>

@@ -376,14 +376,10 @@ DUET_INLINE void narrow_f16_body(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// The kernels of one instruction set, attend_##NAME defined before it.
 #define DUET_VECTOR_KERNELS(NAME, W, TARGET)                                                    \
   TARGET void softmax_##NAME(float* s, int64_t valid, int64_t width) {                          \
     softmax_body<W>(s, valid, width);                                                           \
-  }                                                                                             \
-  TARGET void attend_##NAME(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,  \
-                            float scale, const void* k, const void* v, bool f16, int64_t stride, \
-                            int64_t n, float* scores, SoftmaxPart state) {                      \
-    attend_body<W>(q, kv_heads, group, head_dim, scale, k, v, f16, stride, n, scores, state);   \
   }                                                                                             \
   TARGET void merge_##NAME(const SoftmaxPart* parts, int64_t n_parts, int32_t heads,            \
                            int32_t head_dim, float* out) {                                      \
@@ -406,26 +402,36 @@ DUET_INLINE void narrow_f16_body(const float* src, uint16_t* dst, int64_t n) {
                                   swiglu_##NAME,    dequantize_##NAME, widen_f16_##NAME,        \
                                   narrow_f16_##NAME};
 
+#define DUET_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define DUET_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+void attend_Baseline(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                     float scale, const void* k, const void* v, bool f16, int64_t stride,
+                     int64_t n, float* scores, SoftmaxPart state) {
+  attend_body<4>(q, kv_heads, group, head_dim, scale, k, v, f16, stride, n, scores, state);
+}
 DUET_VECTOR_KERNELS(Baseline, 4, )
+
 #if defined(__x86_64__)
-DUET_VECTOR_KERNELS(Avx2, 8, __attribute__((target("avx2,fma,f16c"))))
-DUET_VECTOR_KERNELS(Avx512, 16, __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))))
+DUET_TARGET_AVX2 void attend_Avx2(const float* q, int32_t kv_heads, int32_t group,
+                                  int32_t head_dim, float scale, const void* k, const void* v,
+                                  bool f16, int64_t stride, int64_t n, float* scores,
+                                  SoftmaxPart state) {
+  attend_body<8>(q, kv_heads, group, head_dim, scale, k, v, f16, stride, n, scores, state);
+}
+DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2)
 
 // Attention's memory-bound halves in intrinsics (kernels/attend_avx512.h),
-// the softmax step between them from the body above.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void attend_Avx512Intrinsics(
-    const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale, const void* k,
-    const void* v, bool f16, int64_t stride, int64_t n, float* scores, SoftmaxPart state) {
+// the online-softmax step between them from the generic body.
+DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t group,
+                                      int32_t head_dim, float scale, const void* k, const void* v,
+                                      bool f16, int64_t stride, int64_t n, float* scores,
+                                      SoftmaxPart state) {
   detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, f16, stride, n, scores);
   attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
   detail::attend_values_avx512(kv_heads, group, head_dim, v, f16, stride, n, scores, state.acc);
 }
-
-constexpr VectorKernels kAvx512WithIntrinsics = [] {
-  VectorKernels k = kAvx512;
-  k.attend = attend_Avx512Intrinsics;
-  return k;
-}();
+DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512)
 #endif
 
 }  // namespace
@@ -435,7 +441,7 @@ const VectorKernels& vector_kernels(CpuPath path) {
   switch (path) {
     case CpuPath::kAvx512:
     case CpuPath::kAvx512Vnni:
-      return kAvx512WithIntrinsics;
+      return kAvx512;
     case CpuPath::kAvx2:
       return kAvx2;
     case CpuPath::kScalar:

@@ -53,7 +53,12 @@ void emit_link(YAML::Emitter& out, const std::string& name, const Options& optio
 
 std::string describe(const PipelineConfig& config) {
   YAML::Emitter out;
-  out << YAML::Comment("pipeline from " + config.source.string()) << YAML::Newline;
+  // A comment cannot escape: control characters of the file name become '?'.
+  std::string source = config.source.string();
+  std::replace_if(
+      source.begin(), source.end(),
+      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }, '?');
+  out << YAML::Comment("pipeline from " + source) << YAML::Newline;
   out << YAML::BeginMap;
 
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;

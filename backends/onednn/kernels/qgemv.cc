@@ -2,6 +2,7 @@
 #include "kernels/qgemv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -35,10 +36,14 @@ T* aligned_array(int64_t count) {
 
 bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
 
-// Round to nearest, ties to even, for |v| < 2^22: adding 1.5 * 2^23 leaves
-// no fraction bits, so the float adder rounds (as vcvtps2dq does). Plain
-// arithmetic, unlike lrint, so the loop below vectorises.
-int32_t round_even(float v) { return static_cast<int32_t>((v + 0x1.8p23f) - 0x1.8p23f); }
+// Round to nearest, ties to even, then clamp to ±127. Adding 1.5 * 2^23
+// leaves no fraction bits, so the float adder rounds (as vcvtps2dq does);
+// clamping first keeps the conversion defined for any v (NaN gives -127).
+// Plain arithmetic, unlike lrint, so the loop below vectorises.
+int32_t round_even_127(float v) {
+  v = std::fmin(std::fmax(v, -127.0f), 127.0f);
+  return static_cast<int32_t>((v + 0x1.8p23f) - 0x1.8p23f);
+}
 
 // The second term of qgemv.h's two-term quantization, from the first (q,
 // scales as quantize_<path> left them): fills q_lo and turns each block's
@@ -48,11 +53,12 @@ void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_
                           float* scales) {
   for (int64_t b = 0; b < k / kBlock; ++b) {
     const float d = scales[2 * b];
-    const float id = d != 0.0f ? 256.0f / d : 0.0f;
+    float id = d != 0.0f ? 256.0f / d : 0.0f;
+    if (!std::isfinite(id)) id = 0.0f;  // a block below ~1e-34: no second term
     int32_t sum = 0;
     for (int64_t i = b * kBlock; i < (b + 1) * kBlock; ++i) {
       // |x - d*q| ≤ d/2 (plus rounding), so the value is within ±129.
-      const int32_t v = std::clamp(round_even((x[i] - d * static_cast<float>(q[i])) * id), -127, 127);
+      const int32_t v = round_even_127((x[i] - d * static_cast<float>(q[i])) * id);
       q_lo[i] = static_cast<int8_t>(v);
       sum += 256 * q[i] + v;
     }

@@ -39,7 +39,9 @@ namespace duet::onednn {
 // q = 0), so |x - d*q| ≤ d/2.
 // With two terms, also q_lo[32b + i] = round((x - d*q) * (256 / d)), clamped
 // to ±127, so x ≈ (d/256) * (256*q + q_lo) within d/512 (about 1/65,000 of
-// the block's largest magnitude).
+// the block's largest magnitude), or d/256 where the clamp cut a remainder of
+// about d/2; blocks so small that 256 / d overflows (max below ~1e-34) get
+// q_lo = 0.
 // Buffers grow on demand and are kept, so one object reused across decode
 // steps allocates only on the first. Not thread-safe to quantize while another
 // thread reads it; reading from many threads at once is safe.

@@ -35,7 +35,9 @@ int32_t dot_q8(const int8_t* qw, const int8_t* qx) {
 }
 
 // A block's integer sum over all terms of xq: Σ(qw*q), or with two terms
-// 256*Σ(qw*q) + Σ(qw*q_lo) (qgemv.h).
+// 256*Σ(qw*q) + Σ(qw*q_lo) (qgemv.h). With two terms it can exceed 2^24, so
+// its conversion to float rounds here, where the SIMD paths convert smaller
+// per-lane sums exactly: the paths agree to float rounding, as qgemv.h says.
 template <class Dot, class W>
 int32_t block_sum(Dot dot, W w, const Q8Activations& xq, int64_t b) {
   const int32_t sum = dot(w, xq.q() + b * kBlock);
