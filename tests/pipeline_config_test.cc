@@ -231,6 +231,21 @@ TEST(PipelineConfigTest, DescribeKeepsControlCharactersInEveryString) {
   EXPECT_EQ(describe(again), text);
 }
 
+// Found by pipeline_yaml_fuzz: a stage name of over 1,000 characters became
+// an implicit key longer than YAML allows, and describe()'s text did not
+// parse.
+TEST(PipelineConfigTest, DescribeWritesLongKeysExplicitly) {
+  const std::string name(1500, 'n');
+  const std::string key(300, 'k');
+  PipelineConfig c = parse("model: {path: m.gguf}\nstages:\n  - ? " + name + "\n    : {" + key + ": v}\n");
+  const std::string text = describe(c);
+  PipelineConfig again = parse_pipeline_config(text, "test.yaml", "");
+  ASSERT_EQ(again.stages.size(), 1u);
+  EXPECT_EQ(again.stages[0].name, name);
+  EXPECT_EQ(again.stages[0].options.values(), c.stages[0].options.values());
+  EXPECT_EQ(describe(again), text);
+}
+
 TEST(PipelineConfigTest, UnknownKeyNamesPositionAndSuggestion) {
   EXPECT_EQ(parse_error("model:\n"
                         "  path: m.gguf\n"

@@ -29,12 +29,31 @@ YAML::Emitter& operator<<(YAML::Emitter& out, Str str) {
   return out << str.s;
 }
 
+// YAML limits an implicit key to 1024 characters, which a key of more than
+// 200 bytes may reach once escaped: such keys are written explicitly
+// ("? key"), which yaml-cpp reads back only in block maps.
+bool is_long_key(const std::string& key) { return key.size() > 200; }
+
+void emit_key(YAML::Emitter& out, const std::string& key) {
+  if (is_long_key(key)) out << YAML::LongKey;
+  out << YAML::Key << Str{key};
+}
+
 void emit_options(YAML::Emitter& out, const Options& options,
                   const std::map<std::string, std::vector<std::string>>& lists = {}) {
-  out << YAML::Flow << YAML::BeginMap;
-  for (const auto& [key, value] : options.values()) out << YAML::Key << Str{key} << YAML::Value << Str{value};
+  const bool long_keys =
+      std::any_of(options.values().begin(), options.values().end(),
+                  [](const auto& kv) { return is_long_key(kv.first); }) ||
+      std::any_of(lists.begin(), lists.end(), [](const auto& kv) { return is_long_key(kv.first); });
+  if (!long_keys) out << YAML::Flow;
+  out << YAML::BeginMap;
+  for (const auto& [key, value] : options.values()) {
+    emit_key(out, key);
+    out << YAML::Value << Str{value};
+  }
   for (const auto& [key, values] : lists) {
-    out << YAML::Key << Str{key} << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    emit_key(out, key);
+    out << YAML::Value << YAML::Flow << YAML::BeginSeq;
     for (const auto& v : values) out << Str{v};
     out << YAML::EndSeq;
   }
@@ -44,7 +63,9 @@ void emit_options(YAML::Emitter& out, const Options& options,
 // `- name: {options}`, the form of sampler links and stages.
 void emit_link(YAML::Emitter& out, const std::string& name, const Options& options,
                const std::map<std::string, std::vector<std::string>>& lists = {}) {
-  out << YAML::BeginMap << YAML::Key << Str{name} << YAML::Value;
+  out << YAML::BeginMap;
+  emit_key(out, name);
+  out << YAML::Value;
   emit_options(out, options, lists);
   out << YAML::EndMap;
 }
