@@ -246,6 +246,25 @@ TEST(PipelineConfigTest, DescribeWritesLongKeysExplicitly) {
   EXPECT_EQ(describe(again), text);
 }
 
+// Found by pipeline_yaml_fuzz: yaml-cpp keeps some invalid UTF-8 bytes and
+// replaces others, so the same text could mean two things (and describe()
+// did not round-trip). Such text is refused where the first bad byte is.
+TEST(PipelineConfigTest, InvalidUtf8IsRefusedWithItsPosition) {
+  EXPECT_EQ(parse_error("model: {path: m.gguf}\nstages:\n  - dec\xffode\n"),
+            "test.yaml:3:8: not valid UTF-8 (byte 0xFF); save the file as UTF-8");
+  EXPECT_EQ(parse_error("model: {path: \"\xc0\xafx\"}\nstages: [decode]\n"),  // overlong '/'
+            "test.yaml:1:16: not valid UTF-8 (byte 0xC0); save the file as UTF-8");
+  EXPECT_EQ(parse_error("model: {path: \"\xed\xa0\x80\"}\nstages: [decode]\n"),  // a surrogate
+            "test.yaml:1:16: not valid UTF-8 (byte 0xED); save the file as UTF-8");
+  EXPECT_EQ(parse_error("model: {path: m.gguf}\nstages: [decode]\n\xe2\x82"),  // cut short
+            "test.yaml:3:1: not valid UTF-8 (byte 0xE2); save the file as UTF-8");
+  EXPECT_NE(parse_error(kMinimal, {"model.system=\xf5"}).find("not valid UTF-8 (byte 0xF5)"),
+            std::string::npos);
+  // Well-formed multi-byte text of every length is accepted.
+  PipelineConfig c = parse("model: {path: m.gguf, system: \"é € 𝄞\"}\nstages: [decode]\n");
+  EXPECT_EQ(c.model.system_prompt, "é € 𝄞");
+}
+
 TEST(PipelineConfigTest, UnknownKeyNamesPositionAndSuggestion) {
   EXPECT_EQ(parse_error("model:\n"
                         "  path: m.gguf\n"

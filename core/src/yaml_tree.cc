@@ -6,6 +6,8 @@
 #include <yaml-cpp/parser.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -215,7 +217,60 @@ bool indented_with_tab(std::string_view text, int line) {
 
 }  // namespace
 
+namespace {
+
+// The offset of the first byte of `text` that is not part of a well-formed
+// UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, at most
+// U+10FFFF), or nothing when all of it is.
+std::optional<size_t> first_invalid_utf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    int len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if (b >= 0xc2 && b <= 0xdf) {
+      len = 2;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      len = 3;
+      if (b == 0xe0) lo = 0xa0;  // no overlong forms
+      if (b == 0xed) hi = 0x9f;  // no surrogates
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      len = 4;
+      if (b == 0xf0) lo = 0x90;  // no overlong forms
+      if (b == 0xf4) hi = 0x8f;  // nothing above U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > text.size()) return i;
+    for (int k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if (k == 1 ? (c < lo || c > hi) : (c < 0x80 || c > 0xbf)) return i;
+    }
+    i += len;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Node> parse(std::string_view text, int override_index, Problems& problems) {
+  // yaml-cpp passes invalid UTF-8 through or replaces it, depending on
+  // where it stands, so such text would not mean one thing: refused here.
+  if (const std::optional<size_t> bad = first_invalid_utf8(text)) {
+    const std::string_view before = text.substr(0, *bad);
+    const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+    const Origin at = override_index >= 0
+                          ? Origin{0, 0, override_index}
+                          : Origin{static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1,
+                                   static_cast<int>(*bad - line_start) + 1, -1};
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[*bad]));
+    problems.add(at, std::string("not valid UTF-8 (byte ") + byte + "); save the file as UTF-8");
+    return std::nullopt;
+  }
   std::istringstream in{std::string(text)};
   TreeBuilder builder(override_index);
   try {
