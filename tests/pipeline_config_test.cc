@@ -260,6 +260,9 @@ TEST(PipelineConfigTest, InvalidUtf8IsRefusedWithItsPosition) {
             "test.yaml:3:1: not valid UTF-8 (byte 0xE2); save the file as UTF-8");
   EXPECT_NE(parse_error(kMinimal, {"model.system=\xf5"}).find("not valid UTF-8 (byte 0xF5)"),
             std::string::npos);
+  // A --set key path becomes a key of the document: checked too.
+  EXPECT_NE(parse_error(kMinimal, {"backend.options.k\x99=1"}).find("not valid UTF-8 (byte 0x99)"),
+            std::string::npos);
   // Well-formed multi-byte text of every length is accepted.
   PipelineConfig c = parse("model: {path: m.gguf, system: \"é € 𝄞\"}\nstages: [decode]\n");
   EXPECT_EQ(c.model.system_prompt, "é € 𝄞");

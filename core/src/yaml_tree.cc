@@ -256,21 +256,25 @@ std::optional<size_t> first_invalid_utf8(std::string_view text) {
 
 }  // namespace
 
+bool refuse_invalid_utf8(std::string_view text, int override_index, Problems& problems) {
+  const std::optional<size_t> bad = first_invalid_utf8(text);
+  if (!bad) return false;
+  const std::string_view before = text.substr(0, *bad);
+  const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+  const Origin at = override_index >= 0
+                        ? Origin{0, 0, override_index}
+                        : Origin{static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1,
+                                 static_cast<int>(*bad - line_start) + 1, -1};
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[*bad]));
+  problems.add(at, std::string("not valid UTF-8 (byte ") + byte + "); save the file as UTF-8");
+  return true;
+}
+
 std::optional<Node> parse(std::string_view text, int override_index, Problems& problems) {
   // yaml-cpp passes invalid UTF-8 through or replaces it, depending on
   // where it stands, so such text would not mean one thing: refused here.
-  if (const std::optional<size_t> bad = first_invalid_utf8(text)) {
-    const std::string_view before = text.substr(0, *bad);
-    const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
-    const Origin at = override_index >= 0
-                          ? Origin{0, 0, override_index}
-                          : Origin{static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1,
-                                   static_cast<int>(*bad - line_start) + 1, -1};
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[*bad]));
-    problems.add(at, std::string("not valid UTF-8 (byte ") + byte + "); save the file as UTF-8");
-    return std::nullopt;
-  }
+  if (refuse_invalid_utf8(text, override_index, problems)) return std::nullopt;
   std::istringstream in{std::string(text)};
   TreeBuilder builder(override_index);
   try {

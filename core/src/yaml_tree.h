@@ -88,4 +88,9 @@ class Problems {
 // for a syntax error or refused content.
 std::optional<Node> parse(std::string_view text, int override_index, Problems& problems);
 
+// Reports (and returns true) when `text` is not well-formed UTF-8 (RFC
+// 3629), at the first bad byte: a line and column of the file, or the
+// --set override overrides[override_index].
+bool refuse_invalid_utf8(std::string_view text, int override_index, Problems& problems);
+
 }  // namespace duet::yaml
