@@ -260,6 +260,16 @@ TEST(PipelineConfigTest, InvalidUtf8IsRefusedWithItsPosition) {
             "test.yaml:3:1: not valid UTF-8 (byte 0xE2); save the file as UTF-8");
   EXPECT_NE(parse_error(kMinimal, {"model.system=\xf5"}).find("not valid UTF-8 (byte 0xF5)"),
             std::string::npos);
+  // Raw control characters (YAML allows tab and line breaks only); escapes
+  // in double quotes stay allowed.
+  EXPECT_EQ(parse_error(std::string("model: {path: \"a\0b\"}\nstages: [decode]\n", 37)),
+            "test.yaml:1:17: control character 0x00 is not allowed in YAML text; remove it, or "
+            "write it as an escape in a double-quoted string");
+  EXPECT_NE(parse_error("model: {path: m\x1b}\nstages: [decode]\n").find("control character 0x1B"),
+            std::string::npos);
+  EXPECT_EQ(parse("model: {path: \"a\\x01b\\tc\"}\nstages: [decode]\n").model.path.filename().string(),
+            "a\x01"
+            "b\tc");
   // A --set key path becomes a key of the document: checked too.
   EXPECT_NE(parse_error(kMinimal, {"backend.options.k\x99=1"}).find("not valid UTF-8 (byte 0x99)"),
             std::string::npos);

@@ -257,7 +257,17 @@ std::optional<size_t> first_invalid_utf8(std::string_view text) {
 }  // namespace
 
 bool refuse_invalid_utf8(std::string_view text, int override_index, Problems& problems) {
-  const std::optional<size_t> bad = first_invalid_utf8(text);
+  // YAML allows no raw C0 control character but tab and line breaks
+  // (yaml-cpp turned a NUL and the byte after it into a lone 0xA0). DEL is
+  // let through: yaml-cpp reads it, and writes it unescaped in describe().
+  const auto control = std::find_if(text.begin(), text.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 && u != '\t' && u != '\n' && u != '\r';
+  });
+  const std::optional<size_t> invalid = first_invalid_utf8(text);
+  std::optional<size_t> bad = invalid;
+  if (control != text.end() && (!bad || static_cast<size_t>(control - text.begin()) < *bad))
+    bad = static_cast<size_t>(control - text.begin());
   if (!bad) return false;
   const std::string_view before = text.substr(0, *bad);
   const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
@@ -267,7 +277,13 @@ bool refuse_invalid_utf8(std::string_view text, int override_index, Problems& pr
                                  static_cast<int>(*bad - line_start) + 1, -1};
   char byte[8];
   std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[*bad]));
-  problems.add(at, std::string("not valid UTF-8 (byte ") + byte + "); save the file as UTF-8");
+  if (bad == invalid) {
+    problems.add(at, std::string("not valid UTF-8 (byte ") + byte + "); save the file as UTF-8");
+  } else {
+    problems.add(at, std::string("control character ") + byte +
+                         " is not allowed in YAML text; remove it, or write it as an escape "
+                         "in a double-quoted string");
+  }
   return true;
 }
 

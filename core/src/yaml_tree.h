@@ -89,8 +89,9 @@ class Problems {
 std::optional<Node> parse(std::string_view text, int override_index, Problems& problems);
 
 // Reports (and returns true) when `text` is not well-formed UTF-8 (RFC
-// 3629), at the first bad byte: a line and column of the file, or the
-// --set override overrides[override_index].
+// 3629) or holds a raw C0 control character other than tab, line feed and
+// carriage return (YAML allows none), at the first bad byte: a line and
+// column of the file, or the --set override overrides[override_index].
 bool refuse_invalid_utf8(std::string_view text, int override_index, Problems& problems);
 
 }  // namespace duet::yaml
