@@ -8,11 +8,12 @@
 
 #include "duet/error.h"
 #include "duet/plugin_host.h"
+#include "duet/quant.h"
 
 namespace duet {
 namespace {
 
-constexpr int32_t kHeads = 4, kKvHeads = 2, kHeadDim = 8;
+constexpr int32_t kHeads = 4, kKvHeads = 2, kHeadDim = 32;  // q8_0 blocks need 32
 
 std::vector<float> random_floats(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -62,8 +63,8 @@ class ReferenceAttentionTest : public ::testing::Test {
     attention_ = backend_->create_attention("naive", spec_);
   }
 
-  KVCacheSpec kv_spec(int64_t capacity, int32_t block) const {
-    return KVCacheSpec{"contiguous", 2, kKvHeads, kHeadDim, capacity, block, DType::kF32};
+  KVCacheSpec kv_spec(int64_t capacity, int32_t block, DType dtype = DType::kF32) const {
+    return KVCacheSpec{"contiguous", 2, kKvHeads, kHeadDim, capacity, block, dtype};
   }
 
   // Runs one step of `n` tokens at positions [first, first+n) for a single
@@ -162,12 +163,55 @@ TEST_F(ReferenceAttentionTest, ExportImportAndBlockCopyMoveTheCache) {
   EXPECT_EQ(next(*wide, {2, 3}), from_source);
 }
 
+// f16 and q8_0 caches: attention over exactly the values core's own
+// conversions (duet/quant.h) give back for each stored slot row, and the
+// stored bytes are those conversions' bytes.
+TEST_F(ReferenceAttentionTest, AStoredDTypeAttendsOverTheValuesItRoundsTo) {
+  const int32_t n = 9;
+  auto q = random_floats(n * kQRow, 13), k = random_floats(n * kKvRow, 14), v = random_floats(n * kKvRow, 15);
+  k[5] = 40.0f;  // an outlier: its q8_0 block's other values lose precision
+  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const auto row_bytes = static_cast<size_t>(*dtype_row_bytes(dtype, kKvRow));
+    std::vector<uint8_t> stored(2 * 2 * n * row_bytes);  // [layer][k|v][slot] as exported
+    std::vector<float> kr(k.size()), vr(v.size());
+    for (int32_t p = 0; p < n; ++p) {
+      uint8_t* k_bytes = stored.data() + (2 * n + p) * row_bytes;  // layer 1
+      uint8_t* v_bytes = k_bytes + n * row_bytes;
+      quantize_row(dtype, k.data() + p * kKvRow, k_bytes, kKvRow);
+      quantize_row(dtype, v.data() + p * kKvRow, v_bytes, kKvRow);
+      dequantize_row(dtype, k_bytes, kr.data() + p * kKvRow, kKvRow);
+      dequantize_row(dtype, v_bytes, vr.data() + p * kKvRow, kKvRow);
+    }
+    ASSERT_NE(kr, k);  // the rounding is visible, so the test tells the two apart
+    auto kv = backend_->create_kv_cache(kv_spec(16, 4, dtype));
+    auto prefill = step(*kv, {2, 0, 1}, 0, n - 1, slice(q, kQRow, 0, n - 1), slice(k, kKvRow, 0, n - 1),
+                        slice(v, kKvRow, 0, n - 1));
+    auto decode = step(*kv, {2, 0, 1}, n - 1, 1, slice(q, kQRow, n - 1, 1), slice(k, kKvRow, n - 1, 1),
+                       slice(v, kKvRow, n - 1, 1));
+    prefill.insert(prefill.end(), decode.begin(), decode.end());
+    auto want = expected_attention(q, kr, vr, 0, n, spec_.scale);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(prefill[i], want[i], 1e-6) << "element " << i;
+
+    // Slots in table order {2, 0, 1} of 4: position p lives in slot ((2, 0, 1)[p / 4]) * 4 + p % 4.
+    std::vector<uint8_t> bytes;
+    kv->export_slots(12, bytes);
+    ASSERT_EQ(bytes.size(), 2 * 2 * 12 * row_bytes);
+    for (int32_t p = 0; p < n; ++p) {
+      const int32_t slot = std::vector<int32_t>{2, 0, 1}[static_cast<size_t>(p / 4)] * 4 + p % 4;
+      for (int kv_part = 0; kv_part < 2; ++kv_part) {
+        const uint8_t* got = bytes.data() + ((2 + kv_part) * 12 + slot) * row_bytes;
+        const uint8_t* expect = stored.data() + ((2 + kv_part) * n + p) * row_bytes;
+        EXPECT_TRUE(std::equal(got, got + row_bytes, expect)) << "position " << p << (kv_part ? " v" : " k");
+      }
+    }
+  }
+}
+
 TEST_F(ReferenceAttentionTest, RefusesCacheLayoutsItCannotReadWithReasons) {
-  KVCacheSpec f16 = kv_spec(16, 16);
-  f16.dtype = DType::kF16;
-  Support s = attention_->check(f16);
+  Support s = attention_->check(kv_spec(16, 16, DType::kBF16));
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.reasons[0].find("f16"), std::string::npos) << s.reasons[0];
+  EXPECT_NE(s.reasons[0].find("bf16"), std::string::npos) << s.reasons[0];
 
   KVCacheSpec wrong_heads = kv_spec(16, 16);
   wrong_heads.n_kv_heads = 3;
@@ -196,6 +240,16 @@ TEST(ContiguousKVCacheCheck, NamesEachProblemAndItsFix) {
   EXPECT_TRUE(check_contiguous_kv_cache(spec, "demo", {DType::kF32, DType::kF16}).ok());
   spec.n_layers = 0;
   EXPECT_FALSE(check_contiguous_kv_cache(spec, "demo", {DType::kF32, DType::kF16}).ok());
+
+  // q8_0 blocks of 32 must not span two heads.
+  spec = KVCacheSpec{"contiguous", 2, 3, 48, 100, 25, DType::kQ8_0};
+  const Support q8 = check_contiguous_kv_cache(spec, "demo", {DType::kQ8_0});
+  ASSERT_EQ(q8.reasons.size(), 1u);
+  EXPECT_EQ(q8.reasons[0],
+            "a q8_0 KV cache stores blocks of 32 elements, which head_dim 48 does not divide; set "
+            "components.kv_cache.dtype to f16 or f32");
+  spec.head_dim = 64;
+  EXPECT_TRUE(check_contiguous_kv_cache(spec, "demo", {DType::kQ8_0}).ok());
 }
 
 }  // namespace

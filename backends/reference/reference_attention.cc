@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "duet/quant.h"
 #include "reference_kv_cache.h"
 
 namespace duet::reference {
@@ -26,24 +27,40 @@ Support ReferenceAttention::check(const KVCacheSpec& kv) const {
 void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q,
                                  const TensorView& k, const TensorView& v, KVCache& kv, TensorView out) {
   const int64_t hd = spec_.head_dim;
-  const int64_t kv_row = spec_.n_kv_heads * hd;   // floats per cache slot
+  const int64_t kv_row = spec_.n_kv_heads * hd;   // elements per cache slot
   const int64_t q_row = spec_.n_heads * hd;
   const int32_t group = spec_.n_heads / spec_.n_kv_heads;
   const int32_t block = kv.spec().block_tokens;
+  const DType dtype = kv.spec().dtype;
   KVLayerView cache = kv.layer(layer);
-  auto* cache_k = static_cast<float*>(cache.k);
-  auto* cache_v = static_cast<float*>(cache.v);
+  auto* cache_k = static_cast<uint8_t*>(cache.k);
+  auto* cache_v = static_cast<uint8_t*>(cache.v);
 
   // Store every new row first, so rows of one step see each other causally.
   for (int32_t i = 0; i < step.n_tokens; ++i) {
-    const int64_t slot = step.slot_mapping[static_cast<size_t>(i)];
-    std::memcpy(cache_k + slot * kv_row, k.as<const float>() + i * kv_row, static_cast<size_t>(kv_row) * sizeof(float));
-    std::memcpy(cache_v + slot * kv_row, v.as<const float>() + i * kv_row, static_cast<size_t>(kv_row) * sizeof(float));
+    const auto slot = static_cast<uint64_t>(step.slot_mapping[static_cast<size_t>(i)]);
+    quantize_row(dtype, k.as<const float>() + i * kv_row, cache_k + slot * cache.slot_bytes, kv_row);
+    quantize_row(dtype, v.as<const float>() + i * kv_row, cache_v + slot * cache.slot_bytes, kv_row);
   }
+
+  // The positions [0, last] of a sequence, expanded to f32.
+  std::vector<float> keys, values;
+  const auto expand = [&](const SequenceStep& seq, int32_t last) {
+    keys.resize(static_cast<size_t>((int64_t{last} + 1) * kv_row));
+    values.resize(keys.size());
+    for (int32_t p = 0; p <= last; ++p) {
+      const auto slot = static_cast<uint64_t>(seq.block_table[static_cast<size_t>(p / block)]) * block + p % block;
+      dequantize_row(dtype, cache_k + slot * cache.slot_bytes, keys.data() + p * kv_row, kv_row);
+      dequantize_row(dtype, cache_v + slot * cache.slot_bytes, values.data() + p * kv_row, kv_row);
+    }
+  };
 
   std::vector<double> scores;
   std::vector<double> acc(static_cast<size_t>(hd));
   for (const SequenceStep& seq : step.sequences) {
+    if (seq.n_tokens <= 0) continue;
+    const auto rows = step.positions.begin() + seq.first_token;
+    expand(seq, *std::max_element(rows, rows + seq.n_tokens));
     for (int32_t i = seq.first_token; i < seq.first_token + seq.n_tokens; ++i) {
       const int32_t last = step.positions[static_cast<size_t>(i)];  // sees positions 0..last
       scores.assign(static_cast<size_t>(last) + 1, 0.0);
@@ -52,8 +69,7 @@ void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const Ten
         const int64_t kv_head = h / group;
         double max_score = -INFINITY;
         for (int32_t p = 0; p <= last; ++p) {
-          const int64_t slot = int64_t{seq.block_table[static_cast<size_t>(p / block)]} * block + p % block;
-          const float* kp = cache_k + slot * kv_row + kv_head * hd;
+          const float* kp = keys.data() + p * kv_row + kv_head * hd;
           double dot = 0.0;
           for (int64_t d = 0; d < hd; ++d) dot += double{qh[d]} * double{kp[d]};
           scores[static_cast<size_t>(p)] = dot * double{spec_.scale};
@@ -63,8 +79,7 @@ void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const Ten
         for (double& s : scores) total += (s = std::exp(s - max_score));
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int32_t p = 0; p <= last; ++p) {
-          const int64_t slot = int64_t{seq.block_table[static_cast<size_t>(p / block)]} * block + p % block;
-          const float* vp = cache_v + slot * kv_row + kv_head * hd;
+          const float* vp = values.data() + p * kv_row + kv_head * hd;
           const double w = scores[static_cast<size_t>(p)] / total;
           for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += w * double{vp[d]};
         }

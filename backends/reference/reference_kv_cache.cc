@@ -7,19 +7,18 @@
 namespace duet::reference {
 
 Support ReferenceKVCache::check(const KVCacheSpec& spec) {
-  return check_contiguous_kv_cache(spec, "reference", {DType::kF32});
+  return check_contiguous_kv_cache(spec, "reference", {DType::kF32, DType::kF16, DType::kQ8_0});
 }
 
 ReferenceKVCache::ReferenceKVCache(const KVCacheSpec& spec, ReferenceDevice& device)
-    : spec_(spec),
-      layer_bytes_(static_cast<uint64_t>(spec.capacity_tokens) * static_cast<uint64_t>(spec.n_kv_heads) *
-                   static_cast<uint64_t>(spec.head_dim) * sizeof(float)) {
+    : spec_(spec), layer_bytes_(slot_bytes() * static_cast<uint64_t>(spec.capacity_tokens)) {
   storage_ = device.allocate(memory_bytes());
   std::memset(storage_->data(), 0, storage_->size());
 }
 
 uint64_t ReferenceKVCache::slot_bytes() const {
-  return static_cast<uint64_t>(spec_.n_kv_heads) * static_cast<uint64_t>(spec_.head_dim) * sizeof(float);
+  return *dtype_row_bytes(spec_.dtype, static_cast<uint64_t>(spec_.n_kv_heads) *
+                                           static_cast<uint64_t>(spec_.head_dim));
 }
 
 KVLayerView ReferenceKVCache::layer(int32_t layer) {

@@ -1,4 +1,5 @@
-// reference_kv_cache.h — K and V of every layer in host memory, f32.
+// reference_kv_cache.h — K and V of every layer in host memory: f32, f16 or
+// q8_0.
 #pragma once
 
 #include <memory>
@@ -10,7 +11,8 @@
 namespace duet::reference {
 
 // Each layer holds capacity_tokens slots of K and of V, each slot n_kv_heads
-// x head_dim floats. The storage does not care how core groups slots into
+// x head_dim elements stored as one row of spec.dtype (duet/quant.h's
+// layouts: q8_0 blocks of 32 never span two heads). The storage does not care how core groups slots into
 // blocks, so any block_tokens that divides the capacity is accepted.
 class ReferenceKVCache final : public KVCache {
  public:

@@ -19,6 +19,13 @@ Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view back
                         std::string(dtype_name(spec.dtype)) +
                         "; set components.kv_cache.dtype to " + names);
   }
+  const int64_t block = dtype_traits(spec.dtype).block_size;
+  if (block > 1 && spec.head_dim > 0 && spec.head_dim % block != 0) {
+    s.reasons.push_back("a " + std::string(dtype_name(spec.dtype)) + " KV cache stores blocks of " +
+                        std::to_string(block) + " elements, which head_dim " +
+                        std::to_string(spec.head_dim) +
+                        " does not divide; set components.kv_cache.dtype to f16 or f32");
+  }
   if (spec.n_layers <= 0 || spec.n_kv_heads <= 0 || spec.head_dim <= 0 ||
       spec.capacity_tokens <= 0 || spec.block_tokens <= 0 ||
       spec.capacity_tokens % spec.block_tokens != 0) {

@@ -31,7 +31,9 @@ struct KVCacheSpec {
 
 // The checks of a backend whose caches are `contiguous` storage of K and V
 // in one of `dtypes`: the impl and dtype are among those, and the geometry
-// is usable (every count positive, block_tokens divides capacity_tokens).
+// is usable (every count positive, block_tokens divides capacity_tokens,
+// and a block dtype's block size divides head_dim, so no block spans two
+// heads).
 // Each reason names the backend, the value and the key that fixes it, e.g.
 // "backend 'onednn' stores K and V as f32 or f16, not bf16; set
 // components.kv_cache.dtype to f32 or f16".
