@@ -2,13 +2,16 @@
 // CPU path this machine runs, against attention computed in double: shapes
 // the model tests do not reach (groups of 1, 5 and 8 query heads per KV head,
 // head_dim 16 and 128, position counts around the AVX-512 kernel's blocks of
-// 16), f32 and f16 caches, and a cache read in two runs folded into one
-// online-softmax state.
+// 16), f32, f16 and q8_0 caches, and a cache read in two runs folded into
+// one online-softmax state. Also VectorKernels::quantize_q8_0 against
+// duet::quantize_row, byte for byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -36,20 +39,21 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 
 // Rows of the cache are padded (stride > kv_heads * head_dim) as the slots of
 // a real cache are not, so that reading past a head is caught by the values.
-void check(const Shape& s, bool f16, CpuPath path) {
+// The cache holds `type` (f32, f16 or q8_0) as duet::quantize_row stores it;
+// the reference attends over what it holds.
+void check(const Shape& s, DType type, CpuPath path) {
   const int64_t heads = int64_t{s.kv_heads} * s.group;
-  const int64_t stride = int64_t{s.kv_heads} * s.head_dim + 16;
+  const int64_t stride = int64_t{s.kv_heads} * s.head_dim + 32;  // elements
+  const auto stride_bytes = static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(stride)));
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const std::vector<float> q = random_floats(static_cast<size_t>(heads * s.head_dim), 1);
   std::vector<float> k = random_floats(static_cast<size_t>(s.n * stride), 2);
   std::vector<float> v = random_floats(static_cast<size_t>(s.n * stride), 3);
-  std::vector<uint16_t> k16(k.size()), v16(v.size());
-  for (size_t i = 0; i < k.size(); ++i) {
-    k16[i] = f32_to_f16(k[i]);
-    v16[i] = f32_to_f16(v[i]);
-    if (f16) {  // the reference sees what the cache holds
-      k[i] = f16_to_f32(k16[i]);
-      v[i] = f16_to_f32(v16[i]);
+  std::vector<uint8_t> k_bytes(static_cast<size_t>(s.n * stride_bytes)), v_bytes(k_bytes.size());
+  for (int64_t i = 0; i < s.n; ++i) {
+    for (auto [x, bytes] : {std::pair{k.data(), k_bytes.data()}, std::pair{v.data(), v_bytes.data()}}) {
+      quantize_row(type, x + i * stride, bytes + i * stride_bytes, stride);
+      dequantize_row(type, bytes + i * stride_bytes, x + i * stride, stride);
     }
   }
   // Reference: softmax(scale * q·k) · v in double.
@@ -81,12 +85,9 @@ void check(const Shape& s, bool f16, CpuPath path) {
   const int64_t split = s.n / 3;
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, split}, {split, s.n}}) {
     if (begin == end) continue;
-    const void* kp =
-        f16 ? static_cast<const void*>(k16.data() + begin * stride) : k.data() + begin * stride;
-    const void* vp =
-        f16 ? static_cast<const void*>(v16.data() + begin * stride) : v.data() + begin * stride;
-    kernels.attend(q.data(), s.kv_heads, s.group, s.head_dim, scale, kp, vp, f16, stride,
-                   end - begin, scores.data(), part);
+    kernels.attend(q.data(), s.kv_heads, s.group, s.head_dim, scale,
+                   k_bytes.data() + begin * stride_bytes, v_bytes.data() + begin * stride_bytes,
+                   type, stride_bytes, end - begin, scores.data(), part);
   }
   std::vector<float> got(want.size());
   kernels.merge(&part, 1, static_cast<int32_t>(heads), s.head_dim, got.data());
@@ -95,7 +96,7 @@ void check(const Shape& s, bool f16, CpuPath path) {
     err += (got[i] - want[i]) * (got[i] - want[i]);
     norm += want[i] * want[i];
   }
-  EXPECT_LE(err / norm, 1e-10) << cpu_path_name(path) << (f16 ? " f16" : " f32") << " kv_heads "
+  EXPECT_LE(err / norm, 1e-10) << cpu_path_name(path) << " " << dtype_name(type) << " kv_heads "
                                << s.kv_heads << " group " << s.group << " head_dim " << s.head_dim
                                << " n " << s.n;
 }
@@ -106,7 +107,36 @@ TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     if (path > hardware_cpu_path()) continue;
     for (const Shape& s : shapes) {
-      for (bool f16 : {false, true}) check(s, f16, path);
+      for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+        if (type == DType::kQ8_0 && s.head_dim % 32 != 0) continue;  // blocks would span heads
+        check(s, type, path);
+      }
+    }
+  }
+}
+
+// The cache's q8_0 rows are stored by the kernel but must be the bytes core
+// writes (the reference backend's cache, exported caches, GGUF files).
+TEST(QuantizeQ8Kernel, StoresTheBytesOfQuantizeRow) {
+  std::vector<float> x = random_floats(32 * 64, 4);
+  for (size_t i = 0; i < x.size(); ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 40) - 20);
+  // Block 1: d = 1 exactly, so x * (1 / d) lands on ties; block 2: zeros;
+  // block 3: one large outlier; block 4: ties of the other sign too.
+  for (int j = 0; j < 32; ++j) {
+    x[32 + j] = j == 0 ? 127.0f : static_cast<float>(j) - 15.5f;
+    x[64 + j] = 0.0f;
+    x[96 + j] = j == 7 ? -3.0e4f : 0.01f * static_cast<float>(j);
+    x[128 + j] = j == 0 ? -127.0f : 0.5f + static_cast<float>(j % 5) * (j % 2 ? -1.0f : 1.0f);
+  }
+  std::vector<uint8_t> want(static_cast<size_t>(*dtype_row_bytes(DType::kQ8_0, x.size())));
+  quantize_row(DType::kQ8_0, x.data(), want.data(), static_cast<int64_t>(x.size()));
+  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+    if (path > hardware_cpu_path()) continue;
+    std::vector<uint8_t> got(want.size(), 0xee);
+    vector_kernels(path).quantize_q8_0(x.data(), got.data(), static_cast<int64_t>(x.size()));
+    for (size_t b = 0; b < want.size(); b += 34) {
+      ASSERT_TRUE(std::equal(want.begin() + b, want.begin() + b + 34, got.begin() + b))
+          << cpu_path_name(path) << " block " << b / 34;
     }
   }
 }

@@ -367,8 +367,9 @@ struct AttentionRun {
     std::vector<uint8_t> bytes;
     kv->export_slots(slots, bytes);
     const DType dtype = kv->spec().dtype;
-    const size_t element = dtype == DType::kF16 ? 2 : 4;
-    std::vector<float> floats(bytes.size() / element);
+    const auto& t = dtype_traits(dtype);
+    std::vector<float> floats(bytes.size() / static_cast<size_t>(t.block_bytes) *
+                              static_cast<size_t>(t.block_size));
     dequantize_row(dtype, bytes.data(), floats.data(), static_cast<int64_t>(floats.size()));
     return floats;
   }
@@ -382,8 +383,8 @@ void BackendConformance::check_attention(const std::string& layout, int32_t bloc
                                          const std::vector<int32_t>& table, DType dtype) {
   const Support s = backend_->check_kv_cache(attention_cache(block_tokens, dtype));
   if (!s.ok()) GTEST_SKIP() << s.reasons.front();
-  // The reference stores f32 only; the values fed are exact in `dtype`.
-  AttentionRun want(*reference_, attention_cache(block_tokens, DType::kF32));
+  // Both caches store `dtype`, rounding what they are fed the same way.
+  AttentionRun want(*reference_, attention_cache(block_tokens, dtype));
   AttentionRun got(*backend_, attention_cache(block_tokens, dtype));
   struct Step {
     int32_t first, n;
@@ -433,6 +434,14 @@ TEST_P(BackendConformance, AttentionOverAContiguousF16Cache) {
 
 TEST_P(BackendConformance, AttentionOverAPagedF16Cache) {
   check_attention("paged", 16, paged_table(), DType::kF16);
+}
+
+TEST_P(BackendConformance, AttentionOverAContiguousQ8Cache) {
+  check_attention("contiguous", static_cast<int32_t>(kCapacity), {0}, DType::kQ8_0);
+}
+
+TEST_P(BackendConformance, AttentionOverAPagedQ8Cache) {
+  check_attention("paged", 16, paged_table(), DType::kQ8_0);
 }
 
 // Keys and values stored in an f16 cache are rounded exactly as

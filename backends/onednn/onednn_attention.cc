@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "duet/error.h"
 #include "onednn_kv_cache.h"
@@ -36,6 +37,11 @@ void for_each_run(const std::vector<int32_t>& table, int32_t block, int32_t begi
     fn(p, run_end, int64_t{table[static_cast<size_t>(b)]} * block + p % block);
     p = run_end;
   }
+}
+
+// Bytes of one KV head of one slot.
+int64_t head_bytes(DType dtype, int32_t head_dim) {
+  return static_cast<int64_t>(*dtype_row_bytes(dtype, static_cast<uint64_t>(head_dim)));
 }
 
 // Positions the last row of `seq` in this step sees.
@@ -149,6 +155,18 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
       kernels_.widen_f16(static_cast<const uint16_t*>(cache.v) + first, kv_row, p1 - p0, width, vd);
       return;
     }
+    if (cache.dtype == DType::kQ8_0) {
+      // q8_0 blocks never span heads: the first head starts a block.
+      const int64_t at = slot * cache.slot_bytes + first_head * head_bytes(cache.dtype, spec_.head_dim);
+      for (int64_t p = 0; p < p1 - p0; ++p) {
+        const int64_t row = at + p * cache.slot_bytes;
+        kernels_.dequantize(DType::kQ8_0, static_cast<const uint8_t*>(cache.k) + row,
+                            kd + p * width, width);
+        kernels_.dequantize(DType::kQ8_0, static_cast<const uint8_t*>(cache.v) + row,
+                            vd + p * width, width);
+      }
+      return;
+    }
     for (int64_t p = 0; p < p1 - p0; ++p) {
       const auto bytes = sizeof(float) * static_cast<size_t>(width);
       std::memcpy(kd + p * width, static_cast<const float*>(cache.k) + first + p * kv_row, bytes);
@@ -226,25 +244,22 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   const int32_t heads = task.kv_heads * group;  // query heads of this task
   const int64_t first_head = int64_t{task.kv_head} * group;
   const int64_t q_row = int64_t{spec_.n_heads} * hd;
-  const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;
   float* part = states_.data() + index * static_cast<size_t>(spec_.n_heads * (2 + hd));
   const SoftmaxPart state{part, part + heads, part + 2 * heads};
   std::fill(state.max, state.max + heads, -INFINITY);
   std::fill(state.sum, state.sum + heads, 0.0f);
   std::fill(state.acc, state.acc + int64_t{heads} * hd, 0.0f);
   float* scores = scratch_.data() + thread * scratch_floats_;
-  const bool f16 = cache.dtype == DType::kF16;
-  const int64_t elem = f16 ? 2 : 4;
   const float* qr = q + task.row * q_row + first_head * hd;
   // Decode is bound by reading the cache: the keys and values are read in
   // place, once, in order, straight from the slots (widened in registers).
   for_each_run(task.seq->block_table, cache.block_tokens, task.begin, task.end,
                [&](int32_t p0, int32_t p1, int64_t slot) {
-                 const int64_t first = (slot * kv_row + int64_t{task.kv_head} * hd) * elem;
+                 const int64_t first = slot * cache.slot_bytes + task.kv_head * head_bytes(cache.dtype, spec_.head_dim);
                  kernels_.attend(qr, task.kv_heads, group, hd, spec_.scale,
                                  static_cast<const uint8_t*>(cache.k) + first,
-                                 static_cast<const uint8_t*>(cache.v) + first, f16, kv_row, p1 - p0,
-                                 scores, state);
+                                 static_cast<const uint8_t*>(cache.v) + first, cache.dtype,
+                                 cache.slot_bytes, p1 - p0, scores, state);
                });
   if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row + first_head * hd);
 }
@@ -259,22 +274,24 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
   KVLayerView view = kv.layer(layer);
 
   // Store every new row first, so rows of one step see each other causally.
+  const auto slot_bytes = static_cast<int64_t>(view.slot_bytes);
   for (int32_t i = 0; i < step.n_tokens; ++i) {
-    const int64_t slot = step.slot_mapping[static_cast<size_t>(i)];
-    const float* ki = k.as<const float>() + i * kv_row;
-    const float* vi = v.as<const float>() + i * kv_row;
-    if (dtype == DType::kF16) {
-      kernels_.narrow_f16(ki, static_cast<uint16_t*>(view.k) + slot * kv_row, kv_row);
-      kernels_.narrow_f16(vi, static_cast<uint16_t*>(view.v) + slot * kv_row, kv_row);
-    } else {
-      const auto bytes = static_cast<size_t>(kv_row) * sizeof(float);
-      std::memcpy(static_cast<float*>(view.k) + slot * kv_row, ki, bytes);
-      std::memcpy(static_cast<float*>(view.v) + slot * kv_row, vi, bytes);
+    const int64_t at = step.slot_mapping[static_cast<size_t>(i)] * slot_bytes;
+    for (auto [src, base] : {std::pair{k.as<const float>(), view.k}, std::pair{v.as<const float>(), view.v}}) {
+      const float* row = src + i * kv_row;
+      void* dst = static_cast<uint8_t*>(base) + at;
+      if (dtype == DType::kF16) {
+        kernels_.narrow_f16(row, static_cast<uint16_t*>(dst), kv_row);
+      } else if (dtype == DType::kQ8_0) {
+        kernels_.quantize_q8_0(row, dst, kv_row);
+      } else {
+        std::memcpy(dst, row, static_cast<size_t>(kv_row) * sizeof(float));
+      }
     }
   }
 
   plan(step);
-  const LayerCache cache{view.k, view.v, dtype, kv.spec().block_tokens};
+  const LayerCache cache{view.k, view.v, dtype, kv.spec().block_tokens, slot_bytes};
   gather_tiled(step, cache);
   const float* qf = q.as<const float>();
   float* of = out.as<float>();

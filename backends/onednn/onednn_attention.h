@@ -8,14 +8,14 @@
 // such tasks — too few for the threads and too coarse at thousands of cached
 // tokens — so each of its rows is instead split into stretches of cached
 // positions. A stretch reads its keys and values in place, each once,
-// widening f16 in registers (long-context decode is bound by reading the
-// cache), scores them for all query heads of a KV head's group at once, and
+// widening f16 or q8_0 in registers (long-context decode is bound by
+// reading the cache), scores them for all query heads of a KV head's group at once, and
 // folds them into softmax partials (max, sum, unnormalised output) run of
 // slots by run of slots; the partials of a row's stretches are merged
 // afterwards (flash decoding). Positions are read through the sequence's
 // block table exactly as the reference backend reads them; tiles read a run
-// of f32 slots in place, and anything else (an f16 cache, blocks out of
-// order) is gathered once per step for all tiles of the sequence.
+// of f32 slots in place, and anything else (an f16 or q8_0 cache, blocks
+// out of order) is gathered once per step for all tiles of the sequence.
 #pragma once
 
 #include <memory>
@@ -62,8 +62,9 @@ class OnednnAttention final : public Attention {
   struct LayerCache {
     const void* k;
     const void* v;
-    DType dtype;  // f32 or f16
+    DType dtype;  // f32, f16 or q8_0
     int32_t block_tokens;
+    int64_t slot_bytes;  // bytes from one slot to the next
   };
 
   // f32 keys and values of positions [begin, end) for some KV heads: row p
@@ -75,7 +76,7 @@ class OnednnAttention final : public Attention {
   };
 
   void plan(const StepBatch& step);
-  // Copies (widening f16) the keys and values of KV heads [first_head,
+  // Copies (widening f16, expanding q8_0) the keys and values of KV heads [first_head,
   // first_head + heads) at positions [begin, end) to k_out and v_out, rows
   // of heads * head_dim floats.
   void gather(const LayerCache& cache, const std::vector<int32_t>& table, int32_t first_head,

@@ -8,7 +8,7 @@
 namespace duet::onednn {
 
 Support OnednnKVCache::check(const KVCacheSpec& spec) {
-  return check_contiguous_kv_cache(spec, "onednn", {DType::kF32, DType::kF16});
+  return check_contiguous_kv_cache(spec, "onednn", {DType::kF32, DType::kF16, DType::kQ8_0});
 }
 
 OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device)
@@ -17,8 +17,8 @@ OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device)
 }
 
 uint64_t OnednnKVCache::slot_bytes() const {
-  return static_cast<uint64_t>(spec_.n_kv_heads) * static_cast<uint64_t>(spec_.head_dim) *
-         (spec_.dtype == DType::kF16 ? sizeof(uint16_t) : sizeof(float));
+  return *dtype_row_bytes(spec_.dtype, static_cast<uint64_t>(spec_.n_kv_heads) *
+                                           static_cast<uint64_t>(spec_.head_dim));
 }
 
 KVLayerView OnednnKVCache::layer(int32_t layer) {

@@ -1,4 +1,5 @@
-// onednn_kv_cache.h — K and V of every layer in host memory, f32 or f16.
+// onednn_kv_cache.h — K and V of every layer in host memory: f32, f16 or
+// q8_0.
 #pragma once
 
 #include <memory>
@@ -10,10 +11,12 @@
 namespace duet::onednn {
 
 // Each layer holds capacity_tokens slots of K and of V, each slot n_kv_heads
-// x head_dim elements of the spec's dtype: [layer][k|v][slot][head][dim].
-// f16 halves the memory and, more to the point, what decode attention reads
-// per token — at 2,048 cached positions SmolLM2's f32 cache is 94 MB, as
-// much as its weights. Any block_tokens that divides the capacity is
+// x head_dim elements of the spec's dtype: [layer][k|v][slot][head][dim],
+// a slot one row of that dtype (duet/quant.h's layouts; q8_0 blocks of 32
+// never span two heads). f16 halves the memory and, more to the point, what
+// decode attention reads per token — at 2,048 cached positions SmolLM2's
+// f32 cache is 94 MB, as much as its weights — and q8_0 (34 bytes per 32
+// elements) nearly halves it again. Any block_tokens that divides the capacity is
 // accepted (core decides which slots a sequence uses). The storage starts
 // zeroed and its pages become resident only as positions are written.
 class OnednnKVCache final : public KVCache {

@@ -171,11 +171,37 @@ DUET_INLINE void softmax_body(float* s, int64_t valid, int64_t width) {
 }
 
 
-// Elements [c, c + W) of a cache row of f32 or f16 values.
-template <int W>
-DUET_INLINE typename Vec<W>::F load_row(const void* row, bool f16, int64_t c) {
-  if (f16) return load_f16<W>(static_cast<const uint16_t*>(row) + c);
-  return load<W>(static_cast<const float*>(row) + c);
+// The binary16 at p as a float: duet::f16_to_f32 inlined, exact for every
+// input (scales are usually normal; zero, subnormal, inf and NaN are kept).
+DUET_INLINE float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    const float mag = static_cast<float>(mant) * 0x1p-24f;
+    return sign != 0 ? -mag : mag;
+  }
+  const uint32_t bits = exp == 0x1f ? (sign | 0x7f800000u | (mant << 13))
+                                    : (sign | ((exp + 112u) << 23) | (mant << 13));
+  return __builtin_bit_cast(float, bits);
+}
+
+// Elements [c, c + W) of a cache row of `T` elements (f32, f16 or q8_0
+// blocks; W divides 32, so the elements lie in one block).
+template <int W, DType T>
+DUET_INLINE typename Vec<W>::F load_row(const uint8_t* row, int64_t c) {
+  if constexpr (T == DType::kF16) {
+    return load_f16<W>(reinterpret_cast<const uint16_t*>(row) + c);
+  } else if constexpr (T == DType::kQ8_0) {
+    const uint8_t* block = row + c / 32 * 34;
+    typename Vec<W>::I8 q;
+    std::memcpy(&q, block + 2 + c % 32, sizeof q);
+    return widen<W>(q) * f16(block);
+  } else {
+    return load<W>(reinterpret_cast<const float*>(row) + c);
+  }
 }
 
 // Prefetches the `bytes` at p into L1: the hardware prefetchers lag on the
@@ -184,37 +210,34 @@ DUET_INLINE void prefetch(const uint8_t* p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
 }
 
-// Calls fn(i, g, p) for every position i < n and KV head g, p the first of
-// that head's head_dim elements (f32 or f16 per `f16`; KV head g of position
-// i at base + (i * stride + g * head_dim) elements), a few positions'
-// rows prefetched ahead. `fn` must be always_inline: it runs in the
-// caller's instruction set.
+// Calls fn(i, g, p) for every position i < n and KV head g, p the first
+// byte of that head's elements (KV head g of position i at base + i *
+// stride + g * head_bytes), a few positions' rows prefetched ahead. `fn`
+// must be always_inline: it runs in the caller's instruction set.
 template <class Fn>
-DUET_INLINE void for_each_cached_head(const void* base, int32_t kv_heads, int32_t head_dim,
-                                      bool f16, int64_t stride, int64_t n, const Fn& fn) {
+DUET_INLINE void for_each_cached_head(const void* base, int32_t kv_heads, int64_t head_bytes,
+                                      int64_t stride, int64_t n, const Fn& fn) {
   constexpr int64_t kAhead = 4;  // positions prefetched ahead
-  const int64_t elem = f16 ? 2 : 4;
-  const int64_t row_bytes = int64_t{kv_heads} * head_dim * elem;
   for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* row = static_cast<const uint8_t*>(base) + i * stride * elem;
-    if (i + kAhead < n) prefetch(row + kAhead * stride * elem, row_bytes);
-    for (int64_t g = 0; g < kv_heads; ++g) fn(i, g, row + g * head_dim * elem);
+    const uint8_t* row = static_cast<const uint8_t*>(base) + i * stride;
+    if (i + kAhead < n) prefetch(row + kAhead * stride, kv_heads * head_bytes);
+    for (int64_t g = 0; g < kv_heads; ++g) fn(i, g, row + g * head_bytes);
   }
 }
 
 // scores[h * n + i] = scale * q_h · k_i (VectorKernels::attend's first half),
 // each key read (and widened) once for all query heads of its group.
-template <int W>
+template <int W, DType T>
 DUET_INLINE void attend_scores_body(const float* q, int32_t kv_heads, int32_t group,
-                                    int32_t head_dim, float scale, const void* k, bool f16,
-                                    int64_t stride, int64_t n, float* scores) {
-  for_each_cached_head(k, kv_heads, head_dim, f16, stride, n,
+                                    int32_t head_dim, float scale, const void* k, int64_t stride,
+                                    int64_t n, float* scores) {
+  for_each_cached_head(k, kv_heads, static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim))), stride, n,
                        [&](int64_t i, int64_t g, const uint8_t* key) __attribute__((always_inline)) {
                          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
                            const float* qh = q + h * head_dim;
                            typename Vec<W>::F dot{};
                            for (int64_t c = 0; c < head_dim; c += W) {
-                             dot += load_row<W>(key, f16, c) * load<W>(qh + c);
+                             dot += load_row<W, T>(key, c) * load<W>(qh + c);
                            }
                            scores[h * n + i] = scale * hsum_tree<W>(dot);
                          }
@@ -239,14 +262,14 @@ DUET_INLINE void attend_softmax_body(int64_t heads, int32_t head_dim, int64_t n,
 
 // acc_h += Σ_i probs[h * n + i] * v_i (VectorKernels::attend's second half),
 // each value read once for all query heads of its group.
-template <int W>
+template <int W, DType T>
 DUET_INLINE void attend_values_body(int32_t kv_heads, int32_t group, int32_t head_dim,
-                                    const void* v, bool f16, int64_t stride, int64_t n,
-                                    const float* probs, float* acc) {
-  for_each_cached_head(v, kv_heads, head_dim, f16, stride, n,
+                                    const void* v, int64_t stride, int64_t n, const float* probs,
+                                    float* acc) {
+  for_each_cached_head(v, kv_heads, static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim))), stride, n,
                        [&](int64_t i, int64_t g, const uint8_t* value) __attribute__((always_inline)) {
                          for (int64_t c = 0; c < head_dim; c += W) {
-                           const typename Vec<W>::F x = load_row<W>(value, f16, c);
+                           const typename Vec<W>::F x = load_row<W, T>(value, c);
                            for (int64_t h = g * group; h < (g + 1) * group; ++h) {
                              float* a = acc + h * head_dim + c;
                              store<W>(a, load<W>(a) + probs[h * n + i] * x);
@@ -255,13 +278,30 @@ DUET_INLINE void attend_values_body(int32_t kv_heads, int32_t group, int32_t hea
                        });
 }
 
+template <int W, DType T>
+DUET_INLINE void attend_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                              float scale, const void* k, const void* v, int64_t stride, int64_t n,
+                              float* scores, SoftmaxPart state) {
+  attend_scores_body<W, T>(q, kv_heads, group, head_dim, scale, k, stride, n, scores);
+  attend_softmax_body<W>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  attend_values_body<W, T>(kv_heads, group, head_dim, v, stride, n, scores, state.acc);
+}
+
 template <int W>
 DUET_INLINE void attend_body(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
-                             float scale, const void* k, const void* v, bool f16, int64_t stride,
+                             float scale, const void* k, const void* v, DType type, int64_t stride,
                              int64_t n, float* scores, SoftmaxPart state) {
-  attend_scores_body<W>(q, kv_heads, group, head_dim, scale, k, f16, stride, n, scores);
-  attend_softmax_body<W>(int64_t{kv_heads} * group, head_dim, n, scores, state);
-  attend_values_body<W>(kv_heads, group, head_dim, v, f16, stride, n, scores, state.acc);
+  switch (type) {
+    case DType::kF16:
+      return attend_typed<W, DType::kF16>(q, kv_heads, group, head_dim, scale, k, v, stride, n,
+                                          scores, state);
+    case DType::kQ8_0:
+      return attend_typed<W, DType::kQ8_0>(q, kv_heads, group, head_dim, scale, k, v, stride, n,
+                                           scores, state);
+    default:
+      return attend_typed<W, DType::kF32>(q, kv_heads, group, head_dim, scale, k, v, stride, n,
+                                          scores, state);
+  }
 }
 
 template <int W>
@@ -291,23 +331,6 @@ DUET_INLINE void swiglu_body(const float* gate, const float* up, float* out, int
     store<W>(out + i, g / (1.0f + exp_v<W>(-g)) * load<W>(up + i));
   }
   for (int64_t i = whole; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
-
-// The binary16 at p as a float: duet::f16_to_f32 inlined, exact for every
-// input (scales are usually normal; zero, subnormal, inf and NaN are kept).
-DUET_INLINE float f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    const float mag = static_cast<float>(mant) * 0x1p-24f;
-    return sign != 0 ? -mag : mag;
-  }
-  const uint32_t bits = exp == 0x1f ? (sign | 0x7f800000u | (mant << 13))
-                                    : (sign | ((exp + 112u) << 23) | (mant << 13));
-  return __builtin_bit_cast(float, bits);
 }
 
 // Block layouts as duet/quant.h gives them: element j < 16 of a 4-bit block
@@ -376,6 +399,38 @@ DUET_INLINE void narrow_f16_body(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// q8_0 as duet::quantize_row rounds it: d = max|x| / 127 (stored as f16),
+// q = x * (1 / d) rounded half away from zero (std::lround). The product is
+// truncated towards zero and moved one step out when it lies at least half
+// way to the next integer; every comparison is exact, so no fused
+// multiply-add can change a rounding.
+template <int W>
+DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
+  using F = typename Vec<W>::F;
+  using I = typename Vec<W>::I;
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n; b += 32, out += 34) {
+    F vmax{};
+    for (int j = 0; j < 32; j += W) {
+      const F a = __builtin_bit_cast(F, __builtin_bit_cast(I, load<W>(src + b + j)) & 0x7fffffff);
+      vmax = a > vmax ? a : vmax;
+    }
+    const float d = hmax<W>(vmax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = f32_to_f16(d);
+    std::memcpy(out, &h, sizeof h);
+    for (int j = 0; j < 32; j += W) {
+      const F y = load<W>(src + b + j) * id;
+      I t = __builtin_convertvector(y, I);
+      const F whole = __builtin_convertvector(t, F);
+      t -= y >= whole + 0.5f;  // a true comparison is -1
+      t += y <= whole - 0.5f;
+      const typename Vec<W>::I8 q = __builtin_convertvector(t, typename Vec<W>::I8);
+      std::memcpy(out + 2 + j, &q, sizeof q);
+    }
+  }
+}
+
 // The kernels of one instruction set, attend_##NAME defined before it.
 #define DUET_VECTOR_KERNELS(NAME, W, TARGET)                                                    \
   TARGET void softmax_##NAME(float* s, int64_t valid, int64_t width) {                          \
@@ -398,26 +453,29 @@ DUET_INLINE void narrow_f16_body(const float* src, uint16_t* dst, int64_t n) {
   TARGET void narrow_f16_##NAME(const float* src, uint16_t* dst, int64_t n) {                   \
     narrow_f16_body<W>(src, dst, n);                                                            \
   }                                                                                             \
+  TARGET void quantize_q8_0_##NAME(const float* src, void* dst, int64_t n) {                    \
+    quantize_q8_0_body<W>(src, dst, n);                                                         \
+  }                                                                                             \
   constexpr VectorKernels k##NAME{softmax_##NAME,   attend_##NAME,     merge_##NAME,              \
                                   swiglu_##NAME,    dequantize_##NAME, widen_f16_##NAME,        \
-                                  narrow_f16_##NAME};
+                                  narrow_f16_##NAME, quantize_q8_0_##NAME};
 
 #define DUET_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define DUET_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
 void attend_Baseline(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
-                     float scale, const void* k, const void* v, bool f16, int64_t stride,
+                     float scale, const void* k, const void* v, DType type, int64_t stride,
                      int64_t n, float* scores, SoftmaxPart state) {
-  attend_body<4>(q, kv_heads, group, head_dim, scale, k, v, f16, stride, n, scores, state);
+  attend_body<4>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
 }
 DUET_VECTOR_KERNELS(Baseline, 4, )
 
 #if defined(__x86_64__)
 DUET_TARGET_AVX2 void attend_Avx2(const float* q, int32_t kv_heads, int32_t group,
                                   int32_t head_dim, float scale, const void* k, const void* v,
-                                  bool f16, int64_t stride, int64_t n, float* scores,
+                                  DType type, int64_t stride, int64_t n, float* scores,
                                   SoftmaxPart state) {
-  attend_body<8>(q, kv_heads, group, head_dim, scale, k, v, f16, stride, n, scores, state);
+  attend_body<8>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
 }
 DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2)
 
@@ -425,11 +483,11 @@ DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2)
 // the online-softmax step between them from the generic body.
 DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t group,
                                       int32_t head_dim, float scale, const void* k, const void* v,
-                                      bool f16, int64_t stride, int64_t n, float* scores,
+                                      DType type, int64_t stride, int64_t n, float* scores,
                                       SoftmaxPart state) {
-  detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, f16, stride, n, scores);
+  detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores);
   attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
-  detail::attend_values_avx512(kv_heads, group, head_dim, v, f16, stride, n, scores, state.acc);
+  detail::attend_values_avx512(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
 }
 DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512)
 #endif

@@ -38,16 +38,18 @@ struct VectorKernels {
   // Folds n cached positions into `state`, the partial attention of
   // kv_heads * group query heads, each group of `group` consecutive heads
   // sharing one KV head: query head h is q[h * head_dim ..); KV head g of
-  // position i has its key at k + i * stride + g * head_dim and its value
-  // likewise from v (elements of f32, or of f16 when `f16`). The scores are
-  // scale * q·k. A fresh state is max = -inf, sum = 0, acc = 0; calling this
-  // once per run of consecutive cache slots gives the state of all of them
-  // (online softmax). Each position's keys and values are read once, in
-  // order. `scores`: scratch for kv_heads * group * n floats.
-  // REQUIRES: head_dim a multiple of 16, n ≥ 1, finite inputs.
+  // position i has its key at byte k + i * stride + g * dtype_row_bytes(type,
+  // head_dim) and its value likewise from v, as elements of `type` (f32, f16
+  // or q8_0 blocks). The scores are scale * q·k. A fresh state is max = -inf,
+  // sum = 0, acc = 0; calling this once per run of consecutive cache slots
+  // gives the state of all of them (online softmax). Each position's keys
+  // and values are read once, in order. `scores`: scratch for
+  // kv_heads * group * n floats.
+  // REQUIRES: head_dim a multiple of 16 (of 32 for q8_0), n ≥ 1, finite
+  // inputs.
   void (*attend)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
-                 const void* k, const void* v, bool f16, int64_t stride, int64_t n, float* scores,
-                 SoftmaxPart state);
+                 const void* k, const void* v, DType type, int64_t stride, int64_t n,
+                 float* scores, SoftmaxPart state);
   // Writes acc / sum of the merged parts to out[h * head_dim + d].
   // REQUIRES: head_dim a multiple of 16, n_parts ≥ 1.
   void (*merge)(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim,
@@ -63,6 +65,9 @@ struct VectorKernels {
   // duet::f32_to_f16 rounds: to nearest, ties to even, beyond the range to
   // ±inf, below it to subnormals and ±0 (a NaN stays a NaN).
   void (*narrow_f16)(const float* src, uint16_t* dst, int64_t n);
+  // Stores n elements (a multiple of 32) as q8_0 blocks at dst, byte for
+  // byte as duet::quantize_row(DType::kQ8_0, ...) stores finite values.
+  void (*quantize_q8_0)(const float* src, void* dst, int64_t n);
 };
 
 // The kernels compiled for `path`. REQUIRES: path ≤ hardware_cpu_path().

@@ -2,6 +2,7 @@
 #include "kernels/attend_avx512.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/avx512_intrinsics.h"
 
@@ -10,11 +11,22 @@ namespace {
 
 constexpr int64_t kBlock = 16;  // positions per block: one score vector
 
-// Values [c, c + 16) of a cache row of f32 or f16 elements.
-__m512 load16(const uint8_t* row, bool f16, int64_t c) {
-  if (f16)
+// Values [c, c + 16) of a cache row of `T` elements (f32, f16 or q8_0
+// blocks; c a multiple of 16, so the values lie in one block).
+template <DType T>
+__m512 load16(const uint8_t* row, int64_t c) {
+  if constexpr (T == DType::kF16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
-  return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (T == DType::kQ8_0) {
+    const uint8_t* block = row + c / 32 * 34;
+    uint16_t d;
+    std::memcpy(&d, block, sizeof d);
+    const __m512i q = _mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + c % 32)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(d)));
+  } else {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  }
 }
 
 // Calls fn(block, first, m) for the blocks of m ≤ kBlock positions of the n rows
@@ -62,33 +74,30 @@ __m512 sum16(const __m512 p[16]) {
 
 // acc[h][c..c+16) += Σ_i p[h][i] * v_i[c..c+16) for H heads, the
 // accumulators in registers over the positions of one block.
-template <int H>
-void values_heads(const uint8_t* v, bool f16, int64_t stride_bytes, int64_t m, int32_t head_dim,
+template <DType T, int H>
+void values_heads(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t head_dim,
                   const float* probs, int64_t n, float* acc) {
   for (int64_t c = 0; c < head_dim; c += 16) {
     __m512 a[H];
     for (int h = 0; h < H; ++h) a[h] = _mm512_loadu_ps(acc + h * head_dim + c);
     for (int64_t i = 0; i < m; ++i) {
-      const __m512 x = load16(v + i * stride_bytes, f16, c);
+      const __m512 x = load16<T>(v + i * stride_bytes, c);
       for (int h = 0; h < H; ++h) a[h] = _mm512_fmadd_ps(_mm512_set1_ps(probs[h * n + i]), x, a[h]);
     }
     for (int h = 0; h < H; ++h) _mm512_storeu_ps(acc + h * head_dim + c, a[h]);
   }
 }
 
-}  // namespace
-
-void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
-                          float scale, const void* k, bool f16, int64_t stride, int64_t n,
-                          float* scores) {
-  const int64_t elem = f16 ? 2 : 4;
-  const int64_t stride_bytes = stride * elem;
+template <DType T>
+void scores_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
+                  const void* k, int64_t stride_bytes, int64_t n, float* scores) {
+  const int64_t head_bytes = static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
   const __m512 vscale = _mm512_set1_ps(scale);
   for_each_block(
-      static_cast<const uint8_t*>(k), n, stride_bytes, int64_t{kv_heads} * head_dim * elem,
+      static_cast<const uint8_t*>(k), n, stride_bytes, kv_heads * head_bytes,
       [&](const uint8_t* block, int64_t i0, int64_t m) {
         for (int64_t g = 0; g < kv_heads; ++g) {
-          const uint8_t* keys = block + g * head_dim * elem;
+          const uint8_t* keys = block + g * head_bytes;
           for (int64_t h = g * group; h < (g + 1) * group; ++h) {
             const float* qh = q + h * head_dim;
             __m512 part[kBlock];
@@ -96,7 +105,7 @@ void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32
             for (int64_t j = 0; j < m; ++j) {
               const uint8_t* key = keys + j * stride_bytes;
               for (int64_t c = 0; c < head_dim; c += 16) {
-                part[j] = _mm512_fmadd_ps(load16(key, f16, c), _mm512_loadu_ps(qh + c), part[j]);
+                part[j] = _mm512_fmadd_ps(load16<T>(key, c), _mm512_loadu_ps(qh + c), part[j]);
               }
             }
             const auto lanes = static_cast<__mmask16>((1u << m) - 1);
@@ -106,36 +115,62 @@ void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32
       });
 }
 
-void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
-                          bool f16, int64_t stride, int64_t n, const float* probs, float* acc) {
-  const int64_t elem = f16 ? 2 : 4;
-  const int64_t stride_bytes = stride * elem;
-  for_each_block(static_cast<const uint8_t*>(v), n, stride_bytes,
-                 int64_t{kv_heads} * head_dim * elem,
+template <DType T>
+void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
+                  int64_t stride_bytes, int64_t n, const float* probs, float* acc) {
+  const int64_t head_bytes = static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
+  for_each_block(static_cast<const uint8_t*>(v), n, stride_bytes, kv_heads * head_bytes,
                  [&](const uint8_t* block, int64_t i0, int64_t m) {
                    for (int64_t g = 0; g < kv_heads; ++g) {
-                     const uint8_t* values = block + g * head_dim * elem;
+                     const uint8_t* values = block + g * head_bytes;
                      // Heads four at a time: four accumulators per 16 dimensions stay in registers.
                      for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
                        const float* p = probs + h * n + i0;
                        float* a = acc + h * head_dim;
                        switch (std::min<int64_t>(4, (g + 1) * group - h)) {
                          case 1:
-                           values_heads<1>(values, f16, stride_bytes, m, head_dim, p, n, a);
+                           values_heads<T, 1>(values, stride_bytes, m, head_dim, p, n, a);
                            break;
                          case 2:
-                           values_heads<2>(values, f16, stride_bytes, m, head_dim, p, n, a);
+                           values_heads<T, 2>(values, stride_bytes, m, head_dim, p, n, a);
                            break;
                          case 3:
-                           values_heads<3>(values, f16, stride_bytes, m, head_dim, p, n, a);
+                           values_heads<T, 3>(values, stride_bytes, m, head_dim, p, n, a);
                            break;
                          default:
-                           values_heads<4>(values, f16, stride_bytes, m, head_dim, p, n, a);
+                           values_heads<T, 4>(values, stride_bytes, m, head_dim, p, n, a);
                            break;
                        }
                      }
                    }
                  });
+}
+
+}  // namespace
+
+void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                          float scale, const void* k, DType type, int64_t stride, int64_t n,
+                          float* scores) {
+  switch (type) {
+    case DType::kF16:
+      return scores_typed<DType::kF16>(q, kv_heads, group, head_dim, scale, k, stride, n, scores);
+    case DType::kQ8_0:
+      return scores_typed<DType::kQ8_0>(q, kv_heads, group, head_dim, scale, k, stride, n, scores);
+    default:
+      return scores_typed<DType::kF32>(q, kv_heads, group, head_dim, scale, k, stride, n, scores);
+  }
+}
+
+void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
+                          DType type, int64_t stride, int64_t n, const float* probs, float* acc) {
+  switch (type) {
+    case DType::kF16:
+      return values_typed<DType::kF16>(kv_heads, group, head_dim, v, stride, n, probs, acc);
+    case DType::kQ8_0:
+      return values_typed<DType::kQ8_0>(kv_heads, group, head_dim, v, stride, n, probs, acc);
+    default:
+      return values_typed<DType::kF32>(kv_heads, group, head_dim, v, stride, n, probs, acc);
+  }
 }
 
 }  // namespace duet::onednn::detail

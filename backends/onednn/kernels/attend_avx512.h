@@ -4,28 +4,32 @@
 // The generic vector code of vector_kernels.cc has neither vcvtph2ps nor a
 // cheap horizontal sum: widening an f16 cache took six integer operations
 // per 16 values and each score its own reduction. Here keys and values are
-// widened by vcvtph2ps, and the dot products of 16 positions are reduced
+// widened by vcvtph2ps (q8_0 by vpmovsxbd and one scaling multiply), and
+// the dot products of 16 positions are reduced
 // together (a transposition tree of 15 additions). Positions are taken 16
 // at a time, all KV heads of a block at once, the next block prefetched.
 // The online-softmax step between the halves stays in vector_kernels.cc.
 //
 // Internal to the onednn backend. REQUIRES: an AVX-512 (F, BW, VL) CPU;
-// head_dim a multiple of 16; the layout of VectorKernels::attend (position
-// i, KV head g at base + i * stride + g * head_dim elements, f32 or f16).
+// head_dim a multiple of 16 (32 for q8_0); the layout of
+// VectorKernels::attend (position i, KV head g at byte base + i * stride +
+// g * dtype_row_bytes(type, head_dim); type f32, f16 or q8_0).
 #pragma once
 
 #include <cstdint>
+
+#include "duet/dtype.h"
 
 namespace duet::onednn::detail {
 
 // scores[h * n + i] = scale * q_h · k_i for the kv_heads * group query heads
 // h (q_h at q + h * head_dim, group consecutive heads per KV head).
 void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
-                          float scale, const void* k, bool f16, int64_t stride, int64_t n,
+                          float scale, const void* k, DType type, int64_t stride, int64_t n,
                           float* scores);
 
 // acc[h * head_dim + d] += Σ_i probs[h * n + i] * v_i[d] for the same heads.
 void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
-                          bool f16, int64_t stride, int64_t n, const float* probs, float* acc);
+                          DType type, int64_t stride, int64_t n, const float* probs, float* acc);
 
 }  // namespace duet::onednn::detail
