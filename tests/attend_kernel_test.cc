@@ -81,7 +81,7 @@ void check(const Shape& s, DType type, CpuPath path) {
   std::vector<float> state(static_cast<size_t>(heads * (2 + s.head_dim)), 0.0f);
   const SoftmaxPart part{state.data(), state.data() + heads, state.data() + 2 * heads};
   std::fill(part.max, part.max + heads, -INFINITY);
-  std::vector<float> scores(static_cast<size_t>(heads * s.n));
+  std::vector<float> scores(static_cast<size_t>(heads * s.n + 16 * s.head_dim));
   const int64_t split = s.n / 3;
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, split}, {split, s.n}}) {
     if (begin == end) continue;

@@ -56,12 +56,16 @@ class OnednnModel : public ::testing::Test {
     reference_ = build("reference", "f32");
     onednn_ = build("onednn", "f32");
     onednn_f16_kv_ = build("onednn", "f16");
+    reference_q8_kv_ = build("reference", "q8_0");
+    onednn_q8_kv_ = build("onednn", "q8_0");
   }
 
   static void TearDownTestSuite() {
     delete reference_;
     delete onednn_;
     delete onednn_f16_kv_;
+    delete reference_q8_kv_;
+    delete onednn_q8_kv_;
     delete host_;
   }
 
@@ -77,6 +81,8 @@ class OnednnModel : public ::testing::Test {
   static inline Pipeline* reference_ = nullptr;
   static inline Pipeline* onednn_ = nullptr;
   static inline Pipeline* onednn_f16_kv_ = nullptr;  // f16 KV cache
+  static inline Pipeline* reference_q8_kv_ = nullptr;  // q8_0 KV caches
+  static inline Pipeline* onednn_q8_kv_ = nullptr;
   static inline std::string setup_error_;
 };
 
@@ -124,7 +130,9 @@ TEST_F(OnednnModel, MatchesTheReferenceBackendOnThreePrompts) {
 // The logits of every decode step (one token per forward pass, the gemv
 // path), with the backends fed the same tokens — the reference's greedy
 // continuation — so that one early difference cannot hide the rest; with an
-// f32 and with an f16 KV cache (the reference's is f32).
+// f32 and an f16 KV cache against the reference's f32 one, and with a q8_0
+// KV cache against the reference's q8_0 one (whose own distance from f32 is
+// printed: what the smaller cache costs).
 TEST_F(OnednnModel, DecodeStepLogitsMatchTheReferenceBackend) {
   const auto vocab = static_cast<size_t>(reference_->check().hparams.n_vocab);
   const std::vector<int32_t> ids =
@@ -142,10 +150,8 @@ TEST_F(OnednnModel, DecodeStepLogitsMatchTheReferenceBackend) {
     }
     return all;
   };
-  const std::vector<float> want = step_logits(*reference_);
-  for (auto [kv, pipeline] : {std::pair{"f32", onednn_}, std::pair{"f16", onednn_f16_kv_}}) {
-    const std::vector<float> got = step_logits(*pipeline);
-    ASSERT_EQ(got.size(), want.size());
+  // The largest per-step normalised MSE of `got` against `want`.
+  auto worst_nmse = [&](const std::vector<float>& got, const std::vector<float>& want) {
     double worst = 0.0;
     for (size_t step = 0; step < continuation.size(); ++step) {
       double err = 0.0, ref = 0.0;
@@ -154,12 +160,30 @@ TEST_F(OnednnModel, DecodeStepLogitsMatchTheReferenceBackend) {
         ref += double{want[i]} * want[i];
       }
       worst = std::max(worst, err / ref);
-      EXPECT_LE(err / ref, 1e-4) << kv << " KV cache, decode step " << step;
     }
+    return worst;
+  };
+  const std::vector<float> want = step_logits(*reference_);
+  const std::vector<float> want_q8 = step_logits(*reference_q8_kv_);
+  struct Case {
+    const char* kv;
+    Pipeline* pipeline;
+    const std::vector<float>* want;
+  };
+  for (const Case& c : {Case{"f32", onednn_, &want}, Case{"f16", onednn_f16_kv_, &want},
+                        Case{"q8_0", onednn_q8_kv_, &want_q8}}) {
+    const std::vector<float> got = step_logits(*c.pipeline);
+    ASSERT_EQ(got.size(), c.want->size());
+    const double worst = worst_nmse(got, *c.want);
+    EXPECT_LE(worst, 1e-4) << c.kv << " KV cache";
     std::printf(
         "story    %3zu decode steps, %s KV cache: worst logits nmse %.3g (threshold 1e-4)\n",
-        continuation.size(), kv, worst);
+        continuation.size(), c.kv, worst);
   }
+  std::printf("story    reference backend, q8_0 KV cache against f32: worst logits nmse %.3g\n",
+              worst_nmse(want_q8, want));
+  EXPECT_EQ(generate(*onednn_q8_kv_, ids).generated, generate(*reference_q8_kv_, ids).generated)
+      << "greedy tokens with q8_0 KV caches";
 }
 
 }  // namespace

@@ -485,7 +485,9 @@ DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t 
                                       int32_t head_dim, float scale, const void* k, const void* v,
                                       DType type, int64_t stride, int64_t n, float* scores,
                                       SoftmaxPart state) {
-  detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores);
+  float* staging = scores + int64_t{kv_heads} * group * n;
+  detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores,
+                               staging);
   attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
   detail::attend_values_avx512(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
 }

@@ -50,7 +50,7 @@ void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_
 // the two halves of every position's partial sums, packing two vectors'
 // positions into one: 16 → 8 → 4 → 2 → 1 vectors; the last level leaves
 // position k + 4t in lane 4k + t, which one permute puts in order.
-__m512 sum16(const __m512 p[16]) {
+__attribute__((always_inline)) inline __m512 sum16(const __m512 p[16]) {
   __m512 a[8];
   for (int i = 0; i < 8; ++i) {
     a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], 0x44),
@@ -73,46 +73,119 @@ __m512 sum16(const __m512 p[16]) {
 }
 
 // acc[h][c..c+16) += Σ_i p[h][i] * v_i[c..c+16) for H heads, the
-// accumulators in registers over the positions of one block.
+// accumulators in registers over the positions of one block: four sets,
+// for positions i mod 4, so that 4·H chains of FMAs are in flight (one set
+// is bound by the FMA latency, not by reading the values).
 template <DType T, int H>
 void values_heads(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t head_dim,
                   const float* probs, int64_t n, float* acc) {
+  constexpr int kWays = 4;
   for (int64_t c = 0; c < head_dim; c += 16) {
-    __m512 a[H];
-    for (int h = 0; h < H; ++h) a[h] = _mm512_loadu_ps(acc + h * head_dim + c);
-    for (int64_t i = 0; i < m; ++i) {
-      const __m512 x = load16<T>(v + i * stride_bytes, c);
-      for (int h = 0; h < H; ++h) a[h] = _mm512_fmadd_ps(_mm512_set1_ps(probs[h * n + i]), x, a[h]);
+    __m512 a[kWays][H];
+    for (int h = 0; h < H; ++h) {
+      a[0][h] = _mm512_loadu_ps(acc + h * head_dim + c);
+      for (int u = 1; u < kWays; ++u) a[u][h] = _mm512_setzero_ps();
     }
-    for (int h = 0; h < H; ++h) _mm512_storeu_ps(acc + h * head_dim + c, a[h]);
+    int64_t i = 0;
+    for (; i + kWays <= m; i += kWays) {
+      for (int u = 0; u < kWays; ++u) {
+        const __m512 x = load16<T>(v + (i + u) * stride_bytes, c);
+        for (int h = 0; h < H; ++h)
+          a[u][h] = _mm512_fmadd_ps(_mm512_set1_ps(probs[h * n + i + u]), x, a[u][h]);
+      }
+    }
+    for (; i < m; ++i) {
+      const __m512 x = load16<T>(v + i * stride_bytes, c);
+      for (int h = 0; h < H; ++h)
+        a[0][h] = _mm512_fmadd_ps(_mm512_set1_ps(probs[h * n + i]), x, a[0][h]);
+    }
+    for (int h = 0; h < H; ++h) {
+      _mm512_storeu_ps(acc + h * head_dim + c, _mm512_add_ps(_mm512_add_ps(a[0][h], a[1][h]),
+                                                             _mm512_add_ps(a[2][h], a[3][h])));
+    }
+  }
+}
+
+// The scale-free scores of H = 16 (or, unless kFull, m < 16) keys against
+// query head qh: lane j is qh · key j, key j the f32 row at rows + j * ld.
+// The positions are unrolled so that their 16 sums stay in registers.
+template <bool kFull>
+__attribute__((always_inline)) inline __m512 dots16(const float* rows, int64_t ld, int64_t m,
+                                                    const float* qh, int32_t head_dim) {
+  __m512 part[kBlock];
+  for (int64_t j = 0; j < kBlock; ++j) part[j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < head_dim; c += 16) {
+    const __m512 qc = _mm512_loadu_ps(qh + c);
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < kBlock; ++j) {
+      if (kFull || j < m) part[j] = _mm512_fmadd_ps(_mm512_loadu_ps(rows + j * ld + c), qc, part[j]);
+    }
+  }
+  return sum16(part);
+}
+
+// Rows j < m of head_dim `T` elements at keys + j * stride_bytes, widened
+// to f32 rows of head_dim at out (q8_0: one scale per 32 elements).
+template <DType T>
+void widen_keys(const uint8_t* keys, int64_t stride_bytes, int64_t m, int32_t head_dim,
+                float* out) {
+  for (int64_t j = 0; j < m; ++j) {
+    const uint8_t* row = keys + j * stride_bytes;
+    float* o = out + j * head_dim;
+    if constexpr (T == DType::kQ8_0) {
+      for (int64_t c = 0; c < head_dim; c += 32, row += 34) {
+        uint16_t h;
+        std::memcpy(&h, row, sizeof h);
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+        const __m128i* qs = reinterpret_cast<const __m128i*>(row + 2);
+        _mm512_storeu_ps(o + c, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs))), d));
+        _mm512_storeu_ps(o + c + 16,
+                         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d));
+      }
+    } else {
+      for (int64_t c = 0; c < head_dim; c += 16) _mm512_storeu_ps(o + c, load16<T>(row, c));
+    }
+  }
+}
+
+// The scores of one block of m ≤ 16 positions (keys at block, rows
+// stride_bytes apart) for every query head: scores[h * n + j] for j < m.
+template <DType T>
+void scores_block(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
+                  const uint8_t* block, int64_t stride_bytes, int64_t m, float* scores, int64_t n,
+                  float* staging) {
+  const int64_t head_bytes = static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const auto lanes = static_cast<__mmask16>((1u << m) - 1);
+  for (int64_t g = 0; g < kv_heads; ++g) {
+    const uint8_t* keys = block + g * head_bytes;
+    // The keys as f32 rows: an f32 cache's in place, others widened once
+    // into `staging` for all query heads of the group.
+    const float* rows = reinterpret_cast<const float*>(keys);
+    int64_t ld = stride_bytes / 4;
+    if constexpr (T != DType::kF32) {
+      widen_keys<T>(keys, stride_bytes, m, head_dim, staging);
+      rows = staging;
+      ld = head_dim;
+    }
+    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+      const float* qh = q + h * head_dim;
+      const __m512 dots = m == kBlock ? dots16<true>(rows, ld, m, qh, head_dim)
+                                      : dots16<false>(rows, ld, m, qh, head_dim);
+      _mm512_mask_storeu_ps(scores + h * n, lanes, _mm512_mul_ps(dots, vscale));
+    }
   }
 }
 
 template <DType T>
 void scores_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
-                  const void* k, int64_t stride_bytes, int64_t n, float* scores) {
+                  const void* k, int64_t stride_bytes, int64_t n, float* scores, float* staging) {
   const int64_t head_bytes = static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
-  const __m512 vscale = _mm512_set1_ps(scale);
-  for_each_block(
-      static_cast<const uint8_t*>(k), n, stride_bytes, kv_heads * head_bytes,
-      [&](const uint8_t* block, int64_t i0, int64_t m) {
-        for (int64_t g = 0; g < kv_heads; ++g) {
-          const uint8_t* keys = block + g * head_bytes;
-          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-            const float* qh = q + h * head_dim;
-            __m512 part[kBlock];
-            for (int64_t j = 0; j < kBlock; ++j) part[j] = _mm512_setzero_ps();
-            for (int64_t j = 0; j < m; ++j) {
-              const uint8_t* key = keys + j * stride_bytes;
-              for (int64_t c = 0; c < head_dim; c += 16) {
-                part[j] = _mm512_fmadd_ps(load16<T>(key, c), _mm512_loadu_ps(qh + c), part[j]);
-              }
-            }
-            const auto lanes = static_cast<__mmask16>((1u << m) - 1);
-            _mm512_mask_storeu_ps(scores + h * n + i0, lanes, _mm512_mul_ps(sum16(part), vscale));
-          }
-        }
-      });
+  for_each_block(static_cast<const uint8_t*>(k), n, stride_bytes, kv_heads * head_bytes,
+                 [&](const uint8_t* block, int64_t i0, int64_t m) {
+                   scores_block<T>(q, kv_heads, group, head_dim, scale, block, stride_bytes, m,
+                                   scores + i0, n, staging);
+                 });
 }
 
 template <DType T>
@@ -150,14 +223,17 @@ void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void*
 
 void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                           float scale, const void* k, DType type, int64_t stride, int64_t n,
-                          float* scores) {
+                          float* scores, float* staging) {
   switch (type) {
     case DType::kF16:
-      return scores_typed<DType::kF16>(q, kv_heads, group, head_dim, scale, k, stride, n, scores);
+      return scores_typed<DType::kF16>(q, kv_heads, group, head_dim, scale, k, stride, n, scores,
+                                       staging);
     case DType::kQ8_0:
-      return scores_typed<DType::kQ8_0>(q, kv_heads, group, head_dim, scale, k, stride, n, scores);
+      return scores_typed<DType::kQ8_0>(q, kv_heads, group, head_dim, scale, k, stride, n, scores,
+                                        staging);
     default:
-      return scores_typed<DType::kF32>(q, kv_heads, group, head_dim, scale, k, stride, n, scores);
+      return scores_typed<DType::kF32>(q, kv_heads, group, head_dim, scale, k, stride, n, scores,
+                                       staging);
   }
 }
 

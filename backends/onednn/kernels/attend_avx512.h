@@ -4,8 +4,9 @@
 // The generic vector code of vector_kernels.cc has neither vcvtph2ps nor a
 // cheap horizontal sum: widening an f16 cache took six integer operations
 // per 16 values and each score its own reduction. Here keys and values are
-// widened by vcvtph2ps (q8_0 by vpmovsxbd and one scaling multiply), and
-// the dot products of 16 positions are reduced
+// widened by vcvtph2ps (q8_0 by vpmovsxbd and one scaling multiply) —
+// keys once per block into a small f32 staging area that all query heads
+// of the group read — and the dot products of 16 positions are reduced
 // together (a transposition tree of 15 additions). Positions are taken 16
 // at a time, all KV heads of a block at once, the next block prefetched.
 // The online-softmax step between the halves stays in vector_kernels.cc.
@@ -24,9 +25,11 @@ namespace duet::onednn::detail {
 
 // scores[h * n + i] = scale * q_h · k_i for the kv_heads * group query heads
 // h (q_h at q + h * head_dim, group consecutive heads per KV head).
+// `staging`: scratch for 16 * head_dim floats, where an f16 or q8_0 block of
+// keys is widened once for all query heads of its group.
 void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                           float scale, const void* k, DType type, int64_t stride, int64_t n,
-                          float* scores);
+                          float* scores, float* staging);
 
 // acc[h * head_dim + d] += Σ_i probs[h * n + i] * v_i[d] for the same heads.
 void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
