@@ -72,41 +72,64 @@ __attribute__((always_inline)) inline __m512 sum16(const __m512 p[16]) {
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
 }
 
-// acc[h][c..c+16) += Σ_i p[h][i] * v_i[c..c+16) for H heads, the
-// accumulators in registers over the positions of one block: four sets,
-// for positions i mod 4, so that 4·H chains of FMAs are in flight (one set
-// is bound by the FMA latency, not by reading the values).
-template <DType T, int H>
-void values_heads(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t head_dim,
-                  const float* probs, int64_t n, float* acc) {
-  constexpr int kWays = 4;
-  for (int64_t c = 0; c < head_dim; c += 16) {
-    __m512 a[kWays][H];
-    for (int h = 0; h < H; ++h) {
-      a[0][h] = _mm512_loadu_ps(acc + h * head_dim + c);
-      for (int u = 1; u < kWays; ++u) a[u][h] = _mm512_setzero_ps();
+// x[u] = elements [c0 + 16u, c0 + 16u + 16) of a cache row of `T`, for
+// u < chunks (q8_0: c0 starts a block and each block's scale is read once).
+template <DType T, int kChunks>
+__attribute__((always_inline)) inline void load_chunks(const uint8_t* row, int64_t c0,
+                                                       int64_t chunks, __m512 x[kChunks]) {
+  if constexpr (T == DType::kQ8_0) {
+    for (int u = 0; u < kChunks; u += 2) {
+      if (u >= chunks) break;
+      const uint8_t* block = row + (c0 + 16 * u) / 32 * 34;
+      uint16_t h;
+      std::memcpy(&h, block, sizeof h);
+      const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+      const __m128i* qs = reinterpret_cast<const __m128i*>(block + 2);
+      x[u] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs))), d);
+      x[u + 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d);
     }
-    int64_t i = 0;
-    for (; i + kWays <= m; i += kWays) {
-      for (int u = 0; u < kWays; ++u) {
-        const __m512 x = load16<T>(v + (i + u) * stride_bytes, c);
-        for (int h = 0; h < H; ++h)
-          a[u][h] = _mm512_fmadd_ps(_mm512_set1_ps(probs[h * n + i + u]), x, a[u][h]);
-      }
-    }
-    for (; i < m; ++i) {
-      const __m512 x = load16<T>(v + i * stride_bytes, c);
-      for (int h = 0; h < H; ++h)
-        a[0][h] = _mm512_fmadd_ps(_mm512_set1_ps(probs[h * n + i]), x, a[0][h]);
-    }
-    for (int h = 0; h < H; ++h) {
-      _mm512_storeu_ps(acc + h * head_dim + c, _mm512_add_ps(_mm512_add_ps(a[0][h], a[1][h]),
-                                                             _mm512_add_ps(a[2][h], a[3][h])));
+  } else {
+    for (int u = 0; u < kChunks; ++u) {
+      if (u < chunks) x[u] = load16<T>(row, c0 + 16 * u);
     }
   }
 }
 
-// The scale-free scores of H = 16 (or, unless kFull, m < 16) keys against
+// acc[h][c..c+16) += Σ_i p[h][i] * v_i[c..c+16) for H heads over the
+// positions of one block, 64 dimensions at a time: each position's values
+// are widened once into registers and feed 4·H accumulators, enough
+// independent FMA chains that the FMA latency does not bind.
+template <DType T, int H>
+void values_heads(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t head_dim,
+                  const float* probs, int64_t n, float* acc) {
+  constexpr int kChunks = 4;
+  for (int64_t c0 = 0; c0 < head_dim; c0 += 16 * kChunks) {
+    const int64_t chunks = std::min<int64_t>(kChunks, (head_dim - c0) / 16);
+    __m512 a[H][kChunks];
+    for (int h = 0; h < H; ++h) {
+      for (int u = 0; u < kChunks; ++u) {
+        if (u < chunks) a[h][u] = _mm512_loadu_ps(acc + h * head_dim + c0 + 16 * u);
+      }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      __m512 x[kChunks];
+      load_chunks<T, kChunks>(v + i * stride_bytes, c0, chunks, x);
+      for (int h = 0; h < H; ++h) {
+        const __m512 p = _mm512_set1_ps(probs[h * n + i]);
+        for (int u = 0; u < kChunks; ++u) {
+          if (u < chunks) a[h][u] = _mm512_fmadd_ps(p, x[u], a[h][u]);
+        }
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      for (int u = 0; u < kChunks; ++u) {
+        if (u < chunks) _mm512_storeu_ps(acc + h * head_dim + c0 + 16 * u, a[h][u]);
+      }
+    }
+  }
+}
+
+// The scale-free scores of 16 (or, unless kFull, m < 16) keys against
 // query head qh: lane j is qh · key j, key j the f32 row at rows + j * ld.
 // The positions are unrolled so that their 16 sums stay in registers.
 template <bool kFull>
