@@ -132,7 +132,7 @@ TEST_F(OnednnModel, MatchesTheReferenceBackendOnThreePrompts) {
 // continuation — so that one early difference cannot hide the rest; with an
 // f32 and an f16 KV cache against the reference's f32 one, and with a q8_0
 // KV cache against the reference's q8_0 one (whose own distance from f32 is
-// printed: what the smaller cache costs).
+// printed: what the smaller cache costs), greedy tokens identical.
 TEST_F(OnednnModel, DecodeStepLogitsMatchTheReferenceBackend) {
   const auto vocab = static_cast<size_t>(reference_->check().hparams.n_vocab);
   const std::vector<int32_t> ids =
@@ -165,20 +165,26 @@ TEST_F(OnednnModel, DecodeStepLogitsMatchTheReferenceBackend) {
   };
   const std::vector<float> want = step_logits(*reference_);
   const std::vector<float> want_q8 = step_logits(*reference_q8_kv_);
+  // Two q8_0 caches do not hold the same bytes: the backends' keys and
+  // values differ by ~1e-7 relative, which now and then moves a value to
+  // the next of its block's 255 steps, so they are as far apart as q8_0 is
+  // from f32 (printed below). Their attention over equal bytes is held to
+  // 1e-10 by the conformance test; here the bound is q8_0's own error.
   struct Case {
     const char* kv;
     Pipeline* pipeline;
     const std::vector<float>* want;
+    double threshold;
   };
-  for (const Case& c : {Case{"f32", onednn_, &want}, Case{"f16", onednn_f16_kv_, &want},
-                        Case{"q8_0", onednn_q8_kv_, &want_q8}}) {
+  for (const Case& c : {Case{"f32", onednn_, &want, 1e-4}, Case{"f16", onednn_f16_kv_, &want, 1e-4},
+                        Case{"q8_0", onednn_q8_kv_, &want_q8, 2e-3}}) {
     const std::vector<float> got = step_logits(*c.pipeline);
     ASSERT_EQ(got.size(), c.want->size());
     const double worst = worst_nmse(got, *c.want);
-    EXPECT_LE(worst, 1e-4) << c.kv << " KV cache";
+    EXPECT_LE(worst, c.threshold) << c.kv << " KV cache";
     std::printf(
-        "story    %3zu decode steps, %s KV cache: worst logits nmse %.3g (threshold 1e-4)\n",
-        continuation.size(), c.kv, worst);
+        "story    %3zu decode steps, %s KV cache: worst logits nmse %.3g (threshold %.0e)\n",
+        continuation.size(), c.kv, worst, c.threshold);
   }
   std::printf("story    reference backend, q8_0 KV cache against f32: worst logits nmse %.3g\n",
               worst_nmse(want_q8, want));
