@@ -17,31 +17,24 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "duet/dtype.h"
 #include "duet/quant.h"
 #include "kernels/cpu_features.h"
+#include "random_floats.h"
 #include "vector_kernels.h"
 
 namespace {
 
 using duet::DType;
+using duet::bench::random_floats;
 using duet::onednn::CpuPath;
 
 constexpr int32_t kKvHeads = 3, kGroup = 3, kHeadDim = 64, kLayers = 30;
 constexpr int64_t kPositions = 2048;
 constexpr int64_t kRow = int64_t{kKvHeads} * kHeadDim;  // elements per cache slot
-
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = uni(rng);
-  return v;
-}
 
 void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream) {
   const int64_t layers = stream ? kLayers : 1;

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -26,10 +25,12 @@
 #include "duet/quant.h"
 #include "kernels/cpu_features.h"
 #include "kernels/qgemv.h"
+#include "random_floats.h"
 
 namespace {
 
 using duet::DType;
+using duet::bench::random_floats;
 using duet::onednn::CpuPath;
 
 struct Shape {
@@ -48,14 +49,6 @@ constexpr Shape kShapes[] = {
 };
 
 constexpr int64_t kStreamBytes = int64_t{256} << 20;
-
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = uni(rng);
-  return v;
-}
 
 // `copies` copies of one random matrix, quantized by core's quantize_row.
 std::vector<uint8_t> make_weights(const Shape& s, int64_t copies) {
