@@ -31,7 +31,7 @@ std::string item_range(const Node& list) {
 void apply_one(Node& root, const std::string& text, int index, Problems& problems) {
   const Origin origin{0, 0, index};
   // Key paths become keys of the document; values are checked by parse().
-  if (refuse_invalid_utf8(text, index, problems)) return;
+  if (refuse_unreadable_text(text, index, problems)) return;
   const size_t eq = text.find('=');
   if (eq == std::string::npos) {
     problems.add(origin, "expected KEY.PATH=VALUE, e.g. components.kv_cache.capacity_tokens=1024");

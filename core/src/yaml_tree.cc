@@ -256,7 +256,7 @@ std::optional<size_t> first_invalid_utf8(std::string_view text) {
 
 }  // namespace
 
-bool refuse_invalid_utf8(std::string_view text, int override_index, Problems& problems) {
+bool refuse_unreadable_text(std::string_view text, int override_index, Problems& problems) {
   // YAML allows no raw C0 control character but tab and line breaks
   // (yaml-cpp turned a NUL and the byte after it into a lone 0xA0). DEL is
   // let through: yaml-cpp reads it, and writes it unescaped in describe().
@@ -290,7 +290,7 @@ bool refuse_invalid_utf8(std::string_view text, int override_index, Problems& pr
 std::optional<Node> parse(std::string_view text, int override_index, Problems& problems) {
   // yaml-cpp passes invalid UTF-8 through or replaces it, depending on
   // where it stands, so such text would not mean one thing: refused here.
-  if (refuse_invalid_utf8(text, override_index, problems)) return std::nullopt;
+  if (refuse_unreadable_text(text, override_index, problems)) return std::nullopt;
   std::istringstream in{std::string(text)};
   TreeBuilder builder(override_index);
   try {

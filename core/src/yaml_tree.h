@@ -92,6 +92,6 @@ std::optional<Node> parse(std::string_view text, int override_index, Problems& p
 // 3629) or holds a raw C0 control character other than tab, line feed and
 // carriage return (YAML allows none), at the first bad byte: a line and
 // column of the file, or the --set override overrides[override_index].
-bool refuse_invalid_utf8(std::string_view text, int override_index, Problems& problems);
+bool refuse_unreadable_text(std::string_view text, int override_index, Problems& problems);
 
 }  // namespace duet::yaml
