@@ -29,7 +29,7 @@
 namespace {
 
 using duet::DType;
-using duet::bench::random_floats;
+using duet::testdata::random_floats;
 using duet::onednn::CpuPath;
 
 constexpr int32_t kKvHeads = 3, kGroup = 3, kHeadDim = 64, kLayers = 30;

@@ -30,7 +30,7 @@
 namespace {
 
 using duet::DType;
-using duet::bench::random_floats;
+using duet::testdata::random_floats;
 using duet::onednn::CpuPath;
 
 struct Shape {

@@ -1,19 +1,22 @@
-// bench/random_floats.h — the kernel benchmarks' inputs.
+// bench/random_floats.h — random inputs for the kernel benchmarks and the
+// unit tests (which add bench/ to their include path).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <random>
 #include <vector>
 
-namespace duet::bench {
+namespace duet::testdata {
 
-// n floats uniform in [-1, 1), the same for the same seed.
-inline std::vector<float> random_floats(int64_t n, uint32_t seed) {
+// n floats uniform in [lo, hi), the same for the same seed.
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
+  std::uniform_real_distribution<float> uni(lo, hi);
+  std::vector<float> v(n);
   for (float& x : v) x = uni(rng);
   return v;
 }
 
-}  // namespace duet::bench
+}  // namespace duet::testdata

@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "duet/quant.h"
 #include "kernels/cpu_features.h"
+#include "random_floats.h"
 #include "vector_kernels.h"
 
 namespace duet::onednn {
@@ -29,13 +29,7 @@ struct Shape {
   int64_t n;
 };
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = uni(rng);
-  return v;
-}
+using testdata::random_floats;
 
 // Rows of the cache are padded (stride > kv_heads * head_dim) as the slots of
 // a real cache are not, so that reading past a head is caught by the values.

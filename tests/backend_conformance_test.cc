@@ -40,6 +40,7 @@
 #include "checked_ops.h"
 #include "duet/plugin_host.h"
 #include "duet/quant.h"
+#include "random_floats.h"
 
 namespace duet {
 namespace {
@@ -114,13 +115,7 @@ std::vector<float> download(Device& device, const TensorView& t) {
   return host;
 }
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testdata::random_floats;
 
 // `rows` x `cols` random values stored as `type`.
 std::vector<uint8_t> random_weight(DType type, int64_t rows, int64_t cols, uint32_t seed) {

@@ -4,24 +4,18 @@
 
 #include <cmath>
 #include <numeric>
-#include <random>
 
 #include "duet/error.h"
 #include "duet/plugin_host.h"
 #include "duet/quant.h"
+#include "random_floats.h"
 
 namespace duet {
 namespace {
 
 constexpr int32_t kHeads = 4, kKvHeads = 2, kHeadDim = 32;  // q8_0 blocks need 32
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(gen);
-  return v;
-}
+using testdata::random_floats;
 
 // out[i] for queries at positions [first, first + n) of one sequence whose
 // keys/values for positions 0.. are rows of `k`, `v`.

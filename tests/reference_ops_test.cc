@@ -14,7 +14,6 @@
 #include <map>
 #include <memory>
 #include <ostream>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,6 +22,7 @@
 #include "duet/error.h"
 #include "duet/plugin.h"
 #include "duet/quant.h"
+#include "random_floats.h"
 
 namespace duet {
 
@@ -108,13 +108,7 @@ std::vector<float> download(Device& device, const TensorView& t) {
   return host;
 }
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testdata::random_floats;
 
 // ---- this test's own ggml decoder ---------------------------------------------
 
