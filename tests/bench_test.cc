@@ -142,7 +142,7 @@ TEST_F(Bench, TableHasARowPerTestAndASummary) {
   // Aligned: every table line is as long as the header.
   for (size_t i = 1; i < 5; ++i) EXPECT_EQ(l[i].size(), l[0].size()) << r.out;
   EXPECT_NE(r.out.find("peak RSS"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("KV cache"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokens of f32), peak RSS"), std::string::npos) << r.out;
 }
 
 TEST_F(Bench, JsonIsOneObjectWithAResultPerTest) {
@@ -153,7 +153,7 @@ TEST_F(Bench, JsonIsOneObjectWithAResultPerTest) {
   for (const char* key :
        {"\"results\":[", "\"backend\":\"reference\"", "\"plugin_version\":\"0.1.0\"", "\"threads\":\"-\"",
         "\"cpu_features\":[", "\"load_seconds\":", "\"kv_cache_bytes\":", "\"peak_rss_bytes\":",
-        "\"kv_cache_capacity_tokens\":64", "\"test\":\"pp8\"", "\"test\":\"tg3\"", "\"test\":\"tg3@d5\"",
+        "\"kv_cache_capacity_tokens\":64", "\"kv_cache_dtype\":\"f32\"", "\"test\":\"pp8\"", "\"test\":\"tg3\"", "\"test\":\"tg3@d5\"",
         "\"depth\":5", "\"time_to_first_token_seconds\":", "\"tokens_per_second_median\":",
         "\"tokens_per_second_stddev\":", "\"tokens_per_second_min\":", "\"tokens_per_second_max\":",
         "\"repetitions\":2", "\"samples_tokens_per_second\":["}) {
@@ -186,6 +186,8 @@ TEST_F(Bench, CsvHasAHeaderAndARowPerTest) {
   EXPECT_EQ(l[0].rfind("test,backend,plugin_version,threads,cpu_features,tokens_per_second_median,", 0), 0u)
       << r.out;
   EXPECT_EQ(l[1].rfind("pp4,reference,0.1.0,-,", 0), 0u) << r.out;
+  EXPECT_TRUE(l[0].ends_with(",peak_rss_bytes,kv_cache_dtype")) << r.out;
+  EXPECT_TRUE(l[1].ends_with(",f32")) << r.out;
   EXPECT_EQ(l[2].rfind("tg2,reference,", 0), 0u) << r.out;
   EXPECT_EQ(l[3].rfind("tg3,reference,", 0), 0u) << r.out;
   const auto commas = std::count(l[0].begin(), l[0].end(), ',');

@@ -115,6 +115,7 @@ struct Context {
   double load_seconds = 0.0;
   uint64_t kv_cache_bytes = 0;
   int64_t kv_cache_tokens = 0;
+  std::string kv_cache_dtype;
   uint64_t peak_rss_bytes = 0;
 };
 
@@ -247,7 +248,7 @@ std::string print_table(const Context& c, const std::vector<TestResult>& results
   for (const auto& row : rows) line(row);
   s << "\nmodel " << c.model << " (" << mib(c.model_bytes) << "), cpu " << c.cpu_model << "\n"
     << "load " << fixed(c.load_seconds * 1000, 1) << " ms, KV cache " << mib(c.kv_cache_bytes) << " ("
-    << c.kv_cache_tokens << " tokens), peak RSS " << mib(c.peak_rss_bytes) << ", " << c.repetitions
+    << c.kv_cache_tokens << " tokens of " << c.kv_cache_dtype << "), peak RSS " << mib(c.peak_rss_bytes) << ", " << c.repetitions
     << " repetitions after " << c.warmup << " warm-up run" << (c.warmup == 1 ? "" : "s") << "\n";
   return s.str();
 }
@@ -272,6 +273,7 @@ std::string print_json(const Context& c, const std::vector<TestResult>& results)
   j.field("load_seconds", c.load_seconds);
   j.field("kv_cache_bytes", c.kv_cache_bytes);
   j.field("kv_cache_capacity_tokens", c.kv_cache_tokens);
+  j.field("kv_cache_dtype", c.kv_cache_dtype);
   j.field("peak_rss_bytes", c.peak_rss_bytes);
   j.key("results").begin_array();
   for (const auto& r : results) {
@@ -299,6 +301,7 @@ std::string print_json(const Context& c, const std::vector<TestResult>& results)
     if (r.spec.kind == "pp") j.field("time_to_first_token_seconds", r.ttft.median);
     j.field("load_seconds", c.load_seconds);
     j.field("kv_cache_bytes", c.kv_cache_bytes);
+    j.field("kv_cache_dtype", c.kv_cache_dtype);
     j.field("peak_rss_bytes", r.peak_rss_bytes);
     j.end_object();
   }
@@ -318,13 +321,14 @@ std::string print_csv(const Context& c, const std::vector<TestResult>& results) 
   std::ostringstream s;
   s << "test,backend,plugin_version,threads,cpu_features,tokens_per_second_median,tokens_per_second_stddev,"
        "tokens_per_second_min,tokens_per_second_max,repetitions,time_to_first_token_ms,load_ms,kv_cache_bytes,"
-       "peak_rss_bytes\n";
+       "peak_rss_bytes,kv_cache_dtype\n";
   for (const auto& r : results) {
     s << csv_field(r.spec.name) << "," << csv_field(c.backend) << "," << csv_field(c.plugin_version) << ","
       << csv_field(c.threads) << "," << csv_field(features_text(c)) << "," << fixed(r.tps.median, 3) << ","
       << fixed(r.tps.stddev, 3) << "," << fixed(r.tps.min, 3) << "," << fixed(r.tps.max, 3) << ","
       << r.tokens_per_second.size() << "," << (r.spec.kind == "pp" ? fixed(r.ttft.median * 1000, 3) : "") << ","
-      << fixed(c.load_seconds * 1000, 3) << "," << c.kv_cache_bytes << "," << r.peak_rss_bytes << "\n";
+      << fixed(c.load_seconds * 1000, 3) << "," << c.kv_cache_bytes << "," << r.peak_rss_bytes << ","
+      << csv_field(c.kv_cache_dtype) << "\n";
   }
   return s.str();
 }
@@ -422,6 +426,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   c.warmup = warmup;
   c.kv_cache_bytes = pipeline->kv_cache_bytes();
   c.kv_cache_tokens = config.kv_cache.capacity_tokens;
+  c.kv_cache_dtype = std::string(dtype_name(config.kv_cache.dtype));
 
   int64_t max_ids = 1;
   for (const auto& s : specs) max_ids = std::max(max_ids, s.kind == "pp" ? s.tokens : 1 + s.depth);
