@@ -11,22 +11,26 @@ namespace {
 
 constexpr int64_t kBlock = 16;  // positions per block: one score vector
 
-// Values [c, c + 16) of a cache row of `T` elements (f32, f16 or q8_0
-// blocks; c a multiple of 16, so the values lie in one block).
+// Values [c, c + 16) of a cache row of f32 or f16 elements (q8_0 rows are
+// read a block at a time: q8_block below).
 template <DType T>
 __m512 load16(const uint8_t* row, int64_t c) {
+  static_assert(T == DType::kF32 || T == DType::kF16);
   if constexpr (T == DType::kF16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * c)));
-  } else if constexpr (T == DType::kQ8_0) {
-    const uint8_t* block = row + c / 32 * 34;
-    uint16_t d;
-    std::memcpy(&d, block, sizeof d);
-    const __m512i q = _mm512_cvtepi8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + c % 32)));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(d)));
   } else {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
   }
+}
+
+// The 32 values of the q8_0 block at `block`, as two vectors.
+__attribute__((always_inline)) inline void q8_block(const uint8_t* block, __m512* lo, __m512* hi) {
+  uint16_t h;
+  std::memcpy(&h, block, sizeof h);
+  const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+  const auto* qs = reinterpret_cast<const __m128i*>(block + 2);
+  *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs))), d);
+  *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d);
 }
 
 // Calls fn(block, first, m) for the blocks of m ≤ kBlock positions of the n rows
@@ -79,14 +83,7 @@ __attribute__((always_inline)) inline void load_chunks(const uint8_t* row, int64
                                                        int64_t chunks, __m512 x[kChunks]) {
   if constexpr (T == DType::kQ8_0) {
     for (int u = 0; u < kChunks; u += 2) {
-      if (u >= chunks) break;
-      const uint8_t* block = row + (c0 + 16 * u) / 32 * 34;
-      uint16_t h;
-      std::memcpy(&h, block, sizeof h);
-      const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-      const __m128i* qs = reinterpret_cast<const __m128i*>(block + 2);
-      x[u] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs))), d);
-      x[u + 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d);
+      if (u < chunks) q8_block(row + (c0 + 16 * u) / 32 * 34, &x[u], &x[u + 1]);
     }
   } else {
     for (int u = 0; u < kChunks; ++u) {
@@ -157,13 +154,10 @@ void widen_keys(const uint8_t* keys, int64_t stride_bytes, int64_t m, int32_t he
     float* o = out + j * head_dim;
     if constexpr (T == DType::kQ8_0) {
       for (int64_t c = 0; c < head_dim; c += 32, row += 34) {
-        uint16_t h;
-        std::memcpy(&h, row, sizeof h);
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-        const __m128i* qs = reinterpret_cast<const __m128i*>(row + 2);
-        _mm512_storeu_ps(o + c, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs))), d));
-        _mm512_storeu_ps(o + c + 16,
-                         _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d));
+        __m512 lo, hi;
+        q8_block(row, &lo, &hi);
+        _mm512_storeu_ps(o + c, lo);
+        _mm512_storeu_ps(o + c + 16, hi);
       }
     } else {
       for (int64_t c = 0; c < head_dim; c += 16) _mm512_storeu_ps(o + c, load16<T>(row, c));
