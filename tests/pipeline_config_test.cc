@@ -246,6 +246,24 @@ TEST(PipelineConfigTest, DescribeWritesLongKeysExplicitly) {
   EXPECT_EQ(describe(again), text);
 }
 
+// Found by pipeline_yaml_fuzz: yaml-cpp writes a key of over 1,024
+// characters explicitly by itself, and when told to as well, it went on
+// writing every later key explicitly — in flow maps too, as "{ ?k: v}",
+// which it cannot read back.
+TEST(PipelineConfigTest, KeysAfterAVeryLongKeyStayImplicit) {
+  for (size_t length : {201u, 1024u, 1025u, 3459u}) {
+    const std::string name(length, 'n');
+    PipelineConfig c = parse("model: {path: m.gguf}\ncomponents:\n  sampler:\n    chain:\n      - ? " + name +
+                             "\n        : {}\nstages:\n  - prefill: {chunk_tokens: 512}\n  - decode\n");
+    const std::string text = describe(c);
+    EXPECT_NE(text.find("prefill: {chunk_tokens: 512}"), std::string::npos) << length << ":\n" << text;
+    PipelineConfig again = parse_pipeline_config(text, "test.yaml", "");
+    ASSERT_EQ(again.sampler.chain.size(), 1u);
+    EXPECT_EQ(again.sampler.chain[0].name, name);
+    EXPECT_EQ(describe(again), text) << length;
+  }
+}
+
 // Found by pipeline_yaml_fuzz: yaml-cpp keeps some invalid UTF-8 bytes and
 // replaces others, so the same text could mean two things (and describe()
 // did not round-trip). Such text is refused where the first bad byte is.

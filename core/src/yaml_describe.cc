@@ -35,7 +35,10 @@ YAML::Emitter& operator<<(YAML::Emitter& out, Str str) {
 bool is_long_key(const std::string& key) { return key.size() > 200; }
 
 void emit_key(YAML::Emitter& out, const std::string& key) {
-  if (is_long_key(key)) out << YAML::LongKey;
+  // yaml-cpp writes a key of over 1024 bytes explicitly by itself; told to
+  // as well, it keeps writing every later key explicitly, even in flow maps
+  // ("{ ?k: v}"), which it cannot read back.
+  if (is_long_key(key) && key.size() <= 1024) out << YAML::LongKey;
   out << YAML::Key << Str{key};
 }
 
