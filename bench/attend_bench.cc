@@ -51,7 +51,7 @@ void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream
   }
   const int32_t heads = kKvHeads * kGroup;
   const std::vector<float> q = random_floats(int64_t{heads} * kHeadDim, 2);
-  std::vector<float> scores(static_cast<size_t>(heads * kPositions + 16 * kHeadDim));
+  std::vector<float> scores(static_cast<size_t>(heads * (kPositions + kHeadDim) + 16 * kHeadDim));
   std::vector<float> st(static_cast<size_t>(heads * (2 + kHeadDim)));
   std::vector<float> out(static_cast<size_t>(heads * kHeadDim));
   const duet::onednn::VectorKernels& kernels = duet::onednn::vector_kernels(path);
@@ -81,7 +81,7 @@ void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   benchmark::AddCustomContext("cpu_path", duet::onednn::cpu_path_name(duet::onednn::detect_cpu_path()));
-  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     if (path > duet::onednn::detect_cpu_path()) continue;
     const std::string p = duet::onednn::cpu_path_name(path);
     for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {

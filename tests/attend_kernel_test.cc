@@ -3,8 +3,9 @@
 // the model tests do not reach (groups of 1, 5 and 8 query heads per KV head,
 // head_dim 16 and 128, position counts around the AVX-512 kernel's blocks of
 // 16), f32, f16 and q8_0 caches, and a cache read in two runs folded into
-// one online-softmax state. Also VectorKernels::quantize_q8_0 against
-// duet::quantize_row, byte for byte.
+// one online-softmax state (q8_0 keys on the VNNI path are multiplied as
+// int8: held to 1e-8, not 1e-10). Also VectorKernels::quantize_q8_0
+// against duet::quantize_row, byte for byte.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,7 +76,7 @@ void check(const Shape& s, DType type, CpuPath path) {
   std::vector<float> state(static_cast<size_t>(heads * (2 + s.head_dim)), 0.0f);
   const SoftmaxPart part{state.data(), state.data() + heads, state.data() + 2 * heads};
   std::fill(part.max, part.max + heads, -INFINITY);
-  std::vector<float> scores(static_cast<size_t>(heads * s.n + 16 * s.head_dim));
+  std::vector<float> scores(static_cast<size_t>(heads * (s.n + s.head_dim) + 16 * s.head_dim));
   const int64_t split = s.n / 3;
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, split}, {split, s.n}}) {
     if (begin == end) continue;
@@ -90,7 +91,11 @@ void check(const Shape& s, DType type, CpuPath path) {
     err += (got[i] - want[i]) * (got[i] - want[i]);
     norm += want[i] * want[i];
   }
-  EXPECT_LE(err / norm, 1e-10) << cpu_path_name(path) << " " << dtype_name(type) << " kv_heads "
+  // The VNNI path multiplies q8_0 keys as int8, the queries in two int8
+  // terms (about 16 bits); everything else is f32 arithmetic.
+  const bool int8_keys = path == CpuPath::kAvx512Vnni && type == DType::kQ8_0 && s.head_dim % 64 == 0;
+  EXPECT_LE(err / norm, int8_keys ? 1e-8 : 1e-10)
+      << cpu_path_name(path) << " " << dtype_name(type) << " kv_heads "
                                << s.kv_heads << " group " << s.group << " head_dim " << s.head_dim
                                << " n " << s.n;
 }

@@ -118,7 +118,7 @@ void OnednnAttention::plan(const StepBatch& step) {
       const int32_t seen = step.positions[static_cast<size_t>(row)] + 1;
       const int32_t stretches = std::max(1, std::min(wanted, seen / kMinStretch));
       // A stretch's scores, for all query heads, and attend's staging.
-      per_thread = std::max(per_thread, int64_t{spec_.n_heads} * ((seen + stretches - 1) / stretches) +
+      per_thread = std::max(per_thread, int64_t{spec_.n_heads} * ((seen + stretches - 1) / stretches + hd) +
                                             16 * hd);
       if (stretches == 1) {
         const int32_t parts = std::min(n_kv, wanted);

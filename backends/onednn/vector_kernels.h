@@ -44,7 +44,9 @@ struct VectorKernels {
   // sum = 0, acc = 0; calling this once per run of consecutive cache slots
   // gives the state of all of them (online softmax). Each position's keys
   // and values are read once, in order. `scores`: scratch for
-  // kv_heads * group * n + 16 * head_dim floats.
+  // kv_heads * group * (n + head_dim) + 16 * head_dim floats. On the VNNI
+  // path q8_0 keys meet queries rounded to about 16 bits (two int8 terms
+  // per block of 32); every other path computes in f32.
   // REQUIRES: head_dim a multiple of 16 (of 32 for q8_0), n ≥ 1, finite
   // inputs.
   void (*attend)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,

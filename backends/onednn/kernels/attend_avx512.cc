@@ -236,11 +236,192 @@ void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void*
                  });
 }
 
+// ---- q8_0 keys with VNNI ----------------------------------------------------
+//
+// Keys stay int8: each query head is quantized to two int8 terms per block
+// of 32 (q ≈ s·(hi + lo/256), about 16 bits, as Q8Activations does for the
+// matvecs), 16 positions' keys are transposed so that lane j of a vector
+// holds four bytes of position j, and vpdpbusd multiplies them by four
+// broadcast query bytes: 64 multiply-adds per instruction, no horizontal
+// sums. vpdpbusd takes unsigned bytes on one side, so keys are read as
+// k + 128 and 128·Σq is taken off again.
+
+constexpr int kQ8 = 32;  // elements per q8_0 block
+
+// One KV head's query heads in two int8 terms, per block b of head h:
+// hi/lo at (h * blocks + b) * 32, scale s / 256 and the correction
+// 128 · Σ(256·hi + lo) at h * blocks + b.
+struct QueryTerms {
+  int8_t* hi;
+  int8_t* lo;
+  float* unit;
+  int32_t* offset;
+};
+
+void quantize_queries(const float* q, int32_t group, int32_t head_dim, QueryTerms t) {
+  const int32_t blocks = head_dim / kQ8;
+  for (int64_t hb = 0; hb < int64_t{group} * blocks; ++hb) {
+    const float* x = q + hb * kQ8;
+    const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    const float s = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(s != 0.0f ? 1.0f / s : 0.0f);
+    int32_t sum = 0;
+    for (int half = 0; half < 2; ++half) {
+      const __m512 y = _mm512_mul_ps(half ? b : a, inv);
+      const __m512i hi = _mm512_cvtps_epi32(y);  // to nearest: |hi| ≤ 127
+      const __m512 rest = _mm512_mul_ps(_mm512_sub_ps(y, _mm512_cvtepi32_ps(hi)), _mm512_set1_ps(256.0f));
+      const __m512i lo = _mm512_max_epi32(_mm512_set1_epi32(-127),
+                                          _mm512_min_epi32(_mm512_set1_epi32(127), _mm512_cvtps_epi32(rest)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.hi + hb * kQ8 + 16 * half), _mm512_cvtepi32_epi8(hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.lo + hb * kQ8 + 16 * half), _mm512_cvtepi32_epi8(lo));
+      sum += _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo));
+    }
+    t.unit[hb] = s / 256.0f;
+    t.offset[hb] = 128 * sum;
+  }
+}
+
+// Transposes 16 rows of 16 dwords: r[c] becomes dword c of every row.
+__attribute__((always_inline)) inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xdd);
+  }
+}
+
+// The keys of m ≤ 16 positions (rows stride_bytes apart from `keys`) for
+// the scores: keyt[(p * 16 + c)] is dword c of blocks 2p and 2p + 1 of
+// every position, bytes offset by 128 (positions ≥ m read as zeros), and
+// scale[b * 16 + j] the f32 scale of block b of position j.
+__attribute__((target("avx512vnni"))) void transpose_keys(const uint8_t* keys, int64_t stride_bytes,
+                                                         int64_t m, int32_t head_dim, __m512i* keyt,
+                                                         float* scale) {
+  const int32_t blocks = head_dim / kQ8;
+  for (int32_t p = 0; p < blocks / 2; ++p) {
+    __m512i r[16];
+    for (int64_t j = 0; j < kBlock; ++j) {
+      if (j >= m) {
+        r[j] = _mm512_setzero_si512();
+        continue;
+      }
+      const uint8_t* blk = keys + j * stride_bytes + 2 * p * 34 + 2;
+      r[j] = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 34)), 1);
+    }
+    transpose16(r);
+    for (int c = 0; c < 16; ++c) {
+      _mm512_storeu_si512(keyt + p * 16 + c,
+                          _mm512_xor_si512(r[c], _mm512_set1_epi8(static_cast<char>(0x80))));
+    }
+  }
+  // The scales by one gather per block (a scalar copy of each would stall
+  // the vector load that follows on store forwarding): four bytes from each
+  // position's block start, of which the low two are the f16 scale.
+  const __m512i rows = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int32_t>(stride_bytes)));
+  const auto present = static_cast<__mmask16>((1u << m) - 1);
+  for (int32_t b = 0; b < blocks; ++b) {
+    const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, rows,
+                                                      keys + b * 34, 1);
+    _mm512_storeu_ps(scale + b * kBlock, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)));
+  }
+}
+
+// Scores of the positions in keyt/scale for query head h of `t`.
+__attribute__((target("avx512vnni"))) __m512 vnni_dots16(const __m512i* keyt, const float* scale,
+                                                        QueryTerms t, int64_t h, int32_t blocks) {
+  __m512 total = _mm512_setzero_ps();
+  for (int32_t b = 0; b < blocks; ++b) {
+    const __m512i* k = keyt + (b / 2) * 16 + (b % 2) * 8;
+    const int64_t hb = h * blocks + b;
+    const auto* hi = reinterpret_cast<const int32_t*>(t.hi + hb * kQ8);
+    const auto* lo = reinterpret_cast<const int32_t*>(t.lo + hb * kQ8);
+    // Four chains of vpdpbusd (its latency would bind one).
+    __m512i hi0 = _mm512_setzero_si512(), hi1 = hi0, lo0 = hi0, lo1 = hi0;
+    for (int c = 0; c < 8; c += 2) {
+      const __m512i k0 = _mm512_loadu_si512(k + c), k1 = _mm512_loadu_si512(k + c + 1);
+      hi0 = _mm512_dpbusd_epi32(hi0, k0, _mm512_set1_epi32(hi[c]));
+      hi1 = _mm512_dpbusd_epi32(hi1, k1, _mm512_set1_epi32(hi[c + 1]));
+      lo0 = _mm512_dpbusd_epi32(lo0, k0, _mm512_set1_epi32(lo[c]));
+      lo1 = _mm512_dpbusd_epi32(lo1, k1, _mm512_set1_epi32(lo[c + 1]));
+    }
+    __m512i acc = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(hi0, hi1), 8),
+                                   _mm512_add_epi32(lo0, lo1));
+    acc = _mm512_sub_epi32(acc, _mm512_set1_epi32(t.offset[hb]));
+    total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc),
+                            _mm512_mul_ps(_mm512_loadu_ps(scale + b * kBlock), _mm512_set1_ps(t.unit[hb])),
+                            total);
+  }
+  return total;
+}
+
+// attend_scores_avx512 for q8_0 keys on a VNNI CPU. REQUIRES: head_dim a
+// multiple of 64; staging for 16 * head_dim + kv_heads * group * head_dim
+// floats.
+__attribute__((target("avx512vnni"))) void scores_q8_vnni(const float* q, int32_t kv_heads,
+                                                         int32_t group, int32_t head_dim, float scale,
+                                                         const uint8_t* k, int64_t stride_bytes,
+                                                         int64_t n, float* scores, float* staging) {
+  const int32_t blocks = head_dim / kQ8;
+  const int64_t head_bytes = int64_t{blocks} * 34;
+  const int64_t heads = int64_t{kv_heads} * group;
+  // staging: a block's transposed keys (head_dim / 4 vectors) and their
+  // scales, then the query terms of every head.
+  auto* keyt = reinterpret_cast<__m512i*>(staging);
+  float* key_scale = staging + 4 * head_dim;
+  auto* bytes = reinterpret_cast<int8_t*>(key_scale + blocks * kBlock);
+  const int64_t terms = heads * head_dim;
+  auto* unit = reinterpret_cast<float*>(bytes + 2 * terms);
+  const QueryTerms t{bytes, bytes + terms, unit, reinterpret_cast<int32_t*>(unit + heads * blocks)};
+  quantize_queries(q, static_cast<int32_t>(heads), head_dim, t);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+    const uint8_t* block = k + i0 * stride_bytes;
+    for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
+      for (int64_t b = 0; b < kv_heads * head_bytes; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(block + r * stride_bytes + b), _MM_HINT_T0);
+    }
+    const auto lanes = static_cast<__mmask16>((1u << m) - 1);
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      transpose_keys(block + g * head_bytes, stride_bytes, m, head_dim, keyt, key_scale);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const __m512 dots = vnni_dots16(keyt, key_scale, t, h, blocks);
+        _mm512_mask_storeu_ps(scores + h * n + i0, lanes, _mm512_mul_ps(dots, vscale));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                           float scale, const void* k, DType type, int64_t stride, int64_t n,
-                          float* scores, float* staging) {
+                          float* scores, float* staging, bool vnni) {
+  if (vnni && type == DType::kQ8_0 && head_dim % 64 == 0) {
+    return scores_q8_vnni(q, kv_heads, group, head_dim, scale, static_cast<const uint8_t*>(k),
+                          stride, n, scores, staging);
+  }
   switch (type) {
     case DType::kF16:
       return scores_typed<DType::kF16>(q, kv_heads, group, head_dim, scale, k, stride, n, scores,

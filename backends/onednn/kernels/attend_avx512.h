@@ -7,8 +7,10 @@
 // widened by vcvtph2ps (q8_0 by vpmovsxbd and one scaling multiply) —
 // keys once per block into a small f32 staging area that all query heads
 // of the group read — and the dot products of 16 positions are reduced
-// together (a transposition tree of 15 additions). Positions are taken 16
-// at a time, all KV heads of a block at once, the next block prefetched.
+// together (a transposition tree of 15 additions). On VNNI CPUs q8_0 keys
+// are not widened at all: 16 positions' keys are transposed and multiplied
+// as int8 by vpdpbusd. Positions are taken 16 at a time, all KV heads of a
+// block at once, the next block prefetched.
 // The online-softmax step between the halves stays in vector_kernels.cc.
 //
 // Internal to the onednn backend. REQUIRES: an AVX-512 (F, BW, VL) CPU;
@@ -25,11 +27,14 @@ namespace duet::onednn::detail {
 
 // scores[h * n + i] = scale * q_h · k_i for the kv_heads * group query heads
 // h (q_h at q + h * head_dim, group consecutive heads per KV head).
-// `staging`: scratch for 16 * head_dim floats, where an f16 or q8_0 block of
-// keys is widened once for all query heads of its group.
+// `staging`: scratch for (16 + kv_heads * group) * head_dim floats, where
+// an f16 or q8_0 block of keys is widened once for all query heads of its
+// group. With `vnni` (an AVX-512 VNNI CPU), q8_0 keys with head_dim a
+// multiple of 64 are multiplied as int8 by vpdpbusd, each query head in two
+// int8 terms per block of 32 (about 16 bits; scores within ~1e-5 relative).
 void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                           float scale, const void* k, DType type, int64_t stride, int64_t n,
-                          float* scores, float* staging);
+                          float* scores, float* staging, bool vnni);
 
 // acc[h * head_dim + d] += Σ_i probs[h * n + i] * v_i[d] for the same heads.
 void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
