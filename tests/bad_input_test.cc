@@ -103,7 +103,7 @@ class BadInput : public ::testing::TestWithParam<Row> {
     variant("big-capacity.yaml", "capacity_tokens: 64", "capacity_tokens: 100000");
     variant("attention.yaml", "kv_cache:", "attention: {impl: flash}\n  kv_cache:");
     variant("kv-impl.yaml", "capacity_tokens: 64", "capacity_tokens: 64, impl: paged");
-    variant("kv-f16.yaml", "capacity_tokens: 64", "capacity_tokens: 64, dtype: f16");
+    variant("kv-bf16.yaml", "capacity_tokens: 64", "capacity_tokens: 64, dtype: bf16");
     variant("backend-option.yaml", "plugin: reference", "plugin: reference, options: {threads: 2}");
     variant("wide.yaml", "path: tiny.gguf", "path: wide.gguf");
     spit(d / "large.yaml", std::string(2 << 20, '#'));
@@ -174,7 +174,7 @@ const Row kRows[] = {
     {"yaml_capacity_over_context", "validate {dir}/big-capacity.yaml", 2, "exceeds the model's context_length 256"},
     {"yaml_unknown_attention", "validate {dir}/attention.yaml", 2, "'flash' is not provided by backend 'reference'"},
     {"yaml_unknown_kv_cache", "validate {dir}/kv-impl.yaml", 2, "'paged' is not provided by backend 'reference'"},
-    {"yaml_kv_dtype_unsupported", "validate {dir}/kv-f16.yaml", 2, "f32, not f16"},
+    {"yaml_kv_dtype_unsupported", "validate {dir}/kv-bf16.yaml", 2, "f32, f16 or q8_0, not bf16"},
     {"yaml_backend_option", "validate {dir}/backend-option.yaml", 2, "threads"},
     // Command line.
     {"cli_no_command", "", 2, "no command given"},

@@ -13,8 +13,13 @@ Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view back
                         "'; set components.kv_cache.impl to contiguous");
   }
   if (std::find(dtypes.begin(), dtypes.end(), spec.dtype) == dtypes.end()) {
+    // "f32", "f32 or f16", "f32, f16 or q8_0".
     std::string names;
-    for (DType t : dtypes) names += (names.empty() ? "" : " or ") + std::string(dtype_name(t));
+    size_t i = 0;
+    for (DType t : dtypes) {
+      names += (i == 0 ? "" : i + 1 == dtypes.size() ? " or " : ", ") + std::string(dtype_name(t));
+      ++i;
+    }
     s.reasons.push_back(who + " stores K and V as " + names + ", not " +
                         std::string(dtype_name(spec.dtype)) +
                         "; set components.kv_cache.dtype to " + names);
