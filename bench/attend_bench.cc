@@ -29,8 +29,8 @@
 namespace {
 
 using duet::DType;
-using duet::testdata::random_floats;
 using duet::onednn::CpuPath;
+using duet::testdata::random_floats;
 
 constexpr int32_t kKvHeads = 3, kGroup = 3, kHeadDim = 64, kLayers = 30;
 constexpr int64_t kPositions = 2048;
@@ -45,8 +45,8 @@ void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream
   const std::vector<float> x = random_floats(kRow * kPositions, 1);
   for (int64_t part = 0; part < 2 * layers; ++part) {
     for (int64_t p = 0; p < kPositions; ++p) {
-      duet::quantize_row(type, x.data() + p * kRow, cache.data() + part * layer_bytes + p * slot_bytes,
-                         kRow);
+      duet::quantize_row(type, x.data() + p * kRow,
+                         cache.data() + part * layer_bytes + p * slot_bytes, kRow);
     }
   }
   const int32_t heads = kKvHeads * kGroup;
@@ -70,7 +70,8 @@ void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   state.SetBytesProcessed(state.iterations() * 2 * kLayers * layer_bytes);
   state.counters["best_ms"] = best * 1e3;
@@ -80,7 +81,8 @@ void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  benchmark::AddCustomContext("cpu_path", duet::onednn::cpu_path_name(duet::onednn::detect_cpu_path()));
+  benchmark::AddCustomContext("cpu_path",
+                              duet::onednn::cpu_path_name(duet::onednn::detect_cpu_path()));
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     if (path > duet::onednn::detect_cpu_path()) continue;
     const std::string p = duet::onednn::cpu_path_name(path);

@@ -30,8 +30,8 @@
 namespace {
 
 using duet::DType;
-using duet::testdata::random_floats;
 using duet::onednn::CpuPath;
+using duet::testdata::random_floats;
 
 struct Shape {
   const char* name;

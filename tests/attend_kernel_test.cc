@@ -39,14 +39,16 @@ using testdata::random_floats;
 void check(const Shape& s, DType type, CpuPath path) {
   const int64_t heads = int64_t{s.kv_heads} * s.group;
   const int64_t stride = int64_t{s.kv_heads} * s.head_dim + 32;  // elements
-  const auto stride_bytes = static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(stride)));
+  const auto stride_bytes =
+      static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(stride)));
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   const std::vector<float> q = random_floats(static_cast<size_t>(heads * s.head_dim), 1);
   std::vector<float> k = random_floats(static_cast<size_t>(s.n * stride), 2);
   std::vector<float> v = random_floats(static_cast<size_t>(s.n * stride), 3);
   std::vector<uint8_t> k_bytes(static_cast<size_t>(s.n * stride_bytes)), v_bytes(k_bytes.size());
   for (int64_t i = 0; i < s.n; ++i) {
-    for (auto [x, bytes] : {std::pair{k.data(), k_bytes.data()}, std::pair{v.data(), v_bytes.data()}}) {
+    for (auto [x, bytes] :
+         {std::pair{k.data(), k_bytes.data()}, std::pair{v.data(), v_bytes.data()}}) {
       quantize_row(type, x + i * stride, bytes + i * stride_bytes, stride);
       dequantize_row(type, bytes + i * stride_bytes, x + i * stride, stride);
     }
@@ -93,11 +95,11 @@ void check(const Shape& s, DType type, CpuPath path) {
   }
   // The VNNI path multiplies q8_0 keys as int8, the queries in two int8
   // terms (about 16 bits); everything else is f32 arithmetic.
-  const bool int8_keys = path == CpuPath::kAvx512Vnni && type == DType::kQ8_0 && s.head_dim % 64 == 0;
+  const bool int8_keys =
+      path == CpuPath::kAvx512Vnni && type == DType::kQ8_0 && s.head_dim % 64 == 0;
   EXPECT_LE(err / norm, int8_keys ? 1e-8 : 1e-10)
-      << cpu_path_name(path) << " " << dtype_name(type) << " kv_heads "
-                               << s.kv_heads << " group " << s.group << " head_dim " << s.head_dim
-                               << " n " << s.n;
+      << cpu_path_name(path) << " " << dtype_name(type) << " kv_heads " << s.kv_heads << " group "
+      << s.group << " head_dim " << s.head_dim << " n " << s.n;
 }
 
 TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
@@ -118,7 +120,8 @@ TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
 // writes (the reference backend's cache, exported caches, GGUF files).
 TEST(QuantizeQ8Kernel, StoresTheBytesOfQuantizeRow) {
   std::vector<float> x = random_floats(32 * 64, 4);
-  for (size_t i = 0; i < x.size(); ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 40) - 20);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] *= std::ldexp(1.0f, static_cast<int>(i / 32 % 40) - 20);
   // Block 1: d = 1 exactly, so x * (1 / d) lands on ties; block 2: zeros;
   // block 3: one large outlier; block 4: ties of the other sign too.
   for (int j = 0; j < 32; ++j) {

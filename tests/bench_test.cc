@@ -150,13 +150,27 @@ TEST_F(Bench, JsonIsOneObjectWithAResultPerTest) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.front(), '{');
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
-  for (const char* key :
-       {"\"results\":[", "\"backend\":\"reference\"", "\"plugin_version\":\"0.1.0\"", "\"threads\":\"-\"",
-        "\"cpu_features\":[", "\"load_seconds\":", "\"kv_cache_bytes\":", "\"peak_rss_bytes\":",
-        "\"kv_cache_capacity_tokens\":64", "\"kv_cache_dtype\":\"f32\"", "\"test\":\"pp8\"", "\"test\":\"tg3\"", "\"test\":\"tg3@d5\"",
-        "\"depth\":5", "\"time_to_first_token_seconds\":", "\"tokens_per_second_median\":",
-        "\"tokens_per_second_stddev\":", "\"tokens_per_second_min\":", "\"tokens_per_second_max\":",
-        "\"repetitions\":2", "\"samples_tokens_per_second\":["}) {
+  for (const char* key : {"\"results\":[",
+                          "\"backend\":\"reference\"",
+                          "\"plugin_version\":\"0.1.0\"",
+                          "\"threads\":\"-\"",
+                          "\"cpu_features\":[",
+                          "\"load_seconds\":",
+                          "\"kv_cache_bytes\":",
+                          "\"peak_rss_bytes\":",
+                          "\"kv_cache_capacity_tokens\":64",
+                          "\"kv_cache_dtype\":\"f32\"",
+                          "\"test\":\"pp8\"",
+                          "\"test\":\"tg3\"",
+                          "\"test\":\"tg3@d5\"",
+                          "\"depth\":5",
+                          "\"time_to_first_token_seconds\":",
+                          "\"tokens_per_second_median\":",
+                          "\"tokens_per_second_stddev\":",
+                          "\"tokens_per_second_min\":",
+                          "\"tokens_per_second_max\":",
+                          "\"repetitions\":2",
+                          "\"samples_tokens_per_second\":["}) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
   }
   EXPECT_EQ(count(r.out, "\"test\":"), 3u) << r.out;

@@ -253,10 +253,12 @@ TEST(PipelineConfigTest, DescribeWritesLongKeysExplicitly) {
 TEST(PipelineConfigTest, KeysAfterAVeryLongKeyStayImplicit) {
   for (size_t length : {201u, 1024u, 1025u, 3459u}) {
     const std::string name(length, 'n');
-    PipelineConfig c = parse("model: {path: m.gguf}\ncomponents:\n  sampler:\n    chain:\n      - ? " + name +
-                             "\n        : {}\nstages:\n  - prefill: {chunk_tokens: 512}\n  - decode\n");
+    PipelineConfig c =
+        parse("model: {path: m.gguf}\ncomponents:\n  sampler:\n    chain:\n      - ? " + name +
+              "\n        : {}\nstages:\n  - prefill: {chunk_tokens: 512}\n  - decode\n");
     const std::string text = describe(c);
-    EXPECT_NE(text.find("prefill: {chunk_tokens: 512}"), std::string::npos) << length << ":\n" << text;
+    EXPECT_NE(text.find("prefill: {chunk_tokens: 512}"), std::string::npos) << length << ":\n"
+                                                                            << text;
     PipelineConfig again = parse_pipeline_config(text, "test.yaml", "");
     ASSERT_EQ(again.sampler.chain.size(), 1u);
     EXPECT_EQ(again.sampler.chain[0].name, name);

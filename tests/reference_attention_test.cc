@@ -162,7 +162,8 @@ TEST_F(ReferenceAttentionTest, ExportImportAndBlockCopyMoveTheCache) {
 // stored bytes are those conversions' bytes.
 TEST_F(ReferenceAttentionTest, AStoredDTypeAttendsOverTheValuesItRoundsTo) {
   const int32_t n = 9;
-  auto q = random_floats(n * kQRow, 13), k = random_floats(n * kKvRow, 14), v = random_floats(n * kKvRow, 15);
+  auto q = random_floats(n * kQRow, 13), k = random_floats(n * kKvRow, 14),
+       v = random_floats(n * kKvRow, 15);
   k[5] = 40.0f;  // an outlier: its q8_0 block's other values lose precision
   for (DType dtype : {DType::kF16, DType::kQ8_0}) {
     SCOPED_TRACE(std::string(dtype_name(dtype)));
@@ -179,13 +180,14 @@ TEST_F(ReferenceAttentionTest, AStoredDTypeAttendsOverTheValuesItRoundsTo) {
     }
     ASSERT_NE(kr, k);  // the rounding is visible, so the test tells the two apart
     auto kv = backend_->create_kv_cache(kv_spec(16, 4, dtype));
-    auto prefill = step(*kv, {2, 0, 1}, 0, n - 1, slice(q, kQRow, 0, n - 1), slice(k, kKvRow, 0, n - 1),
-                        slice(v, kKvRow, 0, n - 1));
-    auto decode = step(*kv, {2, 0, 1}, n - 1, 1, slice(q, kQRow, n - 1, 1), slice(k, kKvRow, n - 1, 1),
-                       slice(v, kKvRow, n - 1, 1));
+    auto prefill = step(*kv, {2, 0, 1}, 0, n - 1, slice(q, kQRow, 0, n - 1),
+                        slice(k, kKvRow, 0, n - 1), slice(v, kKvRow, 0, n - 1));
+    auto decode = step(*kv, {2, 0, 1}, n - 1, 1, slice(q, kQRow, n - 1, 1),
+                       slice(k, kKvRow, n - 1, 1), slice(v, kKvRow, n - 1, 1));
     prefill.insert(prefill.end(), decode.begin(), decode.end());
     auto want = expected_attention(q, kr, vr, 0, n, spec_.scale);
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(prefill[i], want[i], 1e-6) << "element " << i;
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(prefill[i], want[i], 1e-6) << "element " << i;
 
     // Slots in table order {2, 0, 1} of 4: position p lives in slot ((2, 0, 1)[p / 4]) * 4 + p % 4.
     std::vector<uint8_t> bytes;
@@ -196,7 +198,8 @@ TEST_F(ReferenceAttentionTest, AStoredDTypeAttendsOverTheValuesItRoundsTo) {
       for (int kv_part = 0; kv_part < 2; ++kv_part) {
         const uint8_t* got = bytes.data() + ((2 + kv_part) * 12 + slot) * row_bytes;
         const uint8_t* expect = stored.data() + ((2 + kv_part) * n + p) * row_bytes;
-        EXPECT_TRUE(std::equal(got, got + row_bytes, expect)) << "position " << p << (kv_part ? " v" : " k");
+        EXPECT_TRUE(std::equal(got, got + row_bytes, expect))
+            << "position " << p << (kv_part ? " v" : " k");
       }
     }
   }

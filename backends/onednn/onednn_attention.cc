@@ -118,8 +118,8 @@ void OnednnAttention::plan(const StepBatch& step) {
       const int32_t seen = step.positions[static_cast<size_t>(row)] + 1;
       const int32_t stretches = std::max(1, std::min(wanted, seen / kMinStretch));
       // A stretch's scores, for all query heads, and attend's staging.
-      per_thread = std::max(per_thread, int64_t{spec_.n_heads} * ((seen + stretches - 1) / stretches + hd) +
-                                            16 * hd);
+      per_thread = std::max(
+          per_thread, int64_t{spec_.n_heads} * ((seen + stretches - 1) / stretches + hd) + 16 * hd);
       if (stretches == 1) {
         const int32_t parts = std::min(n_kv, wanted);
         for (int32_t i = 0; i < parts; ++i) {
@@ -158,7 +158,8 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
     }
     if (cache.dtype == DType::kQ8_0) {
       // q8_0 blocks never span heads: the first head starts a block.
-      const int64_t at = slot * cache.slot_bytes + first_head * head_bytes(cache.dtype, spec_.head_dim);
+      const int64_t at =
+          slot * cache.slot_bytes + first_head * head_bytes(cache.dtype, spec_.head_dim);
       for (int64_t p = 0; p < p1 - p0; ++p) {
         const int64_t row = at + p * cache.slot_bytes;
         kernels_.dequantize(DType::kQ8_0, static_cast<const uint8_t*>(cache.k) + row,
@@ -256,7 +257,8 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   // place, once, in order, straight from the slots (widened in registers).
   for_each_run(task.seq->block_table, cache.block_tokens, task.begin, task.end,
                [&](int32_t p0, int32_t p1, int64_t slot) {
-                 const int64_t first = slot * cache.slot_bytes + task.kv_head * head_bytes(cache.dtype, spec_.head_dim);
+                 const int64_t first = slot * cache.slot_bytes +
+                                       task.kv_head * head_bytes(cache.dtype, spec_.head_dim);
                  kernels_.attend(qr, task.kv_heads, group, hd, spec_.scale,
                                  static_cast<const uint8_t*>(cache.k) + first,
                                  static_cast<const uint8_t*>(cache.v) + first, cache.dtype,
@@ -278,7 +280,8 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
   const auto slot_bytes = static_cast<int64_t>(view.slot_bytes);
   for (int32_t i = 0; i < step.n_tokens; ++i) {
     const int64_t at = step.slot_mapping[static_cast<size_t>(i)] * slot_bytes;
-    for (auto [src, base] : {std::pair{k.as<const float>(), view.k}, std::pair{v.as<const float>(), view.v}}) {
+    for (auto [src, base] :
+         {std::pair{k.as<const float>(), view.k}, std::pair{v.as<const float>(), view.v}}) {
       const float* row = src + i * kv_row;
       void* dst = static_cast<uint8_t*>(base) + at;
       if (dtype == DType::kF16) {

@@ -17,8 +17,8 @@ OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device)
 }
 
 uint64_t OnednnKVCache::slot_bytes() const {
-  return *dtype_row_bytes(spec_.dtype, static_cast<uint64_t>(spec_.n_kv_heads) *
-                                           static_cast<uint64_t>(spec_.head_dim));
+  return *dtype_row_bytes(
+      spec_.dtype, static_cast<uint64_t>(spec_.n_kv_heads) * static_cast<uint64_t>(spec_.head_dim));
 }
 
 KVLayerView OnednnKVCache::layer(int32_t layer) {

@@ -170,7 +170,6 @@ DUET_INLINE void softmax_body(float* s, int64_t valid, int64_t width) {
   for (int64_t p = valid; p < width; ++p) s[p] = 0.0f;
 }
 
-
 // The binary16 at p as a float: duet::f16_to_f32 inlined, exact for every
 // input (scales are usually normal; zero, subnormal, inf and NaN are kept).
 DUET_INLINE float f16(const uint8_t* p) {
@@ -231,17 +230,18 @@ template <int W, DType T>
 DUET_INLINE void attend_scores_body(const float* q, int32_t kv_heads, int32_t group,
                                     int32_t head_dim, float scale, const void* k, int64_t stride,
                                     int64_t n, float* scores) {
-  for_each_cached_head(k, kv_heads, static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim))), stride, n,
-                       [&](int64_t i, int64_t g, const uint8_t* key) __attribute__((always_inline)) {
-                         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-                           const float* qh = q + h * head_dim;
-                           typename Vec<W>::F dot{};
-                           for (int64_t c = 0; c < head_dim; c += W) {
-                             dot += load_row<W, T>(key, c) * load<W>(qh + c);
-                           }
-                           scores[h * n + i] = scale * hsum_tree<W>(dot);
-                         }
-                       });
+  for_each_cached_head(
+      k, kv_heads, static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim))),
+      stride, n, [&](int64_t i, int64_t g, const uint8_t* key) __attribute__((always_inline)) {
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          const float* qh = q + h * head_dim;
+          typename Vec<W>::F dot{};
+          for (int64_t c = 0; c < head_dim; c += W) {
+            dot += load_row<W, T>(key, c) * load<W>(qh + c);
+          }
+          scores[h * n + i] = scale * hsum_tree<W>(dot);
+        }
+      });
 }
 
 // The online-softmax step: folds the new scores' maximum into the state,
@@ -266,16 +266,17 @@ template <int W, DType T>
 DUET_INLINE void attend_values_body(int32_t kv_heads, int32_t group, int32_t head_dim,
                                     const void* v, int64_t stride, int64_t n, const float* probs,
                                     float* acc) {
-  for_each_cached_head(v, kv_heads, static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim))), stride, n,
-                       [&](int64_t i, int64_t g, const uint8_t* value) __attribute__((always_inline)) {
-                         for (int64_t c = 0; c < head_dim; c += W) {
-                           const typename Vec<W>::F x = load_row<W, T>(value, c);
-                           for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-                             float* a = acc + h * head_dim + c;
-                             store<W>(a, load<W>(a) + probs[h * n + i] * x);
-                           }
-                         }
-                       });
+  for_each_cached_head(
+      v, kv_heads, static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim))),
+      stride, n, [&](int64_t i, int64_t g, const uint8_t* value) __attribute__((always_inline)) {
+        for (int64_t c = 0; c < head_dim; c += W) {
+          const typename Vec<W>::F x = load_row<W, T>(value, c);
+          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+            float* a = acc + h * head_dim + c;
+            store<W>(a, load<W>(a) + probs[h * n + i] * x);
+          }
+        }
+      });
 }
 
 template <int W, DType T>
@@ -456,25 +457,24 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   TARGET void quantize_q8_0_##NAME(const float* src, void* dst, int64_t n) {                    \
     quantize_q8_0_body<W>(src, dst, n);                                                         \
   }                                                                                             \
-  constexpr VectorKernels k##NAME{softmax_##NAME,   attend_##NAME,     merge_##NAME,              \
-                                  swiglu_##NAME,    dequantize_##NAME, widen_f16_##NAME,        \
+  constexpr VectorKernels k##NAME{softmax_##NAME,    attend_##NAME,       merge_##NAME,         \
+                                  swiglu_##NAME,     dequantize_##NAME,   widen_f16_##NAME,     \
                                   narrow_f16_##NAME, quantize_q8_0_##NAME};
 
 #define DUET_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define DUET_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
-void attend_Baseline(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
-                     float scale, const void* k, const void* v, DType type, int64_t stride,
-                     int64_t n, float* scores, SoftmaxPart state) {
+void attend_Baseline(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
+                     const void* k, const void* v, DType type, int64_t stride, int64_t n,
+                     float* scores, SoftmaxPart state) {
   attend_body<4>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
 }
 DUET_VECTOR_KERNELS(Baseline, 4, )
 
 #if defined(__x86_64__)
-DUET_TARGET_AVX2 void attend_Avx2(const float* q, int32_t kv_heads, int32_t group,
-                                  int32_t head_dim, float scale, const void* k, const void* v,
-                                  DType type, int64_t stride, int64_t n, float* scores,
-                                  SoftmaxPart state) {
+DUET_TARGET_AVX2 void attend_Avx2(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                                  float scale, const void* k, const void* v, DType type,
+                                  int64_t stride, int64_t n, float* scores, SoftmaxPart state) {
   attend_body<8>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
 }
 DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2)

@@ -50,8 +50,8 @@ struct VectorKernels {
   // REQUIRES: head_dim a multiple of 16 (of 32 for q8_0), n ≥ 1, finite
   // inputs.
   void (*attend)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
-                 const void* k, const void* v, DType type, int64_t stride, int64_t n,
-                 float* scores, SoftmaxPart state);
+                 const void* k, const void* v, DType type, int64_t stride, int64_t n, float* scores,
+                 SoftmaxPart state);
   // Writes acc / sum of the merged parts to out[h * head_dim + d].
   // REQUIRES: head_dim a multiple of 16, n_parts ≥ 1.
   void (*merge)(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim,

@@ -27,7 +27,7 @@ Support ReferenceAttention::check(const KVCacheSpec& kv) const {
 void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q,
                                  const TensorView& k, const TensorView& v, KVCache& kv, TensorView out) {
   const int64_t hd = spec_.head_dim;
-  const int64_t kv_row = spec_.n_kv_heads * hd;   // elements per cache slot
+  const int64_t kv_row = spec_.n_kv_heads * hd;  // elements per cache slot
   const int64_t q_row = spec_.n_heads * hd;
   const int32_t group = spec_.n_heads / spec_.n_kv_heads;
   const int32_t block = kv.spec().block_tokens;
@@ -39,8 +39,10 @@ void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const Ten
   // Store every new row first, so rows of one step see each other causally.
   for (int32_t i = 0; i < step.n_tokens; ++i) {
     const auto slot = static_cast<uint64_t>(step.slot_mapping[static_cast<size_t>(i)]);
-    quantize_row(dtype, k.as<const float>() + i * kv_row, cache_k + slot * cache.slot_bytes, kv_row);
-    quantize_row(dtype, v.as<const float>() + i * kv_row, cache_v + slot * cache.slot_bytes, kv_row);
+    quantize_row(dtype, k.as<const float>() + i * kv_row, cache_k + slot * cache.slot_bytes,
+                 kv_row);
+    quantize_row(dtype, v.as<const float>() + i * kv_row, cache_v + slot * cache.slot_bytes,
+                 kv_row);
   }
 
   // The positions [0, last] of a sequence, expanded to f32.
@@ -49,7 +51,9 @@ void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const Ten
     keys.resize(static_cast<size_t>((int64_t{last} + 1) * kv_row));
     values.resize(keys.size());
     for (int32_t p = 0; p <= last; ++p) {
-      const auto slot = static_cast<uint64_t>(seq.block_table[static_cast<size_t>(p / block)]) * block + p % block;
+      const auto slot =
+          static_cast<uint64_t>(seq.block_table[static_cast<size_t>(p / block)]) * block +
+          p % block;
       dequantize_row(dtype, cache_k + slot * cache.slot_bytes, keys.data() + p * kv_row, kv_row);
       dequantize_row(dtype, cache_v + slot * cache.slot_bytes, values.data() + p * kv_row, kv_row);
     }

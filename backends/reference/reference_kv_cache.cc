@@ -17,8 +17,8 @@ ReferenceKVCache::ReferenceKVCache(const KVCacheSpec& spec, ReferenceDevice& dev
 }
 
 uint64_t ReferenceKVCache::slot_bytes() const {
-  return *dtype_row_bytes(spec_.dtype, static_cast<uint64_t>(spec_.n_kv_heads) *
-                                           static_cast<uint64_t>(spec_.head_dim));
+  return *dtype_row_bytes(
+      spec_.dtype, static_cast<uint64_t>(spec_.n_kv_heads) * static_cast<uint64_t>(spec_.head_dim));
 }
 
 KVLayerView ReferenceKVCache::layer(int32_t layer) {

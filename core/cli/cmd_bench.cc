@@ -247,9 +247,10 @@ std::string print_table(const Context& c, const std::vector<TestResult>& results
   s << "\n";
   for (const auto& row : rows) line(row);
   s << "\nmodel " << c.model << " (" << mib(c.model_bytes) << "), cpu " << c.cpu_model << "\n"
-    << "load " << fixed(c.load_seconds * 1000, 1) << " ms, KV cache " << mib(c.kv_cache_bytes) << " ("
-    << c.kv_cache_tokens << " tokens of " << c.kv_cache_dtype << "), peak RSS " << mib(c.peak_rss_bytes) << ", " << c.repetitions
-    << " repetitions after " << c.warmup << " warm-up run" << (c.warmup == 1 ? "" : "s") << "\n";
+    << "load " << fixed(c.load_seconds * 1000, 1) << " ms, KV cache " << mib(c.kv_cache_bytes)
+    << " (" << c.kv_cache_tokens << " tokens of " << c.kv_cache_dtype << "), peak RSS "
+    << mib(c.peak_rss_bytes) << ", " << c.repetitions << " repetitions after " << c.warmup
+    << " warm-up run" << (c.warmup == 1 ? "" : "s") << "\n";
   return s.str();
 }
 
@@ -319,16 +320,19 @@ std::string csv_field(const std::string& v) {
 
 std::string print_csv(const Context& c, const std::vector<TestResult>& results) {
   std::ostringstream s;
-  s << "test,backend,plugin_version,threads,cpu_features,tokens_per_second_median,tokens_per_second_stddev,"
-       "tokens_per_second_min,tokens_per_second_max,repetitions,time_to_first_token_ms,load_ms,kv_cache_bytes,"
+  s << "test,backend,plugin_version,threads,cpu_features,tokens_per_second_median,tokens_per_"
+       "second_stddev,"
+       "tokens_per_second_min,tokens_per_second_max,repetitions,time_to_first_token_ms,load_ms,kv_"
+       "cache_bytes,"
        "peak_rss_bytes,kv_cache_dtype\n";
   for (const auto& r : results) {
-    s << csv_field(r.spec.name) << "," << csv_field(c.backend) << "," << csv_field(c.plugin_version) << ","
-      << csv_field(c.threads) << "," << csv_field(features_text(c)) << "," << fixed(r.tps.median, 3) << ","
-      << fixed(r.tps.stddev, 3) << "," << fixed(r.tps.min, 3) << "," << fixed(r.tps.max, 3) << ","
-      << r.tokens_per_second.size() << "," << (r.spec.kind == "pp" ? fixed(r.ttft.median * 1000, 3) : "") << ","
-      << fixed(c.load_seconds * 1000, 3) << "," << c.kv_cache_bytes << "," << r.peak_rss_bytes << ","
-      << csv_field(c.kv_cache_dtype) << "\n";
+    s << csv_field(r.spec.name) << "," << csv_field(c.backend) << "," << csv_field(c.plugin_version)
+      << "," << csv_field(c.threads) << "," << csv_field(features_text(c)) << ","
+      << fixed(r.tps.median, 3) << "," << fixed(r.tps.stddev, 3) << "," << fixed(r.tps.min, 3)
+      << "," << fixed(r.tps.max, 3) << "," << r.tokens_per_second.size() << ","
+      << (r.spec.kind == "pp" ? fixed(r.ttft.median * 1000, 3) : "") << ","
+      << fixed(c.load_seconds * 1000, 3) << "," << c.kv_cache_bytes << "," << r.peak_rss_bytes
+      << "," << csv_field(c.kv_cache_dtype) << "\n";
   }
   return s.str();
 }

@@ -87,15 +87,15 @@ int cmd_run(const std::vector<std::string>& args) {
   std::cout << "\n";
   std::ostringstream s;
   s << std::fixed << std::setprecision(1);
-  s << "--\nbackend " << pipeline->check().backend << ", attention " << pipeline->check().attention_impl
-    << ", sampler " << pipeline->sampler_order() << " (seed " << config.sampler.seed << "), KV cache "
-    << (pipeline->kv_cache_bytes() + (1 << 19)) / (1 << 20) << " MiB\n"  // rounded, as validate does
+  s << "--\nbackend " << pipeline->check().backend << ", attention "
+    << pipeline->check().attention_impl << ", sampler " << pipeline->sampler_order() << " (seed "
+    << config.sampler.seed << "), KV cache " << (pipeline->kv_cache_bytes() + (1 << 19)) / (1 << 20)
+    << " MiB\n"  // rounded, as validate does
     << "prompt " << r.stats.prompt_tokens << " tokens, generated " << r.stats.generated_tokens
     << " tokens, finish " << finish_reason_name(r.finish) << "\n"
     << "load " << pipeline->load_seconds() * 1000 << " ms, time to first token "
-    << r.stats.first_token_seconds * 1000 << " ms, prefill "
-    << r.stats.prefill_tokens_per_second() << " tok/s, decode "
-    << r.stats.decode_tokens_per_second() << " tok/s\n";
+    << r.stats.first_token_seconds * 1000 << " ms, prefill " << r.stats.prefill_tokens_per_second()
+    << " tok/s, decode " << r.stats.decode_tokens_per_second() << " tok/s\n";
   std::cerr << s.str();
   return 0;
 }

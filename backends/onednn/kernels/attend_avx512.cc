@@ -138,7 +138,8 @@ __attribute__((always_inline)) inline __m512 dots16(const float* rows, int64_t l
     const __m512 qc = _mm512_loadu_ps(qh + c);
 #pragma GCC unroll 16
     for (int64_t j = 0; j < kBlock; ++j) {
-      if (kFull || j < m) part[j] = _mm512_fmadd_ps(_mm512_loadu_ps(rows + j * ld + c), qc, part[j]);
+      if (kFull || j < m)
+        part[j] = _mm512_fmadd_ps(_mm512_loadu_ps(rows + j * ld + c), qc, part[j]);
     }
   }
   return sum16(part);
@@ -171,7 +172,8 @@ template <DType T>
 void scores_block(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
                   const uint8_t* block, int64_t stride_bytes, int64_t m, float* scores, int64_t n,
                   float* staging) {
-  const int64_t head_bytes = static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
+  const int64_t head_bytes =
+      static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
   const __m512 vscale = _mm512_set1_ps(scale);
   const auto lanes = static_cast<__mmask16>((1u << m) - 1);
   for (int64_t g = 0; g < kv_heads; ++g) {
@@ -197,7 +199,8 @@ void scores_block(const float* q, int32_t kv_heads, int32_t group, int32_t head_
 template <DType T>
 void scores_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
                   const void* k, int64_t stride_bytes, int64_t n, float* scores, float* staging) {
-  const int64_t head_bytes = static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
+  const int64_t head_bytes =
+      static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
   for_each_block(static_cast<const uint8_t*>(k), n, stride_bytes, kv_heads * head_bytes,
                  [&](const uint8_t* block, int64_t i0, int64_t m) {
                    scores_block<T>(q, kv_heads, group, head_dim, scale, block, stride_bytes, m,
@@ -208,7 +211,8 @@ void scores_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_
 template <DType T>
 void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
                   int64_t stride_bytes, int64_t n, const float* probs, float* acc) {
-  const int64_t head_bytes = static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
+  const int64_t head_bytes =
+      static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
   for_each_block(static_cast<const uint8_t*>(v), n, stride_bytes, kv_heads * head_bytes,
                  [&](const uint8_t* block, int64_t i0, int64_t m) {
                    for (int64_t g = 0; g < kv_heads; ++g) {
@@ -270,11 +274,15 @@ void quantize_queries(const float* q, int32_t group, int32_t head_dim, QueryTerm
     for (int half = 0; half < 2; ++half) {
       const __m512 y = _mm512_mul_ps(half ? b : a, inv);
       const __m512i hi = _mm512_cvtps_epi32(y);  // to nearest: |hi| ≤ 127
-      const __m512 rest = _mm512_mul_ps(_mm512_sub_ps(y, _mm512_cvtepi32_ps(hi)), _mm512_set1_ps(256.0f));
-      const __m512i lo = _mm512_max_epi32(_mm512_set1_epi32(-127),
-                                          _mm512_min_epi32(_mm512_set1_epi32(127), _mm512_cvtps_epi32(rest)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.hi + hb * kQ8 + 16 * half), _mm512_cvtepi32_epi8(hi));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.lo + hb * kQ8 + 16 * half), _mm512_cvtepi32_epi8(lo));
+      const __m512 rest =
+          _mm512_mul_ps(_mm512_sub_ps(y, _mm512_cvtepi32_ps(hi)), _mm512_set1_ps(256.0f));
+      const __m512i lo =
+          _mm512_max_epi32(_mm512_set1_epi32(-127),
+                           _mm512_min_epi32(_mm512_set1_epi32(127), _mm512_cvtps_epi32(rest)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.hi + hb * kQ8 + 16 * half),
+                       _mm512_cvtepi32_epi8(hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.lo + hb * kQ8 + 16 * half),
+                       _mm512_cvtepi32_epi8(lo));
       sum += _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo));
     }
     t.unit[hb] = s / 256.0f;
@@ -312,8 +320,8 @@ __attribute__((always_inline)) inline void transpose16(__m512i r[16]) {
 // every position, bytes offset by 128 (positions ≥ m read as zeros), and
 // scale[b * 16 + j] the f32 scale of block b of position j.
 __attribute__((target("avx512vnni"))) void transpose_keys(const uint8_t* keys, int64_t stride_bytes,
-                                                         int64_t m, int32_t head_dim, __m512i* keyt,
-                                                         float* scale) {
+                                                          int64_t m, int32_t head_dim,
+                                                          __m512i* keyt, float* scale) {
   const int32_t blocks = head_dim / kQ8;
   for (int32_t p = 0; p < blocks / 2; ++p) {
     __m512i r[16];
@@ -336,20 +344,20 @@ __attribute__((target("avx512vnni"))) void transpose_keys(const uint8_t* keys, i
   // The scales by one gather per block (a scalar copy of each would stall
   // the vector load that follows on store forwarding): four bytes from each
   // position's block start, of which the low two are the f16 scale.
-  const __m512i rows = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int32_t>(stride_bytes)));
+  const __m512i rows =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(stride_bytes)));
   const auto present = static_cast<__mmask16>((1u << m) - 1);
   for (int32_t b = 0; b < blocks; ++b) {
-    const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, rows,
-                                                      keys + b * 34, 1);
+    const __m512i words =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, rows, keys + b * 34, 1);
     _mm512_storeu_ps(scale + b * kBlock, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)));
   }
 }
 
 // Scores of the positions in keyt/scale for query head h of `t`.
 __attribute__((target("avx512vnni"))) __m512 vnni_dots16(const __m512i* keyt, const float* scale,
-                                                        QueryTerms t, int64_t h, int32_t blocks) {
+                                                         QueryTerms t, int64_t h, int32_t blocks) {
   __m512 total = _mm512_setzero_ps();
   for (int32_t b = 0; b < blocks; ++b) {
     const __m512i* k = keyt + (b / 2) * 16 + (b % 2) * 8;
@@ -368,9 +376,9 @@ __attribute__((target("avx512vnni"))) __m512 vnni_dots16(const __m512i* keyt, co
     __m512i acc = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(hi0, hi1), 8),
                                    _mm512_add_epi32(lo0, lo1));
     acc = _mm512_sub_epi32(acc, _mm512_set1_epi32(t.offset[hb]));
-    total = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc),
-                            _mm512_mul_ps(_mm512_loadu_ps(scale + b * kBlock), _mm512_set1_ps(t.unit[hb])),
-                            total);
+    total = _mm512_fmadd_ps(
+        _mm512_cvtepi32_ps(acc),
+        _mm512_mul_ps(_mm512_loadu_ps(scale + b * kBlock), _mm512_set1_ps(t.unit[hb])), total);
   }
   return total;
 }
@@ -379,9 +387,10 @@ __attribute__((target("avx512vnni"))) __m512 vnni_dots16(const __m512i* keyt, co
 // multiple of 64; staging for 16 * head_dim + kv_heads * group * head_dim
 // floats.
 __attribute__((target("avx512vnni"))) void scores_q8_vnni(const float* q, int32_t kv_heads,
-                                                         int32_t group, int32_t head_dim, float scale,
-                                                         const uint8_t* k, int64_t stride_bytes,
-                                                         int64_t n, float* scores, float* staging) {
+                                                          int32_t group, int32_t head_dim,
+                                                          float scale, const uint8_t* k,
+                                                          int64_t stride_bytes, int64_t n,
+                                                          float* scores, float* staging) {
   const int32_t blocks = head_dim / kQ8;
   const int64_t head_bytes = int64_t{blocks} * 34;
   const int64_t heads = int64_t{kv_heads} * group;
