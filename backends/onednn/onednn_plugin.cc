@@ -29,7 +29,8 @@ std::string summary(duet::onednn::CpuPath path) {
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) +
-         " GEMM for prefill, quantized gemv for decode, flash attention; cpu path: " +
+         " GEMM for prefill, quantized gemv for decode, flash attention; KV cache f32, f16 or "
+         "q8_0; cpu path: " +
          duet::onednn::cpu_path_name(path) + " (" + duet::onednn::cpu_features_summary() + ")";
 }
 

@@ -8,7 +8,9 @@ namespace {
 
 void register_reference(duet::PluginRegistrar& registrar) {
   registrar.add_backend(
-      "reference", "plain single-threaded f32 C++ on the host; the yardstick for other backends",
+      "reference",
+      "plain single-threaded f32 C++ on the host (KV cache f32, f16 or q8_0); the yardstick for "
+      "other backends",
       [](const duet::Options& options) -> std::unique_ptr<duet::Backend> {
         // The reference backend has no settings (not even `threads`: it is
         // single-threaded by design), so every key is rejected.
