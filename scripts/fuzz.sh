@@ -37,8 +37,12 @@ for t in "${targets[@]}"; do
   echo "== $t for ${seconds}s (log: $log)"
   rc=0
   start=$(date +%s)
+  # A log of this run's own (two runs of one target may overlap), moved to
+  # $log when it ends: the executions counted are this run's.
+  run_log=$(mktemp "$build/findings/$t.XXXXXX")
   (cd "$build/findings" && "$build/tests/fuzz/$t" -max_total_time="$seconds" -print_final_stats=1 \
-      -rss_limit_mb=4096 -timeout=10 "${dirs[@]}" >"$log" 2>&1) || rc=$?
+      -rss_limit_mb=4096 -timeout=10 "${dirs[@]}" >"$run_log" 2>&1) || rc=$?
+  mv -f "$run_log" "$log"
   if [ $rc -eq 72 ]; then  # libFuzzer's exit code when interrupted (SIGINT)
     echo "$t: interrupted"
     [ $status -ne 0 ] || status=130
