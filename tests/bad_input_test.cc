@@ -24,6 +24,7 @@ struct Row {
   const char* args;    // after `duet`; {dir} is the fixture folder
   int exit_code;
   const char* message; // a substring of stderr (or stdout for exit code 0)
+  bool once = false;   // the message must appear exactly once
 };
 
 std::string slurp(const fs::path& p) {
@@ -133,6 +134,9 @@ TEST_P(BadInput, GetsItsExitCodeAndAOneLineMessage) {
   const std::string text = slurp(row.exit_code == 0 ? out : err);
   EXPECT_EQ(code, row.exit_code) << cmd << "\n" << text;
   EXPECT_NE(text.find(row.message), std::string::npos) << "expected '" << row.message << "' in:\n" << text;
+  if (row.once) {
+    EXPECT_EQ(text.find(row.message), text.rfind(row.message)) << "reported twice:\n" << text;
+  }
   if (row.exit_code != 0) {
     // Every problem on its own line, each starting with the tool's prefix.
     std::istringstream lines(text);
@@ -180,7 +184,7 @@ const Row kRows[] = {
      "'flash' is not provided by backend 'reference'"},
     {"yaml_unknown_kv_cache", "validate {dir}/kv-impl.yaml", 2,
      "'paged' is not provided by backend 'reference'"},
-    {"yaml_kv_dtype_unsupported", "validate {dir}/kv-bf16.yaml", 2, "f32, f16 or q8_0, not bf16"},
+    {"yaml_kv_dtype_unsupported", "validate {dir}/kv-bf16.yaml", 2, "f32, f16 or q8_0, not bf16", true},
     {"yaml_backend_option", "validate {dir}/backend-option.yaml", 2, "threads"},
     // Command line.
     {"cli_no_command", "", 2, "no command given"},

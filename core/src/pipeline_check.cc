@@ -100,12 +100,14 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
                        "; use at most " + std::to_string(h.context_length));
     }
     const auto kv_impls = backend->kv_cache_impls();
+    std::vector<std::string> kv_reasons;
     if (std::find(kv_impls.begin(), kv_impls.end(), kc.impl) == kv_impls.end()) {
       problems.add(ErrorKind::kConfig, src + ": components.kv_cache.impl '" + kc.impl + "' is not provided by backend '" +
                                            backend->name() + "'" + did_you_mean(kc.impl, kv_impls) +
                                            "; available: " + quoted_list(kv_impls));
     } else {
-      for (const auto& reason : backend->check_kv_cache(out.kv_cache).reasons) {
+      kv_reasons = backend->check_kv_cache(out.kv_cache).reasons;
+      for (const auto& reason : kv_reasons) {
         problems.add(ErrorKind::kConfig, src + ": components.kv_cache: " + reason);
       }
     }
@@ -128,6 +130,9 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
         }
         Support s = attention->check(out.kv_cache);
         for (const auto& reason : s.reasons) {
+          // An attention that reads what its backend's cache stores repeats
+          // the cache's own reasons: each is reported once.
+          if (std::find(kv_reasons.begin(), kv_reasons.end(), reason) != kv_reasons.end()) continue;
           problems.add(ErrorKind::kConfig, src + ": attention '" + out.attention_impl +
                                                "' cannot use this KV cache: " + reason);
         }
