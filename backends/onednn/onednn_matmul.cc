@@ -13,6 +13,10 @@ namespace {
 // Thread boundaries in gemv fall on multiples of this many weight rows, so
 // no two threads share a cache line of the output.
 constexpr int64_t kGemvGrain = 16;
+// GEMM panels are handed to threads as they become free, about this many
+// per thread: on a shared machine one core often runs slower than another,
+// and a fixed share each would leave the faster one waiting.
+constexpr int64_t kTasksPerThread = 8;
 
 // The weight types of kernels/qgemv.h.
 bool gemv_supports(DType t) {
@@ -77,29 +81,35 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
   });
 }
 
+int64_t Matmul::task_rows(int64_t m) const {
+  const int64_t tasks = int64_t{pool_->threads()} * kTasksPerThread;
+  return std::max<int64_t>(kGemvGrain,
+                           (m + tasks * kGemvGrain - 1) / (tasks * kGemvGrain) * kGemvGrain);
+}
+
 void Matmul::gemm(const TensorView& x, const TensorView& w, TensorView out) {
   const int64_t n = x.shape[0];
   const int64_t k = x.shape[1];
   const int64_t m = w.shape[0];
   const uint64_t row_bytes = *dtype_row_bytes(w.dtype, static_cast<uint64_t>(k));
-  const int64_t panel = panel_rows(k);
+  // Panels that fit the L2 cache, at most a share of the rows each.
+  const int64_t panel = std::min(panel_rows(k), task_rows(m));
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
-  pool_->parallel_for(m, kGemvGrain, [&](int64_t begin, int64_t end, int t) {
-    std::vector<float>& scratch = panels_[static_cast<size_t>(t)];
-    for (int64_t r = begin; r < end; r += panel) {
-      const int64_t rows = std::min(panel, end - r);
-      const float* wp = nullptr;
-      if (w.dtype == DType::kF32) {
-        wp = w.as<const float>() + r * k;
-      } else {
-        scratch.resize(static_cast<size_t>(panel * k));
-        // Rows are back to back: the panel is one run of elements.
-        expand_weights(kernels_, w.dtype, wbytes + static_cast<uint64_t>(r) * row_bytes,
-                       scratch.data(), rows * k);
-        wp = scratch.data();
-      }
-      sgemm_nt(n, rows, k, x.as<const float>(), wp, out.as<float>() + r, m);
+  pool_->parallel_tasks((m + panel - 1) / panel, [&](int64_t i, int t) {
+    const int64_t r = i * panel;
+    const int64_t rows = std::min(panel, m - r);
+    const float* wp = nullptr;
+    if (w.dtype == DType::kF32) {
+      wp = w.as<const float>() + r * k;
+    } else {
+      std::vector<float>& scratch = panels_[static_cast<size_t>(t)];
+      scratch.resize(static_cast<size_t>(panel * k));
+      // Rows are back to back: the panel is one run of elements.
+      expand_weights(kernels_, w.dtype, wbytes + static_cast<uint64_t>(r) * row_bytes,
+                     scratch.data(), rows * k);
+      wp = scratch.data();
     }
+    sgemm_nt(n, rows, k, x.as<const float>(), wp, out.as<float>() + r, m);
   });
 }
 

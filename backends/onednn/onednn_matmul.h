@@ -4,7 +4,9 @@
 // Few rows (decode, n < min_gemm_rows): the product is bound by reading the
 // weights, so they are read once, in their stored block format, by the
 // quantized gemv kernels (kernels/qgemv.h), which take activations quantized
-// to 8-bit blocks; the weight rows are split across the pool's threads.
+// to 8-bit blocks; the weight rows are split across the pool's threads in
+// equal shares (handing out smaller tiles as threads become free measured
+// 5-15% slower decode).
 // One 8-bit term (llama.cpp's choice) loses too much where activations have
 // outlier channels — SmolLM2's reach 15x their RMS, and the blocks holding
 // them keep 3 bits of precision: decode logits drift to a normalised MSE of
@@ -15,11 +17,14 @@
 // byte dot products only. gemv_activations: q8 trades it back.
 //
 // Many rows (prefill): the product is bound by arithmetic, so each thread
-// expands panels of its weight rows to f32 in a scratch buffer of its own
-// and multiplies them with oneDNN's f32 GEMM (dnnl_sgemm), which picks its
-// AVX-512/AVX2 kernel at run time. Only one panel per thread is ever
-// expanded, never the whole matrix, so memory stays at the mapped file plus
-// a few MiB. bf16 weights, which the gemv kernels lack, always go this way.
+// takes panels of weight rows as it becomes free (about 8 per thread, so
+// that a core of a shared machine running slower than the other does not
+// hold up the step; smaller where a panel would outgrow the L2 cache),
+// expands each to f32 in a scratch buffer of its own and multiplies it with
+// oneDNN's f32 GEMM (dnnl_sgemm), which picks its AVX-512/AVX2 kernel at
+// run time. Only one panel per thread is ever expanded, never the whole
+// matrix, so memory stays at the mapped file plus a few MiB. bf16 weights,
+// which the gemv kernels lack, always go this way.
 //
 // Thread-safety: none; one thread calls run() at a time.
 #pragma once
@@ -52,6 +57,9 @@ class Matmul {
   // Fills xq_[0..n) with the rows of x[n, k], quantized to terms_ terms.
   void quantize_rows(const float* x, int64_t n, int64_t k);
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
+  // Rows per GEMM panel when m rows are shared out: about kTasksPerThread
+  // panels per thread, a multiple of the kernels' grain.
+  int64_t task_rows(int64_t m) const;
   void gemm(const TensorView& x, const TensorView& w, TensorView out);
 
   std::shared_ptr<ThreadPool> pool_;
