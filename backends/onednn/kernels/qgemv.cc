@@ -39,9 +39,11 @@ bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t 
 // Round to nearest, ties to even, then clamp to ±127. Adding 1.5 * 2^23
 // leaves no fraction bits, so the float adder rounds (as vcvtps2dq does);
 // clamping first keeps the conversion defined for any v (NaN gives -127).
-// Plain arithmetic, unlike lrint, so the loop below vectorises.
+// Plain arithmetic and comparisons, unlike lrint or std::fmax (a libm call
+// for its NaN rule), so the loop below vectorises.
 int32_t round_even_127(float v) {
-  v = std::fmin(std::fmax(v, -127.0f), 127.0f);
+  v = v >= -127.0f ? v : -127.0f;  // NaN fails the test: -127
+  v = v <= 127.0f ? v : 127.0f;
   return static_cast<int32_t>((v + 0x1.8p23f) - 0x1.8p23f);
 }
 
