@@ -37,14 +37,12 @@ T* aligned_array(int64_t count) {
 bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
 
 // Round to nearest, ties to even, then clamp to ±127. Adding 1.5 * 2^23
-// leaves no fraction bits, so the float adder rounds (as vcvtps2dq does);
-// clamping first keeps the conversion defined for any v (NaN gives -127).
-// Plain arithmetic and comparisons, unlike lrint or std::fmax (a libm call
-// for its NaN rule), so the loop below vectorises.
+// leaves no fraction bits, so the float adder rounds (as vcvtps2dq does).
+// REQUIRES: |v| < 2^22 (NaN and inf are kept out by the caller). Plain
+// arithmetic and an integer clamp, unlike lrint or a float clamp (which GCC
+// leaves as branches for its NaN rule), so the loop below vectorises.
 int32_t round_even_127(float v) {
-  v = v >= -127.0f ? v : -127.0f;  // NaN fails the test: -127
-  v = v <= 127.0f ? v : 127.0f;
-  return static_cast<int32_t>((v + 0x1.8p23f) - 0x1.8p23f);
+  return std::clamp(static_cast<int32_t>((v + 0x1.8p23f) - 0x1.8p23f), -127, 127);
 }
 
 // The second term of qgemv.h's two-term quantization, from the first (q,
@@ -54,15 +52,20 @@ int32_t round_even_127(float v) {
 void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_lo,
                           float* scales) {
   for (int64_t b = 0; b < k / kBlock; ++b) {
+    const float* xb = x + b * kBlock;
     const float d = scales[2 * b];
     float id = d != 0.0f ? 256.0f / d : 0.0f;
-    if (!std::isfinite(id)) id = 0.0f;  // a block below ~1e-34: no second term
+    // x·0 is NaN for an inf or NaN x: such a block (or one below ~1e-34,
+    // whose id overflows) gets no second term.
+    float poison = 0.0f;
+    for (int64_t i = 0; i < kBlock; ++i) poison += xb[i] * 0.0f;
+    if (!std::isfinite(id) || poison != 0.0f) id = 0.0f;
     int32_t sum = 0;
-    for (int64_t i = b * kBlock; i < (b + 1) * kBlock; ++i) {
+    for (int64_t i = 0; i < kBlock; ++i) {
       // |x - d*q| ≤ d/2 (plus rounding), so the value is within ±129.
-      const int32_t v = round_even_127((x[i] - d * static_cast<float>(q[i])) * id);
-      q_lo[i] = static_cast<int8_t>(v);
-      sum += 256 * q[i] + v;
+      const int32_t v = round_even_127((xb[i] - d * static_cast<float>(q[b * kBlock + i])) * id);
+      q_lo[b * kBlock + i] = static_cast<int8_t>(v);
+      sum += 256 * q[b * kBlock + i] + v;
     }
     const float unit = d * (1.0f / 256.0f);  // exact: a power-of-two scaling
     scales[2 * b] = unit;
