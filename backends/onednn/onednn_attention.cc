@@ -39,11 +39,6 @@ void for_each_run(const std::vector<int32_t>& table, int32_t block, int32_t begi
   }
 }
 
-// Bytes of one KV head of one slot.
-int64_t head_bytes(DType dtype, int32_t head_dim) {
-  return static_cast<int64_t>(*dtype_row_bytes(dtype, static_cast<uint64_t>(head_dim)));
-}
-
 // Positions the last row of `seq` in this step sees.
 int64_t sequence_seen(const StepBatch& step, const SequenceStep& seq) {
   return step.positions[static_cast<size_t>(seq.first_token + seq.n_tokens - 1)] + 1;
@@ -159,7 +154,7 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
     if (cache.dtype == DType::kQ8_0) {
       // q8_0 blocks never span heads: the first head starts a block.
       const int64_t at =
-          slot * cache.slot_bytes + first_head * head_bytes(cache.dtype, spec_.head_dim);
+          slot * cache.slot_bytes + first_head * cache_head_bytes(cache.dtype, spec_.head_dim);
       for (int64_t p = 0; p < p1 - p0; ++p) {
         const int64_t row = at + p * cache.slot_bytes;
         kernels_.dequantize(DType::kQ8_0, static_cast<const uint8_t*>(cache.k) + row,
@@ -258,7 +253,7 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   for_each_run(task.seq->block_table, cache.block_tokens, task.begin, task.end,
                [&](int32_t p0, int32_t p1, int64_t slot) {
                  const int64_t first = slot * cache.slot_bytes +
-                                       task.kv_head * head_bytes(cache.dtype, spec_.head_dim);
+                                       task.kv_head * cache_head_bytes(cache.dtype, spec_.head_dim);
                  kernels_.attend(qr, task.kv_heads, group, hd, spec_.scale,
                                  static_cast<const uint8_t*>(cache.k) + first,
                                  static_cast<const uint8_t*>(cache.v) + first, cache.dtype,

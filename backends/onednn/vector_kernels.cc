@@ -231,8 +231,8 @@ DUET_INLINE void attend_scores_body(const float* q, int32_t kv_heads, int32_t gr
                                     int32_t head_dim, float scale, const void* k, int64_t stride,
                                     int64_t n, float* scores) {
   for_each_cached_head(
-      k, kv_heads, static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim))),
-      stride, n, [&](int64_t i, int64_t g, const uint8_t* key) __attribute__((always_inline)) {
+      k, kv_heads, cache_head_bytes(T, head_dim), stride,
+      n, [&](int64_t i, int64_t g, const uint8_t* key) __attribute__((always_inline)) {
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
           const float* qh = q + h * head_dim;
           typename Vec<W>::F dot{};
@@ -267,8 +267,8 @@ DUET_INLINE void attend_values_body(int32_t kv_heads, int32_t group, int32_t hea
                                     const void* v, int64_t stride, int64_t n, const float* probs,
                                     float* acc) {
   for_each_cached_head(
-      v, kv_heads, static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim))),
-      stride, n, [&](int64_t i, int64_t g, const uint8_t* value) __attribute__((always_inline)) {
+      v, kv_heads, cache_head_bytes(T, head_dim), stride,
+      n, [&](int64_t i, int64_t g, const uint8_t* value) __attribute__((always_inline)) {
         for (int64_t c = 0; c < head_dim; c += W) {
           const typename Vec<W>::F x = load_row<W, T>(value, c);
           for (int64_t h = g * group; h < (g + 1) * group; ++h) {

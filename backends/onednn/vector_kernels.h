@@ -72,6 +72,12 @@ struct VectorKernels {
   void (*quantize_q8_0)(const float* src, void* dst, int64_t n);
 };
 
+// Bytes of one KV head's head_dim elements in a cache slot of `type` (f32,
+// f16, or q8_0 with head_dim a multiple of 32): the head stride of attend.
+inline int64_t cache_head_bytes(DType type, int64_t head_dim) {
+  return static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(head_dim)));
+}
+
 // The kernels compiled for `path`. REQUIRES: path ≤ hardware_cpu_path().
 const VectorKernels& vector_kernels(CpuPath path);
 

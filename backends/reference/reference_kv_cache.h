@@ -12,8 +12,9 @@ namespace duet::reference {
 
 // Each layer holds capacity_tokens slots of K and of V, each slot n_kv_heads
 // x head_dim elements stored as one row of spec.dtype (duet/quant.h's
-// layouts: q8_0 blocks of 32 never span two heads). The storage does not care how core groups slots
-// into blocks, so any block_tokens that divides the capacity is accepted.
+// layouts: q8_0 blocks of 32 never span two heads). The storage does not
+// care how core groups slots into blocks, so any block_tokens that divides
+// the capacity is accepted.
 class ReferenceKVCache final : public KVCache {
  public:
   // Why `spec` cannot be stored here; empty when it can.

@@ -320,11 +320,10 @@ std::string csv_field(const std::string& v) {
 
 std::string print_csv(const Context& c, const std::vector<TestResult>& results) {
   std::ostringstream s;
-  s << "test,backend,plugin_version,threads,cpu_features,tokens_per_second_median,tokens_per_"
-       "second_stddev,"
-       "tokens_per_second_min,tokens_per_second_max,repetitions,time_to_first_token_ms,load_ms,kv_"
-       "cache_bytes,"
-       "peak_rss_bytes,kv_cache_dtype\n";
+  s << "test,backend,plugin_version,threads,cpu_features,"
+       "tokens_per_second_median,tokens_per_second_stddev,tokens_per_second_min,"
+       "tokens_per_second_max,repetitions,time_to_first_token_ms,load_ms,"
+       "kv_cache_bytes,peak_rss_bytes,kv_cache_dtype\n";
   for (const auto& r : results) {
     s << csv_field(r.spec.name) << "," << csv_field(c.backend) << "," << csv_field(c.plugin_version)
       << "," << csv_field(c.threads) << "," << csv_field(features_text(c)) << ","

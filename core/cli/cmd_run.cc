@@ -89,8 +89,7 @@ int cmd_run(const std::vector<std::string>& args) {
   s << std::fixed << std::setprecision(1);
   s << "--\nbackend " << pipeline->check().backend << ", attention "
     << pipeline->check().attention_impl << ", sampler " << pipeline->sampler_order() << " (seed "
-    << config.sampler.seed << "), KV cache " << (pipeline->kv_cache_bytes() + (1 << 19)) / (1 << 20)
-    << " MiB\n"  // rounded, as validate does
+    << config.sampler.seed << "), KV cache " << rounded_mib(pipeline->kv_cache_bytes()) << " MiB\n"
     << "prompt " << r.stats.prompt_tokens << " tokens, generated " << r.stats.generated_tokens
     << " tokens, finish " << finish_reason_name(r.finish) << "\n"
     << "load " << pipeline->load_seconds() * 1000 << " ms, time to first token "

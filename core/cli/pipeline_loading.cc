@@ -38,6 +38,8 @@ std::string quote_yaml(const std::string& text) {
   return out + "\"";
 }
 
+uint64_t rounded_mib(uint64_t bytes) { return (bytes + (1 << 19)) / (1 << 20); }
+
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check) {
   std::ostringstream s;
   const ModelHParams& h = check.hparams;
@@ -46,9 +48,9 @@ std::string summarize(const PipelineConfig& config, const PipelineCheck& check) 
     << h.n_vocab << ", context " << h.context_length << ")\n";
   s << "backend:   " << check.backend << "\n";
   s << "attention: " << check.attention_impl << "\n";
-  s << "kv_cache:  " << check.kv_cache.impl << ", " << check.kv_cache.capacity_tokens << " tokens in blocks of "
-    << check.kv_cache.block_tokens << ", " << dtype_name(check.kv_cache.dtype) << ", "
-    << (check.kv_cache_bytes + (1 << 19)) / (1 << 20) << " MiB\n";
+  s << "kv_cache:  " << check.kv_cache.impl << ", " << check.kv_cache.capacity_tokens
+    << " tokens in blocks of " << check.kv_cache.block_tokens << ", "
+    << dtype_name(check.kv_cache.dtype) << ", " << rounded_mib(check.kv_cache_bytes) << " MiB\n";
   s << "sampler:   seed " << config.sampler.seed << ", chain [";
   for (size_t i = 0; i < check.sampler_chain.size(); ++i) s << (i ? ", " : "") << check.sampler_chain[i];
   s << "]\nstages:    ";

@@ -31,4 +31,7 @@ std::string quote_yaml(const std::string& text);
 // A few lines describing a checked pipeline, for stderr.
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check);
 
+// bytes in whole MiB, rounded to nearest (the summaries of run and validate).
+uint64_t rounded_mib(uint64_t bytes);
+
 }  // namespace duet::cli

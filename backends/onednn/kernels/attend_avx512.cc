@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/avx512_intrinsics.h"
+#include "vector_kernels.h"
 
 namespace duet::onednn::detail {
 namespace {
@@ -172,8 +173,7 @@ template <DType T>
 void scores_block(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
                   const uint8_t* block, int64_t stride_bytes, int64_t m, float* scores, int64_t n,
                   float* staging) {
-  const int64_t head_bytes =
-      static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
+  const int64_t head_bytes = cache_head_bytes(T, head_dim);
   const __m512 vscale = _mm512_set1_ps(scale);
   const auto lanes = static_cast<__mmask16>((1u << m) - 1);
   for (int64_t g = 0; g < kv_heads; ++g) {
@@ -199,8 +199,7 @@ void scores_block(const float* q, int32_t kv_heads, int32_t group, int32_t head_
 template <DType T>
 void scores_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
                   const void* k, int64_t stride_bytes, int64_t n, float* scores, float* staging) {
-  const int64_t head_bytes =
-      static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
+  const int64_t head_bytes = cache_head_bytes(T, head_dim);
   for_each_block(static_cast<const uint8_t*>(k), n, stride_bytes, kv_heads * head_bytes,
                  [&](const uint8_t* block, int64_t i0, int64_t m) {
                    scores_block<T>(q, kv_heads, group, head_dim, scale, block, stride_bytes, m,
@@ -211,8 +210,7 @@ void scores_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_
 template <DType T>
 void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
                   int64_t stride_bytes, int64_t n, const float* probs, float* acc) {
-  const int64_t head_bytes =
-      static_cast<int64_t>(*dtype_row_bytes(T, static_cast<uint64_t>(head_dim)));
+  const int64_t head_bytes = cache_head_bytes(T, head_dim);
   for_each_block(static_cast<const uint8_t*>(v), n, stride_bytes, kv_heads * head_bytes,
                  [&](const uint8_t* block, int64_t i0, int64_t m) {
                    for (int64_t g = 0; g < kv_heads; ++g) {
@@ -392,7 +390,7 @@ __attribute__((target("avx512vnni"))) void scores_q8_vnni(const float* q, int32_
                                                           int64_t stride_bytes, int64_t n,
                                                           float* scores, float* staging) {
   const int32_t blocks = head_dim / kQ8;
-  const int64_t head_bytes = int64_t{blocks} * 34;
+  const int64_t head_bytes = cache_head_bytes(DType::kQ8_0, head_dim);
   const int64_t heads = int64_t{kv_heads} * group;
   // staging: a block's transposed keys (head_dim / 4 vectors) and their
   // scales, then the query terms of every head.
@@ -404,22 +402,17 @@ __attribute__((target("avx512vnni"))) void scores_q8_vnni(const float* q, int32_
   const QueryTerms t{bytes, bytes + terms, unit, reinterpret_cast<int32_t*>(unit + heads * blocks)};
   quantize_queries(q, static_cast<int32_t>(heads), head_dim, t);
   const __m512 vscale = _mm512_set1_ps(scale);
-  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-    const int64_t m = std::min(kBlock, n - i0);
-    const uint8_t* block = k + i0 * stride_bytes;
-    for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
-      for (int64_t b = 0; b < kv_heads * head_bytes; b += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(block + r * stride_bytes + b), _MM_HINT_T0);
-    }
-    const auto lanes = static_cast<__mmask16>((1u << m) - 1);
-    for (int64_t g = 0; g < kv_heads; ++g) {
-      transpose_keys(block + g * head_bytes, stride_bytes, m, head_dim, keyt, key_scale);
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        const __m512 dots = vnni_dots16(keyt, key_scale, t, h, blocks);
-        _mm512_mask_storeu_ps(scores + h * n + i0, lanes, _mm512_mul_ps(dots, vscale));
-      }
-    }
-  }
+  for_each_block(
+      k, n, stride_bytes, kv_heads * head_bytes, [&](const uint8_t* block, int64_t i0, int64_t m) {
+        const auto lanes = static_cast<__mmask16>((1u << m) - 1);
+        for (int64_t g = 0; g < kv_heads; ++g) {
+          transpose_keys(block + g * head_bytes, stride_bytes, m, head_dim, keyt, key_scale);
+          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+            const __m512 dots = vnni_dots16(keyt, key_scale, t, h, blocks);
+            _mm512_mask_storeu_ps(scores + h * n + i0, lanes, _mm512_mul_ps(dots, vscale));
+          }
+        }
+      });
 }
 
 }  // namespace

@@ -53,6 +53,8 @@ void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_
                           float* scales) {
   for (int64_t b = 0; b < k / kBlock; ++b) {
     const float* xb = x + b * kBlock;
+    const int8_t* qb = q + b * kBlock;
+    int8_t* lob = q_lo + b * kBlock;
     const float d = scales[2 * b];
     float id = d != 0.0f ? 256.0f / d : 0.0f;
     // x·0 is NaN for an inf or NaN x: such a block (or one below ~1e-34,
@@ -63,9 +65,9 @@ void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_
     int32_t sum = 0;
     for (int64_t i = 0; i < kBlock; ++i) {
       // |x - d*q| ≤ d/2 (plus rounding), so the value is within ±129.
-      const int32_t v = round_even_127((xb[i] - d * static_cast<float>(q[b * kBlock + i])) * id);
-      q_lo[b * kBlock + i] = static_cast<int8_t>(v);
-      sum += 256 * q[b * kBlock + i] + v;
+      const int32_t v = round_even_127((xb[i] - d * static_cast<float>(qb[i])) * id);
+      lob[i] = static_cast<int8_t>(v);
+      sum += 256 * qb[i] + v;
     }
     const float unit = d * (1.0f / 256.0f);  // exact: a power-of-two scaling
     scales[2 * b] = unit;
