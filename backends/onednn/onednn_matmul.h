@@ -5,8 +5,10 @@
 // weights, so they are read once, in their stored block format, by the
 // quantized gemv kernels (kernels/qgemv.h), which take activations quantized
 // to 8-bit blocks; the weight rows are split across the pool's threads in
-// equal shares (handing out smaller tiles as threads become free measured
-// 5-15% slower decode).
+// equal shares, each walked front to back, and a thread done with its share
+// takes chunks of another's that is not (ThreadPool::parallel_for_shared;
+// handing out all rows as tiles from one counter measured 5-15% slower
+// decode, since the threads' streams then interleave).
 // One 8-bit term (llama.cpp's choice) loses too much where activations have
 // outlier channels — SmolLM2's reach 15x their RMS, and the blocks holding
 // them keep 3 bits of precision: decode logits drift to a normalised MSE of

@@ -31,7 +31,7 @@ void limit_openmp_to_this_thread() {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads) : ranges_(static_cast<size_t>(threads)) {
   workers_.reserve(static_cast<size_t>(threads - 1));
   for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
 }

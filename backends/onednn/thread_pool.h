@@ -67,6 +67,40 @@ class ThreadPool {
     });
   }
 
+  // Like parallel_for, but a thread that finishes its own range early
+  // helps the others: each thread walks its range `chunk` elements at a
+  // time (a multiple of grain), and when it is through, takes the next
+  // chunks of the other ranges still being walked. So fn(begin, end, t) runs
+  // once per chunk, on whichever thread claimed it; each thread still reads
+  // its own range front to back (the streaming order of a memory-bound
+  // loop), and a core that runs slower — or is preempted — on a shared
+  // machine no longer holds up the loop by its whole share.
+  // REQUIRES: grain ≥ 1, chunk a positive multiple of grain.
+  template <typename Fn>
+  void parallel_for_shared(int64_t n, int64_t grain, int64_t chunk, const Fn& fn) {
+    const int64_t chunks = (n + grain - 1) / grain;
+    const int64_t parts = std::min<int64_t>(threads(), chunks);
+    if (parts <= 1) {
+      enter_caller();
+      for (int64_t b = 0; b < n; b += chunk) fn(b, std::min(n, b + chunk), 0);
+      return;
+    }
+    for (int64_t t = 0; t < parts; ++t) {
+      ranges_[static_cast<size_t>(t)].next.store(std::min(n, chunks * t / parts * grain),
+                                                 std::memory_order_relaxed);
+      ranges_[static_cast<size_t>(t)].end = std::min(n, chunks * (t + 1) / parts * grain);
+    }
+    run([&](int t) {
+      for (int64_t i = 0; i < parts; ++i) {
+        Range& r = ranges_[static_cast<size_t>((t + i) % parts)];
+        for (int64_t b = r.next.fetch_add(chunk, std::memory_order_relaxed); b < r.end;
+             b = r.next.fetch_add(chunk, std::memory_order_relaxed)) {
+          fn(b, std::min(r.end, b + chunk), t);
+        }
+      }
+    });
+  }
+
   // Runs fn(i, t) for every i in [0, n), handing tasks to threads as they
   // become free (for tasks of uneven cost); t is the running thread's index.
   template <typename Fn>
@@ -96,7 +130,16 @@ class ThreadPool {
   void worker_loop(int thread);
   void call(int thread) noexcept;
 
+  // parallel_for_shared's ranges: the next unclaimed element and the end;
+  // each on its own cache line, so that claiming in one's own range stays
+  // local until another thread comes to help.
+  struct alignas(64) Range {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+
   std::vector<std::thread> workers_;
+  std::vector<Range> ranges_;
   // Bumped once per loop; workers wait for it to change.
   std::atomic<uint32_t> generation_{0};
   // Workers still running the current loop.
