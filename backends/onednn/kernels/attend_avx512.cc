@@ -8,6 +8,7 @@
 #include "vector_kernels.h"
 
 namespace duet::onednn::detail {
+bool g_fold = true;
 namespace {
 
 constexpr int64_t kBlock = 16;  // positions per block: one score vector
@@ -127,6 +128,72 @@ void values_heads(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t hea
   }
 }
 
+// acc[h][c0..c0+32·blocks) += Σ_i w[h][b][i] * q_i[b] for H heads over the
+// m positions of one block, q_i[b] the int8 values of q8_0 block c0/32 + b
+// of position i and w[h][b][i] its probability times the block's scale —
+// the scales folded into the probabilities once per block of positions
+// (16 lanes at a time), so each value is only widened, never scaled.
+template <int H>
+void values_heads_q8(const uint8_t* v, int64_t stride_bytes, int64_t m, int64_t c0, int blocks,
+                     const float (*w)[2][kBlock], int32_t head_dim, float* acc) {
+  __m512 a[H][4];
+  const int chunks = 2 * blocks;
+  for (int h = 0; h < H; ++h) {
+    for (int u = 0; u < 4; ++u) {
+      if (u < chunks) a[h][u] = _mm512_loadu_ps(acc + h * head_dim + c0 + 16 * u);
+    }
+  }
+  const uint8_t* row = v + c0 / 32 * 34 + 2;
+  for (int64_t i = 0; i < m; ++i, row += stride_bytes) {
+    __m512 x[4];
+    for (int u = 0; u < 4; ++u) {
+      if (u < chunks) {
+        const auto* qs = reinterpret_cast<const __m128i*>(row + u / 2 * 34 + u % 2 * 16);
+        x[u] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      for (int b = 0; b < 2; ++b) {
+        if (b >= blocks) continue;
+        const __m512 p = _mm512_set1_ps(w[h][b][i]);
+        a[h][2 * b] = _mm512_fmadd_ps(p, x[2 * b], a[h][2 * b]);
+        a[h][2 * b + 1] = _mm512_fmadd_ps(p, x[2 * b + 1], a[h][2 * b + 1]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int u = 0; u < 4; ++u) {
+      if (u < chunks) _mm512_storeu_ps(acc + h * head_dim + c0 + 16 * u, a[h][u]);
+    }
+  }
+}
+
+// values_typed's step for q8_0: the H heads from `h0` (probabilities
+// probs + h * n + i0, accumulators acc + h * head_dim) over the m ≤ 16
+// positions of one block of one KV head's values, 64 dimensions at a time.
+template <int H>
+void values_block_q8(const uint8_t* values, int64_t stride_bytes, int64_t m, int32_t head_dim,
+                     const float* probs, int64_t n, float* acc) {
+  const auto present = static_cast<__mmask16>((1u << m) - 1);
+  const __m512i rows =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(stride_bytes)));
+  __m512 p[H];
+  for (int h = 0; h < H; ++h) p[h] = _mm512_maskz_loadu_ps(present, probs + h * n);
+  for (int64_t c0 = 0; c0 < head_dim; c0 += 64) {
+    const int blocks = head_dim - c0 >= 64 ? 2 : 1;
+    float w[H][2][kBlock];
+    for (int b = 0; b < blocks; ++b) {
+      // Four bytes at each position's block start: the low two are its f16 scale.
+      const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, rows,
+                                                        values + (c0 / 32 + b) * 34, 1);
+      const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
+      for (int h = 0; h < H; ++h) _mm512_storeu_ps(w[h][b], _mm512_mul_ps(p[h], d));
+    }
+    values_heads_q8<H>(values, stride_bytes, m, c0, blocks, w, head_dim, acc);
+  }
+}
+
 // The scale-free scores of 16 (or, unless kFull, m < 16) keys against
 // query head qh: lane j is qh · key j, key j the f32 row at rows + j * ld.
 // The positions are unrolled so that their 16 sums stay in registers.
@@ -219,6 +286,23 @@ void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void*
                      for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
                        const float* p = probs + h * n + i0;
                        float* a = acc + h * head_dim;
+                       if constexpr (T == DType::kQ8_0) {
+                         if (g_fold) switch (std::min<int64_t>(4, (g + 1) * group - h)) {
+                           case 1:
+                             values_block_q8<1>(values, stride_bytes, m, head_dim, p, n, a);
+                             break;
+                           case 2:
+                             values_block_q8<2>(values, stride_bytes, m, head_dim, p, n, a);
+                             break;
+                           case 3:
+                             values_block_q8<3>(values, stride_bytes, m, head_dim, p, n, a);
+                             break;
+                           default:
+                             values_block_q8<4>(values, stride_bytes, m, head_dim, p, n, a);
+                             break;
+                         }
+                         if (g_fold) continue;
+                       }
                        switch (std::min<int64_t>(4, (g + 1) * group - h)) {
                          case 1:
                            values_heads<T, 1>(values, stride_bytes, m, head_dim, p, n, a);
