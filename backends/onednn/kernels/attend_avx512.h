@@ -4,9 +4,11 @@
 // The generic vector code of vector_kernels.cc has neither vcvtph2ps nor a
 // cheap horizontal sum: widening an f16 cache took six integer operations
 // per 16 values and each score its own reduction. Here keys and values are
-// widened by vcvtph2ps (q8_0 by vpmovsxbd and one scaling multiply) —
-// keys once per block into a small f32 staging area that all query heads
-// of the group read — and the dot products of 16 positions are reduced
+// widened by vcvtph2ps (q8_0 keys by vpmovsxbd and one scaling multiply;
+// q8_0 values are only widened, their scales folded into the
+// probabilities 16 positions at a time) — keys once per block into a small
+// f32 staging area that all query heads of the group read — and the dot
+// products of 16 positions are reduced
 // together (a transposition tree of 15 additions). On VNNI CPUs q8_0 keys
 // are not widened at all: 16 positions' keys are transposed and multiplied
 // as int8 by vpdpbusd. Positions are taken 16 at a time, all KV heads of a
