@@ -2,9 +2,9 @@
 # Decode speed with a long cache against decode speed with a short one:
 # tg N at depth 0 and at depth D (default 1919, so that the timed tokens see
 # 1,919–2,046 cached positions), for each KV-cache dtype, in rounds that
-# alternate the dtypes; each round is one `duet bench` process measuring
-# both depths back to back. Prints each round's tokens/s and ratio, then the
-# median ratio per dtype.
+# alternate the dtypes; each round is one `duet bench --interleave` process
+# whose repetitions alternate the two depths. Prints each round's tokens/s
+# and ratio, then the median ratio per dtype.
 #
 #   bash bench/long_context.sh [PIPELINE.yaml] [--rounds 3] [--dtypes f16,q8_0]
 #        [--depth 1919] [-n 128] [-r 3] [--duet build/bin/duet] [-- DUET_BENCH_ARGS...]
@@ -36,7 +36,7 @@ trap 'rm -rf "$out"' EXIT
 IFS=, read -r -a kinds <<< "$dtypes"
 for ((round = 1; round <= rounds; round++)); do
   for dtype in "${kinds[@]}"; do
-    "$duet" bench "$pipeline" --tests tg -n "$n" -r "$reps" --depth "0,$depth" -o json \
+    "$duet" bench "$pipeline" --tests tg -n "$n" -r "$reps" --depth "0,$depth" --interleave -o json \
       --set "components.kv_cache.dtype=$dtype" "${extra[@]}" > "$out/$dtype-$round.json"
   done
 done

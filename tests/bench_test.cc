@@ -183,6 +183,20 @@ TEST_F(Bench, JsonIsOneObjectWithAResultPerTest) {
   }
 }
 
+TEST_F(Bench, InterleaveRunsEveryTestsRepetitionsAndSaysSo) {
+  Result plain = bench("-p 8 -n 3 --depth 0,5 -r 2 -o json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("\"interleave\":false"), std::string::npos) << plain.out;
+  Result r = bench("-p 8 -n 3 --depth 0,5 -r 3 --interleave -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"interleave\":true"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.out, "\"test\":"), 3u) << r.out;
+  EXPECT_EQ(count(r.out, "\"repetitions\":3"), 4u) << "the run's and each test's: " << r.out;
+  Result table = bench("-n 2 -r 1 --tests tg --interleave");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("warm-up run, interleaved"), std::string::npos) << table.out;
+}
+
 TEST_F(Bench, BackendOptionsAreCheckedByTheBackend) {
   // The reference backend takes no options, so a threads count is refused
   // before anything runs (backends that take one show it in the threads column).

@@ -29,7 +29,7 @@ namespace {
 
 constexpr const char* kSynopsis =
     "duet bench PIPELINE.yaml [-p N[,N...]] [-n N[,N...]] [-r R] [--warmup W] [--depth D[,D...]] "
-    "[--tests pp,tg] [-o table|json|csv] [--set key.path=value]...";
+    "[--tests pp,tg] [--interleave] [-o table|json|csv] [--set key.path=value]...";
 
 // The largest token count a test may ask for: the KV cache's own limit.
 constexpr int64_t kMaxTokens = 16777216;
@@ -112,6 +112,7 @@ struct Context {
   std::string sampler_order;
   int64_t repetitions = 0;
   int64_t warmup = 0;
+  bool interleave = false;  // repetitions in rounds across the tests
   double load_seconds = 0.0;
   uint64_t kv_cache_bytes = 0;
   int64_t kv_cache_tokens = 0;
@@ -250,7 +251,8 @@ std::string print_table(const Context& c, const std::vector<TestResult>& results
     << "load " << fixed(c.load_seconds * 1000, 1) << " ms, KV cache " << mib(c.kv_cache_bytes)
     << " (" << c.kv_cache_tokens << " tokens of " << c.kv_cache_dtype << "), peak RSS "
     << mib(c.peak_rss_bytes) << ", " << c.repetitions << " repetitions after " << c.warmup
-    << " warm-up run" << (c.warmup == 1 ? "" : "s") << "\n";
+    << " warm-up run" << (c.warmup == 1 ? "" : "s") << (c.interleave ? ", interleaved" : "")
+    << "\n";
   return s.str();
 }
 
@@ -271,6 +273,7 @@ std::string print_json(const Context& c, const std::vector<TestResult>& results)
   j.field("sampler_order", c.sampler_order);
   j.field("repetitions", c.repetitions);
   j.field("warmup", c.warmup);
+  j.field("interleave", c.interleave);
   j.field("load_seconds", c.load_seconds);
   j.field("kv_cache_bytes", c.kv_cache_bytes);
   j.field("kv_cache_capacity_tokens", c.kv_cache_tokens);
@@ -350,6 +353,9 @@ int cmd_bench(const std::vector<std::string>& args) {
       "depth,d", po::value<std::vector<std::string>>()->composing(),
       "tokens already in the KV cache before a tg test's timed steps, D[,D...] (default 0)")(
       "tests", po::value<std::string>(), "which kinds of test to run: pp, tg or pp,tg (default pp,tg)")(
+      "interleave",
+      "run the tests in rounds, each test once per round, instead of one test's runs after "
+      "another's: ratios between tests (depths, prompt lengths) then see the same machine")(
       "output,o", po::value<std::string>(), "table (default), json or csv");
   add_pipeline_options(opts);
   po::variables_map vm;
@@ -427,6 +433,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   c.sampler_order = pipeline->sampler_order();
   c.repetitions = repetitions;
   c.warmup = warmup;
+  c.interleave = vm.count("interleave") != 0;
   c.kv_cache_bytes = pipeline->kv_cache_bytes();
   c.kv_cache_tokens = config.kv_cache.capacity_tokens;
   c.kv_cache_dtype = std::string(dtype_name(config.kv_cache.dtype));
@@ -438,30 +445,41 @@ int cmd_bench(const std::vector<std::string>& args) {
 
   const int64_t chunk = prefill_chunk(config);
   const bool progress = isatty(STDERR_FILENO) != 0;
-  std::vector<TestResult> results;
-  for (const auto& spec : specs) {
-    TestResult r;
+  std::vector<TestResult> results(specs.size());
+  // Run i (warm-ups first) of test t.
+  const auto run = [&](size_t t, int64_t i) {
+    const TestSpec& spec = specs[t];
+    TestResult& r = results[t];
     r.spec = spec;
-    for (int64_t i = 0; i < warmup + repetitions; ++i) {
-      if (progress) {
-        std::cerr << "\rduet bench: " << spec.name << (i < warmup ? " warm-up " : " run ")
-                  << (i < warmup ? i + 1 : i - warmup + 1) << "/" << (i < warmup ? warmup : repetitions)
-                  << "    " << std::flush;
-      }
-      double tps = 0.0, ttft = 0.0;
-      if (spec.kind == "pp") {
-        run_pp(*pipeline, ids, spec.tokens, chunk, tps, ttft);
-      } else {
-        tps = run_tg(*pipeline, ids, spec.tokens, spec.depth, chunk);
-      }
-      if (i < warmup) continue;
+    if (progress) {
+      std::cerr << "\rduet bench: " << spec.name << (i < warmup ? " warm-up " : " run ")
+                << (i < warmup ? i + 1 : i - warmup + 1) << "/" << (i < warmup ? warmup : repetitions)
+                << "    " << std::flush;
+    }
+    double tps = 0.0, ttft = 0.0;
+    if (spec.kind == "pp") {
+      run_pp(*pipeline, ids, spec.tokens, chunk, tps, ttft);
+    } else {
+      tps = run_tg(*pipeline, ids, spec.tokens, spec.depth, chunk);
+    }
+    if (i >= warmup) {
       r.tokens_per_second.push_back(tps);
       if (spec.kind == "pp") r.first_token_seconds.push_back(ttft);
     }
-    r.tps = summarize_values(r.tokens_per_second);
-    r.ttft = summarize_values(r.first_token_seconds);
-    r.peak_rss_bytes = peak_rss_bytes();
-    results.push_back(std::move(r));
+    if (i + 1 == warmup + repetitions) {
+      r.tps = summarize_values(r.tokens_per_second);
+      r.ttft = summarize_values(r.first_token_seconds);
+      r.peak_rss_bytes = peak_rss_bytes();
+    }
+  };
+  if (c.interleave) {
+    for (int64_t i = 0; i < warmup + repetitions; ++i) {
+      for (size_t t = 0; t < specs.size(); ++t) run(t, i);
+    }
+  } else {
+    for (size_t t = 0; t < specs.size(); ++t) {
+      for (int64_t i = 0; i < warmup + repetitions; ++i) run(t, i);
+    }
   }
   if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
   c.peak_rss_bytes = peak_rss_bytes();
