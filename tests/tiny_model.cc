@@ -7,29 +7,10 @@
 #include "duet/gguf.h"
 #include "duet/quant.h"
 #include "duet/rng.h"
+#include "gpt2_byte_symbols.h"
 
 namespace duet::testing {
 namespace {
-
-// GPT-2's byte-level alphabet: printable bytes stand for themselves, the
-// others are shifted to code points from U+0100 up, encoded as UTF-8.
-std::vector<std::string> byte_symbols() {
-  std::vector<std::string> symbols(256);
-  int shifted = 0;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-    const int cp = printable ? b : 256 + shifted++;
-    std::string utf8;
-    if (cp < 0x80) {
-      utf8 += static_cast<char>(cp);
-    } else {
-      utf8 += static_cast<char>(0xC0 | (cp >> 6));
-      utf8 += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    symbols[static_cast<size_t>(b)] = utf8;
-  }
-  return symbols;
-}
 
 struct TinyVocab {
   std::vector<std::string> tokens;
@@ -45,7 +26,7 @@ TinyVocab tiny_vocab(int32_t n_vocab) {
     v.tokens.push_back(special);
     v.types.push_back(3);
   }
-  for (const auto& symbol : byte_symbols()) {
+  for (const auto& symbol : testdata::byte_symbols()) {
     v.tokens.push_back(symbol);
     v.types.push_back(1);
   }
