@@ -40,6 +40,7 @@
 #include "checked_ops.h"
 #include "duet/plugin_host.h"
 #include "duet/quant.h"
+#include "device_tensor.h"
 #include "random_floats.h"
 
 namespace duet {
@@ -87,36 +88,10 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   return ref == 0.0 ? err : err / ref;
 }
 
-// ---- tensors on a backend's device ----------------------------------------------
-
-struct DeviceTensor {
-  std::unique_ptr<Buffer> buffer;
-  TensorView view;
-};
-
-DeviceTensor upload(Device& device, DType type, Shape shape, const void* host, size_t bytes) {
-  DeviceTensor t{device.allocate(bytes), {}};
-  device.copy_from_host(t.buffer->data(), host, bytes);
-  t.view = TensorView{t.buffer->data(), type, shape};
-  return t;
-}
-
-template <typename T>
-DeviceTensor upload(Device& device, DType type, Shape shape, const std::vector<T>& host) {
-  return upload(device, type, shape, host.data(), host.size() * sizeof(T));
-}
-
-DeviceTensor zeros(Device& device, Shape shape) {
-  return upload(device, DType::kF32, shape,
-                std::vector<float>(static_cast<size_t>(shape.elements())));
-}
-
-std::vector<float> download(Device& device, const TensorView& t) {
-  std::vector<float> host(static_cast<size_t>(t.elements()));
-  device.copy_to_host(host.data(), t.data, host.size() * sizeof(float));
-  device.synchronize();
-  return host;
-}
+using testing::DeviceTensor;
+using testing::download;
+using testing::upload;
+using testing::zeros;
 
 using testdata::random_floats;
 

@@ -22,6 +22,7 @@
 #include "duet/error.h"
 #include "duet/plugin.h"
 #include "duet/quant.h"
+#include "device_tensor.h"
 #include "random_floats.h"
 
 namespace duet {
@@ -78,35 +79,10 @@ std::unique_ptr<Backend> make_backend(const Options& options = Options("backend.
   return reference_plugin().registrar.backends.at("reference")(options);
 }
 
-// ---- tensors on the backend's device --------------------------------------------
-
-struct DeviceTensor {
-  std::unique_ptr<Buffer> buffer;
-  TensorView view;
-};
-
-DeviceTensor upload(Device& device, DType type, Shape shape, const void* host, size_t bytes) {
-  DeviceTensor t{device.allocate(bytes), {}};
-  device.copy_from_host(t.buffer->data(), host, bytes);
-  t.view = TensorView{t.buffer->data(), type, shape};
-  return t;
-}
-
-template <typename T>
-DeviceTensor upload(Device& device, DType type, Shape shape, const std::vector<T>& host) {
-  return upload(device, type, shape, host.data(), host.size() * sizeof(T));
-}
-
-DeviceTensor empty_f32(Device& device, Shape shape) {
-  return upload(device, DType::kF32, shape, std::vector<float>(shape.elements()));
-}
-
-std::vector<float> download(Device& device, const TensorView& t) {
-  std::vector<float> host(static_cast<size_t>(t.elements()));
-  device.copy_to_host(host.data(), t.data, host.size() * sizeof(float));
-  device.synchronize();
-  return host;
-}
+using testing::DeviceTensor;
+using testing::download;
+using testing::upload;
+using testing::zeros;
 
 using testdata::random_floats;
 
@@ -293,7 +269,7 @@ TEST_P(ReferenceWeightTest, MatmulMatchesADoubleLoop) {
   const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 12);
   DeviceTensor xt = upload(device_, DType::kF32, {n, k}, x);
   DeviceTensor wt = upload(device_, type, {m, k}, w.bytes);
-  DeviceTensor out = empty_f32(device_, {n, m});
+  DeviceTensor out = zeros(device_, {n, m});
   ops_.matmul(xt.view, wt.view, out.view);
   const std::vector<float> got = download(device_, out.view);
   for (int64_t i = 0; i < n; ++i) {
@@ -318,7 +294,7 @@ TEST_P(ReferenceWeightTest, EmbeddingGathersDecodedRows) {
   const std::vector<int32_t> ids = {3, 0, 6, 3};
   DeviceTensor tt = upload(device_, type, {vocab, dim}, table.bytes);
   DeviceTensor it = upload(device_, DType::kI32, {4}, ids);
-  DeviceTensor out = empty_f32(device_, {4, dim});
+  DeviceTensor out = zeros(device_, {4, dim});
   ops_.embedding(tt.view, it.view, out.view);
   const std::vector<float> got = download(device_, out.view);
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -343,7 +319,7 @@ TEST_F(ReferenceOpsTest, RmsNormMatchesTheFormulaAndRunsInPlace) {
   const std::vector<float> weight = random_floats(static_cast<size_t>(d), 32, 0.5f, 1.5f);
   DeviceTensor xt = upload(device_, DType::kF32, {n, d}, x);
   DeviceTensor wt = upload(device_, DType::kF32, {d}, weight);
-  DeviceTensor out = empty_f32(device_, {n, d});
+  DeviceTensor out = zeros(device_, {n, d});
   ops_.rmsnorm(xt.view, wt.view, eps, out.view);
   const std::vector<float> got = download(device_, out.view);
   for (int64_t i = 0; i < n; ++i) {
@@ -414,7 +390,7 @@ TEST_F(ReferenceOpsTest, SwiGLUIsElementwiseAndRunsInPlace) {
   const std::vector<float> up = random_floats(static_cast<size_t>(n * d), 52, -2.0f, 2.0f);
   DeviceTensor gt = upload(device_, DType::kF32, {n, d}, gate);
   DeviceTensor ut = upload(device_, DType::kF32, {n, d}, up);
-  DeviceTensor out = empty_f32(device_, {n, d});
+  DeviceTensor out = zeros(device_, {n, d});
   ops_.swiglu(gt.view, ut.view, out.view);
   const std::vector<float> got = download(device_, out.view);
   for (size_t i = 0; i < got.size(); ++i) {
@@ -433,7 +409,7 @@ TEST_F(ReferenceOpsTest, AddIsExactAndRunsInPlace) {
   const std::vector<float> a = random_floats(24, 61), b = random_floats(24, 62);
   DeviceTensor at = upload(device_, DType::kF32, {2, 3, 4}, a);
   DeviceTensor bt = upload(device_, DType::kF32, {2, 3, 4}, b);
-  DeviceTensor out = empty_f32(device_, {2, 3, 4});
+  DeviceTensor out = zeros(device_, {2, 3, 4});
   ops_.add(at.view, bt.view, out.view);
   std::vector<float> want(24);
   for (size_t i = 0; i < 24; ++i) want[i] = a[i] + b[i];
@@ -461,17 +437,17 @@ void expect_error(Fn fn, ErrorKind kind, std::initializer_list<const char*> part
 }
 
 TEST_F(ReferenceOpsTest, CheckedMatmulNamesBothShapesOnMismatch) {
-  DeviceTensor x = empty_f32(device_, {3, 64});
-  DeviceTensor w = empty_f32(device_, {5, 32});
-  DeviceTensor out = empty_f32(device_, {3, 5});
+  DeviceTensor x = zeros(device_, {3, 64});
+  DeviceTensor w = zeros(device_, {5, 32});
+  DeviceTensor out = zeros(device_, {3, 5});
   expect_error([&] { ops_.matmul(x.view, w.view, out.view); }, ErrorKind::kInternal,
                {"matmul: w has 32 columns but x has 64", "x [3, 64]", "w [5, 32]"});
 }
 
 TEST_F(ReferenceOpsTest, CheckedOpsRejectBrokenContracts) {
-  DeviceTensor x = empty_f32(device_, {3, 64});
-  DeviceTensor w = empty_f32(device_, {5, 64});
-  DeviceTensor out = empty_f32(device_, {3, 5});
+  DeviceTensor x = zeros(device_, {3, 64});
+  DeviceTensor w = zeros(device_, {5, 64});
+  DeviceTensor out = zeros(device_, {3, 5});
 
   TensorView w_i32 = w.view;
   w_i32.dtype = DType::kI32;
@@ -496,21 +472,21 @@ TEST_F(ReferenceOpsTest, CheckedOpsRejectBrokenContracts) {
   expect_error([&] { ops_.matmul(x_f16, w.view, out.view); }, ErrorKind::kInternal,
                {"x must be f32 but is f16"});
 
-  DeviceTensor weight2d = empty_f32(device_, {1, 64});
+  DeviceTensor weight2d = zeros(device_, {1, 64});
   expect_error([&] { ops_.rmsnorm(x.view, weight2d.view, 1e-5f, x.view); }, ErrorKind::kInternal,
                {"rmsnorm: weight must have rank 1", "[1, 64]"});
 
-  DeviceTensor odd = empty_f32(device_, {2, 1, 5});
+  DeviceTensor odd = zeros(device_, {2, 1, 5});
   DeviceTensor pos = upload(device_, DType::kI32, {2}, std::vector<int32_t>{0, 1});
   expect_error([&] { ops_.rope(odd.view, pos.view, RopeParams{}); }, ErrorKind::kInternal,
                {"head_dim 5"});
 }
 
 TEST_F(ReferenceOpsTest, CheckedOpsAllowOnlyExactAliases) {
-  DeviceTensor buf = empty_f32(device_, {9});
+  DeviceTensor buf = zeros(device_, {9});
   TensorView a{buf.view.data, DType::kF32, {8}};
   TensorView shifted{buf.view.as<float>() + 1, DType::kF32, {8}};
-  DeviceTensor b = empty_f32(device_, {8});
+  DeviceTensor b = zeros(device_, {8});
   EXPECT_NO_THROW(ops_.add(a, b.view, a));
   expect_error([&] { ops_.add(a, b.view, shifted); }, ErrorKind::kInternal,
                {"add: out partly overlaps a"});
@@ -520,7 +496,7 @@ TEST_F(ReferenceOpsTest, CheckedEmbeddingRejectsIdsOutsideTheTable) {
   const Weight table = make_weight(DType::kQ8_0, 7, 32, 71);
   DeviceTensor tt = upload(device_, DType::kQ8_0, {7, 32}, table.bytes);
   DeviceTensor ids = upload(device_, DType::kI32, {2}, std::vector<int32_t>{1, 7});
-  DeviceTensor out = empty_f32(device_, {2, 32});
+  DeviceTensor out = zeros(device_, {2, 32});
   expect_error([&] { ops_.embedding(tt.view, ids.view, out.view); }, ErrorKind::kInternal,
                {"ids[1] is 7", "[0, 7)"});
 }
