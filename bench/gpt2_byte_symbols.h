@@ -1,6 +1,6 @@
 // bench/gpt2_byte_symbols.h — the byte tokens of a GPT-2 style byte-level BPE
 // vocabulary, for the model files the benchmarks and tests write
-// (random_llama.h here, tests/tiny_model.h).
+// (random_llama.cc here, tests/tiny_model.cc).
 #pragma once
 
 #include <string>

@@ -1,8 +1,8 @@
 // VectorKernels::attend and merge (backends/onednn/vector_kernels.h) on every
 // CPU path this machine runs, against attention computed in double: shapes
-// the model tests do not reach (groups of 1, 5 and 8 query heads per KV head,
-// head_dim 16 and 128, position counts around the AVX-512 kernel's blocks of
-// 16), f32, f16 and q8_0 caches, and a cache read in two runs folded into
+// the model tests do not reach (groups of 1, 2, 5, 7 and 8 query heads per
+// KV head, head_dim 16, 32, 96 and 128, position counts around the AVX-512
+// kernel's blocks of 16), f32, f16 and q8_0 caches, and a cache read in two runs folded into
 // one online-softmax state (q8_0 keys on the VNNI path are multiplied as
 // int8: held to 1e-8, not 1e-10). Also VectorKernels::quantize_q8_0
 // against duet::quantize_row, byte for byte.
@@ -103,8 +103,9 @@ void check(const Shape& s, DType type, CpuPath path) {
 }
 
 TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
-  const Shape shapes[] = {{1, 1, 16, 1},   {2, 3, 64, 15},  {2, 3, 64, 16},  {3, 3, 64, 17},
-                          {1, 5, 64, 100}, {2, 8, 128, 33}, {1, 4, 128, 64}, {3, 1, 32, 300}, {2, 2, 96, 40}};
+  const Shape shapes[] = {{1, 1, 16, 1},    {2, 3, 64, 15},   {2, 3, 64, 16},  {3, 3, 64, 17},
+                          {1, 5, 64, 100},  {2, 8, 128, 33},  {1, 4, 128, 64}, {3, 1, 32, 300},
+                          {2, 2, 96, 40},   {1, 7, 96, 33}};
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     if (path > hardware_cpu_path()) continue;
     for (const Shape& s : shapes) {

@@ -1,7 +1,7 @@
 // The onednn backend's ThreadPool (backends/onednn/thread_pool.h):
 // parallel_for_shared runs every element exactly once, in chunks that start
-// on the grain, and a thread done with its own range takes chunks of a
-// range whose thread is held up.
+// on the grain, and a thread done with its own range takes chunks from the
+// back of a range whose thread is held up.
 #include "thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +56,12 @@ TEST(ThreadPool, ParallelForSharedLetsAFreeThreadTakeAHeldUpThreadsChunks) {
   int64_t taken = 0;
   for (int64_t i = kN / 2; i < kN; ++i) taken += ran_on[static_cast<size_t>(i)] == 0;
   EXPECT_GE(taken, kChunk) << "thread 0 took none of the held-up thread's chunks";
+  // It took them from the back: the owner's part stays one run from the front.
+  EXPECT_EQ(ran_on[kN - 1], 0);
+  int64_t i = kN / 2;
+  while (i < kN && ran_on[static_cast<size_t>(i)] == 1) ++i;
+  while (i < kN && ran_on[static_cast<size_t>(i)] == 0) ++i;
+  EXPECT_EQ(i, kN) << "thread 1's chunks are not one run from the front of its range";
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // quantized gemv kernels (kernels/qgemv.h), which take activations quantized
 // to 8-bit blocks; the weight rows are split across the pool's threads in
 // equal shares, each walked front to back, and a thread done with its share
-// takes chunks of another's that is not (ThreadPool::parallel_for_shared;
+// takes chunks from the back of another's that is not
+// (ThreadPool::parallel_for_shared;
 // handing out all rows as tiles from one counter measured 5-15% slower
 // decode, since the threads' streams then interleave).
 // One 8-bit term (llama.cpp's choice) loses too much where activations have

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -68,16 +69,18 @@ class ThreadPool {
   }
 
   // Like parallel_for, but a thread that finishes its own range early
-  // helps the others: each thread walks its range `chunk` elements at a
-  // time (a multiple of grain), and when it is through, takes the next
-  // chunks of the other ranges still being walked. So fn(begin, end, t) runs
-  // once per chunk, on whichever thread claimed it; each thread still reads
-  // its own range front to back (the streaming order of a memory-bound
-  // loop), and a core that runs slower — or is preempted — on a shared
-  // machine no longer holds up the loop by its whole share.
-  // REQUIRES: grain ≥ 1, chunk a positive multiple of grain.
+  // helps the others: each thread claims its range `chunk` elements at a
+  // time from the front, and when it is through, claims chunks of the other
+  // ranges from their back. So fn(begin, end, t) runs once per chunk, on
+  // whichever thread claimed it, every chunk starting on the grain; each
+  // range's owner still reads it front to back without gaps (the streaming
+  // order of a memory-bound loop), and a core that runs slower — or is
+  // preempted — on a shared machine no longer holds up the loop by its
+  // whole share.
+  // REQUIRES: grain ≥ 1, chunk a positive multiple of grain, n < 2^32.
   template <typename Fn>
   void parallel_for_shared(int64_t n, int64_t grain, int64_t chunk, const Fn& fn) {
+    assert(grain >= 1 && chunk >= grain && chunk % grain == 0 && n < (int64_t{1} << 32));
     const int64_t chunks = (n + grain - 1) / grain;
     const int64_t parts = std::min<int64_t>(threads(), chunks);
     if (parts <= 1) {
@@ -86,16 +89,17 @@ class ThreadPool {
       return;
     }
     for (int64_t t = 0; t < parts; ++t) {
-      ranges_[static_cast<size_t>(t)].next.store(std::min(n, chunks * t / parts * grain),
-                                                 std::memory_order_relaxed);
-      ranges_[static_cast<size_t>(t)].end = std::min(n, chunks * (t + 1) / parts * grain);
+      ranges_[static_cast<size_t>(t)].store(Span{std::min(n, chunks * t / parts * grain),
+                                                 std::min(n, chunks * (t + 1) / parts * grain)});
     }
     run([&](int t) {
       for (int64_t i = 0; i < parts; ++i) {
         Range& r = ranges_[static_cast<size_t>((t + i) % parts)];
-        for (int64_t b = r.next.fetch_add(chunk, std::memory_order_relaxed); b < r.end;
-             b = r.next.fetch_add(chunk, std::memory_order_relaxed)) {
-          fn(b, std::min(r.end, b + chunk), t);
+        const bool own = i == 0 && t < parts;
+        for (;;) {
+          const Span s = own ? r.claim_front(chunk) : r.claim_back(chunk, grain);
+          if (s.begin >= s.end) break;
+          fn(s.begin, s.end, t);
         }
       }
     });
@@ -130,12 +134,52 @@ class ThreadPool {
   void worker_loop(int thread);
   void call(int thread) noexcept;
 
-  // parallel_for_shared's ranges: the next unclaimed element and the end;
-  // each on its own cache line, so that claiming in one's own range stays
-  // local until another thread comes to help.
-  struct alignas(64) Range {
-    std::atomic<int64_t> next{0};
+  // parallel_for_shared's ranges: the elements [begin, end) not claimed
+  // yet, both packed in one atomic word, so that the owner taking from the
+  // front and a helper taking from the back never claim the same element.
+  // Each on its own cache line: claiming in one's own range stays local
+  // until another thread comes to help.
+  struct Span {
+    int64_t begin = 0;
     int64_t end = 0;
+  };
+  class alignas(64) Range {
+   public:
+    void store(Span s) { word_.store(pack(s), std::memory_order_relaxed); }
+    // Claims up to `chunk` elements from the front; empty when none are left.
+    Span claim_front(int64_t chunk) {
+      uint64_t w = word_.load(std::memory_order_relaxed);
+      for (;;) {
+        const Span s = unpack(w);
+        if (s.begin >= s.end) return {};
+        const Span taken{s.begin, std::min(s.end, s.begin + chunk)};
+        if (word_.compare_exchange_weak(w, pack({taken.end, s.end}), std::memory_order_relaxed)) {
+          return taken;
+        }
+      }
+    }
+    // Claims the last chunk that starts on the grain (up to `chunk`
+    // elements, fewer at a range end that is not on the grain).
+    Span claim_back(int64_t chunk, int64_t grain) {
+      uint64_t w = word_.load(std::memory_order_relaxed);
+      for (;;) {
+        const Span s = unpack(w);
+        if (s.begin >= s.end) return {};
+        const int64_t start = std::max(s.begin, (s.end + grain - 1) / grain * grain - chunk);
+        if (word_.compare_exchange_weak(w, pack({s.begin, start}), std::memory_order_relaxed)) {
+          return {start, s.end};
+        }
+      }
+    }
+
+   private:
+    static uint64_t pack(Span s) {
+      return static_cast<uint64_t>(s.begin) << 32 | static_cast<uint64_t>(s.end);
+    }
+    static Span unpack(uint64_t w) {
+      return {static_cast<int64_t>(w >> 32), static_cast<int64_t>(w & 0xffffffffu)};
+    }
+    std::atomic<uint64_t> word_{0};
   };
 
   std::vector<std::thread> workers_;

@@ -8,7 +8,6 @@
 #include "vector_kernels.h"
 
 namespace duet::onednn::detail {
-bool g_fold = true;
 namespace {
 
 constexpr int64_t kBlock = 16;  // positions per block: one score vector
@@ -78,26 +77,26 @@ __attribute__((always_inline)) inline __m512 sum16(const __m512 p[16]) {
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
 }
 
-// x[u] = elements [c0 + 16u, c0 + 16u + 16) of a cache row of `T`, for
-// u < chunks (q8_0: c0 starts a block and each block's scale is read once).
-template <DType T, int kChunks>
-__attribute__((always_inline)) inline void load_chunks(const uint8_t* row, int64_t c0,
-                                                       int64_t chunks, __m512 x[kChunks]) {
-  if constexpr (T == DType::kQ8_0) {
-    for (int u = 0; u < kChunks; u += 2) {
-      if (u < chunks) q8_block(row + (c0 + 16 * u) / 32 * 34, &x[u], &x[u + 1]);
-    }
-  } else {
-    for (int u = 0; u < kChunks; ++u) {
-      if (u < chunks) x[u] = load16<T>(row, c0 + 16 * u);
-    }
+// Calls body.template operator()<H>() with H = heads, 1 to 4.
+template <class Body>
+__attribute__((always_inline)) inline void with_heads(int64_t heads, const Body& body) {
+  switch (heads) {
+    case 1:
+      return body.template operator()<1>();
+    case 2:
+      return body.template operator()<2>();
+    case 3:
+      return body.template operator()<3>();
+    default:
+      return body.template operator()<4>();
   }
 }
 
 // acc[h][c..c+16) += Σ_i p[h][i] * v_i[c..c+16) for H heads over the
-// positions of one block, 64 dimensions at a time: each position's values
-// are widened once into registers and feed 4·H accumulators, enough
-// independent FMA chains that the FMA latency does not bind.
+// positions of one block of f32 or f16 values (q8_0: values_block_q8), 64
+// dimensions at a time: each position's values are widened once into
+// registers and feed 4·H accumulators, enough independent FMA chains that
+// the FMA latency does not bind.
 template <DType T, int H>
 void values_heads(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t head_dim,
                   const float* probs, int64_t n, float* acc) {
@@ -112,7 +111,9 @@ void values_heads(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t hea
     }
     for (int64_t i = 0; i < m; ++i) {
       __m512 x[kChunks];
-      load_chunks<T, kChunks>(v + i * stride_bytes, c0, chunks, x);
+      for (int u = 0; u < kChunks; ++u) {
+        if (u < chunks) x[u] = load16<T>(v + i * stride_bytes, c0 + 16 * u);
+      }
       for (int h = 0; h < H; ++h) {
         const __m512 p = _mm512_set1_ps(probs[h * n + i]);
         for (int u = 0; u < kChunks; ++u) {
@@ -286,37 +287,13 @@ void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void*
                      for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
                        const float* p = probs + h * n + i0;
                        float* a = acc + h * head_dim;
-                       if constexpr (T == DType::kQ8_0) {
-                         if (g_fold) switch (std::min<int64_t>(4, (g + 1) * group - h)) {
-                           case 1:
-                             values_block_q8<1>(values, stride_bytes, m, head_dim, p, n, a);
-                             break;
-                           case 2:
-                             values_block_q8<2>(values, stride_bytes, m, head_dim, p, n, a);
-                             break;
-                           case 3:
-                             values_block_q8<3>(values, stride_bytes, m, head_dim, p, n, a);
-                             break;
-                           default:
-                             values_block_q8<4>(values, stride_bytes, m, head_dim, p, n, a);
-                             break;
+                       with_heads(std::min<int64_t>(4, (g + 1) * group - h), [&]<int H>() {
+                         if constexpr (T == DType::kQ8_0) {
+                           values_block_q8<H>(values, stride_bytes, m, head_dim, p, n, a);
+                         } else {
+                           values_heads<T, H>(values, stride_bytes, m, head_dim, p, n, a);
                          }
-                         if (g_fold) continue;
-                       }
-                       switch (std::min<int64_t>(4, (g + 1) * group - h)) {
-                         case 1:
-                           values_heads<T, 1>(values, stride_bytes, m, head_dim, p, n, a);
-                           break;
-                         case 2:
-                           values_heads<T, 2>(values, stride_bytes, m, head_dim, p, n, a);
-                           break;
-                         case 3:
-                           values_heads<T, 3>(values, stride_bytes, m, head_dim, p, n, a);
-                           break;
-                         default:
-                           values_heads<T, 4>(values, stride_bytes, m, head_dim, p, n, a);
-                           break;
-                       }
+                       });
                      }
                    }
                  });
