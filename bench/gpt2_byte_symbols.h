@@ -14,7 +14,8 @@ inline std::vector<std::string> byte_symbols() {
   std::vector<std::string> symbols(256);
   int shifted = 0;
   for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    const bool printable =
+        (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
     const int cp = printable ? b : 256 + shifted++;
     std::string utf8;
     if (cp < 0x80) {

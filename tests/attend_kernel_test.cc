@@ -103,9 +103,9 @@ void check(const Shape& s, DType type, CpuPath path) {
 }
 
 TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
-  const Shape shapes[] = {{1, 1, 16, 1},    {2, 3, 64, 15},   {2, 3, 64, 16},  {3, 3, 64, 17},
-                          {1, 5, 64, 100},  {2, 8, 128, 33},  {1, 4, 128, 64}, {3, 1, 32, 300},
-                          {2, 2, 96, 40},   {1, 7, 96, 33}};
+  const Shape shapes[] = {{1, 1, 16, 1},   {2, 3, 64, 15},  {2, 3, 64, 16},  {3, 3, 64, 17},
+                          {1, 5, 64, 100}, {2, 8, 128, 33}, {1, 4, 128, 64}, {3, 1, 32, 300},
+                          {2, 2, 96, 40},  {1, 7, 96, 33}};
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     if (path > hardware_cpu_path()) continue;
     for (const Shape& s : shapes) {

@@ -38,9 +38,9 @@
 #include <vector>
 
 #include "checked_ops.h"
+#include "device_tensor.h"
 #include "duet/plugin_host.h"
 #include "duet/quant.h"
-#include "device_tensor.h"
 #include "random_floats.h"
 
 namespace duet {

@@ -17,7 +17,8 @@ struct DeviceTensor {
   TensorView view;
 };
 
-inline DeviceTensor upload(Device& device, DType type, Shape shape, const void* host, size_t bytes) {
+inline DeviceTensor upload(Device& device, DType type, Shape shape, const void* host,
+                           size_t bytes) {
   DeviceTensor t{device.allocate(bytes), {}};
   device.copy_from_host(t.buffer->data(), host, bytes);
   t.view = TensorView{t.buffer->data(), type, shape};
@@ -31,7 +32,8 @@ DeviceTensor upload(Device& device, DType type, Shape shape, const std::vector<T
 
 // An f32 tensor of zeros.
 inline DeviceTensor zeros(Device& device, Shape shape) {
-  return upload(device, DType::kF32, shape, std::vector<float>(static_cast<size_t>(shape.elements())));
+  return upload(device, DType::kF32, shape,
+                std::vector<float>(static_cast<size_t>(shape.elements())));
 }
 
 // The f32 tensor t, copied to the host once the device is done.

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "checked_ops.h"
+#include "device_tensor.h"
 #include "duet/error.h"
 #include "duet/plugin.h"
 #include "duet/quant.h"
-#include "device_tensor.h"
 #include "random_floats.h"
 
 namespace duet {

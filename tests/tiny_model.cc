@@ -1,7 +1,8 @@
 #include "tiny_model.h"
 
-#include <string>
 #include <unistd.h>
+
+#include <string>
 #include <vector>
 
 #include "duet/gguf.h"

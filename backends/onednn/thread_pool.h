@@ -16,8 +16,8 @@
 #pragma once
 
 #include <algorithm>
-#include <cassert>
 #include <atomic>
+#include <cassert>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>

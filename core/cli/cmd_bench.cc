@@ -453,8 +453,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     r.spec = spec;
     if (progress) {
       std::cerr << "\rduet bench: " << spec.name << (i < warmup ? " warm-up " : " run ")
-                << (i < warmup ? i + 1 : i - warmup + 1) << "/" << (i < warmup ? warmup : repetitions)
-                << "    " << std::flush;
+                << (i < warmup ? i + 1 : i - warmup + 1) << "/"
+                << (i < warmup ? warmup : repetitions) << "    " << std::flush;
     }
     double tps = 0.0, ttft = 0.0;
     if (spec.kind == "pp") {
