@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -110,6 +111,41 @@ TEST_F(SamplersTest, GreedySelectsArgmaxTiesToLowestId) {
   EXPECT_EQ(c.selected, 2);
   EXPECT_EQ(c.ids, std::vector<int32_t>({2}));
   EXPECT_EQ(c.logits, std::vector<float>({3.0f}));
+}
+
+// Lists up to a whole vocabulary against a plain scan by the rank order:
+// the higher logit, ties to the lower id, NaN like -inf — with the ids
+// shuffled, the best tied at many places, the best last, and lists of NaN
+// and -inf only.
+TEST_F(SamplersTest, GreedyOverAWholeVocabularyMatchesThePlainRankOrder) {
+  std::mt19937 rng(7);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t n : {1, 15, 16, 17, 33, 1000, 49152}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      Candidates c;
+      for (size_t i = 0; i < n; ++i) c.ids.push_back(static_cast<int32_t>(i));
+      std::shuffle(c.ids.begin(), c.ids.end(), rng);
+      std::uniform_real_distribution<float> logit(-20.0f, 20.0f);
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t r = rng() % 16;
+        c.logits.push_back(variant == 3  ? (r % 2 ? nan : -inf)
+                           : r == 0      ? nan
+                           : variant == 1 ? 5.0f  // many ties at the best
+                                          : logit(rng));
+      }
+      if (variant == 2) c.logits[n - 1] = 100.0f;  // the best in the tail
+      size_t want = 0;
+      for (size_t i = 1; i < n; ++i) {
+        auto key = [inf](float x) { return std::isnan(x) ? -inf : x; };
+        const float a = key(c.logits[i]), b = key(c.logits[want]);
+        if (a > b || (a == b && c.ids[i] < c.ids[want])) want = i;
+      }
+      const int32_t want_id = c.ids[want];
+      Candidates got = apply("greedy", {}, c);
+      EXPECT_EQ(got.selected, want_id) << "n " << n << " variant " << variant;
+    }
+  }
 }
 
 TEST_F(SamplersTest, GreedyTakesNoOptions) {

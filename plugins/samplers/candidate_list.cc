@@ -24,9 +24,20 @@ bool ranks_before(float la, int32_t ia, float lb, int32_t ib) {
 
 size_t best_index(const Candidates& c) {
   assert(!c.ids.empty());
+  // A greedy step scans the whole vocabulary while the backend's threads
+  // wait, so the scan reads an id only where the key reaches the best so
+  // far (rarely, after the first few hundred), not at every candidate as a
+  // loop over ranks_before would.
+  const float* logits = c.logits.data();
   size_t best = 0;
-  for (size_t i = 1; i < c.ids.size(); ++i)
-    if (ranks_before(c.logits[i], c.ids[i], c.logits[best], c.ids[best])) best = i;
+  float key = rank_key(logits[0]);
+  for (size_t i = 1; i < c.ids.size(); ++i) {
+    const float k = rank_key(logits[i]);
+    if (k >= key && (k > key || c.ids[i] < c.ids[best])) {
+      key = k;
+      best = i;
+    }
+  }
   return best;
 }
 
