@@ -222,6 +222,39 @@ TEST_P(BackendConformance, MatmulOfSmolLM2Shapes) {
   }
 }
 
+TEST_P(BackendConformance, MatmulsSharingAnInputSeeItsNewValues) {
+  // The model multiplies one activation buffer by several matrices in a row
+  // (q, k, v), then writes new values to it; a backend that keeps work on
+  // the input between calls must notice. Rows of one-row and few-row steps.
+  const int64_t m = 64, k = 256;
+  const std::vector<uint8_t> w1 = random_weight(DType::kQ4_1, m, k, 25);
+  const std::vector<uint8_t> w2 = random_weight(DType::kQ8_0, m, k, 26);
+  for (int64_t n : {1, 3}) {
+    const std::vector<float> x1 = random_floats(static_cast<size_t>(n * k), 27);
+    std::vector<float> x2 = x1;
+    x2[static_cast<size_t>(n * k - 1)] += 1.0f;  // one value differs, the last
+    compare("matmul, input rewritten in place n=" + std::to_string(n),
+            GetParam().quantized_matmul, [&](Backend& b) {
+              DeviceTensor a = upload(b.device(), DType::kQ4_1, {m, k}, w1);
+              DeviceTensor c = upload(b.device(), DType::kQ8_0, {m, k}, w2);
+              DeviceTensor xt = upload(b.device(), DType::kF32, {n, k}, x1);
+              DeviceTensor out = zeros(b.device(), {4, n, m});
+              const int64_t part = n * m * static_cast<int64_t>(sizeof(float));
+              auto slice = [&](int64_t i) {
+                return TensorView{static_cast<uint8_t*>(out.buffer->data()) + i * part,
+                                  DType::kF32, {n, m}};
+              };
+              CheckedOps ops(b);
+              ops.matmul(xt.view, a.view, slice(0));
+              ops.matmul(xt.view, c.view, slice(1));
+              b.device().copy_from_host(xt.buffer->data(), x2.data(), x2.size() * sizeof(float));
+              ops.matmul(xt.view, a.view, slice(2));
+              ops.matmul(xt.view, c.view, slice(3));
+              return download(b.device(), out.view);
+            });
+  }
+}
+
 TEST_P(BackendConformance, RmsNorm) {
   const int64_t n = 7, d = 576;
   const std::vector<float> x = random_floats(static_cast<size_t>(n * d), 31, -3.0f, 3.0f);

@@ -57,7 +57,8 @@ class Matmul {
   static int64_t panel_rows(int64_t k);
 
  private:
-  // Fills xq_[0..n) with the rows of x[n, k], quantized to terms_ terms.
+  // Fills xq_[0..n) with the rows of x[n, k], quantized to terms_ terms,
+  // unless they already hold exactly these rows.
   void quantize_rows(const float* x, int64_t n, int64_t k);
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
   // Rows per GEMM panel when m rows are shared out: about kTasksPerThread
@@ -71,6 +72,10 @@ class Matmul {
   int terms_;
   const VectorKernels& kernels_;
   std::vector<Q8Activations> xq_;           // one per activation row
+  // The activations xq_ holds, and where they were read: a copy, compared
+  // whole, so that new values at the same address are never mistaken.
+  const float* quantized_from_ = nullptr;
+  std::vector<float> quantized_;
   std::vector<std::vector<float>> panels_;  // one per thread
 };
 
