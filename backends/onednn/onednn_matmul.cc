@@ -74,6 +74,7 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k) {
       xq_.front().k() == k && std::memcmp(x, quantized_.data(), floats * sizeof(float)) == 0) {
     return;
   }
+  quantized_from_ = nullptr;  // until every row is in
   if (xq_.size() < static_cast<size_t>(n)) xq_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) xq_[static_cast<size_t>(i)].quantize(x + i * k, k, path_, terms_);
   quantized_from_ = x;
