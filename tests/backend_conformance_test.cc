@@ -255,31 +255,46 @@ TEST_P(BackendConformance, MatmulsSharingAnInputSeeItsNewValues) {
   }
 }
 
+// Row counts of a decode batch and of a prompt chunk (which a backend may
+// split across threads), for the row-wise ops below.
+constexpr int64_t kFewRows = 7, kPromptRows = 203;
+
 TEST_P(BackendConformance, RmsNorm) {
-  const int64_t n = 7, d = 576;
-  const std::vector<float> x = random_floats(static_cast<size_t>(n * d), 31, -3.0f, 3.0f);
-  const std::vector<float> weight = random_floats(static_cast<size_t>(d), 32);
-  compare("rmsnorm", kElementwise, [&](Backend& b) {
-    DeviceTensor xt = upload(b.device(), DType::kF32, {n, d}, x);
-    DeviceTensor wt = upload(b.device(), DType::kF32, {d}, weight);
-    CheckedOps(b).rmsnorm(xt.view, wt.view, 1e-5f, xt.view);  // in place, as the model calls it
-    return download(b.device(), xt.view);
-  });
+  const int64_t d = 576;
+  for (int64_t n : {kFewRows, kPromptRows}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * d), 31, -3.0f, 3.0f);
+    const std::vector<float> weight = random_floats(static_cast<size_t>(d), 32);
+    compare("rmsnorm n=" + std::to_string(n), kElementwise, [&](Backend& b) {
+      DeviceTensor xt = upload(b.device(), DType::kF32, {n, d}, x);
+      DeviceTensor wt = upload(b.device(), DType::kF32, {d}, weight);
+      CheckedOps(b).rmsnorm(xt.view, wt.view, 1e-5f, xt.view);  // in place, as the model calls it
+      return download(b.device(), xt.view);
+    });
+  }
 }
 
 TEST_P(BackendConformance, RopeWithBothPairings) {
-  const int64_t n = 7, heads = 3, head_dim = 64;
-  const std::vector<float> x = random_floats(static_cast<size_t>(n * heads * head_dim), 41);
-  const std::vector<int32_t> positions = {0, 1, 2, 17, 600, 2047, 4000};
-  for (auto pairs : {RopeParams::Pairs::kAdjacent, RopeParams::Pairs::kHalves}) {
-    const RopeParams params{100000.0f, pairs};
-    compare(pairs == RopeParams::Pairs::kAdjacent ? "rope adjacent" : "rope halves", kElementwise,
-            [&](Backend& b) {
-              DeviceTensor xt = upload(b.device(), DType::kF32, {n, heads, head_dim}, x);
-              DeviceTensor pt = upload(b.device(), DType::kI32, {n}, positions);
-              CheckedOps(b).rope(xt.view, pt.view, params);
-              return download(b.device(), xt.view);
-            });
+  const int64_t head_dim = 64;
+  // Few rows at scattered positions; a prompt's rows of all 9 query heads.
+  for (int64_t n : {kFewRows, kPromptRows}) {
+    const int64_t heads = n == kFewRows ? 3 : 9;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * heads * head_dim), 41);
+    std::vector<int32_t> positions = {0, 1, 2, 17, 600, 2047, 4000};
+    if (n != kFewRows) {
+      positions.clear();
+      for (int64_t i = 0; i < n; ++i) positions.push_back(static_cast<int32_t>(20 * i));
+    }
+    for (auto pairs : {RopeParams::Pairs::kAdjacent, RopeParams::Pairs::kHalves}) {
+      const RopeParams params{100000.0f, pairs};
+      compare(std::string(pairs == RopeParams::Pairs::kAdjacent ? "rope adjacent" : "rope halves") +
+                  " n=" + std::to_string(n),
+              kElementwise, [&](Backend& b) {
+                DeviceTensor xt = upload(b.device(), DType::kF32, {n, heads, head_dim}, x);
+                DeviceTensor pt = upload(b.device(), DType::kI32, {n}, positions);
+                CheckedOps(b).rope(xt.view, pt.view, params);
+                return download(b.device(), xt.view);
+              });
+    }
   }
 }
 
@@ -299,15 +314,17 @@ TEST_P(BackendConformance, SwiGLUSmallAndLarge) {
 }
 
 TEST_P(BackendConformance, Add) {
-  const int64_t n = 7, d = 576;
-  const std::vector<float> a = random_floats(static_cast<size_t>(n * d), 61);
-  const std::vector<float> c = random_floats(static_cast<size_t>(n * d), 62);
-  compare("add", kElementwise, [&](Backend& b) {
-    DeviceTensor at = upload(b.device(), DType::kF32, {n, d}, a);
-    DeviceTensor ct = upload(b.device(), DType::kF32, {n, d}, c);
-    CheckedOps(b).add(at.view, ct.view, at.view);
-    return download(b.device(), at.view);
-  });
+  const int64_t d = 576;
+  for (int64_t n : {kFewRows, kPromptRows}) {
+    const std::vector<float> a = random_floats(static_cast<size_t>(n * d), 61);
+    const std::vector<float> c = random_floats(static_cast<size_t>(n * d), 62);
+    compare("add n=" + std::to_string(n), kElementwise, [&](Backend& b) {
+      DeviceTensor at = upload(b.device(), DType::kF32, {n, d}, a);
+      DeviceTensor ct = upload(b.device(), DType::kF32, {n, d}, c);
+      CheckedOps(b).add(at.view, ct.view, at.view);
+      return download(b.device(), at.view);
+    });
+  }
 }
 
 // ---- attention ------------------------------------------------------------------

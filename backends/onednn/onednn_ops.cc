@@ -53,26 +53,38 @@ void OnednnOps::matmul(const TensorView& x, const TensorView& w, TensorView out)
   matmul_.run(x, w, out);
 }
 
+template <typename Fn>
+void OnednnOps::for_rows(int64_t rows, int64_t row_elements, const Fn& fn) {
+  if (rows * row_elements < kParallelElements) {
+    fn(int64_t{0}, rows);
+    return;
+  }
+  pool_->parallel_for(rows, 1, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+}
+
 void OnednnOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) {
   const int64_t n = x.shape[0];
   const int64_t d = x.shape[1];
   const float* w = weight.as<const float>();
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x.as<const float>() + i * d;
-    float* oi = out.as<float>() + i * d;  // may be xi: every x is read before it is written
-    // Eight independent partial sums vectorize without reassociating.
-    constexpr int64_t kLanes = 8;
-    double lanes[kLanes] = {};
-    int64_t c = 0;
-    for (; c + kLanes <= d; c += kLanes) {
-      for (int64_t j = 0; j < kLanes; ++j) lanes[j] += double{xi[c + j]} * xi[c + j];
+  for_rows(n, d, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float* xi = x.as<const float>() + i * d;
+      float* oi = out.as<float>() + i * d;  // may be xi: every x is read before it is written
+      // Eight independent partial sums vectorize without reassociating.
+      constexpr int64_t kLanes = 8;
+      double lanes[kLanes] = {};
+      int64_t c = 0;
+      for (; c + kLanes <= d; c += kLanes) {
+        for (int64_t j = 0; j < kLanes; ++j) lanes[j] += double{xi[c + j]} * xi[c + j];
+      }
+      double sum_sq = 0.0;
+      for (; c < d; ++c) sum_sq += double{xi[c]} * xi[c];
+      for (double l : lanes) sum_sq += l;
+      const auto scale =
+          static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
+      for (c = 0; c < d; ++c) oi[c] = xi[c] * scale * w[c];
     }
-    double sum_sq = 0.0;
-    for (; c < d; ++c) sum_sq += double{xi[c]} * xi[c];
-    for (double l : lanes) sum_sq += l;
-    const auto scale = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
-    for (c = 0; c < d; ++c) oi[c] = xi[c] * scale * w[c];
-  }
+  });
 }
 
 void OnednnOps::ensure_rope_table(float theta_base, int64_t head_dim, int32_t max_position) {
@@ -114,18 +126,20 @@ void OnednnOps::rope(TensorView x, const TensorView& positions, const RopeParams
   const bool adjacent = params.pairs == RopeParams::Pairs::kAdjacent;
   const int64_t first = adjacent ? 2 : 1;
   const int64_t second = adjacent ? 1 : half;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* cs = rope_table_.data() + static_cast<int64_t>(pos[i]) * half * 2;
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = x.as<float>() + (i * heads + h) * head_dim;
-      for (int64_t j = 0; j < half; ++j) {
-        const double c = cs[2 * j], s = cs[2 * j + 1];
-        const double a = v[first * j], b = v[first * j + second];
-        v[first * j] = static_cast<float>(a * c - b * s);
-        v[first * j + second] = static_cast<float>(a * s + b * c);
+  for_rows(n, heads * head_dim, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float* cs = rope_table_.data() + static_cast<int64_t>(pos[i]) * half * 2;
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = x.as<float>() + (i * heads + h) * head_dim;
+        for (int64_t j = 0; j < half; ++j) {
+          const double c = cs[2 * j], s = cs[2 * j + 1];
+          const double a = v[first * j], b = v[first * j + second];
+          v[first * j] = static_cast<float>(a * c - b * s);
+          v[first * j + second] = static_cast<float>(a * s + b * c);
+        }
       }
     }
-  }
+  });
 }
 
 void OnednnOps::swiglu(const TensorView& gate, const TensorView& up, TensorView out) {
@@ -147,7 +161,9 @@ void OnednnOps::add(const TensorView& a, const TensorView& b, TensorView out) {
   const float* pa = a.as<const float>();
   const float* pb = b.as<const float>();
   float* po = out.as<float>();
-  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+  for_rows(n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
+  });
 }
 
 }  // namespace duet::onednn

@@ -2,7 +2,9 @@
 //
 // matmul is Matmul (onednn_matmul.h); SwiGLU uses the vector kernels;
 // RMSNorm, RoPE, add and embedding are short loops the compiler vectorizes
-// for baseline x86-64 — together they take a few percent of a forward pass.
+// for baseline x86-64 — together they take a few percent of a forward pass;
+// the first three split their rows across the pool when a prompt gives them
+// enough (a decode step's single row stays on the calling thread).
 // RoPE reads cos/sin from a table computed in double precision once per
 // position, so its angles are as exact as the reference backend's.
 // Weights may be f32, f16, bf16, q4_0, q4_1 or q8_0; everything else is f32.
@@ -33,6 +35,10 @@ class OnednnOps final : public Ops {
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
 
  private:
+  // fn(begin, end) over rows [0, rows) of row_elements each: on the calling
+  // thread when there are few elements, else split across the pool.
+  template <typename Fn>
+  void for_rows(int64_t rows, int64_t row_elements, const Fn& fn);
   // Makes rope_table_ hold positions [0, max_position] for these parameters.
   void ensure_rope_table(float theta_base, int64_t head_dim, int32_t max_position);
 
