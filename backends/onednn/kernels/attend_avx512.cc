@@ -169,9 +169,10 @@ void values_heads_q8(const uint8_t* v, int64_t stride_bytes, int64_t m, int64_t 
   }
 }
 
-// values_typed's step for q8_0: the H heads from `h0` (probabilities
-// probs + h * n + i0, accumulators acc + h * head_dim) over the m ≤ 16
-// positions of one block of one KV head's values, 64 dimensions at a time.
+// values_typed's step for q8_0: H heads (head h's probabilities of the
+// block at probs + h * n, its accumulators at acc + h * head_dim) over the
+// m ≤ 16 positions of one block of one KV head's values, 64 dimensions at
+// a time.
 template <int H>
 void values_block_q8(const uint8_t* values, int64_t stride_bytes, int64_t m, int32_t head_dim,
                      const float* probs, int64_t n, float* acc) {
