@@ -18,7 +18,8 @@ constexpr int64_t kGemvGrain = 16;
 // when done, from the back of another thread's
 // (ThreadPool::parallel_for_shared): for SmolLM2's Q4_1 and Q8_0 matrices
 // 20-60 KiB of weights, a few microseconds of streaming, against one atomic
-// compare-and-swap.
+// compare-and-swap. In-process A/B on SmolLM2 decode: 32 rows took 1.006-
+// 1.023 times as long, 128 rows 1.002-1.009.
 constexpr int64_t kGemvChunk = 4 * kGemvGrain;
 // GEMM panels are handed to threads as they become free, about this many
 // per thread: on a shared machine one core often runs slower than another,
