@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "duet/quant.h"
+#include "kernels/attend_avx512.h"
 #include "kernels/cpu_features.h"
 #include "random_floats.h"
 #include "vector_kernels.h"
@@ -93,10 +94,10 @@ void check(const Shape& s, DType type, CpuPath path) {
     err += (got[i] - want[i]) * (got[i] - want[i]);
     norm += want[i] * want[i];
   }
-  // The VNNI path multiplies q8_0 keys as int8, the queries in two int8
-  // terms (about 16 bits); everything else is f32 arithmetic.
+  // Where the VNNI path multiplies q8_0 keys as int8 (the queries in two
+  // int8 terms, about 16 bits); everything else is f32 arithmetic.
   const bool int8_keys =
-      path == CpuPath::kAvx512Vnni && type == DType::kQ8_0 && s.head_dim % 64 == 0;
+      detail::int8_scores(path == CpuPath::kAvx512Vnni, type, s.head_dim);
   EXPECT_LE(err / norm, int8_keys ? 1e-8 : 1e-10)
       << cpu_path_name(path) << " " << dtype_name(type) << " kv_heads " << s.kv_heads << " group "
       << s.group << " head_dim " << s.head_dim << " n " << s.n;

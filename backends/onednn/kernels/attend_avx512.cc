@@ -482,7 +482,7 @@ __attribute__((target("avx512vnni"))) void scores_q8_vnni(const float* q, int32_
 void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                           float scale, const void* k, DType type, int64_t stride, int64_t n,
                           float* scores, float* staging, bool vnni) {
-  if (vnni && type == DType::kQ8_0 && head_dim % 64 == 0) {
+  if (int8_scores(vnni, type, head_dim)) {
     return scores_q8_vnni(q, kv_heads, group, head_dim, scale, static_cast<const uint8_t*>(k),
                           stride, n, scores, staging);
   }

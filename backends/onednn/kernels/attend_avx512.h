@@ -38,6 +38,12 @@ void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32
                           float scale, const void* k, DType type, int64_t stride, int64_t n,
                           float* scores, float* staging, bool vnni);
 
+// Whether attend_scores_avx512 multiplies keys as int8 for these arguments
+// (otherwise its arithmetic is f32).
+constexpr bool int8_scores(bool vnni, DType type, int32_t head_dim) {
+  return vnni && type == DType::kQ8_0 && head_dim % 64 == 0;
+}
+
 // acc[h * head_dim + d] += Σ_i probs[h * n + i] * v_i[d] for the same heads.
 void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
                           DType type, int64_t stride, int64_t n, const float* probs, float* acc);
