@@ -71,14 +71,13 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k) {
   // The same activations often feed several matrices in a row (a layer's
   // q, k and v; gate and up): bit-identical input, identical quantization.
   const auto floats = static_cast<size_t>(n * k);
-  if (x == quantized_from_ && quantized_.size() == floats && xq_.size() >= static_cast<size_t>(n) &&
-      xq_.front().k() == k && std::memcmp(x, quantized_.data(), floats * sizeof(float)) == 0) {
+  if (quantized_.size() == floats && xq_.front().k() == k &&
+      std::memcmp(x, quantized_.data(), floats * sizeof(float)) == 0) {
     return;
   }
-  quantized_from_ = nullptr;  // until every row is in
+  quantized_.clear();  // until every row is in
   if (xq_.size() < static_cast<size_t>(n)) xq_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) xq_[static_cast<size_t>(i)].quantize(x + i * k, k, path_, terms_);
-  quantized_from_ = x;
   quantized_.assign(x, x + floats);
 }
 

@@ -72,9 +72,9 @@ class Matmul {
   int terms_;
   const VectorKernels& kernels_;
   std::vector<Q8Activations> xq_;           // one per activation row
-  // The activations xq_ holds, and where they were read: a copy, compared
-  // whole, so that new values at the same address are never mistaken.
-  const float* quantized_from_ = nullptr;
+  // A copy of the activations xq_ holds (empty when none), compared whole
+  // with the next input, so that new values at the same address are never
+  // mistaken for them.
   std::vector<float> quantized_;
   std::vector<std::vector<float>> panels_;  // one per thread
 };

@@ -62,9 +62,8 @@ class ThreadPool {
     }
     run([&](int t) {
       if (t >= parts) return;
-      const int64_t begin = std::min(n, chunks * t / parts * grain);
-      const int64_t end = std::min(n, chunks * (t + 1) / parts * grain);
-      if (begin < end) fn(begin, end, t);
+      const Span s = share(n, grain, parts, t);
+      if (s.begin < s.end) fn(s.begin, s.end, t);
     });
   }
 
@@ -88,10 +87,7 @@ class ThreadPool {
       for (int64_t b = 0; b < n; b += chunk) fn(b, std::min(n, b + chunk), 0);
       return;
     }
-    for (int64_t t = 0; t < parts; ++t) {
-      ranges_[static_cast<size_t>(t)].store(Span{std::min(n, chunks * t / parts * grain),
-                                                 std::min(n, chunks * (t + 1) / parts * grain)});
-    }
+    for (int64_t t = 0; t < parts; ++t) ranges_[static_cast<size_t>(t)].store(share(n, grain, parts, t));
     run([&](int t) {
       for (int64_t i = 0; i < parts; ++i) {
         Range& r = ranges_[static_cast<size_t>((t + i) % parts)];
@@ -143,6 +139,11 @@ class ThreadPool {
     int64_t begin = 0;
     int64_t end = 0;
   };
+  // Part t of [0, n) cut into `parts` contiguous ranges on the grain.
+  static Span share(int64_t n, int64_t grain, int64_t parts, int64_t t) {
+    const int64_t chunks = (n + grain - 1) / grain;
+    return {std::min(n, chunks * t / parts * grain), std::min(n, chunks * (t + 1) / parts * grain)};
+  }
   class alignas(64) Range {
    public:
     void store(Span s) { word_.store(pack(s), std::memory_order_relaxed); }

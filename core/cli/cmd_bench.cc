@@ -446,11 +446,11 @@ int cmd_bench(const std::vector<std::string>& args) {
   const int64_t chunk = prefill_chunk(config);
   const bool progress = isatty(STDERR_FILENO) != 0;
   std::vector<TestResult> results(specs.size());
+  for (size_t t = 0; t < specs.size(); ++t) results[t].spec = specs[t];
   // Run i (warm-ups first) of test t.
   const auto run = [&](size_t t, int64_t i) {
     const TestSpec& spec = specs[t];
     TestResult& r = results[t];
-    r.spec = spec;
     if (progress) {
       std::cerr << "\rduet bench: " << spec.name << (i < warmup ? " warm-up " : " run ")
                 << (i < warmup ? i + 1 : i - warmup + 1) << "/"
