@@ -3,9 +3,10 @@
 // the model tests do not reach (groups of 1, 2, 5, 7 and 8 query heads per
 // KV head, head_dim 16, 32, 96 and 128, position counts around the AVX-512
 // kernel's blocks of 16), f32, f16 and q8_0 caches, and a cache read in two runs folded into
-// one online-softmax state (q8_0 keys on the VNNI path are multiplied as
-// int8: held to 1e-8, not 1e-10). Also VectorKernels::quantize_q8_0
-// against duet::quantize_row, byte for byte.
+// one online-softmax state, held to 1e-10; VectorKernels::attend_tiles over
+// the same q8_0 caches moved into tiles from every slot of a tile (integer
+// arithmetic, held to 1e-8), and the tiles' round trip. Also
+// VectorKernels::quantize_q8_0 against duet::quantize_row, byte for byte.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,8 +17,8 @@
 #include <vector>
 
 #include "duet/quant.h"
-#include "kernels/attend_avx512.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kv_tiles.h"
 #include "random_floats.h"
 #include "vector_kernels.h"
 
@@ -33,29 +34,39 @@ struct Shape {
 
 using testdata::random_floats;
 
-// Rows of the cache are padded (stride > kv_heads * head_dim) as the slots of
-// a real cache are not, so that reading past a head is caught by the values.
-// The cache holds `type` (f32, f16 or q8_0) as duet::quantize_row stores it;
-// the reference attends over what it holds.
-void check(const Shape& s, DType type, CpuPath path) {
+// A cache of n random positions in `type` (f32, f16 or q8_0, as
+// duet::quantize_row stores it) and attention over it computed in double.
+// Rows are padded (stride > kv_heads * head_dim) as the slots of a real
+// cache are not, so that reading past a head is caught by the values.
+struct Case {
+  Shape s;
+  DType type;
+  int64_t stride_bytes;
+  std::vector<float> q;
+  std::vector<uint8_t> k_bytes, v_bytes;
+  std::vector<double> want;  // [head][dim]
+};
+
+Case make_case(const Shape& s, DType type) {
+  Case c{s, type, 0, {}, {}, {}, {}};
   const int64_t heads = int64_t{s.kv_heads} * s.group;
   const int64_t stride = int64_t{s.kv_heads} * s.head_dim + 32;  // elements
-  const auto stride_bytes =
-      static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(stride)));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  const std::vector<float> q = random_floats(static_cast<size_t>(heads * s.head_dim), 1);
+  c.stride_bytes = static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(stride)));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+  c.q = random_floats(static_cast<size_t>(heads * s.head_dim), 1);
   std::vector<float> k = random_floats(static_cast<size_t>(s.n * stride), 2);
   std::vector<float> v = random_floats(static_cast<size_t>(s.n * stride), 3);
-  std::vector<uint8_t> k_bytes(static_cast<size_t>(s.n * stride_bytes)), v_bytes(k_bytes.size());
+  c.k_bytes.resize(static_cast<size_t>(s.n * c.stride_bytes));
+  c.v_bytes.resize(c.k_bytes.size());
   for (int64_t i = 0; i < s.n; ++i) {
     for (auto [x, bytes] :
-         {std::pair{k.data(), k_bytes.data()}, std::pair{v.data(), v_bytes.data()}}) {
-      quantize_row(type, x + i * stride, bytes + i * stride_bytes, stride);
-      dequantize_row(type, bytes + i * stride_bytes, x + i * stride, stride);
+         {std::pair{k.data(), c.k_bytes.data()}, std::pair{v.data(), c.v_bytes.data()}}) {
+      quantize_row(type, x + i * stride, bytes + i * c.stride_bytes, stride);
+      dequantize_row(type, bytes + i * c.stride_bytes, x + i * stride, stride);
     }
   }
-  // Reference: softmax(scale * q·k) · v in double.
-  std::vector<double> want(static_cast<size_t>(heads * s.head_dim));
+  // softmax(scale * q·k) · v over what the cache holds.
+  c.want.resize(static_cast<size_t>(heads * s.head_dim));
   for (int64_t h = 0; h < heads; ++h) {
     const int64_t g = h / s.group;
     std::vector<double> w(static_cast<size_t>(s.n));
@@ -63,7 +74,7 @@ void check(const Shape& s, DType type, CpuPath path) {
     for (int64_t i = 0; i < s.n; ++i) {
       double dot = 0.0;
       for (int64_t d = 0; d < s.head_dim; ++d)
-        dot += double{q[h * s.head_dim + d]} * k[i * stride + g * s.head_dim + d];
+        dot += double{c.q[h * s.head_dim + d]} * k[i * stride + g * s.head_dim + d];
       w[i] = scale * dot;
       max = std::max(max, w[i]);
     }
@@ -71,48 +82,149 @@ void check(const Shape& s, DType type, CpuPath path) {
     for (int64_t d = 0; d < s.head_dim; ++d) {
       double acc = 0.0;
       for (int64_t i = 0; i < s.n; ++i) acc += w[i] * v[i * stride + g * s.head_dim + d];
-      want[h * s.head_dim + d] = acc / total;
+      c.want[h * s.head_dim + d] = acc / total;
     }
   }
-  // The kernel, over two runs of positions [0, split) and [split, n).
-  const VectorKernels& kernels = vector_kernels(path);
+  return c;
+}
+
+// Folds the positions into one online-softmax state over two runs, [0,
+// split) and [split, n), calling attend_run(begin, end, scores, state) for
+// each, and returns the normalised squared error of the merged output.
+template <class AttendRun>
+double run_and_compare(const Case& c, const VectorKernels& kernels, const AttendRun& attend_run) {
+  const Shape& s = c.s;
+  const int64_t heads = int64_t{s.kv_heads} * s.group;
   std::vector<float> state(static_cast<size_t>(heads * (2 + s.head_dim)), 0.0f);
   const SoftmaxPart part{state.data(), state.data() + heads, state.data() + 2 * heads};
   std::fill(part.max, part.max + heads, -INFINITY);
   std::vector<float> scores(static_cast<size_t>(heads * (s.n + s.head_dim) + 16 * s.head_dim));
   const int64_t split = s.n / 3;
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, split}, {split, s.n}}) {
-    if (begin == end) continue;
-    kernels.attend(q.data(), s.kv_heads, s.group, s.head_dim, scale,
-                   k_bytes.data() + begin * stride_bytes, v_bytes.data() + begin * stride_bytes,
-                   type, stride_bytes, end - begin, scores.data(), part);
+    if (begin != end) attend_run(begin, end, scores.data(), part);
   }
-  std::vector<float> got(want.size());
+  std::vector<float> got(c.want.size());
   kernels.merge(&part, 1, static_cast<int32_t>(heads), s.head_dim, got.data());
   double err = 0.0, norm = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
+  for (size_t i = 0; i < c.want.size(); ++i) {
+    err += (got[i] - c.want[i]) * (got[i] - c.want[i]);
+    norm += c.want[i] * c.want[i];
   }
-  // Where the VNNI path multiplies q8_0 keys as int8 (the queries in two
-  // int8 terms, about 16 bits); everything else is f32 arithmetic.
-  const bool int8_keys =
-      detail::int8_scores(path == CpuPath::kAvx512Vnni, type, s.head_dim);
-  EXPECT_LE(err / norm, int8_keys ? 1e-8 : 1e-10)
-      << cpu_path_name(path) << " " << dtype_name(type) << " kv_heads " << s.kv_heads << " group "
-      << s.group << " head_dim " << s.head_dim << " n " << s.n;
+  return err / norm;
 }
 
+float scale_of(const Shape& s) { return 1.0f / std::sqrt(static_cast<float>(s.head_dim)); }
+
+void check(const Shape& s, DType type, CpuPath path) {
+  const Case c = make_case(s, type);
+  const VectorKernels& kernels = vector_kernels(path);
+  const double nmse =
+      run_and_compare(c, kernels, [&](int64_t begin, int64_t end, float* scores, SoftmaxPart st) {
+        kernels.attend(c.q.data(), s.kv_heads, s.group, s.head_dim, scale_of(s),
+                       c.k_bytes.data() + begin * c.stride_bytes,
+                       c.v_bytes.data() + begin * c.stride_bytes, type, c.stride_bytes, end - begin,
+                       scores, st);
+      });
+  EXPECT_LE(nmse, 1e-10) << cpu_path_name(path) << " " << dtype_name(type) << " kv_heads "
+                         << s.kv_heads << " group " << s.group << " head_dim " << s.head_dim
+                         << " n " << s.n;
+}
+
+// The same q8_0 cache moved into tiles (kernels/kv_tiles.h) from slot
+// `lane0` on, tiles `pad` bytes further apart than they need be, the
+// unused slots and padding random bytes, read by attend_tiles.
+void check_tiles(const Shape& s, int32_t lane0) {
+  const Case c = make_case(s, DType::kQ8_0);
+  const VectorKernels& kernels = vector_kernels(CpuPath::kAvx512Vnni);
+  const int64_t tile_bytes = s.kv_heads * tile_head_bytes(s.head_dim) + 64;
+  const int64_t n_tiles = (lane0 + s.n + kTileSlots - 1) / kTileSlots;
+  std::vector<uint8_t> k_tiles(static_cast<size_t>(n_tiles * tile_bytes));
+  std::vector<uint8_t> v_tiles(k_tiles.size());
+  const std::vector<float> noise = random_floats(k_tiles.size(), 5);
+  for (size_t i = 0; i < k_tiles.size(); ++i) {
+    k_tiles[i] = static_cast<uint8_t>(noise[i] * 1000.0f);
+    v_tiles[i] = static_cast<uint8_t>(noise[i] * 3000.0f);
+  }
+  for (int64_t i = 0; i < s.n; ++i) {
+    const int64_t slot = lane0 + i;
+    const int64_t at = slot / kTileSlots * tile_bytes;
+    const auto lane = static_cast<int32_t>(slot % kTileSlots);
+    put_tile_row(TilePart::kKeys, c.k_bytes.data() + i * c.stride_bytes, s.kv_heads, s.head_dim,
+                 k_tiles.data() + at, lane);
+    put_tile_row(TilePart::kValues, c.v_bytes.data() + i * c.stride_bytes, s.kv_heads,
+                 s.head_dim, v_tiles.data() + at, lane);
+  }
+  const double nmse =
+      run_and_compare(c, kernels, [&](int64_t begin, int64_t end, float* scores, SoftmaxPart st) {
+        const int64_t slot = lane0 + begin;
+        const int64_t at = slot / kTileSlots * tile_bytes;
+        kernels.attend_tiles(c.q.data(), s.kv_heads, s.group, s.head_dim, scale_of(s),
+                             k_tiles.data() + at, v_tiles.data() + at, tile_bytes,
+                             static_cast<int32_t>(slot % kTileSlots), end - begin, scores, st);
+      });
+  // Queries in two int8 terms (~16 bits) and probabilities in 15 bits.
+  EXPECT_LE(nmse, 1e-8) << "lane0 " << lane0 << " kv_heads " << s.kv_heads << " group "
+                        << s.group << " head_dim " << s.head_dim << " n " << s.n;
+}
+
+const Shape kShapes[] = {{1, 1, 16, 1},   {2, 3, 64, 15},  {2, 3, 64, 16},  {3, 3, 64, 17},
+                         {1, 5, 64, 100}, {2, 8, 128, 33}, {1, 4, 128, 64}, {3, 1, 32, 300},
+                         {2, 2, 96, 40},  {1, 7, 96, 33}};
+
 TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
-  const Shape shapes[] = {{1, 1, 16, 1},   {2, 3, 64, 15},  {2, 3, 64, 16},  {3, 3, 64, 17},
-                          {1, 5, 64, 100}, {2, 8, 128, 33}, {1, 4, 128, 64}, {3, 1, 32, 300},
-                          {2, 2, 96, 40},  {1, 7, 96, 33}};
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     if (path > hardware_cpu_path()) continue;
-    for (const Shape& s : shapes) {
+    for (const Shape& s : kShapes) {
       for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
         if (type == DType::kQ8_0 && s.head_dim % 32 != 0) continue;  // blocks would span heads
         check(s, type, path);
+      }
+    }
+  }
+}
+
+TEST(AttendKernel, TilesMatchDoubleAttentionFromEverySlot) {
+  if (hardware_cpu_path() < CpuPath::kAvx512Vnni) {
+    GTEST_SKIP() << "attend_tiles needs AVX-512 VNNI, which this CPU lacks";
+  }
+  for (const Shape& s : kShapes) {
+    if (s.head_dim % 32 != 0) continue;  // q8_0 blocks would span heads
+    for (int32_t lane0 : {0, 1, 7, 15}) check_tiles(s, lane0);
+  }
+}
+
+// Only the VNNI path reads tiles.
+TEST(AttendKernel, TilesAreReadOnTheVnniPathAlone) {
+  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+    EXPECT_EQ(vector_kernels(path).attend_tiles != nullptr, path == CpuPath::kAvx512Vnni)
+        << cpu_path_name(path);
+  }
+}
+
+// A q8_0 row put into a tile and got back is the same bytes, in every slot
+// and beside its neighbours.
+TEST(KvTiles, RowsComeBackAsTheyWentIn) {
+  for (const auto& [kv_heads, head_dim] : {std::pair{3, 64}, {2, 96}, {1, 32}}) {
+    const int64_t row_elements = int64_t{kv_heads} * head_dim;
+    const auto row_bytes =
+        static_cast<int64_t>(*dtype_row_bytes(DType::kQ8_0, static_cast<uint64_t>(row_elements)));
+    for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
+      std::vector<uint8_t> rows(static_cast<size_t>(kTileSlots * row_bytes));
+      const std::vector<float> x = random_floats(static_cast<size_t>(kTileSlots * row_elements), 6);
+      for (int64_t j = 0; j < kTileSlots; ++j) {
+        quantize_row(DType::kQ8_0, x.data() + j * row_elements, rows.data() + j * row_bytes,
+                     row_elements);
+      }
+      std::vector<uint8_t> tile(static_cast<size_t>(kv_heads * tile_head_bytes(head_dim)));
+      ASSERT_EQ(static_cast<int64_t>(tile.size()), kTileSlots * row_bytes);  // no larger
+      for (int32_t j = 0; j < kTileSlots; ++j) {
+        put_tile_row(part, rows.data() + j * row_bytes, kv_heads, head_dim, tile.data(), j);
+      }
+      std::vector<uint8_t> back(static_cast<size_t>(row_bytes));
+      for (int32_t j = 0; j < kTileSlots; ++j) {
+        get_tile_row(part, tile.data(), j, kv_heads, head_dim, back.data());
+        EXPECT_TRUE(std::equal(back.begin(), back.end(), rows.begin() + j * row_bytes))
+            << "slot " << j << " kv_heads " << kv_heads << " head_dim " << head_dim;
       }
     }
   }

@@ -11,6 +11,7 @@
 
 #include "duet/quant.h"
 #include "kernels/attend_avx512.h"
+#include "kernels/attend_tiles.h"
 
 // Vector types are passed by value only between always-inline functions of
 // this file, so the ABI change GCC warns about never applies.
@@ -457,9 +458,9 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   TARGET void quantize_q8_0_##NAME(const float* src, void* dst, int64_t n) {                    \
     quantize_q8_0_body<W>(src, dst, n);                                                         \
   }                                                                                             \
-  constexpr VectorKernels k##NAME{softmax_##NAME,    attend_##NAME,       merge_##NAME,         \
-                                  swiglu_##NAME,     dequantize_##NAME,   widen_f16_##NAME,     \
-                                  narrow_f16_##NAME, quantize_q8_0_##NAME};
+  constexpr VectorKernels k##NAME{softmax_##NAME,    attend_##NAME,        nullptr,            \
+                                  merge_##NAME,      swiglu_##NAME,        dequantize_##NAME,  \
+                                  widen_f16_##NAME,  narrow_f16_##NAME,    quantize_q8_0_##NAME};
 
 #define DUET_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define DUET_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
@@ -481,38 +482,33 @@ DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2)
 
 // Attention's memory-bound halves in intrinsics (kernels/attend_avx512.h),
 // the online-softmax step between them from the generic body.
-template <bool kVnni>
-DUET_INLINE void attend_avx512_body(const float* q, int32_t kv_heads, int32_t group,
-                                    int32_t head_dim, float scale, const void* k, const void* v,
-                                    DType type, int64_t stride, int64_t n, float* scores,
-                                    SoftmaxPart state) {
-  float* staging = scores + int64_t{kv_heads} * group * n;
-  detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores,
-                               staging, kVnni);
-  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
-  detail::attend_values_avx512(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
-}
-
 DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t group,
                                       int32_t head_dim, float scale, const void* k, const void* v,
                                       DType type, int64_t stride, int64_t n, float* scores,
                                       SoftmaxPart state) {
-  attend_avx512_body<false>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores,
-                            state);
+  detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores,
+                               scores + int64_t{kv_heads} * group * n);
+  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  detail::attend_values_avx512(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
 }
 DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512)
 
-// The AVX-512 kernels, with q8_0 keys multiplied as int8 by VNNI.
-DUET_TARGET_AVX512 void attend_Avx512Vnni(const float* q, int32_t kv_heads, int32_t group,
-                                          int32_t head_dim, float scale, const void* k,
-                                          const void* v, DType type, int64_t stride, int64_t n,
-                                          float* scores, SoftmaxPart state) {
-  attend_avx512_body<true>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores,
-                           state);
+// The AVX-512 kernels, and attention over a tiled q8_0 cache with VNNI
+// (kernels/attend_tiles.h).
+DUET_TARGET_AVX512 void attend_tiles_Avx512Vnni(const float* q, int32_t kv_heads, int32_t group,
+                                                int32_t head_dim, float scale, const uint8_t* k,
+                                                const uint8_t* v, int64_t tile_bytes,
+                                                int32_t lane0, int64_t n, float* scores,
+                                                SoftmaxPart state) {
+  detail::attend_tile_scores_vnni(q, kv_heads, group, head_dim, scale, k, tile_bytes, lane0, n,
+                                  scores, scores + int64_t{kv_heads} * group * n);
+  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  detail::attend_tile_values_vnni(kv_heads, group, head_dim, v, tile_bytes, lane0, n, scores,
+                                  state.acc);
 }
 constexpr VectorKernels kAvx512Vnni = [] {
   VectorKernels kernels = kAvx512;
-  kernels.attend = attend_Avx512Vnni;
+  kernels.attend_tiles = attend_tiles_Avx512Vnni;
   return kernels;
 }();
 #endif

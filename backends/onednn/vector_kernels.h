@@ -44,14 +44,21 @@ struct VectorKernels {
   // sum = 0, acc = 0; calling this once per run of consecutive cache slots
   // gives the state of all of them (online softmax). Each position's keys
   // and values are read once, in order. `scores`: scratch for
-  // kv_heads * group * (n + head_dim) + 16 * head_dim floats. On the VNNI
-  // path q8_0 keys meet queries rounded to about 16 bits (two int8 terms
-  // per block of 32); every other path computes in f32.
-  // REQUIRES: head_dim a multiple of 16 (of 32 for q8_0), n ≥ 1, finite
-  // inputs.
+  // kv_heads * group * (n + head_dim) + 16 * head_dim floats. Computes in
+  // f32. REQUIRES: head_dim a multiple of 16 (of 32 for q8_0), n ≥ 1,
+  // finite inputs.
   void (*attend)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
                  const void* k, const void* v, DType type, int64_t stride, int64_t n, float* scores,
                  SoftmaxPart state);
+  // `attend` over a q8_0 cache in tiles (kernels/kv_tiles.h): the n
+  // positions from slot lane0 of the tiles at k and v (tile_bytes apart,
+  // each pointing at the first KV head's part), in integer arithmetic
+  // (kernels/attend_tiles.h: scores within ~1e-5 relative, probabilities
+  // rounded to 15 bits). Set on the VNNI path only, null on the others.
+  // REQUIRES: head_dim a multiple of 32, lane0 in [0, 16), n ≥ 1.
+  void (*attend_tiles)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                       float scale, const uint8_t* k, const uint8_t* v, int64_t tile_bytes,
+                       int32_t lane0, int64_t n, float* scores, SoftmaxPart state);
   // Writes acc / sum of the merged parts to out[h * head_dim + d].
   // REQUIRES: head_dim a multiple of 16, n_parts ≥ 1.
   void (*merge)(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim,

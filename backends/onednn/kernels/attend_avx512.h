@@ -8,11 +8,10 @@
 // q8_0 values are only widened, their scales folded into the
 // probabilities 16 positions at a time) — keys once per block into a small
 // f32 staging area that all query heads of the group read — and the dot
-// products of 16 positions are reduced
-// together (a transposition tree of 15 additions). On VNNI CPUs q8_0 keys
-// are not widened at all: 16 positions' keys are transposed and multiplied
-// as int8 by vpdpbusd. Positions are taken 16 at a time, all KV heads of a
-// block at once, the next block prefetched.
+// products of 16 positions are reduced together (a transposition tree of
+// 15 additions). Positions are taken 16 at a time, all KV heads of a block
+// at once, the next block prefetched. (On VNNI CPUs a q8_0 cache is stored
+// in tiles and read by kernels/attend_tiles.h instead.)
 // The online-softmax step between the halves stays in vector_kernels.cc.
 //
 // Internal to the onednn backend. REQUIRES: an AVX-512 (F, BW, VL) CPU;
@@ -29,20 +28,11 @@ namespace duet::onednn::detail {
 
 // scores[h * n + i] = scale * q_h · k_i for the kv_heads * group query heads
 // h (q_h at q + h * head_dim, group consecutive heads per KV head).
-// `staging`: scratch for (16 + kv_heads * group) * head_dim floats, where
-// an f16 or q8_0 block of keys is widened once for all query heads of its
-// group. With `vnni` (an AVX-512 VNNI CPU), q8_0 keys with head_dim a
-// multiple of 64 are multiplied as int8 by vpdpbusd, each query head in two
-// int8 terms per block of 32 (about 16 bits; scores within ~1e-5 relative).
+// `staging`: scratch for 16 * head_dim floats, where an f16 or q8_0 block
+// of keys is widened once for all query heads of its group.
 void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                           float scale, const void* k, DType type, int64_t stride, int64_t n,
-                          float* scores, float* staging, bool vnni);
-
-// Whether attend_scores_avx512 multiplies keys as int8 for these arguments
-// (otherwise its arithmetic is f32).
-constexpr bool int8_scores(bool vnni, DType type, int32_t head_dim) {
-  return vnni && type == DType::kQ8_0 && head_dim % 64 == 0;
-}
+                          float* scores, float* staging);
 
 // acc[h * head_dim + d] += Σ_i probs[h * n + i] * v_i[d] for the same heads.
 void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,

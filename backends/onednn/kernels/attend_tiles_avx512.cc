@@ -1,0 +1,266 @@
+// Decode attention over a tiled q8_0 cache; see attend_tiles.h.
+#include "kernels/attend_tiles.h"
+
+#include <algorithm>
+
+#include "kernels/avx512_intrinsics.h"
+#include "kernels/kv_tiles.h"
+
+namespace duet::onednn::detail {
+namespace {
+
+constexpr int kQ8 = 32;  // elements per q8_0 block
+
+// Calls body.template operator()<H>() with H = heads, 1 to kMax.
+template <int kMax, class Body>
+__attribute__((always_inline)) inline void with_heads(int64_t heads, const Body& body) {
+  static_assert(kMax == 3 || kMax == 4);
+  switch (heads) {
+    case 1:
+      return body.template operator()<1>();
+    case 2:
+      return body.template operator()<2>();
+    case 3:
+      return body.template operator()<3>();
+    default:
+      if constexpr (kMax == 4) return body.template operator()<4>();
+  }
+}
+
+// The positions of tile t: lane j holds position first + j, first =
+// 16 t - lane0; `lanes` marks those in [0, n).
+struct TileLanes {
+  int64_t first;
+  __mmask16 lanes;
+};
+
+TileLanes tile_lanes(int64_t t, int32_t lane0, int64_t n) {
+  const int64_t first = kTileSlots * t - lane0;
+  uint32_t lanes = 0xffffu;
+  if (first < 0) lanes &= 0xffffu << -first;
+  if (n - first < kTileSlots) lanes &= (1u << (n - first)) - 1;
+  return {first, static_cast<__mmask16>(lanes)};
+}
+
+void prefetch(const uint8_t* p, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + b), _MM_HINT_T0);
+  }
+}
+
+// ---- scores ------------------------------------------------------------------
+
+// One KV head's query heads in two int8 terms, per block b of head h:
+// hi/lo at (h * blocks + b) * 32, scale s / 256 and the correction
+// 128 · Σ(256·hi + lo) at h * blocks + b.
+struct QueryTerms {
+  int8_t* hi;
+  int8_t* lo;
+  float* unit;
+  int32_t* offset;
+};
+
+void quantize_queries(const float* q, int64_t heads, int32_t head_dim, QueryTerms t) {
+  const int32_t blocks = head_dim / kQ8;
+  for (int64_t hb = 0; hb < heads * blocks; ++hb) {
+    const float* x = q + hb * kQ8;
+    const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+    const float s = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(s != 0.0f ? 1.0f / s : 0.0f);
+    int32_t sum = 0;
+    for (int half = 0; half < 2; ++half) {
+      const __m512 y = _mm512_mul_ps(half ? b : a, inv);
+      const __m512i hi = _mm512_cvtps_epi32(y);  // to nearest: |hi| ≤ 127
+      const __m512 rest =
+          _mm512_mul_ps(_mm512_sub_ps(y, _mm512_cvtepi32_ps(hi)), _mm512_set1_ps(256.0f));
+      const __m512i lo =
+          _mm512_max_epi32(_mm512_set1_epi32(-127),
+                           _mm512_min_epi32(_mm512_set1_epi32(127), _mm512_cvtps_epi32(rest)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.hi + hb * kQ8 + 16 * half),
+                       _mm512_cvtepi32_epi8(hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.lo + hb * kQ8 + 16 * half),
+                       _mm512_cvtepi32_epi8(lo));
+      sum += _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo));
+    }
+    t.unit[hb] = s / 256.0f;
+    t.offset[hb] = 128 * sum;
+  }
+}
+
+// total[h] += the scores (without `scale`) of block b of the tile's 16
+// positions for query heads h0 .. h0 + H of `t`. vpdpbusd takes unsigned
+// bytes on one side, so keys are read as k + 128 and 128·Σq is taken off.
+template <int H>
+__attribute__((always_inline)) inline void block_dots(const uint8_t* head, int32_t head_dim,
+                                                      int32_t b, QueryTerms t, int64_t h0,
+                                                      __m512* total) {
+  const int32_t blocks = head_dim / kQ8;
+  __m512i k[8];
+  for (int c = 0; c < 8; ++c) {
+    k[c] = _mm512_xor_si512(_mm512_loadu_si512(head + 64 * (8 * b + c)),
+                            _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  const __m512 key_scale = _mm512_cvtph_ps(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head + 16 * head_dim + 32 * b)));
+  for (int h = 0; h < H; ++h) {
+    const int64_t hb = (h0 + h) * blocks + b;
+    const auto* hi = reinterpret_cast<const int32_t*>(t.hi + hb * kQ8);
+    const auto* lo = reinterpret_cast<const int32_t*>(t.lo + hb * kQ8);
+    // Four chains of vpdpbusd (its latency would bind one).
+    __m512i hi0 = _mm512_setzero_si512(), hi1 = hi0, lo0 = hi0, lo1 = hi0;
+    for (int c = 0; c < 8; c += 2) {
+      hi0 = _mm512_dpbusd_epi32(hi0, k[c], _mm512_set1_epi32(hi[c]));
+      hi1 = _mm512_dpbusd_epi32(hi1, k[c + 1], _mm512_set1_epi32(hi[c + 1]));
+      lo0 = _mm512_dpbusd_epi32(lo0, k[c], _mm512_set1_epi32(lo[c]));
+      lo1 = _mm512_dpbusd_epi32(lo1, k[c + 1], _mm512_set1_epi32(lo[c + 1]));
+    }
+    __m512i acc = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(hi0, hi1), 8),
+                                   _mm512_add_epi32(lo0, lo1));
+    acc = _mm512_sub_epi32(acc, _mm512_set1_epi32(t.offset[hb]));
+    total[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc),
+                               _mm512_mul_ps(key_scale, _mm512_set1_ps(t.unit[hb])), total[h]);
+  }
+}
+
+}  // namespace
+
+void attend_tile_scores_vnni(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                             float scale, const uint8_t* tiles, int64_t tile_bytes, int32_t lane0,
+                             int64_t n, float* scores, float* staging) {
+  const int32_t blocks = head_dim / kQ8;
+  const int64_t heads = int64_t{kv_heads} * group;
+  const int64_t head_bytes = tile_head_bytes(head_dim);
+  auto* bytes = reinterpret_cast<int8_t*>(staging);
+  const int64_t terms = heads * head_dim;
+  auto* unit = reinterpret_cast<float*>(bytes + 2 * terms);
+  const QueryTerms t{bytes, bytes + terms, unit, reinterpret_cast<int32_t*>(unit + heads * blocks)};
+  quantize_queries(q, heads, head_dim, t);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const int64_t n_tiles = (lane0 + n + kTileSlots - 1) / kTileSlots;
+  for (int64_t tile = 0; tile < n_tiles; ++tile) {
+    const uint8_t* base = tiles + tile * tile_bytes;
+    if (tile + 1 < n_tiles) prefetch(base + tile_bytes, kv_heads * 16 * int64_t{head_dim});
+    const TileLanes at = tile_lanes(tile, lane0, n);
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      const uint8_t* head = base + g * head_bytes;
+      // Query heads four at a time: their sums stay in registers.
+      for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += 4) {
+        with_heads<4>(std::min<int64_t>(4, (g + 1) * group - h0), [&]<int H>() {
+          __m512 total[H];
+          for (int h = 0; h < H; ++h) total[h] = _mm512_setzero_ps();
+          for (int32_t b = 0; b < blocks; ++b) block_dots<H>(head, head_dim, b, t, h0, total);
+          for (int h = 0; h < H; ++h) {
+            float* out = scores + (h0 + h) * n;
+            const __m512 s = _mm512_mul_ps(total[h], vscale);
+            if (at.first < 0) {
+              _mm512_mask_compressstoreu_ps(out, at.lanes, s);
+            } else {
+              _mm512_mask_storeu_ps(out + at.first, at.lanes, s);
+            }
+          }
+        });
+      }
+    }
+  }
+}
+
+namespace {
+
+// ---- values ------------------------------------------------------------------
+
+// acc[h][c0 + d] += Σ_i probs[h][i] * v_i[c0 + d], d < 32 · blocks (1 or
+// 2), for H heads of one KV head over all positions, a tile at a time:
+// the accumulators stay in registers throughout.
+template <int H, int kBlocks>
+void values_chunk(const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64_t n,
+                  int32_t head_dim, int64_t c0, const float* probs, float* acc) {
+  constexpr int kChunks = 2 * kBlocks;  // of 16 dimensions
+  __m512 a[H][kChunks];
+  for (int h = 0; h < H; ++h) {
+    for (int u = 0; u < kChunks; ++u) a[h][u] = _mm512_loadu_ps(acc + h * head_dim + c0 + 16 * u);
+  }
+  const int64_t n_tiles = (lane0 + n + kTileSlots - 1) / kTileSlots;
+  for (int64_t tile = 0; tile < n_tiles; ++tile) {
+    const uint8_t* head = tiles + tile * tile_bytes;
+    if (tile + 2 < n_tiles) {  // this chunk's values and scales two tiles ahead
+      const uint8_t* ahead = head + 2 * tile_bytes;
+      for (int j = 0; j < kTileSlots / 2; ++j) prefetch(ahead + 2 * (head_dim * j + c0), 64 * kBlocks);
+      prefetch(ahead + 16 * head_dim + c0, 32 * kBlocks);
+    }
+    const TileLanes at = tile_lanes(tile, lane0, n);
+    // w = p · s per position and block, as int16 in units of the block's
+    // largest scale / 32767 (0 ≤ p ≤ 1); pair j of head h, block b is
+    // dword j of w16[h][b].
+    alignas(32) uint32_t w16[H][kBlocks][8];
+    float unit[kBlocks];
+    for (int b = 0; b < kBlocks; ++b) {
+      const __m512 s = _mm512_maskz_mov_ps(
+          at.lanes, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                        head + 16 * head_dim + 2 * 16 * (c0 / kQ8 + b)))));
+      const float largest = _mm512_reduce_max_ps(s);
+      unit[b] = largest / 32767.0f;
+      const __m512 inv = _mm512_mul_ps(s, _mm512_set1_ps(largest > 0.0f ? 32767.0f / largest : 0.0f));
+      for (int h = 0; h < H; ++h) {
+        const __m512 p = at.first < 0 ? _mm512_maskz_expandloadu_ps(at.lanes, probs + h * n)
+                                      : _mm512_maskz_loadu_ps(at.lanes, probs + h * n + at.first);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w16[h][b]),
+                           _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(p, inv))));
+      }
+    }
+    // Slots outside the run have w = 0 (their bytes are read, not used).
+    __m512i sum[H][kChunks];
+    for (int h = 0; h < H; ++h) {
+      for (int u = 0; u < kChunks; ++u) sum[h][u] = _mm512_setzero_si512();
+    }
+    for (int j = 0; j < kTileSlots / 2; ++j) {
+      __m512i x[kChunks];
+      for (int u = 0; u < kChunks; ++u) {
+        x[u] = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(head + 2 * (int64_t{head_dim} * j + c0 + 16 * u))));
+      }
+      for (int h = 0; h < H; ++h) {
+        for (int u = 0; u < kChunks; ++u) {
+          sum[h][u] =
+              _mm512_dpwssd_epi32(sum[h][u], x[u], _mm512_set1_epi32(static_cast<int32_t>(w16[h][u / 2][j])));
+        }
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      for (int u = 0; u < kChunks; ++u) {
+        a[h][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][u]), _mm512_set1_ps(unit[u / 2]),
+                                  a[h][u]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int u = 0; u < kChunks; ++u) _mm512_storeu_ps(acc + h * head_dim + c0 + 16 * u, a[h][u]);
+  }
+}
+
+}  // namespace
+
+void attend_tile_values_vnni(int32_t kv_heads, int32_t group, int32_t head_dim,
+                             const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64_t n,
+                             const float* probs, float* acc) {
+  for (int64_t g = 0; g < kv_heads; ++g) {
+    const uint8_t* head = tiles + g * tile_head_bytes(head_dim);
+    // Heads three at a time and 64 dimensions at a time: 12 float and 12
+    // integer accumulators in registers.
+    for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += 3) {
+      for (int64_t c0 = 0; c0 < head_dim; c0 += 64) {
+        with_heads<3>(std::min<int64_t>(3, (g + 1) * group - h0), [&]<int H>() {
+          if (head_dim - c0 >= 64) {
+            values_chunk<H, 2>(head, tile_bytes, lane0, n, head_dim, c0, probs + h0 * n,
+                               acc + h0 * head_dim);
+          } else {
+            values_chunk<H, 1>(head, tile_bytes, lane0, n, head_dim, c0, probs + h0 * n,
+                               acc + h0 * head_dim);
+          }
+        });
+      }
+    }
+  }
+}
+
+}  // namespace duet::onednn::detail

@@ -1,0 +1,49 @@
+// kernels/kv_tiles.h — the onednn backend's q8_0 KV-cache layout for VNNI
+// CPUs: slots in tiles of 16, stored the way vpdpbusd and vpdpwssd read them.
+//
+// A q8_0 cache stored slot by slot (one duet/quant.h row per slot) makes
+// decode attention shuffle bytes: the scores of 16 positions want each
+// 32-bit lane to hold four elements of one position, and the values want
+// the elements of neighbouring positions side by side. Here the bytes are
+// put in those places once, when a position is stored, and decode reads
+// them as they lie. A tile holds 16 consecutive slots; within it each KV
+// head has tile_head_bytes(head_dim) = 17 * head_dim bytes, the same as 16
+// q8_0 rows of that head (so a tiled cache is no larger), in this order:
+//
+//   keys:   byte 64 * c + 4 * j + r  is element 4c + r of slot j (int8)
+//   values: byte 2 * (head_dim * (j / 2) + d) + j % 2  is element d of slot j (int8)
+//   then, for both:  the f16 scale of block b of slot j at byte
+//           16 * head_dim + 2 * (16 * b + j)
+//
+// for slot j in [0, 16), element d in [0, head_dim), and c in
+// [0, head_dim / 4). KV heads follow each other within a tile
+// (tile_bytes = kv_heads * tile_head_bytes). The int8 elements and scales
+// are exactly those of duet::quantize_row's q8_0 blocks, only moved: a row
+// put into a tile and got back is the same bytes. Zeroed storage reads as
+// rows of zeros.
+//
+// Portable code (no instruction-set requirements); REQUIRES throughout:
+// head_dim a positive multiple of 32, lane in [0, 16).
+#pragma once
+
+#include <cstdint>
+
+namespace duet::onednn {
+
+constexpr int32_t kTileSlots = 16;
+
+// Bytes of one KV head's 16 slots in a tile.
+constexpr int64_t tile_head_bytes(int32_t head_dim) { return int64_t{head_dim} * 17; }
+
+enum class TilePart { kKeys, kValues };
+
+// Stores `row`, the q8_0 row of one slot (kv_heads heads of head_dim
+// elements, as duet::quantize_row writes it), as slot `lane` of `tile`.
+void put_tile_row(TilePart part, const uint8_t* row, int32_t kv_heads, int32_t head_dim,
+                  uint8_t* tile, int32_t lane);
+
+// The q8_0 row of slot `lane` of `tile`: the bytes put_tile_row stored.
+void get_tile_row(TilePart part, const uint8_t* tile, int32_t lane, int32_t kv_heads,
+                  int32_t head_dim, uint8_t* row);
+
+}  // namespace duet::onednn
