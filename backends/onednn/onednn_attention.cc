@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "duet/error.h"
+#include "kernels/kv_tiles.h"
 #include "onednn_kv_cache.h"
 
 namespace duet::onednn {
@@ -153,14 +154,21 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
     }
     if (cache.dtype == DType::kQ8_0) {
       // q8_0 blocks never span heads: the first head starts a block.
-      const int64_t at =
-          slot * cache.slot_bytes + first_head * cache_head_bytes(cache.dtype, spec_.head_dim);
+      const int64_t head = first_head * cache_head_bytes(cache.dtype, spec_.head_dim);
+      std::vector<uint8_t> row(cache.tiled ? static_cast<size_t>(cache.slot_bytes) : 0);
       for (int64_t p = 0; p < p1 - p0; ++p) {
-        const int64_t row = at + p * cache.slot_bytes;
-        kernels_.dequantize(DType::kQ8_0, static_cast<const uint8_t*>(cache.k) + row,
-                            kd + p * width, width);
-        kernels_.dequantize(DType::kQ8_0, static_cast<const uint8_t*>(cache.v) + row,
-                            vd + p * width, width);
+        for (auto [base, out] : {std::pair{cache.k, kd}, std::pair{cache.v, vd}}) {
+          const auto* bytes = static_cast<const uint8_t*>(base);
+          const uint8_t* at = bytes + (slot + p) * cache.slot_bytes;
+          if (cache.tiled) {
+            const int64_t tile = (slot + p) / kTileSlots * kTileSlots * cache.slot_bytes;
+            get_tile_row(base == cache.k ? TilePart::kKeys : TilePart::kValues, bytes + tile,
+                         static_cast<int32_t>((slot + p) % kTileSlots), spec_.n_kv_heads,
+                         spec_.head_dim, row.data());
+            at = row.data();
+          }
+          kernels_.dequantize(DType::kQ8_0, at + head, out + p * width, width);
+        }
       }
       return;
     }
@@ -252,6 +260,17 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   // place, once, in order, straight from the slots (widened in registers).
   for_each_run(task.seq->block_table, cache.block_tokens, task.begin, task.end,
                [&](int32_t p0, int32_t p1, int64_t slot) {
+                 if (cache.tiled) {
+                   const int64_t first = slot / kTileSlots * kTileSlots * cache.slot_bytes +
+                                         task.kv_head * tile_head_bytes(spec_.head_dim);
+                   kernels_.attend_tiles(qr, task.kv_heads, group, hd, spec_.scale,
+                                         static_cast<const uint8_t*>(cache.k) + first,
+                                         static_cast<const uint8_t*>(cache.v) + first,
+                                         kTileSlots * cache.slot_bytes,
+                                         static_cast<int32_t>(slot % kTileSlots), p1 - p0, scores,
+                                         state);
+                   return;
+                 }
                  const int64_t first = slot * cache.slot_bytes +
                                        task.kv_head * cache_head_bytes(cache.dtype, spec_.head_dim);
                  kernels_.attend(qr, task.kv_heads, group, hd, spec_.scale,
@@ -273,12 +292,30 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
 
   // Store every new row first, so rows of one step see each other causally.
   const auto slot_bytes = static_cast<int64_t>(view.slot_bytes);
+  const bool tiled = view.tile_slots != 0;
+  if (tiled && (view.tile_slots != kTileSlots || dtype != DType::kQ8_0 ||
+                kernels_.attend_tiles == nullptr)) {
+    throw Error(ErrorKind::kPlugin,
+                "the KV cache holds " + std::string(dtype_name(dtype)) + " in tiles of " +
+                    std::to_string(view.tile_slots) +
+                    " slots; attention 'flash' of backend 'onednn' reads only q8_0 tiles of " +
+                    std::to_string(kTileSlots) + ", on the avx512_vnni path");
+  }
+  row_.resize(static_cast<size_t>(slot_bytes));
   for (int32_t i = 0; i < step.n_tokens; ++i) {
-    const int64_t at = step.slot_mapping[static_cast<size_t>(i)] * slot_bytes;
+    const int64_t slot = step.slot_mapping[static_cast<size_t>(i)];
     for (auto [src, base] :
          {std::pair{k.as<const float>(), view.k}, std::pair{v.as<const float>(), view.v}}) {
       const float* row = src + i * kv_row;
-      void* dst = static_cast<uint8_t*>(base) + at;
+      auto* bytes = static_cast<uint8_t*>(base);
+      if (tiled) {
+        kernels_.quantize_q8_0(row, row_.data(), kv_row);
+        put_tile_row(base == view.k ? TilePart::kKeys : TilePart::kValues, row_.data(),
+                     spec_.n_kv_heads, hd, bytes + slot / kTileSlots * kTileSlots * slot_bytes,
+                     static_cast<int32_t>(slot % kTileSlots));
+        continue;
+      }
+      void* dst = bytes + slot * slot_bytes;
       if (dtype == DType::kF16) {
         kernels_.narrow_f16(row, static_cast<uint16_t*>(dst), kv_row);
       } else if (dtype == DType::kQ8_0) {
@@ -290,7 +327,7 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
   }
 
   plan(step);
-  const LayerCache cache{view.k, view.v, dtype, kv.spec().block_tokens, slot_bytes};
+  const LayerCache cache{view.k, view.v, dtype, kv.spec().block_tokens, slot_bytes, tiled};
   gather_tiled(step, cache);
   const float* qf = q.as<const float>();
   float* of = out.as<float>();

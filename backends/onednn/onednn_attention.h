@@ -16,6 +16,8 @@
 // block table exactly as the reference backend reads them; tiles read a run
 // of f32 slots in place, and anything else (an f16 or q8_0 cache, blocks
 // out of order) is gathered once per step for all tiles of the sequence.
+// A q8_0 cache in tiles (the VNNI path, kernels/kv_tiles.h) is read by
+// VectorKernels::attend_tiles in decode and row by row for prompt tiles.
 #pragma once
 
 #include <memory>
@@ -64,7 +66,8 @@ class OnednnAttention final : public Attention {
     const void* v;
     DType dtype;  // f32, f16 or q8_0
     int32_t block_tokens;
-    int64_t slot_bytes;  // bytes from one slot to the next
+    int64_t slot_bytes;  // bytes of one slot's row
+    bool tiled;          // q8_0 in tiles (kernels/kv_tiles.h), not rows
   };
 
   // f32 keys and values of positions [begin, end) for some KV heads: row p
@@ -102,6 +105,7 @@ class OnednnAttention final : public Attention {
   // offset -1 when its tiles read the cache in place.
   std::vector<float> shared_;
   std::vector<int64_t> shared_offset_;
+  std::vector<uint8_t> row_;  // a new K or V row on its way into tiles
   int64_t scratch_floats_ = 0;  // per thread
 };
 

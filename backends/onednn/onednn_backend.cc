@@ -63,7 +63,7 @@ Support OnednnBackend::check_kv_cache(const KVCacheSpec& spec) const {
 std::unique_ptr<KVCache> OnednnBackend::create_kv_cache(const KVCacheSpec& spec) {
   Support s = OnednnKVCache::check(spec);
   if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
-  return std::make_unique<OnednnKVCache>(spec, device_);
+  return std::make_unique<OnednnKVCache>(spec, device_, path_);
 }
 
 }  // namespace duet::onednn

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "duet/error.h"
+#include "kernels/kv_tiles.h"
 
 namespace duet::onednn {
 
@@ -11,8 +12,15 @@ Support OnednnKVCache::check(const KVCacheSpec& spec) {
   return check_contiguous_kv_cache(spec, "onednn", {DType::kF32, DType::kF16, DType::kQ8_0});
 }
 
-OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device)
-    : spec_(spec), layer_bytes_(slot_bytes() * static_cast<uint64_t>(spec.capacity_tokens)) {
+bool OnednnKVCache::tiled(CpuPath path, DType dtype) {
+  return dtype == DType::kQ8_0 && path == CpuPath::kAvx512Vnni;
+}
+
+OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path)
+    : spec_(spec), tiled_(tiled(path, spec.dtype)) {
+  const int64_t slots = tiled_ ? (spec.capacity_tokens + kTileSlots - 1) / kTileSlots * kTileSlots
+                               : spec.capacity_tokens;
+  layer_bytes_ = slot_bytes() * static_cast<uint64_t>(slots);
   storage_ = device.allocate(memory_bytes());
 }
 
@@ -24,18 +32,42 @@ uint64_t OnednnKVCache::slot_bytes() const {
 KVLayerView OnednnKVCache::layer(int32_t layer) {
   auto* base =
       static_cast<uint8_t*>(storage_->data()) + 2 * layer_bytes_ * static_cast<uint64_t>(layer);
-  return KVLayerView{base, base + layer_bytes_, slot_bytes()};
+  return KVLayerView{base, base + layer_bytes_, slot_bytes(), tiled_ ? kTileSlots : 0};
+}
+
+void OnednnKVCache::read_slot(const uint8_t* base, bool keys, int64_t slot, uint8_t* row) const {
+  const uint64_t bytes = slot_bytes();
+  if (!tiled_) {
+    std::memcpy(row, base + static_cast<uint64_t>(slot) * bytes, bytes);
+    return;
+  }
+  get_tile_row(keys ? TilePart::kKeys : TilePart::kValues,
+               base + static_cast<uint64_t>(slot / kTileSlots) * kTileSlots * bytes,
+               static_cast<int32_t>(slot % kTileSlots), spec_.n_kv_heads, spec_.head_dim, row);
+}
+
+void OnednnKVCache::write_slot(uint8_t* base, bool keys, int64_t slot, const uint8_t* row) const {
+  const uint64_t bytes = slot_bytes();
+  if (!tiled_) {
+    std::memcpy(base + static_cast<uint64_t>(slot) * bytes, row, bytes);
+    return;
+  }
+  put_tile_row(keys ? TilePart::kKeys : TilePart::kValues, row, spec_.n_kv_heads, spec_.head_dim,
+               base + static_cast<uint64_t>(slot / kTileSlots) * kTileSlots * bytes,
+               static_cast<int32_t>(slot % kTileSlots));
 }
 
 void OnednnKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
-  const uint64_t block_bytes = slot_bytes() * static_cast<uint64_t>(spec_.block_tokens);
+  std::vector<uint8_t> row(slot_bytes());
+  const int64_t slots = n * spec_.block_tokens;
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView view = layer(l);
-    for (void* base : {view.k, view.v}) {
-      auto* p = static_cast<uint8_t*>(base);
-      std::memcpy(p + static_cast<uint64_t>(dst_block) * block_bytes,
-                  p + static_cast<uint64_t>(src_block) * block_bytes,
-                  static_cast<uint64_t>(n) * block_bytes);
+    for (bool keys : {true, false}) {
+      auto* base = static_cast<uint8_t*>(keys ? view.k : view.v);
+      for (int64_t s = 0; s < slots; ++s) {
+        read_slot(base, keys, src_block * spec_.block_tokens + s, row.data());
+        write_slot(base, keys, dst_block * spec_.block_tokens + s, row.data());
+      }
     }
   }
 }
@@ -46,9 +78,10 @@ void OnednnKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out
   uint8_t* out = host_out.data();
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView view = layer(l);
-    std::memcpy(out, view.k, part);
-    std::memcpy(out + part, view.v, part);
-    out += 2 * part;
+    for (bool keys : {true, false}) {
+      const auto* base = static_cast<const uint8_t*>(keys ? view.k : view.v);
+      for (int64_t s = 0; s < n_slots; ++s, out += slot_bytes()) read_slot(base, keys, s, out);
+    }
   }
 }
 
@@ -63,9 +96,10 @@ void OnednnKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& ho
   const uint8_t* in = host_in.data();
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView view = layer(l);
-    std::memcpy(view.k, in, part);
-    std::memcpy(view.v, in + part, part);
-    in += 2 * part;
+    for (bool keys : {true, false}) {
+      auto* base = static_cast<uint8_t*>(keys ? view.k : view.v);
+      for (int64_t s = 0; s < n_slots; ++s, in += slot_bytes()) write_slot(base, keys, s, in);
+    }
   }
 }
 

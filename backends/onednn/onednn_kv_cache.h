@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "duet/kv_cache.h"
+#include "kernels/cpu_features.h"
 #include "onednn_device.h"
 
 namespace duet::onednn {
@@ -19,14 +20,23 @@ namespace duet::onednn {
 // elements) nearly halves it again. Any block_tokens that divides the capacity is
 // accepted (core decides which slots a sequence uses). The storage starts
 // zeroed and its pages become resident only as positions are written.
+//
+// On the VNNI path a q8_0 cache is kept in tiles of 16 slots instead
+// (kernels/kv_tiles.h; layer() reports tile_slots = 16), the layout its
+// attention multiplies without shuffling bytes; the capacity is rounded up
+// to whole tiles. copy_blocks, export_slots and import_slots move rows
+// either way, so the two layouts exchange caches.
 class OnednnKVCache final : public KVCache {
  public:
   // Why `spec` cannot be stored here; empty when it can.
   static Support check(const KVCacheSpec& spec);
 
+  // Whether a cache of `dtype` is kept in tiles on `path`.
+  static bool tiled(CpuPath path, DType dtype);
+
   // REQUIRES: check(spec).ok(). Throws duet::Error(kOutOfMemory) when the
   // host cannot hold it.
-  OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device);
+  OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path);
 
   const KVCacheSpec& spec() const override { return spec_; }
   uint64_t memory_bytes() const override {
@@ -39,8 +49,12 @@ class OnednnKVCache final : public KVCache {
 
  private:
   uint64_t slot_bytes() const;
+  // Slot `slot` of K (keys) or V storage `base` as a row, and back.
+  void read_slot(const uint8_t* base, bool keys, int64_t slot, uint8_t* row) const;
+  void write_slot(uint8_t* base, bool keys, int64_t slot, const uint8_t* row) const;
 
   KVCacheSpec spec_;
+  bool tiled_;
   uint64_t layer_bytes_;             // bytes of K (or V) of one layer
   std::unique_ptr<Buffer> storage_;  // [layer][k|v][slot][head][dim]
 };

@@ -9,9 +9,9 @@
 // relative of f32 arithmetic on the same keys.
 //
 // Values: each probability times its value block's scale is rounded to
-// int16 against the largest scale of the tile's block (15 bits; the
-// probabilities of online softmax are at most 1), and vpdpwssd multiplies a
-// pair of them, broadcast, by the sign-extended values of two neighbouring
+// int16 against the tile's largest probability of that head times its
+// largest scale of that block (15 bits), and vpdpwssd multiplies a pair of
+// them, broadcast, by the sign-extended values of two neighbouring
 // positions: 32 multiply-adds per instruction, the int32 sums of a tile
 // scaled back once.
 //
@@ -36,7 +36,7 @@ void attend_tile_scores_vnni(const float* q, int32_t kv_heads, int32_t group, in
                              int64_t n, float* scores, float* staging);
 
 // acc[h * head_dim + d] += Σ_i probs[h * n + i] * v_i[d] for the same heads.
-// REQUIRES: 0 ≤ probs ≤ 1.
+// REQUIRES: probs ≥ 0, finite.
 void attend_tile_values_vnni(int32_t kv_heads, int32_t group, int32_t head_dim,
                              const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64_t n,
                              const float* probs, float* acc);

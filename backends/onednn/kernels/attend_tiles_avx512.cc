@@ -189,23 +189,30 @@ void values_chunk(const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64
       prefetch(ahead + 16 * head_dim + c0, 32 * kBlocks);
     }
     const TileLanes at = tile_lanes(tile, lane0, n);
-    // w = p · s per position and block, as int16 in units of the block's
-    // largest scale / 32767 (0 ≤ p ≤ 1); pair j of head h, block b is
-    // dword j of w16[h][b].
+    // w = p · s per position and block, as int16 in units of the largest p
+    // of the head times the largest s of the block over the tile: pair j
+    // of head h, block b is dword j of w16[h][b].
+    __m512 p[H];
+    float p_max[H];
+    for (int h = 0; h < H; ++h) {
+      p[h] = at.first < 0 ? _mm512_maskz_expandloadu_ps(at.lanes, probs + h * n)
+                          : _mm512_maskz_loadu_ps(at.lanes, probs + h * n + at.first);
+      p_max[h] = _mm512_reduce_max_ps(p[h]);
+    }
     alignas(32) uint32_t w16[H][kBlocks][8];
-    float unit[kBlocks];
+    float unit[H][kBlocks];
     for (int b = 0; b < kBlocks; ++b) {
       const __m512 s = _mm512_maskz_mov_ps(
           at.lanes, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
                         head + 16 * head_dim + 2 * 16 * (c0 / kQ8 + b)))));
-      const float largest = _mm512_reduce_max_ps(s);
-      unit[b] = largest / 32767.0f;
-      const __m512 inv = _mm512_mul_ps(s, _mm512_set1_ps(largest > 0.0f ? 32767.0f / largest : 0.0f));
+      const float s_max = _mm512_reduce_max_ps(s);
       for (int h = 0; h < H; ++h) {
-        const __m512 p = at.first < 0 ? _mm512_maskz_expandloadu_ps(at.lanes, probs + h * n)
-                                      : _mm512_maskz_loadu_ps(at.lanes, probs + h * n + at.first);
+        const float largest = p_max[h] * s_max;
+        unit[h][b] = largest / 32767.0f;
+        const __m512 w = _mm512_mul_ps(
+            _mm512_mul_ps(p[h], s), _mm512_set1_ps(largest > 0.0f ? 32767.0f / largest : 0.0f));
         _mm256_store_si256(reinterpret_cast<__m256i*>(w16[h][b]),
-                           _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(p, inv))));
+                           _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(w)));
       }
     }
     // Slots outside the run have w = 0 (their bytes are read, not used).
@@ -228,7 +235,7 @@ void values_chunk(const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64
     }
     for (int h = 0; h < H; ++h) {
       for (int u = 0; u < kChunks; ++u) {
-        a[h][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][u]), _mm512_set1_ps(unit[u / 2]),
+        a[h][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][u]), _mm512_set1_ps(unit[h][u / 2]),
                                   a[h][u]);
       }
     }

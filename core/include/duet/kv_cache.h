@@ -40,12 +40,17 @@ struct KVCacheSpec {
 Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view backend,
                                   std::initializer_list<DType> dtypes);
 
-// Where one layer's K and V live. Slot s of layer l holds n_kv_heads *
-// head_dim elements of `dtype` at byte offset s * slot_bytes from k (and v).
+// Where one layer's K and V live. With tile_slots = 0, slot s of layer l
+// holds n_kv_heads * head_dim elements of `dtype` at byte offset s *
+// slot_bytes from k (and v), as duet/quant.h's rows. A backend may instead
+// keep its own layout, in tiles of tile_slots consecutive slots each
+// tile_slots * slot_bytes long (documented in its cache header); only its
+// own attention reads it, and export_slots/import_slots still speak rows.
 struct KVLayerView {
   void* k = nullptr;
   void* v = nullptr;
   uint64_t slot_bytes = 0;
+  int32_t tile_slots = 0;
 };
 
 // Thread-safety: none; one pipeline uses a cache at a time.
