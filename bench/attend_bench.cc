@@ -111,11 +111,11 @@ int main(int argc, char** argv) {
         if (tiles && (type != DType::kQ8_0 || !duet::onednn::vector_kernels(path).attend_tiles))
           continue;
         for (bool stream : {false, true}) {
-          benchmark::RegisterBenchmark(("attend/" + std::string(duet::dtype_name(type)) +
-                                        (tiles ? "-tiles/" : "/") + p +
-                                        (stream ? "/stream" : "/hot"))
-                                           .c_str(),
-                                       bench_attend, type, path, stream, tiles);
+          benchmark::RegisterBenchmark(
+              ("attend/" + std::string(duet::dtype_name(type)) + (tiles ? "-tiles/" : "/") + p +
+               (stream ? "/stream" : "/hot"))
+                  .c_str(),
+              bench_attend, type, path, stream, tiles);
         }
       }
     }

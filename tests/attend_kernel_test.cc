@@ -151,8 +151,8 @@ void check_tiles(const Shape& s, int32_t lane0) {
     const auto lane = static_cast<int32_t>(slot % kTileSlots);
     put_tile_row(TilePart::kKeys, c.k_bytes.data() + i * c.stride_bytes, s.kv_heads, s.head_dim,
                  k_tiles.data() + at, lane);
-    put_tile_row(TilePart::kValues, c.v_bytes.data() + i * c.stride_bytes, s.kv_heads,
-                 s.head_dim, v_tiles.data() + at, lane);
+    put_tile_row(TilePart::kValues, c.v_bytes.data() + i * c.stride_bytes, s.kv_heads, s.head_dim,
+                 v_tiles.data() + at, lane);
   }
   const double nmse =
       run_and_compare(c, kernels, [&](int64_t begin, int64_t end, float* scores, SoftmaxPart st) {
@@ -163,8 +163,8 @@ void check_tiles(const Shape& s, int32_t lane0) {
                              static_cast<int32_t>(slot % kTileSlots), end - begin, scores, st);
       });
   // Queries in two int8 terms (~16 bits) and probabilities in 15 bits.
-  EXPECT_LE(nmse, 1e-8) << "lane0 " << lane0 << " kv_heads " << s.kv_heads << " group "
-                        << s.group << " head_dim " << s.head_dim << " n " << s.n;
+  EXPECT_LE(nmse, 1e-8) << "lane0 " << lane0 << " kv_heads " << s.kv_heads << " group " << s.group
+                        << " head_dim " << s.head_dim << " n " << s.n;
 }
 
 const Shape kShapes[] = {{1, 1, 16, 1},   {2, 3, 64, 15},  {2, 3, 64, 16},  {3, 3, 64, 17},

@@ -263,12 +263,11 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
                  if (cache.tiled) {
                    const int64_t first = slot / kTileSlots * kTileSlots * cache.slot_bytes +
                                          task.kv_head * tile_head_bytes(spec_.head_dim);
-                   kernels_.attend_tiles(qr, task.kv_heads, group, hd, spec_.scale,
-                                         static_cast<const uint8_t*>(cache.k) + first,
-                                         static_cast<const uint8_t*>(cache.v) + first,
-                                         kTileSlots * cache.slot_bytes,
-                                         static_cast<int32_t>(slot % kTileSlots), p1 - p0, scores,
-                                         state);
+                   kernels_.attend_tiles(
+                       qr, task.kv_heads, group, hd, spec_.scale,
+                       static_cast<const uint8_t*>(cache.k) + first,
+                       static_cast<const uint8_t*>(cache.v) + first, kTileSlots * cache.slot_bytes,
+                       static_cast<int32_t>(slot % kTileSlots), p1 - p0, scores, state);
                    return;
                  }
                  const int64_t first = slot * cache.slot_bytes +

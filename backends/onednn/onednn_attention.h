@@ -105,7 +105,7 @@ class OnednnAttention final : public Attention {
   // offset -1 when its tiles read the cache in place.
   std::vector<float> shared_;
   std::vector<int64_t> shared_offset_;
-  std::vector<uint8_t> row_;  // a new K or V row on its way into tiles
+  std::vector<uint8_t> row_;    // a new K or V row on its way into tiles
   int64_t scratch_floats_ = 0;  // per thread
 };
 

@@ -458,9 +458,9 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   TARGET void quantize_q8_0_##NAME(const float* src, void* dst, int64_t n) {                    \
     quantize_q8_0_body<W>(src, dst, n);                                                         \
   }                                                                                             \
-  constexpr VectorKernels k##NAME{softmax_##NAME,    attend_##NAME,        nullptr,            \
-                                  merge_##NAME,      swiglu_##NAME,        dequantize_##NAME,  \
-                                  widen_f16_##NAME,  narrow_f16_##NAME,    quantize_q8_0_##NAME};
+  constexpr VectorKernels k##NAME{softmax_##NAME,   attend_##NAME,     nullptr,                 \
+                                  merge_##NAME,     swiglu_##NAME,     dequantize_##NAME,       \
+                                  widen_f16_##NAME, narrow_f16_##NAME, quantize_q8_0_##NAME};
 
 #define DUET_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define DUET_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
@@ -497,9 +497,8 @@ DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512)
 // (kernels/attend_tiles.h).
 DUET_TARGET_AVX512 void attend_tiles_Avx512Vnni(const float* q, int32_t kv_heads, int32_t group,
                                                 int32_t head_dim, float scale, const uint8_t* k,
-                                                const uint8_t* v, int64_t tile_bytes,
-                                                int32_t lane0, int64_t n, float* scores,
-                                                SoftmaxPart state) {
+                                                const uint8_t* v, int64_t tile_bytes, int32_t lane0,
+                                                int64_t n, float* scores, SoftmaxPart state) {
   detail::attend_tile_scores_vnni(q, kv_heads, group, head_dim, scale, k, tile_bytes, lane0, n,
                                   scores, scores + int64_t{kv_heads} * group * n);
   attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
