@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/avx512_intrinsics.h"
+#include "kernels/with_heads.h"
 #include "vector_kernels.h"
 
 namespace duet::onednn::detail {
@@ -75,21 +76,6 @@ __attribute__((always_inline)) inline __m512 sum16(const __m512 p[16]) {
       _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
   return _mm512_permutexvar_ps(
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
-}
-
-// Calls body.template operator()<H>() with H = heads, 1 to 4.
-template <class Body>
-__attribute__((always_inline)) inline void with_heads(int64_t heads, const Body& body) {
-  switch (heads) {
-    case 1:
-      return body.template operator()<1>();
-    case 2:
-      return body.template operator()<2>();
-    case 3:
-      return body.template operator()<3>();
-    default:
-      return body.template operator()<4>();
-  }
 }
 
 // acc[h][c..c+16) += Σ_i p[h][i] * v_i[c..c+16) for H heads over the
@@ -288,7 +274,7 @@ void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void*
                      for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
                        const float* p = probs + h * n + i0;
                        float* a = acc + h * head_dim;
-                       with_heads(std::min<int64_t>(4, (g + 1) * group - h), [&]<int H>() {
+                       with_heads<4>(std::min<int64_t>(4, (g + 1) * group - h), [&]<int H>() {
                          if constexpr (T == DType::kQ8_0) {
                            values_block_q8<H>(values, stride_bytes, m, head_dim, p, n, a);
                          } else {

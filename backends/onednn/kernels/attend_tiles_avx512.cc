@@ -4,27 +4,12 @@
 #include "kernels/attend_tiles.h"
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/kv_tiles.h"
+#include "kernels/with_heads.h"
 
 namespace duet::onednn::detail {
 namespace {
 
 constexpr int kQ8 = 32;  // elements per q8_0 block
-
-// Calls body.template operator()<H>() with H = heads, 1 to kMax.
-template <int kMax, class Body>
-__attribute__((always_inline)) inline void with_heads(int64_t heads, const Body& body) {
-  static_assert(kMax == 3 || kMax == 4);
-  switch (heads) {
-    case 1:
-      return body.template operator()<1>();
-    case 2:
-      return body.template operator()<2>();
-    case 3:
-      return body.template operator()<3>();
-    default:
-      if constexpr (kMax == 4) return body.template operator()<4>();
-  }
-}
 
 // The positions of tile t: lane j holds position first + j, first =
 // 16 t - lane0; `lanes` marks those in [0, n).
