@@ -468,6 +468,40 @@ TEST_P(BackendConformance, AttentionOverAPagedQ8Cache) {
   check_attention("paged", 16, paged_table(), DType::kQ8_0);
 }
 
+// A q8_0 cache exported, imported into a fresh cache and exported again
+// gives the same bytes, the imported cache attends exactly as the original,
+// and copy_blocks moves whole blocks — through whatever layout the backend
+// keeps (the onednn backend's tiles of 16 slots on VNNI CPUs; blocks of 8
+// slots here, so half tiles).
+TEST_P(BackendConformance, AQ8CacheSurvivesExportImportAndCopyBlocks) {
+  const KVCacheSpec spec = attention_cache(8, DType::kQ8_0);
+  const Support s = backend_->check_kv_cache(spec);
+  if (!s.ok()) GTEST_SKIP() << s.reasons.front();
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};  // 64 positions
+  AttentionRun original(*backend_, spec), copy(*backend_, spec);
+  const int32_t n = 45;
+  original.step(table, 0, n, 81, DType::kQ8_0);
+  std::vector<uint8_t> bytes, again;
+  original.kv->export_slots(n, bytes);
+  copy.kv->import_slots(n, bytes);
+  copy.kv->export_slots(n, again);
+  EXPECT_EQ(again, bytes);
+  const std::vector<float> want = original.step(table, n, 1, 83, DType::kQ8_0);
+  EXPECT_EQ(copy.step(table, n, 1, 83, DType::kQ8_0), want);
+
+  copy.kv->copy_blocks(1, 5, 2);  // slots 8..23 onto 40..55
+  const int64_t slots = 56;
+  copy.kv->export_slots(slots, again);
+  const size_t row = bytes.size() / (2 * kLayers * n);  // bytes of one slot's row
+  for (size_t part = 0; part < 2 * kLayers; ++part) {   // [layer][k|v]
+    const auto first = again.begin() + static_cast<std::ptrdiff_t>(part * slots * row);
+    EXPECT_TRUE(std::equal(first + 8 * row, first + 24 * row, first + 40 * row)) << part;
+    // Untouched slots keep what was imported.
+    const auto imported = bytes.begin() + static_cast<std::ptrdiff_t>(part * n * row);
+    EXPECT_TRUE(std::equal(first, first + 40 * row, imported)) << part;
+  }
+}
+
 // Keys and values stored in an f16 cache are rounded exactly as
 // duet::f32_to_f16 rounds: to nearest, ties to even, with subnormals, and to
 // ±inf beyond the range.
