@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -47,7 +49,11 @@ struct Case {
   std::vector<double> want;  // [head][dim]
 };
 
-Case make_case(const Shape& s, DType type) {
+// With `spike`, position 0's key is its group's first query head scaled
+// to a score of 78: that head's later probabilities are then ~e^-78
+// (1e-34) against the running maximum, where a tile's weights scaled to
+// 16 bits would overflow a float if the kernel did not treat them as 0.
+Case make_case(const Shape& s, DType type, bool spike = false) {
   Case c{s, type, 0, {}, {}, {}, {}};
   const int64_t heads = int64_t{s.kv_heads} * s.group;
   const int64_t stride = int64_t{s.kv_heads} * s.head_dim + 32;  // elements
@@ -55,6 +61,14 @@ Case make_case(const Shape& s, DType type) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   c.q = random_floats(static_cast<size_t>(heads * s.head_dim), 1);
   std::vector<float> k = random_floats(static_cast<size_t>(s.n * stride), 2);
+  for (int64_t g = 0; spike && g < s.kv_heads; ++g) {
+    const float* qh = c.q.data() + g * s.group * s.head_dim;
+    double norm2 = 0.0;
+    for (int64_t d = 0; d < s.head_dim; ++d) norm2 += double{qh[d]} * qh[d];
+    const double gain = 78.0 * std::sqrt(static_cast<double>(s.head_dim)) / norm2;
+    for (int64_t d = 0; d < s.head_dim; ++d)
+      k[g * s.head_dim + d] = static_cast<float>(gain * qh[d]);
+  }
   std::vector<float> v = random_floats(static_cast<size_t>(s.n * stride), 3);
   c.k_bytes.resize(static_cast<size_t>(s.n * c.stride_bytes));
   c.v_bytes.resize(c.k_bytes.size());
@@ -131,45 +145,53 @@ void check(const Shape& s, DType type, CpuPath path) {
 }
 
 // The same q8_0 cache moved into tiles (kernels/kv_tiles.h) from slot
-// `lane0` on, tiles `pad` bytes further apart than they need be, the
-// unused slots and padding random bytes, read by attend_tiles.
-void check_tiles(const Shape& s, int32_t lane0) {
-  const Case c = make_case(s, DType::kQ8_0);
+// `lane0` on, read by attend_tiles. The tiles hold one more KV head in
+// front (random), which the kernel is pointed past, and lie 64 bytes
+// further apart than they need; the unused slots and the padding are
+// random bytes.
+void check_tiles(const Shape& s, int32_t lane0, bool spike) {
+  const Case c = make_case(s, DType::kQ8_0, spike);
   const VectorKernels& kernels = vector_kernels(CpuPath::kAvx512Vnni);
-  const int64_t tile_bytes = s.kv_heads * tile_head_bytes(s.head_dim) + 64;
+  const int32_t tile_heads = s.kv_heads + 1;
+  const int64_t head_bytes = tile_head_bytes(s.head_dim);
+  const int64_t tile_bytes = tile_heads * head_bytes + 64;
   const int64_t n_tiles = (lane0 + s.n + kTileSlots - 1) / kTileSlots;
   std::vector<uint8_t> k_tiles(static_cast<size_t>(n_tiles * tile_bytes));
   std::vector<uint8_t> v_tiles(k_tiles.size());
-  const std::vector<float> noise = random_floats(k_tiles.size(), 5);
+  std::mt19937 bytes(5);
   for (size_t i = 0; i < k_tiles.size(); ++i) {
-    k_tiles[i] = static_cast<uint8_t>(noise[i] * 1000.0f);
-    v_tiles[i] = static_cast<uint8_t>(noise[i] * 3000.0f);
+    k_tiles[i] = static_cast<uint8_t>(bytes());
+    v_tiles[i] = static_cast<uint8_t>(bytes());
   }
+  // A slot's row: a random first head, then the case's heads.
+  const int64_t first_head = head_bytes / kTileSlots;  // q8_0 bytes of one head
+  std::vector<uint8_t> row(static_cast<size_t>(tile_heads * first_head));
+  const std::vector<float> junk = random_floats(static_cast<size_t>(s.head_dim), 6);
+  quantize_row(DType::kQ8_0, junk.data(), row.data(), s.head_dim);
   for (int64_t i = 0; i < s.n; ++i) {
-    const int64_t slot = lane0 + i;
-    const int64_t at = slot / kTileSlots * tile_bytes;
-    const auto lane = static_cast<int32_t>(slot % kTileSlots);
-    put_tile_row(TilePart::kKeys, c.k_bytes.data() + i * c.stride_bytes, s.kv_heads, s.head_dim,
-                 k_tiles.data() + at, lane);
-    put_tile_row(TilePart::kValues, c.v_bytes.data() + i * c.stride_bytes, s.kv_heads, s.head_dim,
-                 v_tiles.data() + at, lane);
+    const int64_t at = tile_offset(lane0 + i, tile_bytes / kTileSlots);
+    for (auto [part, from, tiles] : {std::tuple{TilePart::kKeys, c.k_bytes.data(), &k_tiles},
+                                     std::tuple{TilePart::kValues, c.v_bytes.data(), &v_tiles}}) {
+      std::copy_n(from + i * c.stride_bytes, row.size() - first_head, row.begin() + first_head);
+      put_tile_row(part, row.data(), tile_heads, s.head_dim, tiles->data() + at,
+                   tile_lane(lane0 + i));
+    }
   }
   const double nmse =
       run_and_compare(c, kernels, [&](int64_t begin, int64_t end, float* scores, SoftmaxPart st) {
-        const int64_t slot = lane0 + begin;
-        const int64_t at = slot / kTileSlots * tile_bytes;
+        const int64_t at = tile_offset(lane0 + begin, tile_bytes / kTileSlots) + head_bytes;
         kernels.attend_tiles(c.q.data(), s.kv_heads, s.group, s.head_dim, scale_of(s),
                              k_tiles.data() + at, v_tiles.data() + at, tile_bytes,
-                             static_cast<int32_t>(slot % kTileSlots), end - begin, scores, st);
+                             tile_lane(lane0 + begin), end - begin, scores, st);
       });
   // Queries in two int8 terms (~16 bits) and probabilities in 15 bits.
-  EXPECT_LE(nmse, 1e-8) << "lane0 " << lane0 << " kv_heads " << s.kv_heads << " group " << s.group
-                        << " head_dim " << s.head_dim << " n " << s.n;
+  EXPECT_LE(nmse, 1e-8) << "lane0 " << lane0 << " spike " << spike << " kv_heads " << s.kv_heads
+                        << " group " << s.group << " head_dim " << s.head_dim << " n " << s.n;
 }
 
 const Shape kShapes[] = {{1, 1, 16, 1},   {2, 3, 64, 15},  {2, 3, 64, 16},  {3, 3, 64, 17},
                          {1, 5, 64, 100}, {2, 8, 128, 33}, {1, 4, 128, 64}, {3, 1, 32, 300},
-                         {2, 2, 96, 40},  {1, 7, 96, 33}};
+                         {2, 2, 96, 40},  {1, 7, 96, 33},  {3, 3, 64, 1},   {1, 2, 32, 2}};
 
 TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
@@ -189,7 +211,9 @@ TEST(AttendKernel, TilesMatchDoubleAttentionFromEverySlot) {
   }
   for (const Shape& s : kShapes) {
     if (s.head_dim % 32 != 0) continue;  // q8_0 blocks would span heads
-    for (int32_t lane0 : {0, 1, 7, 15}) check_tiles(s, lane0);
+    for (int32_t lane0 = 0; lane0 < kTileSlots; ++lane0) {
+      for (bool spike : {false, true}) check_tiles(s, lane0, spike);
+    }
   }
 }
 
@@ -225,6 +249,36 @@ TEST(KvTiles, RowsComeBackAsTheyWentIn) {
         get_tile_row(part, tile.data(), j, kv_heads, head_dim, back.data());
         EXPECT_TRUE(std::equal(back.begin(), back.end(), rows.begin() + j * row_bytes))
             << "slot " << j << " kv_heads " << kv_heads << " head_dim " << head_dim;
+      }
+    }
+  }
+}
+
+// One row put into a zeroed tile lands where kv_tiles.h's layout says,
+// byte for byte, and nowhere else.
+TEST(KvTiles, ARowLandsWhereTheLayoutSays) {
+  constexpr int32_t kv_heads = 2, head_dim = 64, blocks = head_dim / 32, lane = 5;
+  const int64_t head_bytes = tile_head_bytes(head_dim);
+  std::vector<uint8_t> row(static_cast<size_t>(kv_heads * blocks * 34));
+  for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<uint8_t>(i % 251 + 1);
+  for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
+    std::vector<uint8_t> tile(static_cast<size_t>(kv_heads * head_bytes), 0);
+    put_tile_row(part, row.data(), kv_heads, head_dim, tile.data(), lane);
+    EXPECT_EQ(static_cast<size_t>(std::count(tile.begin(), tile.end(), 0)),
+              tile.size() - row.size());
+    for (int32_t g = 0; g < kv_heads; ++g) {
+      const uint8_t* head = tile.data() + g * head_bytes;
+      for (int32_t b = 0; b < blocks; ++b) {
+        const uint8_t* block = row.data() + (g * blocks + b) * 34;
+        EXPECT_EQ(head[16 * head_dim + 2 * (16 * b + lane)], block[0]);
+        EXPECT_EQ(head[16 * head_dim + 2 * (16 * b + lane) + 1], block[1]);
+        for (int32_t e = 0; e < 32; ++e) {
+          const int32_t d = 32 * b + e;
+          const int64_t at = part == TilePart::kKeys
+                                 ? 64 * (d / 4) + 4 * lane + d % 4
+                                 : 2 * (int64_t{head_dim} * (lane / 2) + d) + lane % 2;
+          ASSERT_EQ(head[at], block[2 + e]) << "head " << g << " element " << d;
+        }
       }
     }
   }

@@ -29,6 +29,7 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
                             const TensorView& v, KVCache& kv, TensorView out) {
   const StepMetadataView meta = pass_.metadata(step);
   const KVLayerView cache = kv.layer(layer);
+  require_slot_rows(cache, "attention of backend 'cuda'");
   auto* k_cache = static_cast<float*>(cache.k);
   auto* v_cache = static_cast<float*>(cache.v);
   // In a decode step the attention kernel stores the new rows itself; its

@@ -29,6 +29,7 @@ KVLayerView CudaKVCache::layer(int32_t layer) {
 }
 
 void CudaKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
+  check_kv_block_copy(spec_, src_block, dst_block, n);
   const uint64_t block_bytes = slot_bytes() * static_cast<uint64_t>(spec_.block_tokens);
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView v = layer(l);
@@ -42,6 +43,7 @@ void CudaKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
 }
 
 void CudaKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) {
+  check_kv_export(spec_, n_slots);
   const uint64_t part = slot_bytes() * static_cast<uint64_t>(n_slots);
   host_out.resize(2 * part * static_cast<uint64_t>(spec_.n_layers));
   uint8_t* out = host_out.data();
@@ -55,12 +57,8 @@ void CudaKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) 
 }
 
 void CudaKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
+  check_kv_import(spec_, n_slots, host_in.size());
   const uint64_t part = slot_bytes() * static_cast<uint64_t>(n_slots);
-  if (host_in.size() != 2 * part * static_cast<uint64_t>(spec_.n_layers)) {
-    throw Error(ErrorKind::kInputRejected, "KV-cache import of " + std::to_string(n_slots) + " slots needs " +
-                                               std::to_string(2 * part * static_cast<uint64_t>(spec_.n_layers)) +
-                                               " bytes, got " + std::to_string(host_in.size()));
-  }
   const uint8_t* in = host_in.data();
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView v = layer(l);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "duet/error.h"
@@ -157,14 +158,13 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
       const int64_t head = first_head * cache_head_bytes(cache.dtype, spec_.head_dim);
       std::vector<uint8_t> row(cache.tiled ? static_cast<size_t>(cache.slot_bytes) : 0);
       for (int64_t p = 0; p < p1 - p0; ++p) {
-        for (auto [base, out] : {std::pair{cache.k, kd}, std::pair{cache.v, vd}}) {
+        for (const auto& [part, base, out] : {std::tuple{TilePart::kKeys, cache.k, kd},
+                                              std::tuple{TilePart::kValues, cache.v, vd}}) {
           const auto* bytes = static_cast<const uint8_t*>(base);
           const uint8_t* at = bytes + (slot + p) * cache.slot_bytes;
           if (cache.tiled) {
-            const int64_t tile = (slot + p) / kTileSlots * kTileSlots * cache.slot_bytes;
-            get_tile_row(base == cache.k ? TilePart::kKeys : TilePart::kValues, bytes + tile,
-                         static_cast<int32_t>((slot + p) % kTileSlots), spec_.n_kv_heads,
-                         spec_.head_dim, row.data());
+            get_tile_row(part, bytes + tile_offset(slot + p, cache.slot_bytes), tile_lane(slot + p),
+                         spec_.n_kv_heads, spec_.head_dim, row.data());
             at = row.data();
           }
           kernels_.dequantize(DType::kQ8_0, at + head, out + p * width, width);
@@ -261,13 +261,13 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   for_each_run(task.seq->block_table, cache.block_tokens, task.begin, task.end,
                [&](int32_t p0, int32_t p1, int64_t slot) {
                  if (cache.tiled) {
-                   const int64_t first = slot / kTileSlots * kTileSlots * cache.slot_bytes +
+                   const int64_t first = tile_offset(slot, cache.slot_bytes) +
                                          task.kv_head * tile_head_bytes(spec_.head_dim);
-                   kernels_.attend_tiles(
-                       qr, task.kv_heads, group, hd, spec_.scale,
-                       static_cast<const uint8_t*>(cache.k) + first,
-                       static_cast<const uint8_t*>(cache.v) + first, kTileSlots * cache.slot_bytes,
-                       static_cast<int32_t>(slot % kTileSlots), p1 - p0, scores, state);
+                   kernels_.attend_tiles(qr, task.kv_heads, group, hd, spec_.scale,
+                                         static_cast<const uint8_t*>(cache.k) + first,
+                                         static_cast<const uint8_t*>(cache.v) + first,
+                                         kTileSlots * cache.slot_bytes, tile_lane(slot), p1 - p0,
+                                         scores, state);
                    return;
                  }
                  const int64_t first = slot * cache.slot_bytes +
@@ -300,18 +300,18 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
                     " slots; attention 'flash' of backend 'onednn' reads only q8_0 tiles of " +
                     std::to_string(kTileSlots) + ", on the avx512_vnni path");
   }
-  row_.resize(static_cast<size_t>(slot_bytes));
+  if (tiled) row_.resize(static_cast<size_t>(slot_bytes));
   for (int32_t i = 0; i < step.n_tokens; ++i) {
     const int64_t slot = step.slot_mapping[static_cast<size_t>(i)];
-    for (auto [src, base] :
-         {std::pair{k.as<const float>(), view.k}, std::pair{v.as<const float>(), view.v}}) {
+    for (const auto& [part, src, base] :
+         {std::tuple{TilePart::kKeys, k.as<const float>(), view.k},
+          std::tuple{TilePart::kValues, v.as<const float>(), view.v}}) {
       const float* row = src + i * kv_row;
       auto* bytes = static_cast<uint8_t*>(base);
       if (tiled) {
         kernels_.quantize_q8_0(row, row_.data(), kv_row);
-        put_tile_row(base == view.k ? TilePart::kKeys : TilePart::kValues, row_.data(),
-                     spec_.n_kv_heads, hd, bytes + slot / kTileSlots * kTileSlots * slot_bytes,
-                     static_cast<int32_t>(slot % kTileSlots));
+        put_tile_row(part, row_.data(), spec_.n_kv_heads, hd, bytes + tile_offset(slot, slot_bytes),
+                     tile_lane(slot));
         continue;
       }
       void* dst = bytes + slot * slot_bytes;

@@ -1,9 +1,7 @@
 #include "onednn_kv_cache.h"
 
 #include <cstring>
-#include <string>
 
-#include "duet/error.h"
 #include "kernels/kv_tiles.h"
 
 namespace duet::onednn {
@@ -17,12 +15,13 @@ bool OnednnKVCache::tiled(CpuPath path, DType dtype) {
 }
 
 OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path)
-    : spec_(spec), tiled_(tiled(path, spec.dtype)) {
-  const int64_t slots = tiled_ ? (spec.capacity_tokens + kTileSlots - 1) / kTileSlots * kTileSlots
-                               : spec.capacity_tokens;
-  layer_bytes_ = slot_bytes() * static_cast<uint64_t>(slots);
-  storage_ = device.allocate(memory_bytes());
-}
+    : spec_(spec),
+      tiled_(tiled(path, spec.dtype)),
+      layer_bytes_(slot_bytes() *
+                   static_cast<uint64_t>(tiled_ ? (spec.capacity_tokens + kTileSlots - 1) /
+                                                      kTileSlots * kTileSlots
+                                                : spec.capacity_tokens)),
+      storage_(device.allocate(memory_bytes())) {}
 
 uint64_t OnednnKVCache::slot_bytes() const {
   return *dtype_row_bytes(
@@ -42,8 +41,8 @@ void OnednnKVCache::read_slot(const uint8_t* base, bool keys, int64_t slot, uint
     return;
   }
   get_tile_row(keys ? TilePart::kKeys : TilePart::kValues,
-               base + static_cast<uint64_t>(slot / kTileSlots) * kTileSlots * bytes,
-               static_cast<int32_t>(slot % kTileSlots), spec_.n_kv_heads, spec_.head_dim, row);
+               base + tile_offset(slot, static_cast<int64_t>(bytes)), tile_lane(slot),
+               spec_.n_kv_heads, spec_.head_dim, row);
 }
 
 void OnednnKVCache::write_slot(uint8_t* base, bool keys, int64_t slot, const uint8_t* row) const {
@@ -53,11 +52,24 @@ void OnednnKVCache::write_slot(uint8_t* base, bool keys, int64_t slot, const uin
     return;
   }
   put_tile_row(keys ? TilePart::kKeys : TilePart::kValues, row, spec_.n_kv_heads, spec_.head_dim,
-               base + static_cast<uint64_t>(slot / kTileSlots) * kTileSlots * bytes,
-               static_cast<int32_t>(slot % kTileSlots));
+               base + tile_offset(slot, static_cast<int64_t>(bytes)), tile_lane(slot));
 }
 
 void OnednnKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
+  check_kv_block_copy(spec_, src_block, dst_block, n);
+  if (!tiled_) {
+    const uint64_t bytes = slot_bytes() * static_cast<uint64_t>(spec_.block_tokens);
+    for (int32_t l = 0; l < spec_.n_layers; ++l) {
+      KVLayerView view = layer(l);
+      for (void* base : {view.k, view.v}) {
+        auto* p = static_cast<uint8_t*>(base);
+        std::memcpy(p + static_cast<uint64_t>(dst_block) * bytes,
+                    p + static_cast<uint64_t>(src_block) * bytes, static_cast<uint64_t>(n) * bytes);
+      }
+    }
+    return;
+  }
+  // Tiles: slot by slot (blocks need not start tiles).
   std::vector<uint8_t> row(slot_bytes());
   const int64_t slots = n * spec_.block_tokens;
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
@@ -73,6 +85,7 @@ void OnednnKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n)
 }
 
 void OnednnKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) {
+  check_kv_export(spec_, n_slots);
   const uint64_t part = slot_bytes() * static_cast<uint64_t>(n_slots);
   host_out.resize(2 * part * static_cast<uint64_t>(spec_.n_layers));
   uint8_t* out = host_out.data();
@@ -86,13 +99,7 @@ void OnednnKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out
 }
 
 void OnednnKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
-  const uint64_t part = slot_bytes() * static_cast<uint64_t>(n_slots);
-  const uint64_t expected = 2 * part * static_cast<uint64_t>(spec_.n_layers);
-  if (host_in.size() != expected) {
-    throw Error(ErrorKind::kInputRejected, "KV-cache import of " + std::to_string(n_slots) +
-                                               " slots needs " + std::to_string(expected) +
-                                               " bytes, got " + std::to_string(host_in.size()));
-  }
+  check_kv_import(spec_, n_slots, host_in.size());
   const uint8_t* in = host_in.data();
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView view = layer(l);

@@ -31,9 +31,6 @@ class OnednnKVCache final : public KVCache {
   // Why `spec` cannot be stored here; empty when it can.
   static Support check(const KVCacheSpec& spec);
 
-  // Whether a cache of `dtype` is kept in tiles on `path`.
-  static bool tiled(CpuPath path, DType dtype);
-
   // REQUIRES: check(spec).ok(). Throws duet::Error(kOutOfMemory) when the
   // host cannot hold it.
   OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path);
@@ -48,6 +45,8 @@ class OnednnKVCache final : public KVCache {
   void import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) override;
 
  private:
+  // Whether a cache of `dtype` is kept in tiles on `path`.
+  static bool tiled(CpuPath path, DType dtype);
   uint64_t slot_bytes() const;
   // Slot `slot` of K (keys) or V storage `base` as a row, and back.
   void read_slot(const uint8_t* base, bool keys, int64_t slot, uint8_t* row) const;
@@ -56,7 +55,7 @@ class OnednnKVCache final : public KVCache {
   KVCacheSpec spec_;
   bool tiled_;
   uint64_t layer_bytes_;             // bytes of K (or V) of one layer
-  std::unique_ptr<Buffer> storage_;  // [layer][k|v][slot][head][dim]
+  std::unique_ptr<Buffer> storage_;  // [layer][k|v][slot][head][dim], or tiles of slots
 };
 
 }  // namespace duet::onednn

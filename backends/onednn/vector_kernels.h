@@ -55,7 +55,9 @@ struct VectorKernels {
   // each pointing at the first KV head's part), in integer arithmetic
   // (kernels/attend_tiles.h: scores within ~1e-5 relative, probabilities
   // rounded to 15 bits). Set on the VNNI path only, null on the others.
-  // REQUIRES: head_dim a multiple of 32, lane0 in [0, 16), n ≥ 1.
+  // `scores`: scratch as for attend. REQUIRES: head_dim a multiple of 32,
+  // lane0 in [0, 16), n ≥ 1, the tiles the run touches readable whole,
+  // finite inputs.
   void (*attend_tiles)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                        float scale, const uint8_t* k, const uint8_t* v, int64_t tile_bytes,
                        int32_t lane0, int64_t n, float* scores, SoftmaxPart state);

@@ -33,6 +33,7 @@ void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const Ten
   const int32_t block = kv.spec().block_tokens;
   const DType dtype = kv.spec().dtype;
   KVLayerView cache = kv.layer(layer);
+  require_slot_rows(cache, "attention of backend 'reference'");
   auto* cache_k = static_cast<uint8_t*>(cache.k);
   auto* cache_v = static_cast<uint8_t*>(cache.v);
 

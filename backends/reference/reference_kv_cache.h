@@ -33,8 +33,6 @@ class ReferenceKVCache final : public KVCache {
 
  private:
   uint64_t slot_bytes() const;
-  // Throws duet::Error(kInternal) unless [first, first + n) lies in the cache.
-  void check_slots(int64_t first, int64_t n) const;
 
   KVCacheSpec spec_;
   uint64_t layer_bytes_;                  // bytes of K (or V) of one layer

@@ -1,6 +1,9 @@
 #include "duet/kv_cache.h"
 
 #include <algorithm>
+#include <string>
+
+#include "duet/error.h"
 
 namespace duet {
 
@@ -40,6 +43,52 @@ Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view back
                         "; the block size must be positive and divide the capacity");
   }
   return s;
+}
+
+namespace {
+
+void check_slots(const KVCacheSpec& spec, int64_t first, int64_t n) {
+  if (first < 0 || n < 0 || first > spec.capacity_tokens || n > spec.capacity_tokens - first) {
+    throw Error(ErrorKind::kInternal,
+                "KV-cache slots [" + std::to_string(first) + ", " + std::to_string(first + n) +
+                    ") are outside the capacity of " + std::to_string(spec.capacity_tokens));
+  }
+}
+
+}  // namespace
+
+void check_kv_export(const KVCacheSpec& spec, int64_t n_slots) { check_slots(spec, 0, n_slots); }
+
+void check_kv_import(const KVCacheSpec& spec, int64_t n_slots, size_t bytes) {
+  check_slots(spec, 0, n_slots);
+  const uint64_t row = *dtype_row_bytes(
+      spec.dtype, static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim));
+  const uint64_t expected =
+      2 * row * static_cast<uint64_t>(n_slots) * static_cast<uint64_t>(spec.n_layers);
+  if (bytes != expected) {
+    throw Error(ErrorKind::kInternal, "KV-cache import of " + std::to_string(n_slots) +
+                                          " slots needs " + std::to_string(expected) +
+                                          " bytes, got " + std::to_string(bytes));
+  }
+}
+
+void check_kv_block_copy(const KVCacheSpec& spec, int64_t src_block, int64_t dst_block, int64_t n) {
+  const int64_t b = spec.block_tokens;
+  check_slots(spec, src_block * b, n * b);
+  check_slots(spec, dst_block * b, n * b);
+  if (src_block < dst_block + n && dst_block < src_block + n) {
+    throw Error(ErrorKind::kInternal, "KV-cache block copy ranges overlap: " + std::to_string(n) +
+                                          " blocks from " + std::to_string(src_block) + " to " +
+                                          std::to_string(dst_block));
+  }
+}
+
+void require_slot_rows(const KVLayerView& view, std::string_view attention) {
+  if (view.tile_slots != 0) {
+    throw Error(ErrorKind::kPlugin,
+                std::string(attention) + " reads KV caches stored as slot rows, not in tiles of " +
+                    std::to_string(view.tile_slots) + " slots (another backend's cache layout)");
+  }
 }
 
 }  // namespace duet

@@ -21,7 +21,10 @@
 // consecutive query heads per KV head, as VectorKernels::attend.
 //
 // Internal to the onednn backend. REQUIRES: an AVX-512 (F, BW, VL) VNNI
-// CPU; head_dim a multiple of 32; lane0 in [0, 16); n ≥ 1.
+// CPU; head_dim a multiple of 32; lane0 in [0, 16); n ≥ 1; every tile the
+// run touches readable whole for the kv_heads heads (slots before lane0
+// and after the run included: they are read and given no weight); finite
+// queries and probabilities.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +32,8 @@
 namespace duet::onednn::detail {
 
 // scores[h * n + i] = scale * q_h · k_i for the kv_heads * group query
-// heads h and positions i < n. `staging`: scratch for kv_heads * group *
-// head_dim floats.
+// heads h and positions i < n. `staging`: scratch for at least kv_heads *
+// group * head_dim floats (the query terms).
 void attend_tile_scores_vnni(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                              float scale, const uint8_t* tiles, int64_t tile_bytes, int32_t lane0,
                              int64_t n, float* scores, float* staging);

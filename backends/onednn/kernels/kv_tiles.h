@@ -35,6 +35,13 @@ constexpr int32_t kTileSlots = 16;
 // Bytes of one KV head's 16 slots in a tile.
 constexpr int64_t tile_head_bytes(int32_t head_dim) { return int64_t{head_dim} * 17; }
 
+// Where slot `slot` lies in K (or V) storage in tiles whose rows are
+// slot_bytes long: the byte offset of its tile, and its lane there.
+constexpr int64_t tile_offset(int64_t slot, int64_t slot_bytes) {
+  return slot / kTileSlots * kTileSlots * slot_bytes;
+}
+constexpr int32_t tile_lane(int64_t slot) { return static_cast<int32_t>(slot % kTileSlots); }
+
 enum class TilePart { kKeys, kValues };
 
 // Stores `row`, the q8_0 row of one slot (kv_heads heads of head_dim

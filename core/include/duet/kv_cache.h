@@ -40,18 +40,34 @@ struct KVCacheSpec {
 Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view backend,
                                   std::initializer_list<DType> dtypes);
 
+// What KVCache::copy_blocks, export_slots and import_slots must refuse,
+// for every backend alike: each throws duet::Error(kInternal) naming the
+// values when slots [0, n_slots) or the blocks' slots fall outside
+// spec.capacity_tokens, the two block ranges overlap, or an import is not
+// the size export_slots gives (2 * n_layers * n_slots rows of the dtype).
+void check_kv_export(const KVCacheSpec& spec, int64_t n_slots);
+void check_kv_import(const KVCacheSpec& spec, int64_t n_slots, size_t bytes);
+void check_kv_block_copy(const KVCacheSpec& spec, int64_t src_block, int64_t dst_block, int64_t n);
+
 // Where one layer's K and V live. With tile_slots = 0, slot s of layer l
 // holds n_kv_heads * head_dim elements of `dtype` at byte offset s *
 // slot_bytes from k (and v), as duet/quant.h's rows. A backend may instead
-// keep its own layout, in tiles of tile_slots consecutive slots each
-// tile_slots * slot_bytes long (documented in its cache header); only its
-// own attention reads it, and export_slots/import_slots still speak rows.
+// keep its own layout in tiles: tile t holds slots [t * tile_slots,
+// (t + 1) * tile_slots) in the tile_slots * slot_bytes bytes from
+// t * tile_slots * slot_bytes, arranged as its cache header documents, and
+// the storage extends to whole tiles past capacity_tokens. Only the
+// backend's own attention reads tiles (other attention refuses them), and
+// export_slots/import_slots/copy_blocks still move rows.
 struct KVLayerView {
   void* k = nullptr;
   void* v = nullptr;
   uint64_t slot_bytes = 0;
   int32_t tile_slots = 0;
 };
+
+// For attention that reads slot rows only: throws duet::Error(kPlugin)
+// naming `attention` when `view` is in a backend's own tiles.
+void require_slot_rows(const KVLayerView& view, std::string_view attention);
 
 // Thread-safety: none; one pipeline uses a cache at a time.
 class KVCache {
@@ -69,14 +85,16 @@ class KVCache {
   // Copies `n` whole blocks, all layers, from block src to block dst
   // (used for copy-on-write of shared prefixes). REQUIRES: both ranges lie
   // within the cache's capacity_tokens / block_tokens blocks and do not
-  // overlap; a backend throws duet::Error(kInternal) otherwise.
+  // overlap; a backend throws duet::Error(kInternal) otherwise
+  // (check_kv_block_copy).
   virtual void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) = 0;
 
   // Moves the contents of `n_slots` slots starting at slot 0 of every layer
   // to or from host memory laid out as [layer][k|v][slot][head][dim] in
   // spec().dtype: how a cache travels between backends. REQUIRES:
   // 0 <= n_slots <= capacity_tokens, and for import a buffer of exactly the
-  // size export gives; duet::Error(kInternal) otherwise.
+  // size export gives; duet::Error(kInternal) otherwise (check_kv_export,
+  // check_kv_import).
   virtual void export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) = 0;
   virtual void import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) = 0;
 };

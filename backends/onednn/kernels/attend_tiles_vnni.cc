@@ -1,5 +1,6 @@
 // Decode attention over a tiled q8_0 cache; see attend_tiles.h.
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/attend_tiles.h"
 #include "kernels/avx512_intrinsics.h"
@@ -26,13 +27,17 @@ TileLanes tile_lanes(int64_t t, int32_t lane0, int64_t n) {
   return {first, static_cast<__mmask16>(lanes)};
 }
 
-// Prefetches the `bytes` at p into L1 (kHint T0) or L2 (T1).
-template <int kHint>
+// Prefetches the `bytes` at p into L1 (kL1) or L2 (kL2).
+enum Level { kL1 = 3, kL2 = 2 };  // __builtin_prefetch's locality: prefetcht0, prefetcht1
+
+template <Level kLevel>
 void prefetch(const uint8_t* p, int64_t bytes) {
-  for (int64_t b = 0; b < bytes; b += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + b), static_cast<_mm_hint>(kHint));
-  }
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, kLevel);
 }
+
+// Below this a scale is treated as 0: its reciprocal would overflow, and
+// what it scales cannot reach a float sum of order 1.
+constexpr float kTiny = 0x1p-100f;
 
 // How many tiles ahead the keys and values are fetched into L2, besides
 // the next tile or two into L1. In-process A/B (decode at 2k cached tokens,
@@ -60,7 +65,7 @@ void quantize_queries(const float* q, int64_t heads, int32_t head_dim, QueryTerm
     const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
     const float s = amax / 127.0f;
-    const __m512 inv = _mm512_set1_ps(s != 0.0f ? 1.0f / s : 0.0f);
+    const __m512 inv = _mm512_set1_ps(s > kTiny ? 1.0f / s : 0.0f);
     int32_t sum = 0;
     for (int half = 0; half < 2; ++half) {
       const __m512 y = _mm512_mul_ps(half ? b : a, inv);
@@ -81,6 +86,13 @@ void quantize_queries(const float* q, int64_t heads, int32_t head_dim, QueryTerm
   }
 }
 
+// Four query bytes as one 32-bit lane, to broadcast.
+__attribute__((always_inline)) inline int32_t four_bytes(const int8_t* p) {
+  int32_t x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
+
 // total[h] += the scores (without `scale`) of block b of the tile's 16
 // positions for query heads h0 .. h0 + H of `t`. vpdpbusd takes unsigned
 // bytes on one side, so keys are read as k + 128 and 128·Σq is taken off.
@@ -98,15 +110,15 @@ __attribute__((always_inline)) inline void block_dots(const uint8_t* head, int32
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(head + 16 * head_dim + 32 * b)));
   for (int h = 0; h < H; ++h) {
     const int64_t hb = (h0 + h) * blocks + b;
-    const auto* hi = reinterpret_cast<const int32_t*>(t.hi + hb * kQ8);
-    const auto* lo = reinterpret_cast<const int32_t*>(t.lo + hb * kQ8);
+    const int8_t* hi = t.hi + hb * kQ8;
+    const int8_t* lo = t.lo + hb * kQ8;
     // Four chains of vpdpbusd (its latency would bind one).
     __m512i hi0 = _mm512_setzero_si512(), hi1 = hi0, lo0 = hi0, lo1 = hi0;
     for (int c = 0; c < 8; c += 2) {
-      hi0 = _mm512_dpbusd_epi32(hi0, k[c], _mm512_set1_epi32(hi[c]));
-      hi1 = _mm512_dpbusd_epi32(hi1, k[c + 1], _mm512_set1_epi32(hi[c + 1]));
-      lo0 = _mm512_dpbusd_epi32(lo0, k[c], _mm512_set1_epi32(lo[c]));
-      lo1 = _mm512_dpbusd_epi32(lo1, k[c + 1], _mm512_set1_epi32(lo[c + 1]));
+      hi0 = _mm512_dpbusd_epi32(hi0, k[c], _mm512_set1_epi32(four_bytes(hi + 4 * c)));
+      hi1 = _mm512_dpbusd_epi32(hi1, k[c + 1], _mm512_set1_epi32(four_bytes(hi + 4 * c + 4)));
+      lo0 = _mm512_dpbusd_epi32(lo0, k[c], _mm512_set1_epi32(four_bytes(lo + 4 * c)));
+      lo1 = _mm512_dpbusd_epi32(lo1, k[c + 1], _mm512_set1_epi32(four_bytes(lo + 4 * c + 4)));
     }
     __m512i acc = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(hi0, hi1), 8),
                                    _mm512_add_epi32(lo0, lo1));
@@ -133,9 +145,10 @@ void attend_tile_scores_vnni(const float* q, int32_t kv_heads, int32_t group, in
   const int64_t n_tiles = (lane0 + n + kTileSlots - 1) / kTileSlots;
   for (int64_t tile = 0; tile < n_tiles; ++tile) {
     const uint8_t* base = tiles + tile * tile_bytes;
-    if (tile + 1 < n_tiles) prefetch<_MM_HINT_T0>(base + tile_bytes, tile_bytes);
+    // This task's KV heads of the next tile into L1, and further into L2.
+    if (tile + 1 < n_tiles) prefetch<kL1>(base + tile_bytes, kv_heads * head_bytes);
     if (tile + kScoresAhead < n_tiles) {
-      prefetch<_MM_HINT_T1>(base + kScoresAhead * tile_bytes, tile_bytes);
+      prefetch<kL2>(base + kScoresAhead * tile_bytes, kv_heads * head_bytes);
     }
     const TileLanes at = tile_lanes(tile, lane0, n);
     for (int64_t g = 0; g < kv_heads; ++g) {
@@ -167,12 +180,12 @@ namespace {
 
 // Prefetches the values of dimensions [c0, c0 + 32 · blocks) of one KV
 // head's part of a tile, and their scales.
-template <int kHint>
+template <Level kLevel>
 void prefetch_chunk(const uint8_t* head, int32_t head_dim, int64_t c0, int blocks) {
   for (int j = 0; j < kTileSlots / 2; ++j) {
-    prefetch<kHint>(head + 2 * (head_dim * j + c0), 64 * blocks);
+    prefetch<kLevel>(head + 2 * (head_dim * j + c0), 64 * blocks);
   }
-  prefetch<kHint>(head + 16 * head_dim + c0, 32 * blocks);
+  prefetch<kLevel>(head + 16 * head_dim + c0, 32 * blocks);
 }
 
 // acc[h][c0 + d] += Σ_i probs[h][i] * v_i[c0 + d], d < 32 · blocks (1 or
@@ -190,10 +203,9 @@ void values_chunk(const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64
   for (int64_t tile = 0; tile < n_tiles; ++tile) {
     const uint8_t* head = tiles + tile * tile_bytes;
     // This chunk's values and scales 2 tiles ahead into L1, further into L2.
-    if (tile + 2 < n_tiles)
-      prefetch_chunk<_MM_HINT_T0>(head + 2 * tile_bytes, head_dim, c0, kBlocks);
+    if (tile + 2 < n_tiles) prefetch_chunk<kL1>(head + 2 * tile_bytes, head_dim, c0, kBlocks);
     if (tile + kValuesAhead < n_tiles) {
-      prefetch_chunk<_MM_HINT_T1>(head + kValuesAhead * tile_bytes, head_dim, c0, kBlocks);
+      prefetch_chunk<kL2>(head + kValuesAhead * tile_bytes, head_dim, c0, kBlocks);
     }
     const TileLanes at = tile_lanes(tile, lane0, n);
     // w = p · s per position and block, as int16 in units of the largest p
@@ -217,9 +229,9 @@ void values_chunk(const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64
         const float largest = p_max[h] * s_max;
         unit[h][b] = largest / 32767.0f;
         const __m512 w = _mm512_mul_ps(_mm512_mul_ps(p[h], s),
-                                       _mm512_set1_ps(largest > 0.0f ? 32767.0f / largest : 0.0f));
+                                       _mm512_set1_ps(largest > kTiny ? 32767.0f / largest : 0.0f));
         _mm256_store_si256(reinterpret_cast<__m256i*>(w16[h][b]),
-                           _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(w)));
+                           _mm512_cvtsepi32_epi16(_mm512_maskz_cvtps_epi32(at.lanes, w)));
       }
     }
     // Slots outside the run have w = 0 (their bytes are read, not used).
