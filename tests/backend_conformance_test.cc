@@ -39,6 +39,7 @@
 
 #include "checked_ops.h"
 #include "device_tensor.h"
+#include "duet/error.h"
 #include "duet/plugin_host.h"
 #include "duet/quant.h"
 #include "random_floats.h"
@@ -499,6 +500,36 @@ TEST_P(BackendConformance, AQ8CacheSurvivesExportImportAndCopyBlocks) {
     // Untouched slots keep what was imported.
     const auto imported = bytes.begin() + static_cast<std::ptrdiff_t>(part * n * row);
     EXPECT_TRUE(std::equal(first, first + 40 * row, imported)) << part;
+  }
+}
+
+// What KVCache's contract says a cache refuses, with kInternal: slots
+// beyond the capacity, overlapping block copies, an import of the wrong
+// size (core/include/duet/kv_cache.h).
+TEST_P(BackendConformance, AKVCacheRefusesWhatItsContractRules) {
+  for (DType dtype : {DType::kF32, DType::kQ8_0}) {
+    const KVCacheSpec spec = attention_cache(16, dtype);
+    if (!backend_->check_kv_cache(spec).ok()) continue;
+    std::unique_ptr<KVCache> kv = backend_->create_kv_cache(spec);
+    // The kind of error a call throws, "none" if it returns.
+    const auto thrown = [](const auto& call) -> std::string {
+      try {
+        call();
+      } catch (const Error& e) {
+        return error_kind_name(e.kind());
+      }
+      return "none";
+    };
+    const std::string internal = error_kind_name(ErrorKind::kInternal);
+    std::vector<uint8_t> bytes;
+    EXPECT_EQ(thrown([&] { kv->export_slots(kCapacity + 1, bytes); }), internal);
+    EXPECT_EQ(thrown([&] { kv->copy_blocks(0, 1, 2); }), internal);  // overlap
+    EXPECT_EQ(thrown([&] { kv->copy_blocks(0, kCapacity / 16 - 1, 2); }),
+              internal);  // past the end
+    kv->export_slots(20, bytes);
+    bytes.pop_back();
+    EXPECT_EQ(thrown([&] { kv->import_slots(20, bytes); }), internal);
+    EXPECT_EQ(thrown([&] { kv->copy_blocks(0, 2, 2); }), "none");
   }
 }
 
