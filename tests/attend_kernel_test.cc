@@ -226,7 +226,7 @@ TEST(AttendKernel, TilesAreReadOnTheVnniPathAlone) {
 }
 
 // A q8_0 row put into a tile and got back is the same bytes, in every slot
-// and beside its neighbours.
+// and beside its neighbours, and expands to the floats of the row.
 TEST(KvTiles, RowsComeBackAsTheyWentIn) {
   for (const auto& [kv_heads, head_dim] : {std::pair{3, 64}, {2, 96}, {1, 32}}) {
     const int64_t row_elements = int64_t{kv_heads} * head_dim;
@@ -245,10 +245,20 @@ TEST(KvTiles, RowsComeBackAsTheyWentIn) {
         put_tile_row(part, rows.data() + j * row_bytes, kv_heads, head_dim, tile.data(), j);
       }
       std::vector<uint8_t> back(static_cast<size_t>(row_bytes));
+      std::vector<float> want(static_cast<size_t>(row_elements)), got(want.size());
       for (int32_t j = 0; j < kTileSlots; ++j) {
         get_tile_row(part, tile.data(), j, kv_heads, head_dim, back.data());
         EXPECT_TRUE(std::equal(back.begin(), back.end(), rows.begin() + j * row_bytes))
             << "slot " << j << " kv_heads " << kv_heads << " head_dim " << head_dim;
+        // Expanded straight from the tile: the last heads, then all.
+        dequantize_row(DType::kQ8_0, rows.data() + j * row_bytes, want.data(), row_elements);
+        const int32_t first = kv_heads - 1;
+        dequantize_tile_row(part, tile.data(), j, first, 1, head_dim, got.data());
+        EXPECT_TRUE(
+            std::equal(got.begin(), got.begin() + head_dim, want.begin() + first * head_dim))
+            << "slot " << j;
+        dequantize_tile_row(part, tile.data(), j, 0, kv_heads, head_dim, got.data());
+        EXPECT_EQ(got, want) << "slot " << j;
       }
     }
   }

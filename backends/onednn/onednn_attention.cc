@@ -156,18 +156,18 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
     if (cache.dtype == DType::kQ8_0) {
       // q8_0 blocks never span heads: the first head starts a block.
       const int64_t head = first_head * cache_head_bytes(cache.dtype, spec_.head_dim);
-      std::vector<uint8_t> row(cache.tiled ? static_cast<size_t>(cache.slot_bytes) : 0);
       for (int64_t p = 0; p < p1 - p0; ++p) {
         for (const auto& [part, base, out] : {std::tuple{TilePart::kKeys, cache.k, kd},
                                               std::tuple{TilePart::kValues, cache.v, vd}}) {
           const auto* bytes = static_cast<const uint8_t*>(base);
-          const uint8_t* at = bytes + (slot + p) * cache.slot_bytes;
           if (cache.tiled) {
-            get_tile_row(part, bytes + tile_offset(slot + p, cache.slot_bytes), tile_lane(slot + p),
-                         spec_.n_kv_heads, spec_.head_dim, row.data());
-            at = row.data();
+            dequantize_tile_row(part, bytes + tile_offset(slot + p, cache.slot_bytes),
+                                tile_lane(slot + p), first_head, heads, spec_.head_dim,
+                                out + p * width);
+          } else {
+            kernels_.dequantize(DType::kQ8_0, bytes + (slot + p) * cache.slot_bytes + head,
+                                out + p * width, width);
           }
-          kernels_.dequantize(DType::kQ8_0, at + head, out + p * width, width);
         }
       }
       return;

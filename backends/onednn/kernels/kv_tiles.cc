@@ -1,5 +1,9 @@
 #include "kernels/kv_tiles.h"
 
+#include <cstring>
+
+#include "duet/quant.h"
+
 namespace duet::onednn {
 namespace {
 
@@ -46,6 +50,25 @@ void get_tile_row(TilePart part, const uint8_t* tile, int32_t lane, int32_t kv_h
                   int32_t head_dim, uint8_t* row) {
   for_each_byte(part, kv_heads, head_dim, lane,
                 [&](int64_t at, int64_t from) { row[from] = tile[at]; });
+}
+
+void dequantize_tile_row(TilePart part, const uint8_t* tile, int32_t lane, int32_t first_head,
+                         int32_t heads, int32_t head_dim, float* out) {
+  for (int32_t g = first_head; g < first_head + heads; ++g) {
+    const uint8_t* head = tile + g * tile_head_bytes(head_dim);
+    for (int32_t b = 0; b < head_dim / kQ8Block; ++b, out += kQ8Block) {
+      uint16_t bits;
+      std::memcpy(&bits, head + scale_at(head_dim, lane, b), sizeof bits);
+      const float d = f16_to_f32(bits);
+      // Keys: four consecutive elements at each of 8 places 64 bytes
+      // apart; values: every element 2 bytes after the last.
+      const uint8_t* first = head + element_at(part, head_dim, lane, b * kQ8Block);
+      for (int32_t e = 0; e < kQ8Block; ++e) {
+        const int64_t at = part == TilePart::kKeys ? 64 * (e / 4) + e % 4 : 2 * e;
+        out[e] = d * static_cast<float>(static_cast<int8_t>(first[at]));
+      }
+    }
+  }
 }
 
 }  // namespace duet::onednn
