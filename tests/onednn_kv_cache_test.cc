@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -19,8 +21,9 @@
 namespace duet::onednn {
 namespace {
 
-// 40 slots in blocks of 8: not whole tiles, and blocks that start mid-tile.
-KVCacheSpec spec_of(DType dtype) { return KVCacheSpec{"contiguous", 2, 3, 64, 40, 8, dtype}; }
+KVCacheSpec spec_of(DType dtype, int64_t capacity = 48, int32_t block_tokens = 8) {
+  return KVCacheSpec{"contiguous", 2, 3, 64, capacity, block_tokens, dtype};
+}
 
 // Exported bytes of `n` slots of random rows of `dtype`, as an export lays
 // them out.
@@ -44,17 +47,22 @@ TEST(OnednnKVCache, TilesOnlyForQ8OnTheVnniPath) {
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kQ8_0), device, CpuPath::kAvx512).layer(1).tile_slots, 0);
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, CpuPath::kAvx512Vnni).layer(1).tile_slots,
             0);
+  // The tiled storage covers whole tiles: 48 slots for 40.
+  const KVCacheSpec spec = spec_of(DType::kQ8_0, 40);
+  EXPECT_EQ(OnednnKVCache(spec, device, CpuPath::kAvx512Vnni).memory_bytes(),
+            OnednnKVCache(spec, device, CpuPath::kScalar).memory_bytes() / 40 * 48);
 }
 
-TEST(OnednnKVCache, TilesAndRowsImportExportAndCopyAlike) {
+// Blocks of 8 slots cut tiles (copied slot by slot); blocks of 16 are whole
+// tiles (copied as bytes).
+class OnednnKVCacheBlocks : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(OnednnKVCacheBlocks, TilesAndRowsImportExportAndCopyAlike) {
   OnednnDevice device;
-  const KVCacheSpec spec = spec_of(DType::kQ8_0);
+  const KVCacheSpec spec = spec_of(DType::kQ8_0, 48, GetParam());  // three tiles
   OnednnKVCache rows(spec, device, CpuPath::kScalar);
   OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni);
-  // The tiled storage covers whole tiles: 48 slots for 40.
-  EXPECT_EQ(tiles.memory_bytes(), rows.memory_bytes() / 40 * 48);
-
-  const std::vector<uint8_t> in = random_export(spec, 40);
+  const std::vector<uint8_t> in = random_export(spec, 40);  // the last 8 slots stay zero
   rows.import_slots(40, in);
   tiles.import_slots(40, in);
   std::vector<uint8_t> from_rows, from_tiles;
@@ -64,15 +72,28 @@ TEST(OnednnKVCache, TilesAndRowsImportExportAndCopyAlike) {
   rows.export_slots(13, from_rows);
   EXPECT_EQ(from_tiles, from_rows);
 
+  const int32_t b = spec.block_tokens;
   for (OnednnKVCache* kv : {&rows, &tiles}) {
-    kv->copy_blocks(0, 3, 1);  // slots 0..7 onto 24..31
-    kv->copy_blocks(4, 1, 1);  // 32..39 onto 8..15
+    kv->copy_blocks(0, 32 / b, 1);  // slots [0, b) onto [32, 32 + b)
+    kv->copy_blocks(16 / b, 0, 1);  // [16, 16 + b) onto [0, b)
   }
-  rows.export_slots(40, from_rows);
-  tiles.export_slots(40, from_tiles);
-  EXPECT_EQ(from_tiles, from_rows);
-  EXPECT_NE(from_rows, in);  // the copies changed something
+  // The same copies on the imported rows, by hand: 48 slots per part, the
+  // last 8 zero.
+  const size_t row = in.size() / (2 * spec.n_layers * 40);
+  std::vector<uint8_t> want(2 * spec.n_layers * 48 * row, 0);
+  for (size_t part = 0; part < 2 * static_cast<size_t>(spec.n_layers); ++part) {
+    uint8_t* slots = want.data() + part * 48 * row;
+    std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(part * 40 * row), 40 * row, slots);
+    std::copy_n(slots, b * row, slots + 32 * row);
+    std::copy_n(slots + 16 * row, b * row, slots);
+  }
+  rows.export_slots(48, from_rows);
+  tiles.export_slots(48, from_tiles);
+  EXPECT_EQ(from_rows, want);
+  EXPECT_EQ(from_tiles, want);
 }
+
+INSTANTIATE_TEST_SUITE_P(BlockSizes, OnednnKVCacheBlocks, ::testing::Values(8, 16));
 
 }  // namespace
 }  // namespace duet::onednn

@@ -57,7 +57,8 @@ void OnednnKVCache::write_slot(uint8_t* base, bool keys, int64_t slot, const uin
 
 void OnednnKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
   check_kv_block_copy(spec_, src_block, dst_block, n);
-  if (!tiled_) {
+  // Blocks of whole tiles are the same bytes in either layout.
+  if (!tiled_ || spec_.block_tokens % kTileSlots == 0) {
     const uint64_t bytes = slot_bytes() * static_cast<uint64_t>(spec_.block_tokens);
     for (int32_t l = 0; l < spec_.n_layers; ++l) {
       KVLayerView view = layer(l);
@@ -69,7 +70,7 @@ void OnednnKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n)
     }
     return;
   }
-  // Tiles: slot by slot (blocks need not start tiles).
+  // Blocks that cut tiles: slot by slot.
   std::vector<uint8_t> row(slot_bytes());
   const int64_t slots = n * spec_.block_tokens;
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
