@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "kernels/kv_tiles.h"
 
 namespace duet::onednn {
 
@@ -34,24 +33,26 @@ KVLayerView OnednnKVCache::layer(int32_t layer) {
   return KVLayerView{base, base + layer_bytes_, slot_bytes(), tiled_ ? kTileSlots : 0};
 }
 
-void OnednnKVCache::read_slot(const uint8_t* base, bool keys, int64_t slot, uint8_t* row) const {
+void OnednnKVCache::read_slot(const uint8_t* base, TilePart part, int64_t slot,
+                              uint8_t* row) const {
   const uint64_t bytes = slot_bytes();
   if (!tiled_) {
     std::memcpy(row, base + static_cast<uint64_t>(slot) * bytes, bytes);
     return;
   }
-  get_tile_row(keys ? TilePart::kKeys : TilePart::kValues,
+  get_tile_row(part,
                base + tile_offset(slot, static_cast<int64_t>(bytes)), tile_lane(slot),
                spec_.n_kv_heads, spec_.head_dim, row);
 }
 
-void OnednnKVCache::write_slot(uint8_t* base, bool keys, int64_t slot, const uint8_t* row) const {
+void OnednnKVCache::write_slot(uint8_t* base, TilePart part, int64_t slot,
+                               const uint8_t* row) const {
   const uint64_t bytes = slot_bytes();
   if (!tiled_) {
     std::memcpy(base + static_cast<uint64_t>(slot) * bytes, row, bytes);
     return;
   }
-  put_tile_row(keys ? TilePart::kKeys : TilePart::kValues, row, spec_.n_kv_heads, spec_.head_dim,
+  put_tile_row(part, row, spec_.n_kv_heads, spec_.head_dim,
                base + tile_offset(slot, static_cast<int64_t>(bytes)), tile_lane(slot));
 }
 
@@ -75,11 +76,11 @@ void OnednnKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n)
   const int64_t slots = n * spec_.block_tokens;
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView view = layer(l);
-    for (bool keys : {true, false}) {
-      auto* base = static_cast<uint8_t*>(keys ? view.k : view.v);
+    for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
+      auto* base = static_cast<uint8_t*>(part == TilePart::kKeys ? view.k : view.v);
       for (int64_t s = 0; s < slots; ++s) {
-        read_slot(base, keys, src_block * spec_.block_tokens + s, row.data());
-        write_slot(base, keys, dst_block * spec_.block_tokens + s, row.data());
+        read_slot(base, part, src_block * spec_.block_tokens + s, row.data());
+        write_slot(base, part, dst_block * spec_.block_tokens + s, row.data());
       }
     }
   }
@@ -87,14 +88,14 @@ void OnednnKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n)
 
 void OnednnKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) {
   check_kv_export(spec_, n_slots);
-  const uint64_t part = slot_bytes() * static_cast<uint64_t>(n_slots);
-  host_out.resize(2 * part * static_cast<uint64_t>(spec_.n_layers));
+  host_out.resize(2 * slot_bytes() * static_cast<uint64_t>(n_slots) *
+                  static_cast<uint64_t>(spec_.n_layers));
   uint8_t* out = host_out.data();
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView view = layer(l);
-    for (bool keys : {true, false}) {
-      const auto* base = static_cast<const uint8_t*>(keys ? view.k : view.v);
-      for (int64_t s = 0; s < n_slots; ++s, out += slot_bytes()) read_slot(base, keys, s, out);
+    for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
+      const auto* base = static_cast<const uint8_t*>(part == TilePart::kKeys ? view.k : view.v);
+      for (int64_t s = 0; s < n_slots; ++s, out += slot_bytes()) read_slot(base, part, s, out);
     }
   }
 }
@@ -104,9 +105,9 @@ void OnednnKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& ho
   const uint8_t* in = host_in.data();
   for (int32_t l = 0; l < spec_.n_layers; ++l) {
     KVLayerView view = layer(l);
-    for (bool keys : {true, false}) {
-      auto* base = static_cast<uint8_t*>(keys ? view.k : view.v);
-      for (int64_t s = 0; s < n_slots; ++s, in += slot_bytes()) write_slot(base, keys, s, in);
+    for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
+      auto* base = static_cast<uint8_t*>(part == TilePart::kKeys ? view.k : view.v);
+      for (int64_t s = 0; s < n_slots; ++s, in += slot_bytes()) write_slot(base, part, s, in);
     }
   }
 }

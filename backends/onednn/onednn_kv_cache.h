@@ -7,6 +7,7 @@
 
 #include "duet/kv_cache.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kv_tiles.h"
 #include "onednn_device.h"
 
 namespace duet::onednn {
@@ -48,9 +49,9 @@ class OnednnKVCache final : public KVCache {
   // Whether a cache of `dtype` is kept in tiles on `path`.
   static bool tiled(CpuPath path, DType dtype);
   uint64_t slot_bytes() const;
-  // Slot `slot` of K (keys) or V storage `base` as a row, and back.
-  void read_slot(const uint8_t* base, bool keys, int64_t slot, uint8_t* row) const;
-  void write_slot(uint8_t* base, bool keys, int64_t slot, const uint8_t* row) const;
+  // Slot `slot` of the K or V storage at `base` as a row, and back.
+  void read_slot(const uint8_t* base, TilePart part, int64_t slot, uint8_t* row) const;
+  void write_slot(uint8_t* base, TilePart part, int64_t slot, const uint8_t* row) const;
 
   KVCacheSpec spec_;
   bool tiled_;

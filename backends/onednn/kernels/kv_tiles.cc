@@ -60,12 +60,9 @@ void dequantize_tile_row(TilePart part, const uint8_t* tile, int32_t lane, int32
       uint16_t bits;
       std::memcpy(&bits, head + scale_at(head_dim, lane, b), sizeof bits);
       const float d = f16_to_f32(bits);
-      // Keys: four consecutive elements at each of 8 places 64 bytes
-      // apart; values: every element 2 bytes after the last.
-      const uint8_t* first = head + element_at(part, head_dim, lane, b * kQ8Block);
       for (int32_t e = 0; e < kQ8Block; ++e) {
-        const int64_t at = part == TilePart::kKeys ? 64 * (e / 4) + e % 4 : 2 * e;
-        out[e] = d * static_cast<float>(static_cast<int8_t>(first[at]));
+        const uint8_t q = head[element_at(part, head_dim, lane, b * kQ8Block + e)];
+        out[e] = d * static_cast<float>(static_cast<int8_t>(q));
       }
     }
   }
