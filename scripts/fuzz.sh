@@ -20,11 +20,10 @@ bash "$root/scripts/install-deps.sh"
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (apt-get install clang)" >&2; exit 1; }
 bash "$root/scripts/fetch-model.sh"
 sanitize="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DDUET_FUZZ=ON -DDUET_BUILD_TESTS=OFF -DDUET_WITH_CUDA=OFF -DCMAKE_CXX_FLAGS="$sanitize" \
-    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-fi
+# Configured every time, as in build.sh.
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDUET_FUZZ=ON -DDUET_BUILD_TESTS=OFF -DDUET_WITH_CUDA=OFF -DCMAKE_CXX_FLAGS="$sanitize" \
+  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$build" -j "${DUET_JOBS:-2}" --target "${targets[@]}"
 
 mkdir -p "$build/findings"

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config python3 python3-pip python3-venv
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
-  libyaml-cpp-dev libdnnl-dev libpcre2-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libgtest-dev libgmock-dev
 )
 
 missing=()
