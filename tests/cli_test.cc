@@ -156,6 +156,91 @@ TEST_F(Cli, UnknownBackendIsAPluginError) {
   EXPECT_NE(r.err.find("no backend named 'refrence'; did you mean 'reference'?"), std::string::npos) << r.err;
 }
 
+// kTinyPipeline with the test plugins in reach and `backend` instead of its
+// backend section.
+std::string with_backend(const std::string& backend) {
+  std::string text = kTinyPipeline;
+  const std::string pinned = "backend:\n  plugin: reference\n";
+  text.replace(text.find(pinned), pinned.size(),
+               "plugins: {paths: [\"" + std::string(DUET_TEST_PLUGIN_DIR) + "\"]}\n" + backend);
+  return text;
+}
+
+bool onednn_built() { return fs::exists(fs::path(DUET_BUILD_DIR) / "plugins/duet-onednn.so"); }
+
+TEST_F(Cli, ABackendChoiceRunsOnTheFirstThatCanAndSaysWhyTheOthersCannot) {
+  // test-no-device is refused by its probe; onednn, where built, has no
+  // attention 'naive'; nosuch does not exist.
+  const fs::path p = write("p.yaml", with_backend("backend: {plugin: [test-no-device, onednn, nosuch, reference]}\n"));
+  const std::string naive = " --set components.attention.impl=naive";
+  Result r = duet("run " + p.string() + naive);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("backend reference, attention naive"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("passed over test-no-device: no backend named 'test-no-device': plugin 'test-no-device' ("),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("was refused: cannot run here: no test device present\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("passed over nosuch: no backend named 'nosuch'"), std::string::npos) << r.err;
+  if (onednn_built()) {
+    EXPECT_NE(r.err.find("passed over onednn: components.attention.impl 'naive' is not provided by backend "
+                         "'onednn'; available: 'flash'\n"),
+              std::string::npos)
+        << r.err;
+  }
+  // In order, one line each.
+  EXPECT_LT(r.err.find("passed over test-no-device"), r.err.find("passed over onednn"));
+  EXPECT_LT(r.err.find("passed over onednn"), r.err.find("passed over nosuch"));
+
+  Result json = duet("run " + p.string() + naive + " --json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"backend\":\"reference\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"backends_passed_over\":[\"test-no-device: "), std::string::npos) << json.out;
+
+  Result validate = duet("validate " + p.string() + naive);
+  ASSERT_EQ(validate.code, 0) << validate.err;
+  EXPECT_NE(validate.out.find("(passed over nosuch: no backend named 'nosuch'"), std::string::npos) << validate.out;
+}
+
+TEST_F(Cli, ABackendChoiceUsesTheFirstWhenItCan) {
+  Result r = duet("run " + write("p.yaml", with_backend("backend: {plugin: [reference, nosuch]}\n")).string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("backend reference,"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("passed over"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, ABackendChoiceWithNoneThatCanRunExits4ListingEveryReason) {
+  const fs::path p = write("p.yaml", with_backend("backend: {plugin: [test-no-device, reference]}\n"));
+  Result r = duet("run " + p.string() + " --set components.attention.impl=flash");
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("duet: error: " + p.string() +
+                       ": backend.plugin: none of [test-no-device, reference] can run this pipeline here:\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("duet: error:   test-no-device: no backend named 'test-no-device': plugin"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("duet: error:   reference: components.attention.impl 'flash' is not provided by backend "
+                       "'reference'; available: 'naive'\n"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(Cli, APinnedBackendThatCannotRunExits4WithTheReason) {
+  Result r = duet("run " + write("p.yaml", with_backend("backend: {plugin: test-no-device}\n")).string());
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find(": backend: no backend named 'test-no-device': plugin 'test-no-device' ("), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("was refused: cannot run here: no test device present"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, ABackendChoiceStopsAtOptionsABackendRejects) {
+  // A misspelt option is the pipeline's error, not a reason to move on.
+  Result r = duet("run " + write("p.yaml", with_backend("backend:\n  plugin: [reference]\n"
+                                                        "  options: {reference: {thread: 2}}\n"))
+                               .string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("backend.options.reference"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, RunStreamsTextAndSummarizesOnStderr) {
   Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt 'hello there'");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -45,7 +45,7 @@ class OnednnModel : public ::testing::Test {
       std::vector<std::string> overrides = common;
       overrides.push_back("backend.plugin=" + plugin);
       overrides.push_back("components.kv_cache.dtype=" + kv_dtype);
-      PipelineConfig config = load_pipeline_config(src / "configs/smollm2.yaml", overrides);
+      PipelineConfig config = load_pipeline_config(src / "configs/smollm2-reference.yaml", overrides);
       load_pipeline_plugins(config, *host_);
       if (!host_->has(ComponentKind::kBackend, plugin)) {
         setup_error_ = "backend '" + plugin + "' is not available";

@@ -49,7 +49,7 @@ class SmolLM2Oracle : public ::testing::Test {
     }
     host_ = new PluginHost;
     PipelineConfig config = load_pipeline_config(
-        src / "configs/smollm2.yaml", {"stages.0.prefill.all_logits=true", "stages.1.decode.max_new_tokens=1"});
+        src / "configs/smollm2-reference.yaml", {"stages.0.prefill.all_logits=true", "stages.1.decode.max_new_tokens=1"});
     load_pipeline_plugins(config, *host_);
     pipeline_ = Pipeline::build(config, *host_).release();
 

@@ -148,7 +148,7 @@ TEST(PipelineConfigTest, RelativeBaseFolderGivesAbsolutePaths) {
 }
 
 TEST(PipelineConfigTest, DefaultConfigFileLoads) {
-  const fs::path file = DUET_SOURCE_DIR "/configs/smollm2.yaml";
+  const fs::path file = DUET_SOURCE_DIR "/configs/smollm2-reference.yaml";
   PipelineConfig c = load_pipeline_config(file);
   EXPECT_EQ(c.source, file);
   EXPECT_EQ(c.model.path,
@@ -168,6 +168,57 @@ TEST(PipelineConfigTest, DefaultConfigFileLoads) {
   EXPECT_EQ(c.stages[1].name, "decode");
   EXPECT_EQ(c.stages[1].options.values().at("max_new_tokens"), "128");
   EXPECT_EQ(c.stages[1].lists.at("stop"), std::vector<std::string>{"<|im_end|>"});
+}
+
+TEST(PipelineConfigTest, TheDefaultPipelineChoosesAmongEveryBackend) {
+  PipelineConfig c = load_pipeline_config(DUET_SOURCE_DIR "/configs/smollm2.yaml");
+  EXPECT_EQ(c.backend.plugin, "");
+  std::vector<std::string> names;
+  for (const BackendCandidate& b : c.backend.candidates()) names.push_back(b.plugin);
+  EXPECT_EQ(names, (std::vector<std::string>{"cuda", "onednn", "reference"}));
+  EXPECT_EQ(c.kv_cache.dtype, DType::kF16);  // one all three backends store
+}
+
+TEST(PipelineConfigTest, ABackendChoiceHasOptionsPerBackend) {
+  PipelineConfig c = parse(std::string(kMinimal) +
+                           "backend:\n"
+                           "  plugin: [onednn, reference]\n"
+                           "  options: {onednn: {threads: 4}}\n");
+  ASSERT_EQ(c.backend.choice.size(), 2u);
+  EXPECT_EQ(c.backend.choice[0].plugin, "onednn");
+  EXPECT_EQ(c.backend.choice[0].options.values(), (std::map<std::string, std::string>{{"threads", "4"}}));
+  EXPECT_EQ(c.backend.choice[0].options.path(), "backend.options.onednn");
+  EXPECT_TRUE(c.backend.choice[1].options.values().empty());
+  EXPECT_EQ(c.backend.candidates().size(), 2u);
+
+  PipelineConfig again = parse_pipeline_config(describe(c), "test.yaml", "");
+  ASSERT_EQ(again.backend.choice.size(), 2u);
+  EXPECT_EQ(again.backend.choice[1].plugin, "reference");
+  EXPECT_EQ(again.backend.choice[0].options.values(), c.backend.choice[0].options.values());
+
+  // --set pins one backend of the list.
+  PipelineConfig pinned = parse(std::string(kMinimal) + "backend: {plugin: [onednn, reference]}\n",
+                                {"backend.plugin=reference"});
+  EXPECT_TRUE(pinned.backend.choice.empty());
+  EXPECT_EQ(pinned.backend.plugin, "reference");
+  ASSERT_EQ(pinned.backend.candidates().size(), 1u);
+  EXPECT_EQ(pinned.backend.candidates()[0].plugin, "reference");
+}
+
+TEST(PipelineConfigTest, ABackendChoiceIsCheckedItemByItem) {
+  EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: []}\n"),
+            "test.yaml:3:19: backend.plugin: expected a backend's name or a non-empty list of them, found a "
+            "list");
+  EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: [onednn, onednn]}\n"),
+            "test.yaml:3:28: backend.plugin[1]: 'onednn' is listed twice; list each backend once");
+  EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: [onednn, reference], options: {threads: 2}}\n"),
+            "test.yaml:3:50: backend.options.threads: backend.plugin is a list, so backend.options holds one "
+            "map of options per listed backend, and 'threads' is not listed; listed: 'onednn', 'reference'");
+  EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: [onednn, reference], options: {onedn: {}}}\n"),
+            "test.yaml:3:50: backend.options.onedn: backend.plugin is a list, so backend.options holds one "
+            "map of options per listed backend, and 'onedn' is not listed; did you mean 'onednn'?");
+  EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: [onednn], options: {onednn: 2}}\n"),
+            "test.yaml:3:47: backend.options.onednn: expected a map of options, found '2'");
 }
 
 TEST(PipelineConfigTest, DescribeWritesEveryKeyAndParsesBack) {

@@ -22,7 +22,7 @@ class SmolLM2 : public ::testing::Test {
       ADD_FAILURE() << model << " is missing; run `bash scripts/fetch-model.sh`";
       return nullptr;
     }
-    PipelineConfig config = load_pipeline_config(fs::path(DUET_SOURCE_DIR) / "configs/smollm2.yaml", overrides);
+    PipelineConfig config = load_pipeline_config(fs::path(DUET_SOURCE_DIR) / "configs/smollm2-reference.yaml", overrides);
     load_pipeline_plugins(config, host_);
     return Pipeline::build(config, host_);
   }

@@ -425,7 +425,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (ec) c.model_bytes = 0;
   c.backend = pipeline->check().backend;
   c.plugin_version = backend_plugin_version(host, c.backend);
-  const auto& backend_options = config.backend.options.values();
+  const auto& backend_options = pipeline->check().backend_options.values();
   const auto threads = backend_options.find("threads");
   c.threads = threads == backend_options.end() ? "-" : threads->second;
   c.cpu_model = cpu_model_name();

@@ -47,6 +47,7 @@ std::string summarize(const PipelineConfig& config, const PipelineCheck& check) 
     << " layers, hidden " << h.n_embd << ", " << h.n_heads << "/" << h.n_kv_heads << " heads, vocab "
     << h.n_vocab << ", context " << h.context_length << ")\n";
   s << "backend:   " << check.backend << "\n";
+  for (const auto& why : check.backends_passed_over) s << "           (passed over " << why << ")\n";
   s << "attention: " << check.attention_impl << "\n";
   s << "kv_cache:  " << check.kv_cache.impl << ", " << check.kv_cache.capacity_tokens
     << " tokens in blocks of " << check.kv_cache.block_tokens << ", "

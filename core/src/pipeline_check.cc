@@ -35,6 +35,9 @@ class Problems {
     if (lines_.empty()) kind_ = kind;
     lines_.push_back(message);
   }
+  bool empty() const { return lines_.empty(); }
+  ErrorKind kind() const { return kind_; }
+  const std::vector<std::string>& lines() const { return lines_; }
   void throw_if_any() const {
     if (lines_.empty()) return;
     std::string all;
@@ -57,6 +60,89 @@ std::optional<uint64_t> kv_cache_bytes(const KVCacheSpec& s) {
   return 2 * static_cast<uint64_t>(s.n_layers) * static_cast<uint64_t>(s.capacity_tokens) * *per_slot;
 }
 
+// Checks that `backend` provides the KV cache and the attention the pipeline
+// names and accepts them for this model (read into out.hparams and
+// out.kv_cache). Each problem is added to `problems`, its line starting with
+// `prefix`; sets out.attention_impl.
+void check_backend(Backend& backend, const PipelineConfig& config, const std::string& prefix,
+                   PipelineCheck& out, Problems& problems) {
+  const ModelHParams& h = out.hparams;
+  const KVCacheConfig& kc = config.kv_cache;
+  const auto kv_impls = backend.kv_cache_impls();
+  std::vector<std::string> kv_reasons;
+  if (std::find(kv_impls.begin(), kv_impls.end(), kc.impl) == kv_impls.end()) {
+    problems.add(ErrorKind::kConfig, prefix + "components.kv_cache.impl '" + kc.impl +
+                                         "' is not provided by backend '" + backend.name() + "'" +
+                                         did_you_mean(kc.impl, kv_impls) + "; available: " + quoted_list(kv_impls));
+  } else {
+    kv_reasons = backend.check_kv_cache(out.kv_cache).reasons;
+    for (const auto& reason : kv_reasons) {
+      problems.add(ErrorKind::kConfig, prefix + "components.kv_cache: " + reason);
+    }
+  }
+  const auto attn_impls = backend.attention_impls();
+  out.attention_impl = config.attention.impl;
+  if (out.attention_impl == "default" && !attn_impls.empty()) out.attention_impl = attn_impls.front();
+  if (std::find(attn_impls.begin(), attn_impls.end(), out.attention_impl) == attn_impls.end()) {
+    problems.add(ErrorKind::kConfig, prefix + "components.attention.impl '" + config.attention.impl +
+                                         "' is not provided by backend '" + backend.name() + "'" +
+                                         did_you_mean(config.attention.impl, attn_impls) +
+                                         "; available: " + quoted_list(attn_impls));
+    return;
+  }
+  problems.attempt(prefix + "components.attention", [&] {
+    AttentionSpec spec{h.n_heads, h.n_kv_heads, h.head_dim, 0.0f};
+    spec.scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
+    auto attention = backend.create_attention(out.attention_impl, spec);
+    if (!attention) {
+      throw Error(ErrorKind::kPlugin,
+                  "backend '" + backend.name() + "' returned no attention '" + out.attention_impl + "'");
+    }
+    Support s = attention->check(out.kv_cache);
+    for (const auto& reason : s.reasons) {
+      // An attention that reads what its backend's cache stores repeats
+      // the cache's own reasons: each is reported once.
+      if (std::find(kv_reasons.begin(), kv_reasons.end(), reason) != kv_reasons.end()) continue;
+      problems.add(ErrorKind::kConfig,
+                   prefix + "attention '" + out.attention_impl + "' cannot use this KV cache: " + reason);
+    }
+  });
+}
+
+// `backend.plugin: [A, B, ...]`: the first candidate with no problem is
+// used; the reasons the others were passed over go to out.backends_passed_over.
+// Options a backend's factory rejects are the pipeline's problem, not a
+// reason to pass over the backend. No candidate left is one kPlugin problem
+// listing each candidate's reasons.
+void choose_backend(const PipelineConfig& config, const PluginHost& host, bool with_model, PipelineCheck& out,
+                    Problems& problems) {
+  const std::string src = config.source.string();
+  std::string names;
+  for (const BackendCandidate& c : config.backend.choice) names += (names.empty() ? "" : ", ") + c.plugin;
+  for (const BackendCandidate& candidate : config.backend.choice) {
+    Problems own;
+    std::shared_ptr<Backend> backend;
+    own.attempt("", [&] { backend = host.create_backend(candidate.plugin, candidate.options); });
+    if (!own.empty() && own.kind() == ErrorKind::kConfig) {
+      problems.add(ErrorKind::kConfig, src + ": " + own.lines().front());
+      return;
+    }
+    if (backend && !with_model) return;  // the model's own problem is reported already
+    if (backend) check_backend(*backend, config, "", out, own);
+    if (own.empty()) {
+      out.backend = candidate.plugin;
+      out.backend_options = candidate.options;
+      return;
+    }
+    std::string reason;
+    for (const auto& line : own.lines()) reason += (reason.empty() ? "" : "; ") + line;
+    out.backends_passed_over.push_back(candidate.plugin + ": " + reason);
+  }
+  std::string all = src + ": backend.plugin: none of [" + names + "] can run this pipeline here:";
+  for (const auto& line : out.backends_passed_over) all += "\n  " + line;
+  problems.add(ErrorKind::kPlugin, all);
+}
+
 }  // namespace
 
 void load_pipeline_plugins(const PipelineConfig& config, PluginHost& host) {
@@ -74,13 +160,7 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
     out.hparams = read_hparams(*model);
   });
 
-  std::shared_ptr<Backend> backend;
-  out.backend = config.backend.plugin;
-  problems.attempt(src + ": backend", [&] {
-    backend = host.create_backend(config.backend.plugin, config.backend.options);
-  });
-
-  if (backend && model) {
+  if (model) {
     const ModelHParams& h = out.hparams;
     const KVCacheConfig& kc = config.kv_cache;
     out.kv_cache = KVCacheSpec{kc.impl, h.n_layers, h.n_kv_heads, h.head_dim, kc.capacity_tokens,
@@ -99,45 +179,17 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
                        " exceeds the model's context_length " + std::to_string(h.context_length) +
                        "; use at most " + std::to_string(h.context_length));
     }
-    const auto kv_impls = backend->kv_cache_impls();
-    std::vector<std::string> kv_reasons;
-    if (std::find(kv_impls.begin(), kv_impls.end(), kc.impl) == kv_impls.end()) {
-      problems.add(ErrorKind::kConfig, src + ": components.kv_cache.impl '" + kc.impl + "' is not provided by backend '" +
-                                           backend->name() + "'" + did_you_mean(kc.impl, kv_impls) +
-                                           "; available: " + quoted_list(kv_impls));
-    } else {
-      kv_reasons = backend->check_kv_cache(out.kv_cache).reasons;
-      for (const auto& reason : kv_reasons) {
-        problems.add(ErrorKind::kConfig, src + ": components.kv_cache: " + reason);
-      }
-    }
-    const auto attn_impls = backend->attention_impls();
-    out.attention_impl = config.attention.impl;
-    if (out.attention_impl == "default" && !attn_impls.empty()) out.attention_impl = attn_impls.front();
-    if (std::find(attn_impls.begin(), attn_impls.end(), out.attention_impl) == attn_impls.end()) {
-      problems.add(ErrorKind::kConfig, src + ": components.attention.impl '" + config.attention.impl +
-                                           "' is not provided by backend '" + backend->name() + "'" +
-                                           did_you_mean(config.attention.impl, attn_impls) +
-                                           "; available: " + quoted_list(attn_impls));
-    } else {
-      problems.attempt(src + ": components.attention", [&] {
-        AttentionSpec spec{h.n_heads, h.n_kv_heads, h.head_dim, 0.0f};
-        spec.scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
-        auto attention = backend->create_attention(out.attention_impl, spec);
-        if (!attention) {
-          throw Error(ErrorKind::kPlugin, "backend '" + backend->name() + "' returned no attention '" +
-                                              out.attention_impl + "'");
-        }
-        Support s = attention->check(out.kv_cache);
-        for (const auto& reason : s.reasons) {
-          // An attention that reads what its backend's cache stores repeats
-          // the cache's own reasons: each is reported once.
-          if (std::find(kv_reasons.begin(), kv_reasons.end(), reason) != kv_reasons.end()) continue;
-          problems.add(ErrorKind::kConfig, src + ": attention '" + out.attention_impl +
-                                               "' cannot use this KV cache: " + reason);
-        }
-      });
-    }
+  }
+
+  if (config.backend.choice.empty()) {
+    out.backend = config.backend.plugin;
+    out.backend_options = config.backend.options;
+    std::shared_ptr<Backend> backend;
+    problems.attempt(src + ": backend",
+                     [&] { backend = host.create_backend(config.backend.plugin, config.backend.options); });
+    if (backend && model) check_backend(*backend, config, src + ": ", out, problems);
+  } else {
+    choose_backend(config, host, model.has_value(), out, problems);
   }
 
   for (const auto& link : config.sampler.chain) {

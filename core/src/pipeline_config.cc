@@ -221,8 +221,54 @@ class Reader {
 
   void read_backend(const Node* node, BackendConfig& out) {
     if (node == nullptr || !expect_map(*node, "backend", {"plugin", "options"})) return;
-    if (const Node* plugin = get(*node, "plugin")) read_name(*plugin, "backend.plugin", out.plugin);
-    if (const Node* options = get(*node, "options")) read_scalar_map(*options, out.options);
+    const Node* plugin = get(*node, "plugin");
+    const Node* options = get(*node, "options");
+    if (plugin == nullptr || !plugin->is_list()) {
+      if (plugin != nullptr) read_name(*plugin, "backend.plugin", out.plugin);
+      if (options != nullptr) read_scalar_map(*options, out.options);
+      return;
+    }
+    read_backend_choice(*plugin, options, out);
+  }
+
+  // `plugin: [A, B]` with `options: {A: {KEY: VALUE}}`.
+  void read_backend_choice(const Node& plugins, const Node* options, BackendConfig& out) {
+    if (plugins.items.empty()) {
+      type_error(plugins, "backend.plugin", "a backend's name or a non-empty list of them");
+      return;
+    }
+    std::vector<std::string> names;
+    for (size_t i = 0; i < plugins.items.size(); ++i) {
+      std::string name;
+      read_name(plugins.items[i], item_path("backend.plugin", i), name);
+      if (name.empty()) continue;
+      if (std::find(names.begin(), names.end(), name) != names.end()) {
+        report(plugins.items[i].origin, item_path("backend.plugin", i),
+               "'" + name + "' is listed twice; list each backend once");
+        continue;
+      }
+      names.push_back(name);
+      out.choice.push_back(BackendCandidate{name, Options("backend.options." + name)});
+    }
+    out.plugin.clear();
+    if (options == nullptr || options->is_null()) return;
+    if (!options->is_map()) {
+      type_error(*options, "backend.options", "a map from each listed backend to its options");
+      return;
+    }
+    for (const Entry& e : options->entries) {
+      auto it = std::find_if(out.choice.begin(), out.choice.end(),
+                             [&](const BackendCandidate& c) { return c.plugin == e.key; });
+      if (it == out.choice.end()) {
+        std::string hint = did_you_mean(e.key, names);
+        problems_.add(e.key_origin,
+                      "backend.options." + e.key + ": backend.plugin is a list, so backend.options " +
+                          "holds one map of options per listed backend, and '" + e.key +
+                          "' is not listed" + (hint.empty() ? "; listed: " + quoted_list(names) : hint));
+        continue;
+      }
+      read_scalar_map(e.value, it->options);
+    }
   }
 
   void read_components(const Node* node, PipelineConfig& out) {
@@ -436,6 +482,11 @@ PipelineConfig load_pipeline_config(const fs::path& file,
 std::string format_source_pos(const fs::path& source, SourcePos pos) {
   if (pos.line == 0) return source.string() + " (--set)";
   return source.string() + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
+}
+
+std::vector<BackendCandidate> BackendConfig::candidates() const {
+  if (!choice.empty()) return choice;
+  return {BackendCandidate{plugin, options}};
 }
 
 }  // namespace duet

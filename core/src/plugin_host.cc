@@ -301,9 +301,16 @@ bool PluginHost::has(ComponentKind kind, const std::string& name) const {
 const PluginHost::Entry& PluginHost::find(ComponentKind kind, const std::string& name) const {
   auto it = entries_.find({kind, name});
   if (it != entries_.end()) return it->second;
+  const char* kind_name = component_kind_name(kind);
+  // A backend is registered by the plugin of the same name (cuda, onednn):
+  // when that plugin was refused, its reason is the answer.
+  for (const PluginRecord& record : records_) {
+    if (record.loaded || record.name != name) continue;
+    throw Error(ErrorKind::kPlugin, std::string("no ") + kind_name + " named '" + name + "': plugin '" + name +
+                                        "' (" + record.path.string() + ") was refused: " + record.refusal);
+  }
   std::vector<std::string> known;
   for (const auto& info : components(kind)) known.push_back(info.name);
-  const char* kind_name = component_kind_name(kind);
   throw Error(ErrorKind::kPlugin, std::string("no ") + kind_name + " named '" + name + "'" +
                                       did_you_mean(name, known) + "; loaded " + kind_name +
                                       "s: " + quoted_list(known) +

@@ -99,9 +99,21 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::EndMap;
 
   out << YAML::Key << "backend" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "plugin" << YAML::Value << Str{config.backend.plugin};
-  out << YAML::Key << "options" << YAML::Value;
-  emit_options(out, config.backend.options);
+  if (config.backend.choice.empty()) {
+    out << YAML::Key << "plugin" << YAML::Value << Str{config.backend.plugin};
+    out << YAML::Key << "options" << YAML::Value;
+    emit_options(out, config.backend.options);
+  } else {
+    out << YAML::Key << "plugin" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const BackendCandidate& c : config.backend.choice) out << Str{c.plugin};
+    out << YAML::EndSeq;
+    out << YAML::Key << "options" << YAML::Value << YAML::BeginMap;
+    for (const BackendCandidate& c : config.backend.choice) {
+      out << YAML::Key << Str{c.plugin} << YAML::Value;
+      emit_options(out, c.options);
+    }
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
 
   out << YAML::Key << "components" << YAML::Value << YAML::BeginMap;

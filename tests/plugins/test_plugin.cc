@@ -76,6 +76,8 @@ void destroy() {
 
 #if defined(VARIANT_duplicate_name)
 const char* const kName = "test-good";
+#elif defined(VARIANT_probe_no)
+const char* const kName = "test-no-device";  // a backend's choice names it (tests/cli_test.cc)
 #else
 const char* const kName = "test-plugin";
 #endif

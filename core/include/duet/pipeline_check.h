@@ -15,7 +15,11 @@ namespace duet {
 // What check_pipeline() established, for reports and for building the run.
 struct PipelineCheck {
   ModelHParams hparams;
-  std::string backend;                 // backend plugin name
+  std::string backend;                 // the backend to run on (chosen, where the YAML lists several)
+  Options backend_options;             // its options
+  // Where backend.plugin is a list: "NAME: why" for each backend passed over
+  // before the one chosen, in order.
+  std::vector<std::string> backends_passed_over;
   std::string attention_impl;          // "default" resolved to the real name
   KVCacheSpec kv_cache;
   uint64_t kv_cache_bytes = 0;         // device bytes the cache will take
@@ -30,7 +34,10 @@ void load_pipeline_plugins(const PipelineConfig& config, PluginHost& host);
 // Opens the model (metadata only) and creates the backend, the attention
 // implementation, the sampler links and the stages, and checks that the
 // attention accepts the KV-cache spec and that the cache fits the model's
-// context — without loading weights or allocating the cache. Every problem
+// context — without loading weights or allocating the cache. Where
+// backend.plugin lists several backends, the first that passes these checks
+// is chosen (BackendConfig); none passing is one kPlugin problem with a line
+// per backend. Every problem
 // is collected; if there are any, throws one duet::Error whose message has a
 // line per problem (each prefixed with where it was written) and whose kind
 // is that of the first.

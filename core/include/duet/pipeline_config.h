@@ -55,9 +55,26 @@ struct PluginsConfig {
   std::vector<std::string> paths;
 };
 
+// One backend a pipeline may run on, with the options it gets.
+struct BackendCandidate {
+  std::string plugin;  // a backend's name
+  Options options;     // validated by the backend's factory
+};
+
+// `backend.plugin` is either one name, which pins that backend (a pipeline
+// that cannot run on it fails), or an ordered list of names, a choice:
+// check_pipeline() uses the first backend whose plugin loaded and probed
+// and that accepts the model, the KV cache and the attention, and reports
+// why each one before it was passed over. A pinned backend's options are
+// `backend.options: {KEY: VALUE}`; a choice's are per backend,
+// `backend.options: {NAME: {KEY: VALUE}}`, NAME one of the listed plugins.
 struct BackendConfig {
-  std::string plugin = "reference";    // a registered backend's name
-  Options options{"backend.options"};  // validated by the backend's factory
+  std::string plugin = "reference";    // the pinned backend; "" when `choice` is used
+  Options options{"backend.options"};  // its options
+  std::vector<BackendCandidate> choice;  // the list, in order; empty when pinned
+
+  // The backends to try, in order: `choice`, or the pinned one alone.
+  std::vector<BackendCandidate> candidates() const;
 };
 
 struct AttentionConfig {
