@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "tiny_model.h"
@@ -29,11 +30,13 @@ class Cli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Runs build/bin/duet with `args` (already shell-quoted where needed).
-  Result duet(const std::string& args) {
+  // Runs build/bin/duet with `args` (already shell-quoted where needed),
+  // standard input from /dev/null or, when given, `input`.
+  Result duet(const std::string& args, const std::optional<std::string>& input = std::nullopt) {
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string in = input ? write("stdin", *input).string() : "/dev/null";
     std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" + out.string() + " 2>" +
-                      err.string() + " </dev/null";
+                      err.string() + " <" + in;
     int status = std::system(cmd.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -43,7 +46,7 @@ class Cli : public ::testing::Test {
   }
 
   fs::path write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
+    std::ofstream(dir_ / name, std::ios::binary) << text;
     return dir_ / name;
   }
 
@@ -314,6 +317,130 @@ TEST_F(Cli, PluginsListsLoadedAndRefusedWithReasons) {
   EXPECT_NE(r.out.find("reference 0.1.0  loaded"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sampler greedy"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("reason: ABI major version mismatch"), std::string::npos) << r.out;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(Cli, ChatAnswersEachLineKeepsTheConversationAndResets) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result r = duet("chat " + p.string() + " --stats", "hello\nand then\n/reset\nagain\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count(r.err, "[turn 1: prefill "), 2u) << r.err;
+  EXPECT_EQ(count(r.err, "[turn 2: prefill "), 1u) << r.err;
+  EXPECT_EQ(count(r.err, "[new conversation]"), 1u) << r.err;
+  EXPECT_LT(r.err.find("[turn 2:"), r.err.find("[new conversation]"));
+  EXPECT_EQ(count(r.out, "\n"), 3u) << "one answer line per message: " << r.out;
+  EXPECT_EQ(r.out.find("> "), std::string::npos) << "no prompt when input is not a terminal";
+}
+
+TEST_F(Cli, ChatEndsAtExitOrTheEndOfInput) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result r = duet("chat " + p.string() + " --stats", "hello\n/exit\nnever answered\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count(r.err, "[turn "), 1u) << r.err;
+  Result empty = duet("chat " + p.string(), "");
+  EXPECT_EQ(empty.code, 0) << empty.err;
+  EXPECT_EQ(empty.out, "");
+  // A last line without a newline is still a message.
+  Result unterminated = duet("chat " + p.string() + " --stats", "hello");
+  EXPECT_EQ(count(unterminated.err, "[turn 1:"), 1u) << unterminated.err;
+}
+
+TEST_F(Cli, ChatSaysWhenTheCacheIsFullAndOffersTheWayOut) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result r = duet("chat " + p.string() + " --stats --set components.kv_cache.capacity_tokens=72",
+                  "hello there\nsomething longer that will not fit any more\n/reset\nhello there\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("duet: the KV cache is full: this message needs "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("type /reset to start a new conversation, or run again with a larger cache, e.g. --set "
+                       "components.kv_cache.capacity_tokens=144"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count(r.err, "[turn 1:"), 2u) << "the conversation goes on after /reset: " << r.err;
+}
+
+TEST_F(Cli, ChatRefusesALineThatIsNotUtf8AndGoesOn) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result r = duet("chat " + p.string() + " --stats", "bad \xff byte\nfine\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("duet: this message is not valid UTF-8: byte 4 (0xff)"), std::string::npos) << r.err;
+  EXPECT_EQ(count(r.err, "[turn 1:"), 1u) << r.err;
+}
+
+TEST_F(Cli, RunReadsThePromptFromAFileOrStandardInput) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  const std::string text = "a prompt\nover two lines";
+  Result from_file = duet("run " + p.string() + " --json --prompt-file " + write("prompt.txt", text).string());
+  ASSERT_EQ(from_file.code, 0) << from_file.err;
+  EXPECT_NE(from_file.out.find("\"prompt\":\"a prompt\\nover two lines\""), std::string::npos) << from_file.out;
+  Result from_stdin = duet("run " + p.string() + " --json --prompt -", text);
+  ASSERT_EQ(from_stdin.code, 0) << from_stdin.err;
+  EXPECT_NE(from_stdin.out.find("\"prompt\":\"a prompt\\nover two lines\""), std::string::npos) << from_stdin.out;
+}
+
+TEST_F(Cli, APromptThatIsNotUtf8Exits6) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result file = duet("run " + p.string() + " --prompt-file " + write("bad.txt", "ok \xc3\x28 no").string());
+  EXPECT_EQ(file.code, 6) << file.err;
+  EXPECT_NE(file.err.find("duet: error: --prompt-file " + (dir_ / "bad.txt").string() +
+                          " is not valid UTF-8: byte 3 (0xc3) does not start a well-formed character"),
+            std::string::npos)
+      << file.err;
+  Result stdin_overlong = duet("run " + p.string() + " --prompt -", "\xc0\xaf");
+  EXPECT_EQ(stdin_overlong.code, 6) << stdin_overlong.err;
+  EXPECT_NE(stdin_overlong.err.find("the prompt on standard input (--prompt -) is not valid UTF-8: byte 0"),
+            std::string::npos)
+      << stdin_overlong.err;
+}
+
+TEST_F(Cli, PromptSourcesAreExclusiveAndAMissingFileIsAUsageError) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result both = duet("run " + p.string() + " --prompt x --prompt-file " + write("x.txt", "x").string());
+  EXPECT_EQ(both.code, 2) << both.err;
+  EXPECT_NE(both.err.find("--prompt and --prompt-file both given"), std::string::npos) << both.err;
+  Result missing = duet("run " + p.string() + " --prompt-file " + (dir_ / "nope.txt").string());
+  EXPECT_EQ(missing.code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("nope.txt: cannot open the file"), std::string::npos) << missing.err;
+}
+
+TEST_F(Cli, TokenizeListsIdsAndPiecesAndParsesControlTokensOnlyWhenAsked) {
+  const std::string model = (dir_ / "tiny.gguf").string();
+  Result plain = duet("tokenize " + model + " --ids --no-bos --prompt '<|im_end|>'");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  Result special = duet("tokenize " + model + " --ids --no-bos --parse-special --prompt '<|im_end|>'");
+  ASSERT_EQ(special.code, 0) << special.err;
+  EXPECT_EQ(special.out, "[2]\n");  // <|im_end|>: one control token
+  EXPECT_NE(plain.out, special.out);
+  EXPECT_GT(count(plain.out, ","), 1u) << "the text's own bytes: " << plain.out;
+
+  Result lines = duet("tokenize " + model + " --prompt -", "a\tb\n");
+  ASSERT_EQ(lines.code, 0) << lines.err;
+  EXPECT_NE(lines.out.find("\t\\t\n"), std::string::npos) << "escaped tab piece: " << lines.out;
+  EXPECT_NE(lines.out.find("\t\\n\n"), std::string::npos) << lines.out;
+  EXPECT_NE(lines.err.find(" tokens"), std::string::npos);
+}
+
+TEST_F(Cli, RunParsesControlTokensInARawPromptOnlyWhenAsked) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result special = duet("run " + p.string() + " --json --parse-special --prompt '<|im_start|>'");
+  ASSERT_EQ(special.code, 0) << special.err;
+  EXPECT_NE(special.out.find("\"prompt_token_ids\":[1]"), std::string::npos) << special.out;
+  Result chat = duet("run " + p.string() + " --chat --parse-special --prompt hi");
+  EXPECT_EQ(chat.code, 2) << chat.err;
+  EXPECT_NE(chat.err.find("control tokens are parsed in raw prompts only"), std::string::npos) << chat.err;
+}
+
+TEST_F(Cli, InspectPrintsTheChatTemplate) {
+  Result r = duet("inspect " + (dir_ / "tiny.gguf").string() + " --chat-template");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{% for message in messages %}", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("<|im_start|>assistant"), std::string::npos) << r.out;
+  Result summary = duet("inspect " + (dir_ / "tiny.gguf").string());
+  EXPECT_NE(summary.out.find("bytes; duet inspect --chat-template prints it)"), std::string::npos) << summary.out;
 }
 
 }  // namespace

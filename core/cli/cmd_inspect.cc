@@ -1,8 +1,9 @@
-// duet inspect — a GGUF file's metadata and tensor table.
+// duet inspect — a GGUF file's metadata and tensor table, or its chat template.
 #include <iostream>
 
 #include "cli_options.h"
 #include "commands.h"
+#include "duet/error.h"
 #include "duet/gguf.h"
 #include "duet/model_summary.h"
 
@@ -10,12 +11,25 @@ namespace duet::cli {
 
 int cmd_inspect(const std::vector<std::string>& args) {
   po::options_description opts("Options");
-  opts.add_options()("help,h", "show this help")("tensors,t", "also list every tensor");
+  opts.add_options()("help,h", "show this help")("tensors,t", "also list every tensor")(
+      "chat-template", "print only the model's chat template (tokenizer.chat_template), as stored");
   po::variables_map vm;
-  if (!parse_command_line("inspect", "duet inspect MODEL.gguf [--tensors]", opts, {"model"}, args, vm)) {
+  if (!parse_command_line("inspect", "duet inspect MODEL.gguf [--tensors | --chat-template]", opts, {"model"},
+                          args, vm)) {
     return 0;
   }
   GgufFile file = GgufFile::open(vm["model"].as<std::string>());
+  if (vm.count("chat-template")) {
+    std::optional<std::string_view> text = file.find_string("tokenizer.chat_template");
+    if (!text) {
+      throw Error(ErrorKind::kModelFile, file.path().string() +
+                                             ": the model has no chat template (no tokenizer.chat_template "
+                                             "string); a pipeline can name one with model.chat_template");
+    }
+    std::cout << *text;
+    if (!text->empty() && text->back() != '\n') std::cout << "\n";
+    return 0;
+  }
   print_model_summary(std::cout, file, vm.count("tensors") != 0);
   return 0;
 }

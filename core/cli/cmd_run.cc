@@ -9,6 +9,7 @@
 #include "duet/pipeline.h"
 #include "json_writer.h"
 #include "pipeline_loading.h"
+#include "prompt_input.h"
 
 namespace duet::cli {
 namespace {
@@ -29,6 +30,9 @@ std::string json_result(const Pipeline& p, const PipelineConfig& config, const s
   j.field("pipeline", config.source.string());
   j.field("model", config.model.path.string());
   j.field("backend", p.check().backend);
+  j.key("backends_passed_over").begin_array();
+  for (const auto& why : p.check().backends_passed_over) j.value(why);
+  j.end_array();
   j.field("attention", p.check().attention_impl);
   j.field("sampler_order", p.sampler_order());
   j.field("seed", config.sampler.seed);
@@ -56,14 +60,18 @@ std::string json_result(const Pipeline& p, const PipelineConfig& config, const s
 
 int cmd_run(const std::vector<std::string>& args) {
   po::options_description opts("Options");
-  opts.add_options()("help,h", "show this help")(
-      "prompt,p", po::value<std::string>()->default_value(kDefaultPrompt), "the prompt text")(
-      "chat", "wrap the prompt in the model's chat template (same as --set model.chat=true)")(
+  opts.add_options()("help,h", "show this help");
+  add_prompt_options(opts, kDefaultPrompt);
+  opts.add_options()("chat", "wrap the prompt in the model's chat template (same as --set model.chat=true)")(
+      "parse-special",
+      "parse control tokens such as <|im_start|> written in a raw prompt (model.chat: false) as those tokens")(
       "system", po::value<std::string>(), "system message for the chat template")(
       "json", "print one JSON result on stdout instead of streaming text and a summary");
   add_pipeline_options(opts);
   po::variables_map vm;
-  if (!parse_command_line("run", "duet run PIPELINE.yaml [--prompt TEXT] [--chat] [--json] [--set key.path=value]...",
+  if (!parse_command_line("run",
+                          "duet run PIPELINE.yaml [--prompt TEXT | --prompt - | --prompt-file FILE] [--chat] "
+                          "[--json] [--set key.path=value]...",
                           opts, {"pipeline"}, args, vm)) {
     return 0;
   }
@@ -71,25 +79,28 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("chat")) extra.push_back("model.chat=true");
   if (vm.count("system")) extra.push_back("model.system=" + quote_yaml(vm["system"].as<std::string>()));
 
+  const std::string prompt = read_prompt(vm);
   PluginHost& host = cli_plugin_host();
   PipelineConfig config = load_pipeline(vm, host, extra);
   auto pipeline = Pipeline::build(config, host);
-  const std::string prompt = vm["prompt"].as<std::string>();
   const bool json = vm.count("json") != 0;
 
   StdoutSink stdout_sink;
   NullSink silent;
-  RunResult r = pipeline->run(prompt, json ? static_cast<TextSink&>(silent) : stdout_sink);
+  RunResult r = pipeline->run_tokens(pipeline->tokenize_prompt(prompt, vm.count("parse-special") != 0),
+                                     json ? static_cast<TextSink&>(silent) : stdout_sink);
   if (json) {
     std::cout << json_result(*pipeline, config, prompt, r) << "\n";
     return 0;
   }
-  std::cout << "\n";
+  std::cout << std::endl;  // before the summary on stderr
   std::ostringstream s;
   s << std::fixed << std::setprecision(1);
   s << "--\nbackend " << pipeline->check().backend << ", attention "
     << pipeline->check().attention_impl << ", sampler " << pipeline->sampler_order() << " (seed "
-    << config.sampler.seed << "), KV cache " << rounded_mib(pipeline->kv_cache_bytes()) << " MiB\n"
+    << config.sampler.seed << "), KV cache " << rounded_mib(pipeline->kv_cache_bytes()) << " MiB\n";
+  for (const auto& why : pipeline->check().backends_passed_over) s << "passed over " << why << "\n";
+  s
     << "prompt " << r.stats.prompt_tokens << " tokens, generated " << r.stats.generated_tokens
     << " tokens, finish " << finish_reason_name(r.finish) << "\n"
     << "load " << pipeline->load_seconds() * 1000 << " ms, time to first token "

@@ -9,6 +9,8 @@
 namespace duet::cli {
 
 int cmd_run(const std::vector<std::string>& args);
+int cmd_chat(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_validate(const std::vector<std::string>& args);
 int cmd_plugins(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);

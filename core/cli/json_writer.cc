@@ -3,22 +3,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "utf8.h"
+
 namespace duet::cli {
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 if none starts there.
-size_t utf8_length(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  }
-  return n;
-}
-
-}  // namespace
-
 void JsonWriter::separate() {
   if (after_key_) {
     after_key_ = false;

@@ -15,9 +15,11 @@ constexpr const char* kUsage =
     "\n"
     "Commands:\n"
     "  run PIPELINE.yaml       run a pipeline (prefill, then the decode loop)\n"
+    "  chat PIPELINE.yaml      chat in the terminal, the conversation kept in the KV cache\n"
     "  validate PIPELINE.yaml  check a pipeline file, its model and its plugins\n"
     "  plugins                 list the plugins found, loaded and refused\n"
     "  inspect MODEL.gguf      show a model file's metadata and tensors\n"
+    "  tokenize MODEL.gguf     show the token ids and pieces of a text\n"
     "  perplexity PIPELINE.yaml TEXT_FILE\n"
     "                          score a text with the pipeline's model and backend\n"
     "  bench PIPELINE.yaml     measure prompt-processing and generation tokens/s\n"
@@ -40,6 +42,8 @@ void print_error(const std::string& message) {
 int dispatch(const std::string& command, const std::vector<std::string>& args) {
   using namespace duet::cli;
   if (command == "run") return cmd_run(args);
+  if (command == "chat") return cmd_chat(args);
+  if (command == "tokenize") return cmd_tokenize(args);
   if (command == "validate") return cmd_validate(args);
   if (command == "plugins") return cmd_plugins(args);
   if (command == "inspect") return cmd_inspect(args);
@@ -54,7 +58,8 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
     return 0;
   }
   throw duet::Error(duet::ErrorKind::kUsage,
-                    "unknown command '" + command + "'; commands: run, validate, plugins, inspect, perplexity, bench");
+                    "unknown command '" + command +
+                        "'; commands: run, chat, validate, plugins, inspect, tokenize, perplexity, bench");
 }
 
 }  // namespace

@@ -78,4 +78,11 @@ std::string ChatTemplate::apply(std::optional<std::string_view> system,
   return out;
 }
 
+std::string ChatTemplate::apply_next(std::string_view user, bool answer_closed) const {
+  std::string out = answer_closed ? "\n" : std::string(kEnd) + "\n";
+  append_turn(out, "user", user);
+  out.append(kStart).append("assistant\n");
+  return out;
+}
+
 }  // namespace duet

@@ -168,7 +168,8 @@ void print_tokenizer(std::ostream& out, Printer& p, const std::vector<std::strin
   p.row("padding token", special_token(p, "tokenizer.ggml.padding_token_id", tokens));
   const GgufValue* chat = p.use("tokenizer.chat_template");
   const std::optional<std::string_view> chat_text = chat ? chat->as_string() : std::nullopt;
-  p.row("chat template", chat_text ? "present (" + std::to_string(chat_text->size()) + " bytes)"
+  p.row("chat template", chat_text ? "present (" + std::to_string(chat_text->size()) +
+                                         " bytes; duet inspect --chat-template prints it)"
                                    : "absent");
 }
 

@@ -12,25 +12,6 @@
 #include "stages/prefill_stage.h"
 
 namespace duet {
-namespace {
-
-// Forwards text to the caller's sink and keeps a copy for the result.
-class RecordingSink final : public TextSink {
- public:
-  explicit RecordingSink(TextSink& inner) : inner_(inner) {}
-  void on_text(std::string_view text) override {
-    text_ += text;
-    inner_.on_text(text);
-  }
-  std::string& text() { return text_; }
-
- private:
-  TextSink& inner_;
-  std::string text_;
-};
-
-}  // namespace
-
 struct Pipeline::State {
   PipelineConfig config;
   PipelineCheck check;
@@ -60,7 +41,7 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   s->file = std::make_shared<const GgufFile>(GgufFile::open(config.model.path));
   s->tokenizer = load_tokenizer(*s->file);
   if (config.model.chat) s->chat = ChatTemplate::from_model(*s->file, config.model.chat_template);
-  s->backend = host.create_backend(config.backend.plugin, config.backend.options);
+  s->backend = host.create_backend(c.backend, c.backend_options);
   s->model = std::make_unique<LlamaModel>(s->file, c.hparams, *s->backend);
   s->kv = s->backend->create_kv_cache(c.kv_cache);
   if (!s->kv) throw Error(ErrorKind::kPlugin, "backend '" + c.backend + "' returned no KV cache");
@@ -86,35 +67,52 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   return std::unique_ptr<Pipeline>(new Pipeline(std::move(s)));
 }
 
-std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt) const {
+std::vector<int32_t> Pipeline::encode_wrapped(const std::string& wrapped, std::string_view marker,
+                                              std::string_view user) const {
+  // The template's own markup is parsed for control tokens; the user's text
+  // is not, so "<|im_end|>" typed in a prompt stays text. The template is
+  // applied around a marker (no real message contains it), then split there.
+  const Tokenizer& t = *state_->tokenizer;
+  const size_t at = wrapped.find(marker);
+  std::vector<int32_t> ids = t.encode(std::string_view(wrapped).substr(0, at), true);
+  const auto append = [&ids](const std::vector<int32_t>& more) { ids.insert(ids.end(), more.begin(), more.end()); };
+  append(t.encode(user, false));
+  append(t.encode(std::string_view(wrapped).substr(at + marker.size()), true));
+  return ids;
+}
+
+namespace {
+constexpr std::string_view kUserMarker = "\x01duet-user-text\x01";
+}  // namespace
+
+std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt, bool parse_special) const {
   if (prompt.empty()) {
     throw Error(ErrorKind::kInputRejected, "the prompt is empty; pass --prompt with some text");
   }
   const State& s = *state_;
+  if (parse_special && s.chat) {
+    throw Error(ErrorKind::kUsage, "control tokens are parsed in raw prompts only; a chat message (model.chat: "
+                                   "true) is always plain text: drop --parse-special or use --set model.chat=false");
+  }
   std::vector<int32_t> ids;
   if (s.tokenizer->add_bos() && s.tokenizer->bos_id()) ids.push_back(*s.tokenizer->bos_id());
   std::vector<int32_t> text_ids;
-  auto append = [&text_ids](const std::vector<int32_t>& more) {
-    text_ids.insert(text_ids.end(), more.begin(), more.end());
-  };
   if (s.chat) {
     std::optional<std::string_view> system;
     if (!s.config.model.system_prompt.empty()) system = s.config.model.system_prompt;
-    // The template's own markup is parsed for control tokens; the user's text
-    // is not, so "<|im_end|>" typed in a prompt stays text. The template is
-    // applied around a marker (no real system prompt contains it), then split
-    // there.
-    const std::string marker = "\x01duet-user-text\x01";
-    const std::string wrapped = s.chat->apply(system, marker);
-    const size_t at = wrapped.find(marker);
-    append(s.tokenizer->encode(std::string_view(wrapped).substr(0, at), true));
-    append(s.tokenizer->encode(prompt, false));
-    append(s.tokenizer->encode(std::string_view(wrapped).substr(at + marker.size()), true));
+    text_ids = encode_wrapped(s.chat->apply(system, kUserMarker), kUserMarker, prompt);
   } else {
-    append(s.tokenizer->encode(prompt, false));
+    text_ids = s.tokenizer->encode(prompt, parse_special);
   }
   ids.insert(ids.end(), text_ids.begin(), text_ids.end());
   return ids;
+}
+
+std::vector<int32_t> Pipeline::tokenize_next_turn(const std::string& message, bool answer_closed) const {
+  if (message.empty()) throw Error(ErrorKind::kInputRejected, "the message is empty; type some text");
+  const State& s = *state_;
+  if (!s.chat) return s.tokenizer->encode(message, false);
+  return encode_wrapped(s.chat->apply_next(kUserMarker, answer_closed), kUserMarker, message);
 }
 
 RunResult Pipeline::run(const std::string& prompt, TextSink& sink) {
@@ -142,10 +140,17 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
 RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) {
   RecordingSink recorder(sink);
   std::unique_ptr<Session> session = new_session(prompt, recorder);
+  RunResult r = run_stages(*session);
+  r.text = std::move(recorder.text());
+  return r;
+}
+
+RunResult Pipeline::run_stages(Session& session) {
+  const auto turn_start = static_cast<std::ptrdiff_t>(session.tokens().size());
   for (const auto& stage : state_->stages) {
-    if (session->finish_reason() != FinishReason::kNone) break;
+    if (session.finish_reason() != FinishReason::kNone) break;
     try {
-      stage->run(*session);
+      stage->run(session);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -153,13 +158,12 @@ RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) 
     }
   }
   RunResult r;
-  r.prompt_tokens.assign(prompt.begin(), prompt.end());
-  auto all = session->tokens();
-  r.generated_tokens.assign(all.begin() + static_cast<std::ptrdiff_t>(prompt.size()), all.end());
-  r.text = std::move(recorder.text());
-  r.finish = session->finish_reason();
-  r.stats = session->stats();
-  r.prompt_logits = std::move(session->kept_logits());
+  auto all = session.tokens();
+  r.prompt_tokens.assign(all.begin() + (turn_start - session.stats().prompt_tokens), all.begin() + turn_start);
+  r.generated_tokens.assign(all.begin() + turn_start, all.end());
+  r.finish = session.finish_reason();
+  r.stats = session.stats();
+  r.prompt_logits = std::move(session.kept_logits());
   return r;
 }
 

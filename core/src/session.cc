@@ -33,6 +33,25 @@ int64_t Session::room() const { return impl_->allocator.room(Impl::kSequence); }
 int32_t Session::n_vocab() const { return impl_->model.hparams().n_vocab; }
 std::span<const float> Session::logits() const { return impl_->logits; }
 std::vector<float>& Session::kept_logits() { return impl_->kept_logits; }
+void Session::continue_with(std::span<const int32_t> prompt) {
+  Impl& s = *impl_;
+  if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the next prompt has no tokens");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= n_vocab()) {
+      throw Error(ErrorKind::kInputRejected, "prompt token " + std::to_string(i) + " has id " +
+                                                 std::to_string(prompt[i]) + ", outside the vocabulary [0, " +
+                                                 std::to_string(n_vocab()) + ")");
+    }
+  }
+  s.tokens.insert(s.tokens.end(), prompt.begin(), prompt.end());
+  s.prompt_tokens = static_cast<int32_t>(s.tokens.size());
+  s.finish = FinishReason::kNone;
+  s.kept_logits.clear();
+  s.stats = SessionStats{};
+  s.stats.prompt_tokens = s.prompt_tokens - cached();
+  s.start = std::chrono::steady_clock::now();
+}
+
 const Tokenizer& Session::tokenizer() const { return impl_->tokenizer; }
 TextSink& Session::sink() { return impl_->sink; }
 FinishReason Session::finish_reason() const { return impl_->finish; }

@@ -3,7 +3,8 @@
 // Duet does not run Jinja. It recognises the ChatML family of templates, whose
 // turns are "<|im_start|>{role}\n{content}<|im_end|>\n", and reproduces them
 // for one optional system message, one user message and the generation prompt
-// "<|im_start|>assistant\n". Contents are inserted verbatim (no trimming).
+// "<|im_start|>assistant\n", and for the user turns after it in a
+// conversation. Contents are inserted verbatim (no trimming).
 //
 // Recognised: a template text containing both "<|im_start|>" and
 // "<|im_end|>". When it also writes a literal system turn
@@ -46,6 +47,13 @@ class ChatTemplate {
   // used); an empty string is an empty system turn. Encode the result with
   // parse_special = true.
   std::string apply(std::optional<std::string_view> system, std::string_view user) const;
+
+  // The prompt text for a later user turn of the same conversation, to
+  // follow the assistant's answer to the turn before: the end of that answer
+  // (just "\n" when `answer_closed`, i.e. it ended with "<|im_end|>" itself,
+  // else "<|im_end|>\n"), the user turn and the generation prompt. Encode
+  // it like apply()'s result.
+  std::string apply_next(std::string_view user, bool answer_closed) const;
 
   const std::optional<std::string>& default_system() const { return default_system_; }
 

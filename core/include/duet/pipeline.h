@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "duet/pipeline_check.h"
@@ -38,9 +39,20 @@ class Pipeline {
 
   // The token ids of `prompt`: wrapped in the chat template when the
   // pipeline has model.chat, with the model's BOS when it asks for one.
-  // Throws duet::Error(kInputRejected) for an empty prompt and kConfig for a
-  // chat template that cannot be applied.
-  std::vector<int32_t> tokenize_prompt(const std::string& prompt) const;
+  // The prompt's own text is never parsed for control tokens, except in a
+  // raw prompt (no model.chat) when `parse_special` says so. Throws
+  // duet::Error(kInputRejected) for an empty prompt, kUsage for
+  // `parse_special` with model.chat, and kConfig for a chat template that
+  // cannot be applied.
+  std::vector<int32_t> tokenize_prompt(const std::string& prompt, bool parse_special = false) const;
+
+  // The token ids of a later message of a conversation (Session::
+  // continue_with): with model.chat, the end of the answer before it (closed
+  // by the model itself or not: `answer_closed`), the user turn and the
+  // generation prompt; without, the message's text alone. The message is
+  // never parsed for control tokens. Throws duet::Error(kInputRejected) for
+  // an empty message.
+  std::vector<int32_t> tokenize_next_turn(const std::string& message, bool answer_closed) const;
 
   // Runs every stage on `prompt`, streaming generated text to `sink`.
   RunResult run(const std::string& prompt, TextSink& sink);
@@ -48,6 +60,12 @@ class Pipeline {
   // The same for prompt token ids. Throws duet::Error(kInputRejected) for an
   // empty prompt or an id outside [0, n_vocab).
   RunResult run_tokens(std::span<const int32_t> prompt, TextSink& sink);
+
+  // Runs every stage on `session` from where it stands: prefill runs what
+  // is not cached yet, then the decode loop answers. The result's prompt is
+  // the session's current turn; its text is left empty (the session's sink
+  // received it).
+  RunResult run_stages(Session& session);
 
   // A session holding `prompt`, with nothing cached yet, for driving stages
   // or forward passes by hand (tests, tools). At most one session exists at
@@ -62,6 +80,11 @@ class Pipeline {
   double load_seconds() const;
 
  private:
+  // `wrapped` (chat-template text holding `marker` once) as token ids, with
+  // `user` in place of the marker and not parsed for control tokens.
+  std::vector<int32_t> encode_wrapped(const std::string& wrapped, std::string_view marker,
+                                      std::string_view user) const;
+
   struct State;
   explicit Pipeline(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

@@ -41,6 +41,21 @@ class NullSink final : public TextSink {
   void on_text(std::string_view) override {}
 };
 
+// Forwards text to another sink and keeps a copy.
+class RecordingSink final : public TextSink {
+ public:
+  explicit RecordingSink(TextSink& inner) : inner_(inner) {}
+  void on_text(std::string_view text) override {
+    text_ += text;
+    inner_.on_text(text);
+  }
+  std::string& text() { return text_; }
+
+ private:
+  TextSink& inner_;
+  std::string text_;
+};
+
 struct SessionStats {
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
@@ -97,6 +112,16 @@ class Session {
   // Appends a generated token (not yet in the cache). REQUIRES: token in
   // [0, n_vocab()) (else duet::Error(kPlugin)).
   void append(int32_t token);
+
+  // Starts another turn of the same sequence (a chat's next message):
+  // appends `prompt` after every token the session holds and makes it the
+  // turn's prompt, so that prompt_tokens() becomes tokens().size(). What is
+  // cached stays cached, so the next prefill runs only the new tokens (and a
+  // generated one not yet cached). Clears the finish reason, the kept logits
+  // and the statistics, and restarts the clock. Throws
+  // duet::Error(kInputRejected) for an empty prompt or an id outside
+  // [0, n_vocab()), leaving the session as it was.
+  void continue_with(std::span<const int32_t> prompt);
 
   const Tokenizer& tokenizer() const;
   TextSink& sink();

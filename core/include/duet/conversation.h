@@ -1,0 +1,67 @@
+// duet/conversation.h — a multi-turn chat whose history stays in the KV cache.
+//
+// Each message is appended to one session (Session::continue_with), so a turn
+// prefills only its own tokens — the user's message in the chat template and
+// the end of the answer before it — instead of the whole conversation again.
+// The answer streams to the sink given at construction.
+//
+// Thread-safety: none. A Conversation holds its pipeline's one session: no
+// other run or session of that pipeline may happen while it has a turn in
+// the cache (between the first say() and reset() or destruction).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "duet/error.h"
+#include "duet/pipeline.h"
+#include "duet/session.h"
+
+namespace duet {
+
+// What Conversation::say() throws when a message does not fit in the KV
+// cache's free room: kind kInputRejected, the message names the sizes.
+class ConversationFull : public Error {
+ public:
+  using Error::Error;
+};
+
+class Conversation {
+ public:
+  Conversation(Pipeline& pipeline, TextSink& sink);
+  ~Conversation();
+  Conversation(const Conversation&) = delete;
+  Conversation& operator=(const Conversation&) = delete;
+
+  // Answers `message`, streaming the answer to the sink; the result's text
+  // is the answer, its prompt the tokens this turn added. Throws
+  // duet::Error(kInputRejected) for an empty message, and ConversationFull
+  // when the turn does not fit in the KV cache's free room; the
+  // conversation is then as it was, and reset() or a larger
+  // components.kv_cache.capacity_tokens is the way on. An error from a stage
+  // leaves the conversation unusable until reset().
+  RunResult say(const std::string& message);
+
+  // Forgets the conversation and frees its cache; the next say() starts anew.
+  void reset();
+
+  // Messages answered since the start or the last reset().
+  int32_t turns() const { return turns_; }
+  // Every token of the conversation so far: each turn's prompt and answer.
+  std::span<const int32_t> tokens() const;
+  // Tokens of the conversation in the cache, and the cache's size.
+  int32_t cached_tokens() const;
+  int64_t capacity_tokens() const;
+  // Whether the last answer was cut short because the cache was full.
+  bool full() const;
+
+ private:
+  Pipeline& pipeline_;
+  RecordingSink recorder_;
+  std::unique_ptr<Session> session_;
+  int32_t turns_ = 0;
+};
+
+}  // namespace duet
