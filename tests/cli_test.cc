@@ -302,6 +302,76 @@ TEST_F(Cli, PerplexityScoresATextFile) {
   EXPECT_NE(r.err.find("cannot read text file"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, PerplexityScoresATextLongerThanTheCacheInWindows) {
+  const fs::path p = write("p.yaml", kTinyPipeline);  // a cache of 128 tokens
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the cat sat on the mat. ";  // ~ 40 * 24 byte-level tokens
+  const fs::path t = write("long.txt", text);
+  Result whole = duet("perplexity " + p.string() + " " + t.string());
+  EXPECT_EQ(whole.code, 6) << whole.err;
+  EXPECT_NE(whole.err.find("but the KV cache holds 128; score it in windows with --ctx N"), std::string::npos)
+      << whole.err;
+  Result windows = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --json");
+  ASSERT_EQ(windows.code, 0) << windows.err;
+  EXPECT_NE(windows.out.find("\"ctx\":64,"), std::string::npos) << windows.out;
+  // Each window scores positions 32..62: 31 predictions.
+  const size_t at = windows.out.find("\"windows\":");
+  ASSERT_NE(at, std::string::npos);
+  const int n = std::stoi(windows.out.substr(at + 10));
+  EXPECT_GE(n, 2);
+  EXPECT_NE(windows.out.find("\"positions\":" + std::to_string(31 * n) + ","), std::string::npos) << windows.out;
+  Result too_big = duet("perplexity " + p.string() + " " + t.string() + " --ctx 256");
+  EXPECT_EQ(too_big.code, 2) << too_big.err;
+  EXPECT_NE(too_big.err.find("--ctx 256 is larger than the KV cache (128 tokens)"), std::string::npos) << too_big.err;
+}
+
+TEST_F(Cli, PerplexityOfAnEmptyOrTooShortTextSaysSo) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result empty = duet("perplexity " + p.string() + " " + write("empty.txt", "").string());
+  EXPECT_EQ(empty.code, 6) << empty.err;
+  EXPECT_NE(empty.err.find("empty.txt' is empty; perplexity needs a text to score"), std::string::npos) << empty.err;
+  Result short_text = duet("perplexity " + p.string() + " " + write("short.txt", "abc").string() + " --ctx 64");
+  EXPECT_EQ(short_text.code, 6) << short_text.err;
+  EXPECT_NE(short_text.err.find("perplexity needs at least 64 (one window of --ctx)"), std::string::npos)
+      << short_text.err;
+}
+
+TEST_F(Cli, PerplexityAgainstSavedBaselineLogits) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  std::string text;
+  for (int i = 0; i < 8; ++i) text += "the cat sat on the mat. ";
+  const fs::path t = write("text.txt", text);
+  const std::string base = (dir_ / "base.lgt").string();
+  Result saved = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --save-logits " + base);
+  ASSERT_EQ(saved.code, 0) << saved.err;
+  // Against itself: exact.
+  Result same = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --json --kl-base " + base);
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_NE(same.out.find("\"perplexity_ratio\":1,\"kld_mean\":0,\"kld_median\":0,\"kld_p99\":0,\"kld_max\":0,"
+                          "\"top1_agreement\":1,\"rms_delta_p\":0,\"logits_nmse\":0}"),
+            std::string::npos)
+      << same.out;
+  // An f16 cache differs a little.
+  Result f16 = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " + base +
+                   " --set components.kv_cache.dtype=f16");
+  ASSERT_EQ(f16.code, 0) << f16.err;
+  EXPECT_NE(f16.out.find("KL divergence mean "), std::string::npos) << f16.out;
+  EXPECT_EQ(f16.out.find("KL divergence mean 0.0000e+00"), std::string::npos) << f16.out;
+  // Another window size, another text, or not a logits file: refused.
+  Result ctx = duet("perplexity " + p.string() + " " + t.string() + " --ctx 32 --kl-base " + base);
+  EXPECT_EQ(ctx.code, 6) << ctx.err;
+  EXPECT_NE(ctx.err.find("saved with --ctx 64, this run uses 32; save the baseline with --save-logits"),
+            std::string::npos)
+      << ctx.err;
+  Result other = duet("perplexity " + p.string() + " " + write("other.txt", text + "more").string() +
+                      " --ctx 64 --kl-base " + base);
+  EXPECT_EQ(other.code, 6) << other.err;
+  EXPECT_NE(other.err.find("tokens of text, this run has"), std::string::npos) << other.err;
+  Result junk = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " + t.string());
+  EXPECT_EQ(junk.code, 6) << junk.err;
+  EXPECT_NE(junk.err.find("not a Duet logits file"), std::string::npos) << junk.err;
+}
+
 // Regression: an error thrown in a plugin's code crashed duet (SIGSEGV) when
 // main() printed it after the plugin had been unloaded.
 TEST_F(Cli, AnErrorThrownInsideAPluginIsReportedNotACrash) {
