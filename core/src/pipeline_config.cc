@@ -1,16 +1,14 @@
 #include "duet/pipeline_config.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
 
 #include "duet/error.h"
 #include "suggest.h"
 #include "yaml_override.h"
+#include "yaml_schema.h"
 #include "yaml_tree.h"
 
 namespace duet {
@@ -21,35 +19,17 @@ using yaml::Entry;
 using yaml::Node;
 using yaml::Origin;
 using yaml::Problems;
+using yaml::child_path;
+using yaml::get;
+using yaml::item_path;
+using yaml::parse_integer;
 
 constexpr int64_t kMaxCapacityTokens = 16777216;
 const std::vector<std::string> kKVCacheDTypes = {"f32", "f16", "bf16", "q8_0"};
 
-std::string child_path(const std::string& path, std::string_view key) {
-  return path.empty() ? std::string(key) : path + "." + std::string(key);
-}
-
-std::string item_path(const std::string& path, size_t index) {
-  return path + "[" + std::to_string(index) + "]";
-}
-
 SourcePos pos_of(const Origin& origin) {
   if (origin.override_index >= 0) return SourcePos{};
   return SourcePos{origin.line, origin.column};
-}
-
-const Node* get(const Node& map, std::string_view key) {
-  const Entry* entry = map.find(key);
-  return entry == nullptr ? nullptr : &entry->value;
-}
-
-template <typename T>
-std::optional<T> parse_integer(const std::string& text) {
-  T value{};
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
 }
 
 // A sampler-chain or stage item: `- name`, `- name: value`.
@@ -62,10 +42,9 @@ struct Link {
 // Checks one parsed document against the schema of docs/pipeline-yaml.md.
 // Every problem is reported and reading goes on, so that one run of
 // `duet validate` shows them all; a value with a problem keeps its default.
-class Reader {
+class Reader : yaml::SchemaReader {
  public:
-  Reader(Problems& problems, fs::path base_dir)
-      : problems_(problems), base_dir_(std::move(base_dir)) {}
+  using SchemaReader::SchemaReader;
 
   PipelineConfig read(const Node& root) {
     PipelineConfig config;
@@ -80,96 +59,6 @@ class Reader {
   }
 
  private:
-  void report(const Origin& at, const std::string& path, const std::string& message) {
-    problems_.add(at, (path.empty() ? "the document" : path) + ": " + message);
-  }
-
-  void type_error(const Node& node, const std::string& path, const std::string& expected) {
-    report(node.origin, path, "expected " + expected + ", found " + yaml::found(node));
-  }
-
-  // The value of `key`, or nullptr after reporting that it is missing.
-  const Node* required(const Node& map, const std::string& path, std::string_view key) {
-    const Node* node = get(map, key);
-    if (node == nullptr)
-      report(map.origin, path, "missing required key '" + std::string(key) + "'");
-    return node;
-  }
-
-  // Reports `node` unless it is a map, and each of its keys not in `known`.
-  // Returns whether it is a map.
-  bool expect_map(const Node& node, const std::string& path,
-                  const std::vector<std::string>& known) {
-    if (!node.is_map()) {
-      type_error(node, path, "a map with the keys " + quoted_list(known));
-      return false;
-    }
-    for (const Entry& e : node.entries) {
-      if (std::find(known.begin(), known.end(), e.key) != known.end()) continue;
-      std::string hint = did_you_mean(e.key, known);
-      if (hint.empty()) hint = "; expected one of " + quoted_list(known);
-      problems_.add(e.key_origin, "unknown key '" + e.key + "' " +
-                                      (path.empty() ? "at the top level" : "in " + path) + hint);
-    }
-    return true;
-  }
-
-  // The typed readers below set `out` only when the value is valid.
-  bool read_string(const Node& node, const std::string& path, std::string& out) {
-    if (!node.is_scalar()) {
-      type_error(node, path, "a string");
-      return false;
-    }
-    out = node.scalar;
-    return true;
-  }
-
-  void read_bool(const Node& node, const std::string& path, bool& out) {
-    if (node.is_scalar() && (node.scalar == "true" || node.scalar == "false"))
-      out = node.scalar == "true";
-    else
-      type_error(node, path, "true or false");
-  }
-
-  template <typename T>
-  bool read_integer(const Node& node, const std::string& path, T min, T max, T& out) {
-    const std::string expected =
-        "an integer in " + std::to_string(min) + ".." + std::to_string(max);
-    std::optional<T> value = node.is_scalar() ? parse_integer<T>(node.scalar) : std::nullopt;
-    if (!value) {
-      type_error(node, path, expected);
-      return false;
-    }
-    if (*value < min || *value > max) {
-      report(node.origin, path, node.scalar + " is out of range; expected " + expected);
-      return false;
-    }
-    out = *value;
-    return true;
-  }
-
-  // A non-empty string naming a component.
-  void read_name(const Node& node, const std::string& path, std::string& out) {
-    std::string name;
-    if (!read_string(node, path, name)) return;
-    if (name.empty())
-      type_error(node, path, "a name");
-    else
-      out = name;
-  }
-
-  // A path written in the file is relative to the file's folder; one from
-  // --set is relative to the working directory, like any command-line path.
-  // Both become absolute, so that whoever reads them later (the plugin host,
-  // a recorded result) cannot resolve them against another folder.
-  fs::path resolve(const Node& node, const std::string& text) const {
-    fs::path path(text);
-    if (node.origin.override_index < 0) path = base_dir_ / path;  // keeps an absolute `text`
-    std::error_code ec;
-    fs::path absolute = fs::absolute(path, ec);
-    return (ec ? path : absolute).lexically_normal();
-  }
-
   void read_model(const Node* node, ModelConfig& out) {
     if (node == nullptr || !expect_map(*node, "model", {"path", "chat", "system", "chat_template"}))
       return;
@@ -428,22 +317,16 @@ class Reader {
     }
   }
 
-  Problems& problems_;
-  fs::path base_dir_;
 };
-
-Error too_large(const std::string& name, uintmax_t size) {
-  return Error(ErrorKind::kConfig, name + ": " + std::to_string(size) +
-                                       " bytes is more than a pipeline file may hold (1 MiB, " +
-                                       std::to_string(kMaxPipelineFileBytes) + " bytes)");
-}
 
 }  // namespace
 
 PipelineConfig parse_pipeline_config(std::string_view yaml_text, const std::string& source_name,
                                      const fs::path& base_dir,
                                      const std::vector<std::string>& overrides) {
-  if (yaml_text.size() > kMaxPipelineFileBytes) throw too_large(source_name, yaml_text.size());
+  if (yaml_text.size() > kMaxPipelineFileBytes) {
+    throw yaml::too_large(source_name, "pipeline file", yaml_text.size(), kMaxPipelineFileBytes);
+  }
   Problems problems(source_name, overrides);
   std::optional<Node> root = yaml::parse(yaml_text, -1, problems);
   if (!root) problems.throw_if_any();  // parse() has reported why; this throws
@@ -457,23 +340,7 @@ PipelineConfig parse_pipeline_config(std::string_view yaml_text, const std::stri
 PipelineConfig load_pipeline_config(const fs::path& file,
                                     const std::vector<std::string>& overrides) {
   const std::string name = file.string();
-  std::error_code ec;
-  const fs::file_status status = fs::status(file, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory)
-    throw Error(ErrorKind::kConfig, name + ": cannot access pipeline file: " + ec.message());
-  if (!fs::exists(status)) throw Error(ErrorKind::kConfig, name + ": pipeline file not found");
-  if (!fs::is_regular_file(status)) throw Error(ErrorKind::kConfig, name + ": not a regular file");
-  const uintmax_t size = fs::file_size(file, ec);
-  if (!ec && size > kMaxPipelineFileBytes) throw too_large(name, size);
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw Error(ErrorKind::kConfig, name + ": cannot open pipeline file: " + std::strerror(errno));
-  // Read at most one byte past the limit: the file may have grown since
-  // file_size(), and parse_pipeline_config() refuses the oversized text.
-  std::string text(kMaxPipelineFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) throw Error(ErrorKind::kConfig, name + ": cannot read pipeline file");
-  text.resize(static_cast<size_t>(in.gcount()));
+  const std::string text = yaml::read_file(file, "pipeline file", kMaxPipelineFileBytes);
   PipelineConfig config = parse_pipeline_config(text, name, file.parent_path(), overrides);
   config.source = file;
   return config;

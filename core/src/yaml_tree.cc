@@ -6,7 +6,10 @@
 #include <yaml-cpp/parser.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <tuple>
@@ -325,6 +328,33 @@ std::optional<Node> parse(std::string_view text, int override_index, Problems& p
     return std::nullopt;
   }
   return builder.take_root();
+}
+
+Error too_large(const std::string& name, const std::string& what, uint64_t size, uint64_t max_bytes) {
+  return Error(ErrorKind::kConfig, name + ": " + std::to_string(size) + " bytes is more than a " + what +
+                                       " may hold (" + std::to_string(max_bytes >> 20) + " MiB, " +
+                                       std::to_string(max_bytes) + " bytes)");
+}
+
+std::string read_file(const std::filesystem::path& file, const std::string& what, uint64_t max_bytes) {
+  namespace fs = std::filesystem;
+  const std::string name = file.string();
+  std::error_code ec;
+  const fs::file_status status = fs::status(file, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw Error(ErrorKind::kConfig, name + ": cannot access " + what + ": " + ec.message());
+  }
+  if (!fs::exists(status)) throw Error(ErrorKind::kConfig, name + ": " + what + " not found");
+  if (!fs::is_regular_file(status)) throw Error(ErrorKind::kConfig, name + ": not a regular file");
+  const uintmax_t size = fs::file_size(file, ec);
+  if (!ec && size > max_bytes) throw too_large(name, what, size, max_bytes);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(ErrorKind::kConfig, name + ": cannot open " + what + ": " + std::strerror(errno));
+  std::string text(max_bytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw Error(ErrorKind::kConfig, name + ": cannot read " + what);
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
 }
 
 }  // namespace duet::yaml

@@ -7,10 +7,14 @@
 // values set by --set carry their own origin.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "duet/error.h"
 
 namespace duet::yaml {
 
@@ -93,5 +97,15 @@ std::optional<Node> parse(std::string_view text, int override_index, Problems& p
 // carriage return (YAML allows none), at the first bad byte: a line and
 // column of the file, or the --set override overrides[override_index].
 bool refuse_unreadable_text(std::string_view text, int override_index, Problems& problems);
+
+// The text of a configuration file, `what` naming its kind in errors
+// ("pipeline file"). Throws duet::Error(kConfig) "FILE: WHAT not found", not
+// a regular file, unreadable, or larger than `max_bytes` (too_large()).
+// Reads at most one byte past the limit, so a file growing meanwhile is
+// refused too.
+std::string read_file(const std::filesystem::path& file, const std::string& what, uint64_t max_bytes);
+
+// The error for a `what` of `size` bytes, more than `max_bytes`.
+Error too_large(const std::string& name, const std::string& what, uint64_t size, uint64_t max_bytes);
 
 }  // namespace duet::yaml
