@@ -513,5 +513,90 @@ TEST_F(Cli, InspectPrintsTheChatTemplate) {
   EXPECT_NE(summary.out.find("bytes; duet inspect --chat-template prints it)"), std::string::npos) << summary.out;
 }
 
+// An experiment on the tiny model: the reference backend as baseline, one
+// variant that compares, and three that fail their own way.
+std::string experiment_text(const fs::path& dir) {
+  std::string text;
+  for (int i = 0; i < 4; ++i) text += "the cat sat on the mat. ";
+  std::ofstream(dir / "score.txt") << text;
+  return "pipeline: p.yaml\n"
+         "baseline: ref\n"
+         "variants:\n"
+         "  - name: ref\n"
+         "  - name: f16\n"
+         "    set: {components.kv_cache.dtype: f16}\n"
+         "  - name: crash\n"
+         "    set: {components.sampler.chain: [test_abort]}\n"
+         "  - name: oom\n"
+         "    set: {components.sampler.chain: [test_oom]}\n"
+         "  - name: refused\n"
+         "    set: {backend.plugin: test-no-device}\n"
+         "workload:\n"
+         "  speed: {prompt_tokens: 8, gen_tokens: 4, depths: [0, 8], rounds: 2}\n"
+         "  fidelity: {text: score.txt, ctx: 32}\n"
+         "  greedy: {prompts: [hello, the cat], tokens: 6}\n";
+}
+
+TEST_F(Cli, CompareMeasuresEveryVariantAndReportsThoseThatFailWithTheirReasons) {
+  write("p.yaml", with_backend("backend: {plugin: reference}\n"));
+  const fs::path e = write("e.yaml", experiment_text(dir_));
+  Result r = duet("compare " + e.string() + " -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Every variant is one object, the baseline first.
+  EXPECT_EQ(r.out.find("\"variants\":[{\"name\":\"ref\""), r.out.find("\"variants\":[")) << r.out;
+  EXPECT_NE(r.out.find("\"name\":\"crash\",\"overrides\":[\"components.sampler.chain=[\\\"test_abort\\\"]\"],"
+                       "\"backend\":\"\",\"status\":\"failed\",\"failure\":{\"step\":\"speed\",\"exit_code\":134,"
+                       "\"reason\":\"killed by signal 6 (Aborted)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"status\":\"failed\",\"failure\":{\"step\":\"speed\",\"exit_code\":5,\"reason\":\"duet: "
+                       "error: out of host memory\"}"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"exit_code\":4,\"reason\":\"duet: error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("was refused: cannot run here: no test device present\"}"), std::string::npos) << r.out;
+  // The baseline against itself is exact; the f16 cache is measured.
+  EXPECT_NE(r.out.find("\"perplexity_ratio\":1,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"kld_max\":0,\"kld_mean\":0,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"top1_agreement\":1"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.out, "\"test\":\"pp8\""), 2u) << "ref and f16: " << r.out;
+  EXPECT_EQ(count(r.out, "\"test\":\"tg4@d8\""), 2u) << r.out;
+  EXPECT_NE(r.out.find("\"prompt\":\"hello\",\"tokens\":6,\"matching_tokens\":6,\"first_divergence\":null"),
+            std::string::npos)
+      << r.out;
+  // Rounds alternate between variants: ref, f16, ref, f16.
+  const size_t ref1 = r.err.find("round 1/2, ref ("), f16_1 = r.err.find("round 1/2, f16 (");
+  const size_t ref2 = r.err.find("round 2/2, ref (");
+  EXPECT_LT(ref1, f16_1) << r.err;
+  EXPECT_LT(f16_1, ref2) << r.err;
+}
+
+TEST_F(Cli, CompareTablesAndCsvNameEveryVariant) {
+  write("p.yaml", with_backend("backend: {plugin: reference}\n"));
+  const fs::path e = write("e.yaml", experiment_text(dir_));
+  Result table = duet("compare " + e.string() + " --set workload.speed.rounds=1");
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("| variant | backend   | pp8 t/s (min-max)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("Fidelity against ref (teacher-forced on score.txt, windows of 32)"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("  crash: speed, exit code 134: killed by signal 6 (Aborted)"), std::string::npos)
+      << table.out;
+  Result csv = duet("compare " + e.string() + " -o csv --set workload.speed.rounds=1");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(csv.out.rfind("variant,backend,status,pp8_tps_median,pp8_tps_min,pp8_tps_max,", 0), 0u) << csv.out;
+  EXPECT_EQ(count(csv.out, "\n"), 6u) << "a header and five variants: " << csv.out;
+  EXPECT_NE(csv.out.find("\nrefused,,failed,"), std::string::npos) << csv.out;
+}
+
+TEST_F(Cli, CompareRefusesABadExperimentWithExit2) {
+  write("p.yaml", kTinyPipeline);
+  Result r = duet("compare " + write("e.yaml", "pipeline: p.yaml\nbaseline: zzz\nvariants: [{name: a}]\n"
+                                               "workload: {speed: {gen_tokens: 4}}\n")
+                                   .string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("e.yaml:2:11: baseline: 'zzz' is not a variant's name; variants: 'a'"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace duet

@@ -24,7 +24,7 @@ TEST(PluginHost, GoodPluginLoadsAndItsSamplerWorks) {
   ASSERT_TRUE(r.loaded) << r.refusal;
   EXPECT_EQ(r.name, "test-good");
   EXPECT_EQ(r.version, "1.2.3");
-  ASSERT_EQ(r.components.size(), 2u);
+  ASSERT_EQ(r.components.size(), 4u);  // and test_abort, test_oom
   EXPECT_EQ(r.components[0].name, "test_throw");
   EXPECT_EQ(r.components[1].name, "test_first");
   EXPECT_EQ(r.components[1].kind, ComponentKind::kSampler);

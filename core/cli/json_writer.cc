@@ -109,6 +109,12 @@ JsonWriter& JsonWriter::value(double v) {
   return *this;
 }
 
+JsonWriter& JsonWriter::null() {
+  separate();
+  out_ += "null";
+  return *this;
+}
+
 JsonWriter& JsonWriter::value(bool v) {
   separate();
   out_ += v ? "true" : "false";

@@ -25,6 +25,7 @@ class JsonWriter {
   JsonWriter& value(uint64_t v);
   JsonWriter& value(double v);
   JsonWriter& value(bool v);
+  JsonWriter& null();
 
   template <typename T>
   JsonWriter& field(std::string_view k, const T& v) {

@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "  perplexity PIPELINE.yaml TEXT_FILE\n"
     "                          score a text with the pipeline's model and backend\n"
     "  bench PIPELINE.yaml     measure prompt-processing and generation tokens/s\n"
+    "  compare EXPERIMENT.yaml compare pipeline variants: speed, memory, fidelity\n"
     "\n"
     "'duet COMMAND --help' describes a command's options.\n"
     "Exit codes: 0 ok, 2 usage or config, 3 model file, 4 plugin or backend,\n"
@@ -49,6 +50,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "inspect") return cmd_inspect(args);
   if (command == "perplexity") return cmd_perplexity(args);
   if (command == "bench") return cmd_bench(args);
+  if (command == "compare") return cmd_compare(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
@@ -59,7 +61,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   }
   throw duet::Error(duet::ErrorKind::kUsage,
                     "unknown command '" + command +
-                        "'; commands: run, chat, validate, plugins, inspect, tokenize, perplexity, bench");
+                        "'; commands: run, chat, validate, plugins, inspect, tokenize, perplexity, bench, compare");
 }
 
 }  // namespace

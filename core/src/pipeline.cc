@@ -1,5 +1,6 @@
 #include "duet/pipeline.h"
 
+#include <new>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -153,6 +154,8 @@ RunResult Pipeline::run_stages(Session& session) {
       stage->run(session);
     } catch (const Error&) {
       throw;
+    } catch (const std::bad_alloc&) {
+      throw;  // out of memory, not a broken plugin: exit code 5
     } catch (const std::exception& e) {
       throw Error(ErrorKind::kPlugin, "stage '" + stage->name() + "' failed: " + e.what());
     }

@@ -1,5 +1,6 @@
 #include "duet/plugin_host.h"
 
+#include <new>
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
@@ -327,6 +328,8 @@ auto call_factory(const Factory& factory, const Options& options, const Componen
     return factory(options);
   } catch (const Error&) {
     throw;
+  } catch (const std::bad_alloc&) {
+    throw;  // out of memory, not a broken plugin: exit code 5
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kPlugin, std::string("plugin '") + info.plugin + "' failed to create " +
                                         component_kind_name(info.kind) + " '" + info.name + "': " + e.what());

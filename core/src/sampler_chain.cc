@@ -1,5 +1,6 @@
 #include "sampler_chain.h"
 
+#include <new>
 #include <algorithm>
 #include <cmath>
 
@@ -24,6 +25,8 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
       link->apply(c, ctx);
     } catch (const Error&) {
       throw;
+    } catch (const std::bad_alloc&) {
+      throw;  // out of memory, not a broken plugin: exit code 5
     } catch (const std::exception& e) {
       throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' failed: " + e.what());
     }

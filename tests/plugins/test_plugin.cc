@@ -2,6 +2,7 @@
 // deviates from a well-formed plugin (see tests/plugin_host_test.cc).
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 
 #include "duet/error.h"
@@ -31,6 +32,21 @@ class ThrowingSampler final : public duet::Sampler {
   }
 };
 
+// Ends the process the way a crashing or out-of-memory plugin would, for
+// the tests of a run that must survive its children failing (duet compare).
+class FailingSampler final : public duet::Sampler {
+ public:
+  explicit FailingSampler(bool abort) : abort_(abort) {}
+  std::string name() const override { return abort_ ? "test_abort" : "test_oom"; }
+  void apply(duet::Candidates&, const duet::SamplingContext&) override {
+    if (abort_) std::abort();
+    throw std::bad_alloc();
+  }
+
+ private:
+  bool abort_;
+};
+
 void register_components(duet::PluginRegistrar& r) {
   r.add_sampler("test_throw", "throws duet::Error from apply()", [](const duet::Options& o) {
     o.finish();
@@ -43,6 +59,14 @@ void register_components(duet::PluginRegistrar& r) {
 #if defined(VARIANT_duplicate_component)
   r.add_sampler("test_first", "the same name again", nullptr);
 #endif
+  r.add_sampler("test_abort", "aborts the process in apply()", [](const duet::Options& o) {
+    o.finish();
+    return std::unique_ptr<duet::Sampler>(new FailingSampler(true));
+  });
+  r.add_sampler("test_oom", "throws std::bad_alloc from apply()", [](const duet::Options& o) {
+    o.finish();
+    return std::unique_ptr<duet::Sampler>(new FailingSampler(false));
+  });
 }
 
 int probe(char* reason, size_t size) {

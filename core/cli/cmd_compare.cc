@@ -1,0 +1,136 @@
+// duet compare — a backend comparison experiment in one command: every
+// variant of an experiment file (duet/experiment.h) measured for speed,
+// memory and fidelity against a baseline, each in a process of its own.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "commands.h"
+#include "compare_output.h"
+#include "compare_run.h"
+#include "duet/error.h"
+#include "pipeline_loading.h"
+#include "subprocess.h"
+
+namespace duet::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_interrupt(int) { g_stop = true; }
+
+// A folder of its own under the system's temporary folder, removed when the
+// comparison ends: the baseline's logits go there.
+class WorkDir {
+ public:
+  WorkDir() {
+    std::string pattern = (fs::temp_directory_path() / "duet-compare-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw Error(ErrorKind::kInternal, "cannot create a temporary folder in " + fs::temp_directory_path().string());
+    }
+    path_ = pattern;
+  }
+  ~WorkDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error(ErrorKind::kUsage, "--report: cannot write " + path.string());
+}
+
+// compare_report.py beside the executable's install (share/duet) or in the
+// source tree it was built from; DUET_REPORT_SCRIPT overrides both.
+std::string report_script() {
+  if (const char* env = std::getenv("DUET_REPORT_SCRIPT")) return env;
+  const fs::path exe_dir = fs::path(self_executable()).parent_path();
+  const fs::path installed = exe_dir / "../share/duet/compare_report.py";
+  if (fs::exists(installed)) return installed.lexically_normal().string();
+  return DUET_SOURCE_DIR "/core/cli/compare_report.py";
+}
+
+// The Python that draws the report: DUET_PYTHON, else the build tree's venv
+// (scripts/python-env.sh), else python3 on the PATH.
+std::string report_python() {
+  if (const char* env = std::getenv("DUET_PYTHON")) return env;
+  const fs::path venv = fs::path(self_executable()).parent_path() / "../venv/bin/python";
+  if (fs::exists(venv)) return venv.lexically_normal().string();
+  return "/usr/bin/python3";
+}
+
+void write_report(const fs::path& dir, const Experiment& e, const CompareResult& r) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(ErrorKind::kUsage, "--report " + dir.string() + ": cannot create the folder: " + ec.message());
+  write_file(dir / "compare.json", compare_json(e, r) + "\n");
+  write_file(dir / "compare.csv", compare_csv(e, r));
+  const ChildResult c = run_child({report_python(), report_script(), dir.string()});
+  if (!c.ok()) {
+    throw Error(ErrorKind::kUsage, "--report " + dir.string() + ": the charts could not be drawn (" + c.reason() +
+                                       "); compare.json and compare.csv are there. Install the report's Python "
+                                       "packages with `bash scripts/python-env.sh` or point DUET_PYTHON at a "
+                                       "Python with matplotlib");
+  }
+  std::cerr << "compare: report in " << (dir / "report.html").string() << "\n";
+}
+
+}  // namespace
+
+int cmd_compare(const std::vector<std::string>& args) {
+  po::options_description opts("Options");
+  opts.add_options()("help,h", "show this help")("output,o", po::value<std::string>()->default_value("table"),
+                                                 "table, json or csv on stdout")(
+      "report", po::value<std::string>(),
+      "also write DIR/compare.json, DIR/compare.csv and DIR/report.html (charts; needs matplotlib)");
+  opts.add_options()("set,s", po::value<std::vector<std::string>>()->composing(),
+                     "override an experiment key: --set key.path=value (repeatable)");
+  po::variables_map vm;
+  if (!parse_command_line("compare",
+                          "duet compare EXPERIMENT.yaml [-o table|json|csv] [--report DIR] [--set key.path=value]...",
+                          opts, {"experiment"}, args, vm)) {
+    return 0;
+  }
+  const std::string output = vm["output"].as<std::string>();
+  if (output != "table" && output != "json" && output != "csv") {
+    throw Error(ErrorKind::kUsage, "--output '" + output + "' is not one of table, json, csv");
+  }
+  std::vector<std::string> overrides;
+  if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
+  const Experiment e = load_experiment(vm["experiment"].as<std::string>(), overrides);
+
+  WorkDir work;
+  g_stop = false;
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigaction(SIGINT, &action, nullptr);
+  std::cerr << "compare: " << e.variants.size() << " variants, baseline " << e.baseline
+            << "; each runs in a process of its own (Ctrl-C stops and keeps what was measured)\n";
+  const CompareResult r = run_experiment(e, work.path(), g_stop);
+  signal(SIGINT, SIG_DFL);
+
+  if (output == "json") {
+    std::cout << compare_json(e, r) << "\n";
+  } else if (output == "csv") {
+    std::cout << compare_csv(e, r);
+  } else {
+    print_tables(std::cout, e, r);
+  }
+  if (vm.count("report")) write_report(vm["report"].as<std::string>(), e, r);
+  return r.interrupted ? 130 : 0;
+}
+
+}  // namespace duet::cli
