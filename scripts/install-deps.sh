@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages Duet builds and tests with. Idempotent: when
-# everything is present it only checks and returns.
+# Installs the Debian 12 packages Duet builds and tests with, and any package
+# named as an argument. Idempotent: when everything is present it only checks
+# and returns.
 set -euo pipefail
 
 packages=(
@@ -8,6 +9,8 @@ packages=(
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libyaml-cpp-dev libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libgtest-dev libgmock-dev
 )
+# Extra packages a script needs for itself, e.g. clang-format for check-format.sh.
+packages+=("$@")
 
 missing=()
 for p in "${packages[@]}"; do
