@@ -27,16 +27,16 @@
 #
 # Needs root (mmdebstrap's root mode, mount, chroot) and network access to
 # deb.debian.org and PyPI. Measured on a 2-core Debian 12 VM, builds with
-# DUET_JOBS=2 (the scripts' default):
-#   --rev 6dca90f, empty package cache: fails in quickstart.sh at CMake's
-#     configure ("Could NOT find OpenCL", from libdnnl-dev's package config),
-#     1 min in all (root 36 s, quickstart.sh 24 s);
-#   42750ac, --no-cache: passes, 6.5 min in all (root 28 s, quickstart.sh
-#     4m00s, test.sh 1m53s: 648 tests, the cuda ones skipped);
-#   17b5e84 --user, packages cached: passes, 3m52s (root 16 s, quickstart.sh
-#     2m13s, test.sh 1m23s).
+# DUET_JOBS=2 (the scripts' default); the slower figures with other builds
+# sharing the two cores:
+#   --rev 6dca90f: fails in quickstart.sh at CMake's configure ("Could NOT
+#     find OpenCL", from libdnnl-dev's package config), 1-3 min in all;
+#   --rev 42750ac --no-cache: passes, 6m22s (root 28 s, quickstart.sh 4m00s,
+#     test.sh 1m53s: 648 tests, the cuda ones skipped);
+#   --rev f168d88, packages cached: passes, 8m46s as root (quickstart.sh
+#     6m25s, test.sh 1m48s, 671 tests) and 7m32s with --user.
 # .ci/run calls it twice after test.sh and sanitize.sh, as root and with
-# --user (about 10 min together, within CI's 90-minute budget).
+# --user: 10-17 min together, well within CI's 90-minute budget.
 #
 # usage: bash scripts/fresh-machine-test.sh [--rev REV] [--user] [--keep]
 #                                           [--no-cache] [--workdir DIR]
