@@ -52,12 +52,15 @@ constexpr int64_t kStreamBytes = int64_t{256} << 20;
 
 // `copies` copies of one random matrix, quantized by core's quantize_row.
 std::vector<uint8_t> make_weights(const Shape& s, int64_t copies) {
-  const auto row_bytes = static_cast<int64_t>(*duet::dtype_row_bytes(s.type, static_cast<uint64_t>(s.k)));
+  const auto row_bytes =
+      static_cast<int64_t>(*duet::dtype_row_bytes(s.type, static_cast<uint64_t>(s.k)));
   const int64_t bytes = s.rows * row_bytes;
   std::vector<uint8_t> w(static_cast<size_t>(bytes * copies));
   const std::vector<float> row = random_floats(s.k, 1);
-  for (int64_t r = 0; r < s.rows; ++r) duet::quantize_row(s.type, row.data(), w.data() + r * row_bytes, s.k);
-  for (int64_t c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
+  for (int64_t r = 0; r < s.rows; ++r)
+    duet::quantize_row(s.type, row.data(), w.data() + r * row_bytes, s.k);
+  for (int64_t c = 1; c < copies; ++c)
+    std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
   return w;
 }
 
@@ -78,7 +81,8 @@ void bench_gemv(benchmark::State& state, Shape s, CpuPath path, bool stream) {
                        s.rows);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     copy = copy + 1 == copies ? 0 : copy + 1;
   }
   state.SetBytesProcessed(state.iterations() * bytes);
@@ -100,7 +104,8 @@ void bench_quantize(benchmark::State& state, int64_t k, CpuPath path) {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  benchmark::AddCustomContext("cpu_path", duet::onednn::cpu_path_name(duet::onednn::detect_cpu_path()));
+  benchmark::AddCustomContext("cpu_path",
+                              duet::onednn::cpu_path_name(duet::onednn::detect_cpu_path()));
   benchmark::AddCustomContext("cpu_features", duet::onednn::cpu_features_summary());
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     if (path > duet::onednn::detect_cpu_path()) continue;

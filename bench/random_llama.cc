@@ -45,8 +45,10 @@ void write_vocabulary(GgufWriter& w, int32_t n_vocab) {
   w.set_uint32("tokenizer.ggml.bos_token_id", 1);
   w.set_uint32("tokenizer.ggml.eos_token_id", 2);
   w.set_string("tokenizer.chat_template",
-               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+               "message['content'] + "
+               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+               "'<|im_start|>assistant\\n' }}"
                "{% endif %}");
 }
 
@@ -65,7 +67,8 @@ void parallel_rows(int64_t rows, Body body) {
 
 class TensorMaker {
  public:
-  TensorMaker(GgufWriter& w, uint64_t seed, DType matrix_type) : w_(w), seed_(seed), type_(matrix_type) {}
+  TensorMaker(GgufWriter& w, uint64_t seed, DType matrix_type)
+      : w_(w), seed_(seed), type_(matrix_type) {}
 
   // A [rows, cols] matrix whose row r holds the random values of `source`
   // row source_row(r) times `scale` (source_row(r) < 0: zeros). Each source
@@ -80,7 +83,8 @@ class TensorMaker {
       const int64_t from = source_row(r);
       for (int64_t c = 0; from >= 0 && c < cols; ++c) {
         const uint64_t index = static_cast<uint64_t>(from * cols + c);
-        values[static_cast<size_t>(c)] = scale * static_cast<float>(counter_uniform(seed_, source, index, 0) - 0.5);
+        values[static_cast<size_t>(c)] =
+            scale * static_cast<float>(counter_uniform(seed_, source, index, 0) - 0.5);
       }
       quantize_row(type_, values.data(), bytes.data() + static_cast<uint64_t>(r) * row_bytes, cols);
     });
@@ -133,8 +137,10 @@ void write_random_llama(const std::filesystem::path& path, const RandomLlama& s)
   t.matrix("token_embd.weight", s.n_vocab, s.n_embd, 0, 1.0f, [](int64_t r) { return r; });
   // Row next(c) of the LM head is embedding row c (see the header).
   std::vector<int64_t> from(static_cast<size_t>(s.n_vocab), -1);
-  for (int32_t c = kControlTokens; c < s.n_vocab; ++c) from[static_cast<size_t>(random_llama_next(c, s.n_vocab))] = c;
-  t.matrix("output.weight", s.n_vocab, s.n_embd, 0, 1.0f, [&](int64_t r) { return from[static_cast<size_t>(r)]; });
+  for (int32_t c = kControlTokens; c < s.n_vocab; ++c)
+    from[static_cast<size_t>(random_llama_next(c, s.n_vocab))] = c;
+  t.matrix("output.weight", s.n_vocab, s.n_embd, 0, 1.0f,
+           [&](int64_t r) { return from[static_cast<size_t>(r)]; });
   t.ones("output_norm.weight", s.n_embd);
   for (int32_t l = 0; l < s.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";

@@ -235,16 +235,16 @@ TEST_P(BackendConformance, MatmulsSharingAnInputSeeItsNewValues) {
     const std::vector<float> x1 = random_floats(static_cast<size_t>(n * k), 27);
     std::vector<float> x2 = x1;
     x2[static_cast<size_t>(n * k - 1)] += 1.0f;  // one value differs, the last
-    compare("matmul, input rewritten in place n=" + std::to_string(n),
-            GetParam().quantized_matmul, [&](Backend& b) {
+    compare("matmul, input rewritten in place n=" + std::to_string(n), GetParam().quantized_matmul,
+            [&](Backend& b) {
               DeviceTensor a = upload(b.device(), DType::kQ4_1, {m, k}, w1);
               DeviceTensor c = upload(b.device(), DType::kQ8_0, {m, k}, w2);
               DeviceTensor xt = upload(b.device(), DType::kF32, {n, k}, x1);
               DeviceTensor out = zeros(b.device(), {4, n, m});
               const int64_t part = n * m * static_cast<int64_t>(sizeof(float));
               auto slice = [&](int64_t i) {
-                return TensorView{static_cast<uint8_t*>(out.buffer->data()) + i * part,
-                                  DType::kF32, {n, m}};
+                return TensorView{
+                    static_cast<uint8_t*>(out.buffer->data()) + i * part, DType::kF32, {n, m}};
               };
               CheckedOps ops(b);
               ops.matmul(xt.view, a.view, slice(0));

@@ -21,10 +21,10 @@ namespace fs = std::filesystem;
 
 struct Row {
   const char* name;
-  const char* args;    // after `duet`; {dir} is the fixture folder
+  const char* args;  // after `duet`; {dir} is the fixture folder
   int exit_code;
-  const char* message; // a substring of stderr (or stdout for exit code 0)
-  bool once = false;   // the message must appear exactly once
+  const char* message;  // a substring of stderr (or stdout for exit code 0)
+  bool once = false;    // the message must appear exactly once
 };
 
 std::string slurp(const fs::path& p) {
@@ -34,7 +34,9 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-void spit(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary) << bytes;
+}
 
 constexpr const char* kPipeline = R"(model: {path: tiny.gguf}
 backend: {plugin: reference}
@@ -96,11 +98,13 @@ class BadInput : public ::testing::TestWithParam<Row> {
     variant("bad-dtype.yaml", "capacity_tokens: 64", "capacity_tokens: 64, dtype: q2_k");
     variant("no-model.yaml", "model: {path: tiny.gguf}\n", "");
     variant("no-stages.yaml", "stages:\n  - prefill: {}\n  - decode: {max_new_tokens: 4}\n", "");
-    variant("decode-first.yaml", "  - prefill: {}\n  - decode: {max_new_tokens: 4}\n", "  - decode: {}\n");
+    variant("decode-first.yaml", "  - prefill: {}\n  - decode: {max_new_tokens: 4}\n",
+            "  - decode: {}\n");
     variant("syntax.yaml", "chain: [greedy]", "chain: [greedy");
     variant("tab.yaml", "  kv_cache", "\tkv_cache");
     variant("two-keys.yaml", "chain: [greedy]", "chain: [{greedy: {}, top_k: 3}]");
-    variant("dup-stage.yaml", "  - decode: {max_new_tokens: 4}\n", "  - decode: {}\n  - decode: {}\n");
+    variant("dup-stage.yaml", "  - decode: {max_new_tokens: 4}\n",
+            "  - decode: {}\n  - decode: {}\n");
     variant("big-capacity.yaml", "capacity_tokens: 64", "capacity_tokens: 100000");
     variant("attention.yaml", "kv_cache:", "attention: {impl: flash}\n  kv_cache:");
     variant("kv-impl.yaml", "capacity_tokens: 64", "capacity_tokens: 64, impl: paged");
@@ -108,8 +112,10 @@ class BadInput : public ::testing::TestWithParam<Row> {
     variant("backend-option.yaml", "plugin: reference", "plugin: reference, options: {threads: 2}");
     variant("wide.yaml", "path: tiny.gguf", "path: wide.gguf");
     spit(d / "large.yaml", std::string(2 << 20, '#'));
-    for (const char* m : {"empty", "text", "truncated", "version1", "huge-string", "dir", "arch", "missing-tensor", "pre"}) {
-      variant(std::string("model-") + m + ".yaml", "path: tiny.gguf", std::string("path: ") + m + ".gguf");
+    for (const char* m : {"empty", "text", "truncated", "version1", "huge-string", "dir", "arch",
+                          "missing-tensor", "pre"}) {
+      variant(std::string("model-") + m + ".yaml", "path: tiny.gguf",
+              std::string("path: ") + m + ".gguf");
     }
   }
   static void TearDownTestSuite() {
@@ -123,17 +129,20 @@ class BadInput : public ::testing::TestWithParam<Row> {
 TEST_P(BadInput, GetsItsExitCodeAndAOneLineMessage) {
   const Row& row = GetParam();
   std::string args = row.args;
-  for (size_t at; (at = args.find("{dir}")) != std::string::npos;) args.replace(at, 5, dir_->string());
-  const fs::path out = *dir_ / (std::string(row.name) + ".out"), err = *dir_ / (std::string(row.name) + ".err");
-  const std::string cmd = "timeout 60 " + std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" + out.string() +
-                          " 2>" + err.string() + " </dev/null";
+  for (size_t at; (at = args.find("{dir}")) != std::string::npos;)
+    args.replace(at, 5, dir_->string());
+  const fs::path out = *dir_ / (std::string(row.name) + ".out"),
+                 err = *dir_ / (std::string(row.name) + ".err");
+  const std::string cmd = "timeout 60 " + std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" +
+                          out.string() + " 2>" + err.string() + " </dev/null";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal: " << cmd;
   const int code = WEXITSTATUS(status);
   ASSERT_NE(code, 124) << "hung (timeout): " << cmd;
   const std::string text = slurp(row.exit_code == 0 ? out : err);
   EXPECT_EQ(code, row.exit_code) << cmd << "\n" << text;
-  EXPECT_NE(text.find(row.message), std::string::npos) << "expected '" << row.message << "' in:\n" << text;
+  EXPECT_NE(text.find(row.message), std::string::npos) << "expected '" << row.message << "' in:\n"
+                                                       << text;
   if (row.once) {
     EXPECT_EQ(text.find(row.message), text.rfind(row.message)) << "reported twice:\n" << text;
   }
@@ -184,7 +193,8 @@ const Row kRows[] = {
      "'flash' is not provided by backend 'reference'"},
     {"yaml_unknown_kv_cache", "validate {dir}/kv-impl.yaml", 2,
      "'paged' is not provided by backend 'reference'"},
-    {"yaml_kv_dtype_unsupported", "validate {dir}/kv-bf16.yaml", 2, "f32, f16 or q8_0, not bf16", true},
+    {"yaml_kv_dtype_unsupported", "validate {dir}/kv-bf16.yaml", 2, "f32, f16 or q8_0, not bf16",
+     true},
     {"yaml_backend_option", "validate {dir}/backend-option.yaml", 2, "threads"},
     // Command line.
     {"cli_no_command", "", 2, "no command given"},

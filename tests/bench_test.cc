@@ -42,7 +42,8 @@ TEST(BenchSystem, CpuFeaturesComeFromTheFlagsLineInOrder) {
   const char* cpuinfo =
       "processor\t: 0\nmodel\t\t: 143\nmodel name\t: Test CPU @ 2.0GHz\n"
       "flags\t\t: fpu sse avx512_vnni avx2 avx512fp16 avx512f_x avx512f\n\nprocessor\t: 1\n";
-  EXPECT_EQ(cli::cpu_features_from(cpuinfo), (std::vector<std::string>{"avx2", "avx512f", "avx512_vnni"}));
+  EXPECT_EQ(cli::cpu_features_from(cpuinfo),
+            (std::vector<std::string>{"avx2", "avx512f", "avx512_vnni"}));
   EXPECT_EQ(cli::proc_field(cpuinfo, "model name"), "Test CPU @ 2.0GHz");
   EXPECT_EQ(cli::proc_field(cpuinfo, "model"), "143");
   EXPECT_TRUE(cli::cpu_features_from("flags\t: fpu sse avx\n").empty());
@@ -50,7 +51,8 @@ TEST(BenchSystem, CpuFeaturesComeFromTheFlagsLineInOrder) {
 }
 
 TEST(BenchSystem, PeakRssIsVmHWMInBytes) {
-  EXPECT_EQ(cli::peak_rss_from("Name:\tduet\nVmPeak:\t  9999 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n"),
+  EXPECT_EQ(cli::peak_rss_from(
+                "Name:\tduet\nVmPeak:\t  9999 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n"),
             1234u * 1024u);
   EXPECT_EQ(cli::peak_rss_from("Name:\tduet\n"), 0u);
   EXPECT_GT(cli::peak_rss_bytes(), 0u);  // this process, on Linux
@@ -86,8 +88,9 @@ stages:
   // Runs `build/bin/duet bench p.yaml ARGS`.
   Result bench(const std::string& args) {
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet bench " + (dir_ / "p.yaml").string() + " " + args +
-                      " >" + out.string() + " 2>" + err.string() + " </dev/null";
+    std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet bench " +
+                      (dir_ / "p.yaml").string() + " " + args + " >" + out.string() + " 2>" +
+                      err.string() + " </dev/null";
     int status = std::system(cmd.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -177,8 +180,10 @@ TEST_F(Bench, JsonIsOneObjectWithAResultPerTest) {
   EXPECT_EQ(count(r.out, "\"time_to_first_token_seconds\":"), 1u) << "pp rows only: " << r.out;
   // Valid JSON, where a parser is at hand.
   if (std::system("python3 -c '' >/dev/null 2>&1") == 0) {
-    const std::string check = "python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
-                              "assert len(d[\"results\"]) == 3' " + (dir_ / "stdout").string();
+    const std::string check =
+        "python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
+        "assert len(d[\"results\"]) == 3' " +
+        (dir_ / "stdout").string();
     EXPECT_EQ(std::system(check.c_str()), 0) << r.out;
   }
 }
@@ -211,7 +216,9 @@ TEST_F(Bench, CsvHasAHeaderAndARowPerTest) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto l = lines(r.out);
   ASSERT_EQ(l.size(), 4u) << r.out;
-  EXPECT_EQ(l[0].rfind("test,backend,plugin_version,threads,cpu_features,tokens_per_second_median,", 0), 0u)
+  EXPECT_EQ(
+      l[0].rfind("test,backend,plugin_version,threads,cpu_features,tokens_per_second_median,", 0),
+      0u)
       << r.out;
   EXPECT_EQ(l[1].rfind("pp4,reference,0.1.0,-,", 0), 0u) << r.out;
   EXPECT_TRUE(l[0].ends_with(",peak_rss_bytes,kv_cache_dtype")) << r.out;
@@ -219,7 +226,8 @@ TEST_F(Bench, CsvHasAHeaderAndARowPerTest) {
   EXPECT_EQ(l[2].rfind("tg2,reference,", 0), 0u) << r.out;
   EXPECT_EQ(l[3].rfind("tg3,reference,", 0), 0u) << r.out;
   const auto commas = std::count(l[0].begin(), l[0].end(), ',');
-  for (size_t i = 1; i < l.size(); ++i) EXPECT_EQ(std::count(l[i].begin(), l[i].end(), ','), commas) << l[i];
+  for (size_t i = 1; i < l.size(); ++i)
+    EXPECT_EQ(std::count(l[i].begin(), l[i].end(), ','), commas) << l[i];
 }
 
 TEST_F(Bench, TestsSelectsPpOrTg) {
@@ -242,9 +250,9 @@ TEST_F(Bench, APromptLongerThanThePrefillChunkRunsInPasses) {
 }
 
 TEST_F(Bench, BadNumbersAreOneLineUsageErrors) {
-  for (const char* args : {"-p 0", "-p -3", "-p abc", "-p 8,,4", "-p 4x", "-n 0", "-n -1", "-r 0", "-r two",
-                           "--warmup -1", "--warmup x", "--depth -2", "--depth 1.5", "-o xml", "--tests none",
-                           "-p 99999999999999999999"}) {
+  for (const char* args : {"-p 0", "-p -3", "-p abc", "-p 8,,4", "-p 4x", "-n 0", "-n -1", "-r 0",
+                           "-r two", "--warmup -1", "--warmup x", "--depth -2", "--depth 1.5",
+                           "-o xml", "--tests none", "-p 99999999999999999999"}) {
     Result r = bench(args);
     EXPECT_EQ(r.code, 2) << args << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;

@@ -16,7 +16,6 @@
 #include "duet/error.h"
 #include "duet/gguf.h"
 #include "duet/tokenizer.h"
-
 #include "model_files.h"
 
 namespace duet {

@@ -35,8 +35,8 @@ class Cli : public ::testing::Test {
   Result duet(const std::string& args, const std::optional<std::string>& input = std::nullopt) {
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
     const std::string in = input ? write("stdin", *input).string() : "/dev/null";
-    std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" + out.string() + " 2>" +
-                      err.string() + " <" + in;
+    std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" + out.string() +
+                      " 2>" + err.string() + " <" + in;
     int status = std::system(cmd.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -77,7 +77,8 @@ stages:
 TEST_F(Cli, NoArgumentsPrintsUsageAndExits2) {
   Result r = duet("");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("duet: error: no command given; see 'duet --help'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("duet: error: no command given; see 'duet --help'"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, HelpForEveryCommand) {
@@ -135,7 +136,8 @@ TEST_F(Cli, ValidateReportsYamlErrorsWithPositionAndExit2) {
 
 TEST_F(Cli, SetOverridesAKeyAndItsErrorsNameTheOverride) {
   fs::path p = write("p.yaml", kTinyPipeline);
-  EXPECT_EQ(duet("validate -q " + p.string() + " --set components.kv_cache.capacity_tokens=64").code, 0);
+  EXPECT_EQ(
+      duet("validate -q " + p.string() + " --set components.kv_cache.capacity_tokens=64").code, 0);
   Result r = duet("validate " + p.string() + " --set components.kv_cache.capacity_tokens=lots");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--set"), std::string::npos) << r.err;
@@ -156,7 +158,8 @@ TEST_F(Cli, UnknownBackendIsAPluginError) {
   yaml.replace(yaml.find("plugin: reference"), 17, "plugin: refrence");
   Result r = duet("validate " + write("p.yaml", yaml).string());
   EXPECT_EQ(r.code, 4);
-  EXPECT_NE(r.err.find("no backend named 'refrence'; did you mean 'reference'?"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no backend named 'refrence'; did you mean 'reference'?"), std::string::npos)
+      << r.err;
 }
 
 // kTinyPipeline with the test plugins in reach and `backend` instead of its
@@ -174,20 +177,26 @@ bool onednn_built() { return fs::exists(fs::path(DUET_BUILD_DIR) / "plugins/duet
 TEST_F(Cli, ABackendChoiceRunsOnTheFirstThatCanAndSaysWhyTheOthersCannot) {
   // test-no-device is refused by its probe; onednn, where built, has no
   // attention 'naive'; nosuch does not exist.
-  const fs::path p = write("p.yaml", with_backend("backend: {plugin: [test-no-device, onednn, nosuch, reference]}\n"));
+  const fs::path p = write(
+      "p.yaml", with_backend("backend: {plugin: [test-no-device, onednn, nosuch, reference]}\n"));
   const std::string naive = " --set components.attention.impl=naive";
   Result r = duet("run " + p.string() + naive);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("backend reference, attention naive"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("passed over test-no-device: no backend named 'test-no-device': plugin 'test-no-device' ("),
+  EXPECT_NE(r.err.find("passed over test-no-device: no backend named 'test-no-device': plugin "
+                       "'test-no-device' ("),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("was refused: cannot run here: no test device present\n"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("passed over nosuch: no backend named 'nosuch'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("was refused: cannot run here: no test device present\n"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("passed over nosuch: no backend named 'nosuch'"), std::string::npos)
+      << r.err;
   if (onednn_built()) {
-    EXPECT_NE(r.err.find("passed over onednn: components.attention.impl 'naive' is not provided by backend "
-                         "'onednn'; available: 'flash'\n"),
-              std::string::npos)
+    EXPECT_NE(
+        r.err.find(
+            "passed over onednn: components.attention.impl 'naive' is not provided by backend "
+            "'onednn'; available: 'flash'\n"),
+        std::string::npos)
         << r.err;
   }
   // In order, one line each.
@@ -197,42 +206,54 @@ TEST_F(Cli, ABackendChoiceRunsOnTheFirstThatCanAndSaysWhyTheOthersCannot) {
   Result json = duet("run " + p.string() + naive + " --json");
   ASSERT_EQ(json.code, 0) << json.err;
   EXPECT_NE(json.out.find("\"backend\":\"reference\""), std::string::npos) << json.out;
-  EXPECT_NE(json.out.find("\"backends_passed_over\":[\"test-no-device: "), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"backends_passed_over\":[\"test-no-device: "), std::string::npos)
+      << json.out;
 
   Result validate = duet("validate " + p.string() + naive);
   ASSERT_EQ(validate.code, 0) << validate.err;
-  EXPECT_NE(validate.out.find("(passed over nosuch: no backend named 'nosuch'"), std::string::npos) << validate.out;
+  EXPECT_NE(validate.out.find("(passed over nosuch: no backend named 'nosuch'"), std::string::npos)
+      << validate.out;
 }
 
 TEST_F(Cli, ABackendChoiceUsesTheFirstWhenItCan) {
-  Result r = duet("run " + write("p.yaml", with_backend("backend: {plugin: [reference, nosuch]}\n")).string());
+  Result r = duet(
+      "run " + write("p.yaml", with_backend("backend: {plugin: [reference, nosuch]}\n")).string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("backend reference,"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("passed over"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, ABackendChoiceWithNoneThatCanRunExits4ListingEveryReason) {
-  const fs::path p = write("p.yaml", with_backend("backend: {plugin: [test-no-device, reference]}\n"));
+  const fs::path p =
+      write("p.yaml", with_backend("backend: {plugin: [test-no-device, reference]}\n"));
   Result r = duet("run " + p.string() + " --set components.attention.impl=flash");
   EXPECT_EQ(r.code, 4) << r.err;
-  EXPECT_NE(r.err.find("duet: error: " + p.string() +
-                       ": backend.plugin: none of [test-no-device, reference] can run this pipeline here:\n"),
+  EXPECT_NE(
+      r.err.find(
+          "duet: error: " + p.string() +
+          ": backend.plugin: none of [test-no-device, reference] can run this pipeline here:\n"),
+      std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("duet: error:   test-no-device: no backend named 'test-no-device': plugin"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("duet: error:   test-no-device: no backend named 'test-no-device': plugin"), std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("duet: error:   reference: components.attention.impl 'flash' is not provided by backend "
-                       "'reference'; available: 'naive'\n"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "duet: error:   reference: components.attention.impl 'flash' is not provided by backend "
+          "'reference'; available: 'naive'\n"),
+      std::string::npos)
       << r.err;
 }
 
 TEST_F(Cli, APinnedBackendThatCannotRunExits4WithTheReason) {
-  Result r = duet("run " + write("p.yaml", with_backend("backend: {plugin: test-no-device}\n")).string());
+  Result r =
+      duet("run " + write("p.yaml", with_backend("backend: {plugin: test-no-device}\n")).string());
   EXPECT_EQ(r.code, 4) << r.err;
-  EXPECT_NE(r.err.find(": backend: no backend named 'test-no-device': plugin 'test-no-device' ("), std::string::npos)
+  EXPECT_NE(r.err.find(": backend: no backend named 'test-no-device': plugin 'test-no-device' ("),
+            std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("was refused: cannot run here: no test device present"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("was refused: cannot run here: no test device present"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, ABackendChoiceStopsAtOptionsABackendRejects) {
@@ -247,18 +268,20 @@ TEST_F(Cli, ABackendChoiceStopsAtOptionsABackendRejects) {
 TEST_F(Cli, RunStreamsTextAndSummarizesOnStderr) {
   Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt 'hello there'");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("prompt 11 tokens"), std::string::npos) << r.err;  // byte-level BPE, tiny vocabulary
+  EXPECT_NE(r.err.find("prompt 11 tokens"), std::string::npos)
+      << r.err;  // byte-level BPE, tiny vocabulary
   EXPECT_NE(r.err.find("finish "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("decode "), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, RunJsonIsOneObjectWithTheResult) {
-  Result r = duet("run --json " + write("p.yaml", kTinyPipeline).string() + " --prompt hi --chat --system 'Be \"brief\"'");
+  Result r = duet("run --json " + write("p.yaml", kTinyPipeline).string() +
+                  " --prompt hi --chat --system 'Be \"brief\"'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.front(), '{');
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
-  for (const char* key : {"\"finish_reason\":", "\"sampler_order\":\"greedy\"", "\"prompt_token_ids\":[1,",
-                          "\"decode_tokens_per_second\":"}) {
+  for (const char* key : {"\"finish_reason\":", "\"sampler_order\":\"greedy\"",
+                          "\"prompt_token_ids\":[1,", "\"decode_tokens_per_second\":"}) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
   }
 }
@@ -272,9 +295,12 @@ TEST_F(Cli, RunRejectsAnEmptyPromptWithExit6) {
 TEST_F(Cli, RunRejectsAPromptLongerThanTheCacheWithExit6) {
   std::string long_prompt;
   for (int i = 0; i < 200; ++i) long_prompt += "x ";
-  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt '" + long_prompt + "'");
+  Result r =
+      duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt '" + long_prompt + "'");
   EXPECT_EQ(r.code, 6);
-  EXPECT_NE(r.err.find("raise components.kv_cache.capacity_tokens or shorten the prompt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("raise components.kv_cache.capacity_tokens or shorten the prompt"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, RunRejectsAChatTemplateItCannotApplyWithExit2) {
@@ -309,7 +335,8 @@ TEST_F(Cli, PerplexityScoresATextLongerThanTheCacheInWindows) {
   const fs::path t = write("long.txt", text);
   Result whole = duet("perplexity " + p.string() + " " + t.string());
   EXPECT_EQ(whole.code, 6) << whole.err;
-  EXPECT_NE(whole.err.find("but the KV cache holds 128; score it in windows with --ctx N"), std::string::npos)
+  EXPECT_NE(whole.err.find("but the KV cache holds 128; score it in windows with --ctx N"),
+            std::string::npos)
       << whole.err;
   Result windows = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --json");
   ASSERT_EQ(windows.code, 0) << windows.err;
@@ -319,20 +346,27 @@ TEST_F(Cli, PerplexityScoresATextLongerThanTheCacheInWindows) {
   ASSERT_NE(at, std::string::npos);
   const int n = std::stoi(windows.out.substr(at + 10));
   EXPECT_GE(n, 2);
-  EXPECT_NE(windows.out.find("\"positions\":" + std::to_string(31 * n) + ","), std::string::npos) << windows.out;
+  EXPECT_NE(windows.out.find("\"positions\":" + std::to_string(31 * n) + ","), std::string::npos)
+      << windows.out;
   Result too_big = duet("perplexity " + p.string() + " " + t.string() + " --ctx 256");
   EXPECT_EQ(too_big.code, 2) << too_big.err;
-  EXPECT_NE(too_big.err.find("--ctx 256 is larger than the KV cache (128 tokens)"), std::string::npos) << too_big.err;
+  EXPECT_NE(too_big.err.find("--ctx 256 is larger than the KV cache (128 tokens)"),
+            std::string::npos)
+      << too_big.err;
 }
 
 TEST_F(Cli, PerplexityOfAnEmptyOrTooShortTextSaysSo) {
   const fs::path p = write("p.yaml", kTinyPipeline);
   Result empty = duet("perplexity " + p.string() + " " + write("empty.txt", "").string());
   EXPECT_EQ(empty.code, 6) << empty.err;
-  EXPECT_NE(empty.err.find("empty.txt' is empty; perplexity needs a text to score"), std::string::npos) << empty.err;
-  Result short_text = duet("perplexity " + p.string() + " " + write("short.txt", "abc").string() + " --ctx 64");
+  EXPECT_NE(empty.err.find("empty.txt' is empty; perplexity needs a text to score"),
+            std::string::npos)
+      << empty.err;
+  Result short_text =
+      duet("perplexity " + p.string() + " " + write("short.txt", "abc").string() + " --ctx 64");
   EXPECT_EQ(short_text.code, 6) << short_text.err;
-  EXPECT_NE(short_text.err.find("perplexity needs at least 64 (one window of --ctx)"), std::string::npos)
+  EXPECT_NE(short_text.err.find("perplexity needs at least 64 (one window of --ctx)"),
+            std::string::npos)
       << short_text.err;
 }
 
@@ -342,32 +376,38 @@ TEST_F(Cli, PerplexityAgainstSavedBaselineLogits) {
   for (int i = 0; i < 8; ++i) text += "the cat sat on the mat. ";
   const fs::path t = write("text.txt", text);
   const std::string base = (dir_ / "base.lgt").string();
-  Result saved = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --save-logits " + base);
+  Result saved =
+      duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --save-logits " + base);
   ASSERT_EQ(saved.code, 0) << saved.err;
   // Against itself: exact.
-  Result same = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --json --kl-base " + base);
+  Result same =
+      duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --json --kl-base " + base);
   ASSERT_EQ(same.code, 0) << same.err;
-  EXPECT_NE(same.out.find("\"perplexity_ratio\":1,\"kld_mean\":0,\"kld_median\":0,\"kld_p99\":0,\"kld_max\":0,"
-                          "\"top1_agreement\":1,\"rms_delta_p\":0,\"logits_nmse\":0}"),
-            std::string::npos)
+  EXPECT_NE(
+      same.out.find(
+          "\"perplexity_ratio\":1,\"kld_mean\":0,\"kld_median\":0,\"kld_p99\":0,\"kld_max\":0,"
+          "\"top1_agreement\":1,\"rms_delta_p\":0,\"logits_nmse\":0}"),
+      std::string::npos)
       << same.out;
   // An f16 cache differs a little.
   Result f16 = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " + base +
-                   " --set components.kv_cache.dtype=f16");
+                    " --set components.kv_cache.dtype=f16");
   ASSERT_EQ(f16.code, 0) << f16.err;
   EXPECT_NE(f16.out.find("KL divergence mean "), std::string::npos) << f16.out;
   EXPECT_EQ(f16.out.find("KL divergence mean 0.0000e+00"), std::string::npos) << f16.out;
   // Another window size, another text, or not a logits file: refused.
   Result ctx = duet("perplexity " + p.string() + " " + t.string() + " --ctx 32 --kl-base " + base);
   EXPECT_EQ(ctx.code, 6) << ctx.err;
-  EXPECT_NE(ctx.err.find("saved with --ctx 64, this run uses 32; save the baseline with --save-logits"),
-            std::string::npos)
+  EXPECT_NE(
+      ctx.err.find("saved with --ctx 64, this run uses 32; save the baseline with --save-logits"),
+      std::string::npos)
       << ctx.err;
-  Result other = duet("perplexity " + p.string() + " " + write("other.txt", text + "more").string() +
-                      " --ctx 64 --kl-base " + base);
+  Result other = duet("perplexity " + p.string() + " " +
+                      write("other.txt", text + "more").string() + " --ctx 64 --kl-base " + base);
   EXPECT_EQ(other.code, 6) << other.err;
   EXPECT_NE(other.err.find("tokens of text, this run has"), std::string::npos) << other.err;
-  Result junk = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " + t.string());
+  Result junk =
+      duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " + t.string());
   EXPECT_EQ(junk.code, 6) << junk.err;
   EXPECT_NE(junk.err.find("not a Duet logits file"), std::string::npos) << junk.err;
 }
@@ -422,13 +462,17 @@ TEST_F(Cli, ChatEndsAtExitOrTheEndOfInput) {
 
 TEST_F(Cli, ChatSaysWhenTheCacheIsFullAndOffersTheWayOut) {
   const fs::path p = write("p.yaml", kTinyPipeline);
-  Result r = duet("chat " + p.string() + " --stats --set components.kv_cache.capacity_tokens=72",
-                  "hello there\nsomething longer that will not fit any more\n/reset\nhello there\n");
+  Result r =
+      duet("chat " + p.string() + " --stats --set components.kv_cache.capacity_tokens=72",
+           "hello there\nsomething longer that will not fit any more\n/reset\nhello there\n");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("duet: the KV cache is full: this message needs "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("type /reset to start a new conversation, or run again with a larger cache, e.g. --set "
-                       "components.kv_cache.capacity_tokens=144"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("duet: the KV cache is full: this message needs "), std::string::npos)
+      << r.err;
+  EXPECT_NE(
+      r.err.find(
+          "type /reset to start a new conversation, or run again with a larger cache, e.g. --set "
+          "components.kv_cache.capacity_tokens=144"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(count(r.err, "[turn 1:"), 2u) << "the conversation goes on after /reset: " << r.err;
 }
@@ -437,39 +481,47 @@ TEST_F(Cli, ChatRefusesALineThatIsNotUtf8AndGoesOn) {
   const fs::path p = write("p.yaml", kTinyPipeline);
   Result r = duet("chat " + p.string() + " --stats", "bad \xff byte\nfine\n");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("duet: this message is not valid UTF-8: byte 4 (0xff)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("duet: this message is not valid UTF-8: byte 4 (0xff)"), std::string::npos)
+      << r.err;
   EXPECT_EQ(count(r.err, "[turn 1:"), 1u) << r.err;
 }
 
 TEST_F(Cli, RunReadsThePromptFromAFileOrStandardInput) {
   const fs::path p = write("p.yaml", kTinyPipeline);
   const std::string text = "a prompt\nover two lines";
-  Result from_file = duet("run " + p.string() + " --json --prompt-file " + write("prompt.txt", text).string());
+  Result from_file =
+      duet("run " + p.string() + " --json --prompt-file " + write("prompt.txt", text).string());
   ASSERT_EQ(from_file.code, 0) << from_file.err;
-  EXPECT_NE(from_file.out.find("\"prompt\":\"a prompt\\nover two lines\""), std::string::npos) << from_file.out;
+  EXPECT_NE(from_file.out.find("\"prompt\":\"a prompt\\nover two lines\""), std::string::npos)
+      << from_file.out;
   Result from_stdin = duet("run " + p.string() + " --json --prompt -", text);
   ASSERT_EQ(from_stdin.code, 0) << from_stdin.err;
-  EXPECT_NE(from_stdin.out.find("\"prompt\":\"a prompt\\nover two lines\""), std::string::npos) << from_stdin.out;
+  EXPECT_NE(from_stdin.out.find("\"prompt\":\"a prompt\\nover two lines\""), std::string::npos)
+      << from_stdin.out;
 }
 
 TEST_F(Cli, APromptThatIsNotUtf8Exits6) {
   const fs::path p = write("p.yaml", kTinyPipeline);
-  Result file = duet("run " + p.string() + " --prompt-file " + write("bad.txt", "ok \xc3\x28 no").string());
+  Result file =
+      duet("run " + p.string() + " --prompt-file " + write("bad.txt", "ok \xc3\x28 no").string());
   EXPECT_EQ(file.code, 6) << file.err;
-  EXPECT_NE(file.err.find("duet: error: --prompt-file " + (dir_ / "bad.txt").string() +
-                          " is not valid UTF-8: byte 3 (0xc3) does not start a well-formed character"),
-            std::string::npos)
+  EXPECT_NE(
+      file.err.find("duet: error: --prompt-file " + (dir_ / "bad.txt").string() +
+                    " is not valid UTF-8: byte 3 (0xc3) does not start a well-formed character"),
+      std::string::npos)
       << file.err;
   Result stdin_overlong = duet("run " + p.string() + " --prompt -", "\xc0\xaf");
   EXPECT_EQ(stdin_overlong.code, 6) << stdin_overlong.err;
-  EXPECT_NE(stdin_overlong.err.find("the prompt on standard input (--prompt -) is not valid UTF-8: byte 0"),
+  EXPECT_NE(stdin_overlong.err.find(
+                "the prompt on standard input (--prompt -) is not valid UTF-8: byte 0"),
             std::string::npos)
       << stdin_overlong.err;
 }
 
 TEST_F(Cli, PromptSourcesAreExclusiveAndAMissingFileIsAUsageError) {
   const fs::path p = write("p.yaml", kTinyPipeline);
-  Result both = duet("run " + p.string() + " --prompt x --prompt-file " + write("x.txt", "x").string());
+  Result both =
+      duet("run " + p.string() + " --prompt x --prompt-file " + write("x.txt", "x").string());
   EXPECT_EQ(both.code, 2) << both.err;
   EXPECT_NE(both.err.find("--prompt and --prompt-file both given"), std::string::npos) << both.err;
   Result missing = duet("run " + p.string() + " --prompt-file " + (dir_ / "nope.txt").string());
@@ -481,7 +533,8 @@ TEST_F(Cli, TokenizeListsIdsAndPiecesAndParsesControlTokensOnlyWhenAsked) {
   const std::string model = (dir_ / "tiny.gguf").string();
   Result plain = duet("tokenize " + model + " --ids --no-bos --prompt '<|im_end|>'");
   ASSERT_EQ(plain.code, 0) << plain.err;
-  Result special = duet("tokenize " + model + " --ids --no-bos --parse-special --prompt '<|im_end|>'");
+  Result special =
+      duet("tokenize " + model + " --ids --no-bos --parse-special --prompt '<|im_end|>'");
   ASSERT_EQ(special.code, 0) << special.err;
   EXPECT_EQ(special.out, "[2]\n");  // <|im_end|>: one control token
   EXPECT_NE(plain.out, special.out);
@@ -501,7 +554,8 @@ TEST_F(Cli, RunParsesControlTokensInARawPromptOnlyWhenAsked) {
   EXPECT_NE(special.out.find("\"prompt_token_ids\":[1]"), std::string::npos) << special.out;
   Result chat = duet("run " + p.string() + " --chat --parse-special --prompt hi");
   EXPECT_EQ(chat.code, 2) << chat.err;
-  EXPECT_NE(chat.err.find("control tokens are parsed in raw prompts only"), std::string::npos) << chat.err;
+  EXPECT_NE(chat.err.find("control tokens are parsed in raw prompts only"), std::string::npos)
+      << chat.err;
 }
 
 TEST_F(Cli, InspectPrintsTheChatTemplate) {
@@ -510,7 +564,8 @@ TEST_F(Cli, InspectPrintsTheChatTemplate) {
   EXPECT_EQ(r.out.rfind("{% for message in messages %}", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("<|im_start|>assistant"), std::string::npos) << r.out;
   Result summary = duet("inspect " + (dir_ / "tiny.gguf").string());
-  EXPECT_NE(summary.out.find("bytes; duet inspect --chat-template prints it)"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("bytes; duet inspect --chat-template prints it)"), std::string::npos)
+      << summary.out;
 }
 
 // An experiment on the tiny model: the reference backend as baseline, one
@@ -544,25 +599,33 @@ TEST_F(Cli, CompareMeasuresEveryVariantAndReportsThoseThatFailWithTheirReasons) 
   ASSERT_EQ(r.code, 0) << r.err;
   // Every variant is one object, the baseline first.
   EXPECT_EQ(r.out.find("\"variants\":[{\"name\":\"ref\""), r.out.find("\"variants\":[")) << r.out;
-  EXPECT_NE(r.out.find("\"name\":\"crash\",\"overrides\":[\"components.sampler.chain=[\\\"test_abort\\\"]\"],"
-                       "\"backend\":\"\",\"status\":\"failed\",\"failure\":{\"step\":\"speed\",\"exit_code\":134,"
-                       "\"reason\":\"killed by signal 6 (Aborted)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find(
+          "\"name\":\"crash\",\"overrides\":[\"components.sampler.chain=[\\\"test_abort\\\"]\"],"
+          "\"backend\":\"\",\"status\":\"failed\",\"failure\":{\"step\":\"speed\",\"exit_code\":"
+          "134,"
+          "\"reason\":\"killed by signal 6 (Aborted)"),
+      std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("\"status\":\"failed\",\"failure\":{\"step\":\"speed\",\"exit_code\":5,\"reason\":\"duet: "
+  EXPECT_NE(r.out.find("\"status\":\"failed\",\"failure\":{\"step\":\"speed\",\"exit_code\":5,"
+                       "\"reason\":\"duet: "
                        "error: out of host memory\"}"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("\"exit_code\":4,\"reason\":\"duet: error: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("was refused: cannot run here: no test device present\"}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("was refused: cannot run here: no test device present\"}"),
+            std::string::npos)
+      << r.out;
   // The baseline against itself is exact; the f16 cache is measured.
   EXPECT_NE(r.out.find("\"perplexity_ratio\":1,"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"kld_max\":0,\"kld_mean\":0,"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"top1_agreement\":1"), std::string::npos) << r.out;
   EXPECT_EQ(count(r.out, "\"test\":\"pp8\""), 2u) << "ref and f16: " << r.out;
   EXPECT_EQ(count(r.out, "\"test\":\"tg4@d8\""), 2u) << r.out;
-  EXPECT_NE(r.out.find("\"prompt\":\"hello\",\"tokens\":6,\"matching_tokens\":6,\"first_divergence\":null"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find(
+          "\"prompt\":\"hello\",\"tokens\":6,\"matching_tokens\":6,\"first_divergence\":null"),
+      std::string::npos)
       << r.out;
   // Rounds alternate between variants: ref, f16, ref, f16.
   const size_t ref1 = r.err.find("round 1/2, ref ("), f16_1 = r.err.find("round 1/2, f16 (");
@@ -576,25 +639,31 @@ TEST_F(Cli, CompareTablesAndCsvNameEveryVariant) {
   const fs::path e = write("e.yaml", experiment_text(dir_));
   Result table = duet("compare " + e.string() + " --set workload.speed.rounds=1");
   ASSERT_EQ(table.code, 0) << table.err;
-  EXPECT_NE(table.out.find("| variant | backend   | pp8 t/s (min-max)"), std::string::npos) << table.out;
-  EXPECT_NE(table.out.find("Fidelity against ref (teacher-forced on score.txt, windows of 32)"), std::string::npos)
+  EXPECT_NE(table.out.find("| variant | backend   | pp8 t/s (min-max)"), std::string::npos)
       << table.out;
-  EXPECT_NE(table.out.find("  crash: speed, exit code 134: killed by signal 6 (Aborted)"), std::string::npos)
+  EXPECT_NE(table.out.find("Fidelity against ref (teacher-forced on score.txt, windows of 32)"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("  crash: speed, exit code 134: killed by signal 6 (Aborted)"),
+            std::string::npos)
       << table.out;
   Result csv = duet("compare " + e.string() + " -o csv --set workload.speed.rounds=1");
   ASSERT_EQ(csv.code, 0) << csv.err;
-  EXPECT_EQ(csv.out.rfind("variant,backend,status,pp8_tps_median,pp8_tps_min,pp8_tps_max,", 0), 0u) << csv.out;
+  EXPECT_EQ(csv.out.rfind("variant,backend,status,pp8_tps_median,pp8_tps_min,pp8_tps_max,", 0), 0u)
+      << csv.out;
   EXPECT_EQ(count(csv.out, "\n"), 6u) << "a header and five variants: " << csv.out;
   EXPECT_NE(csv.out.find("\nrefused,,failed,"), std::string::npos) << csv.out;
 }
 
 TEST_F(Cli, CompareRefusesABadExperimentWithExit2) {
   write("p.yaml", kTinyPipeline);
-  Result r = duet("compare " + write("e.yaml", "pipeline: p.yaml\nbaseline: zzz\nvariants: [{name: a}]\n"
-                                               "workload: {speed: {gen_tokens: 4}}\n")
+  Result r = duet("compare " + write("e.yaml",
+                                     "pipeline: p.yaml\nbaseline: zzz\nvariants: [{name: a}]\n"
+                                     "workload: {speed: {gen_tokens: 4}}\n")
                                    .string());
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("e.yaml:2:11: baseline: 'zzz' is not a variant's name; variants: 'a'"), std::string::npos)
+  EXPECT_NE(r.err.find("e.yaml:2:11: baseline: 'zzz' is not a variant's name; variants: 'a'"),
+            std::string::npos)
       << r.err;
 }
 

@@ -61,9 +61,11 @@ TEST_F(ConversationTest, ALaterTurnPrefillsOnlyItsOwnTokensAndAnswersAsAFreshRun
       ASSERT_FALSE(r.generated_tokens.empty());
       // The turn prefilled what was not cached: its own tokens, plus the
       // last answer token that was sampled but never run.
-      EXPECT_EQ(r.stats.prompt_tokens, static_cast<int32_t>(chat.tokens().size() - r.generated_tokens.size()) -
-                                           cached_before);
-      EXPECT_EQ(r.stats.prompt_tokens, static_cast<int32_t>(p->tokenize_next_turn(message, closed).size()) + 1);
+      EXPECT_EQ(
+          r.stats.prompt_tokens,
+          static_cast<int32_t>(chat.tokens().size() - r.generated_tokens.size()) - cached_before);
+      EXPECT_EQ(r.stats.prompt_tokens,
+                static_cast<int32_t>(p->tokenize_next_turn(message, closed).size()) + 1);
       EXPECT_LT(r.stats.prompt_tokens, cached_before);
       answers.push_back(r.generated_tokens);
     }
@@ -72,8 +74,8 @@ TEST_F(ConversationTest, ALaterTurnPrefillsOnlyItsOwnTokensAndAnswersAsAFreshRun
   }
   // The whole conversation up to the last answer, run from scratch, gives
   // that answer.
-  const std::vector<int32_t> last_prompt(history.begin(),
-                                         history.end() - static_cast<std::ptrdiff_t>(answers.back().size()));
+  const std::vector<int32_t> last_prompt(
+      history.begin(), history.end() - static_cast<std::ptrdiff_t>(answers.back().size()));
   EXPECT_EQ(p->run_tokens(last_prompt, sink_).generated_tokens, answers.back());
 }
 
@@ -83,12 +85,14 @@ TEST_F(ConversationTest, LaterTurnsFollowTheChatTemplate) {
   chat.say("hi");
   const size_t after_first = chat.tokens().size();
   chat.say("<|im_end|> stays text");
-  const std::vector<int32_t> second(chat.tokens().begin() + static_cast<std::ptrdiff_t>(after_first),
-                                    chat.tokens().end() - 2);
+  const std::vector<int32_t> second(
+      chat.tokens().begin() + static_cast<std::ptrdiff_t>(after_first), chat.tokens().end() - 2);
   // Two tokens were generated, so the first answer did not close itself (an
   // end-of-turn would have ended it at one): the template closes it.
   const std::string text = p->tokenizer().decode(second);
-  EXPECT_EQ(text, "<|im_end|>\n<|im_start|>user\n<|im_end|> stays text<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      text,
+      "<|im_end|>\n<|im_start|>user\n<|im_end|> stays text<|im_end|>\n<|im_start|>assistant\n");
   const auto im_end = *p->tokenizer().find_token("<|im_end|>");
   EXPECT_EQ(std::count(second.begin(), second.end(), im_end), 2) << "the typed one is text";
 }
@@ -104,9 +108,11 @@ TEST_F(ConversationTest, AMessageThatDoesNotFitIsRefusedAndTheConversationGoesOn
   } catch (const ConversationFull& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInputRejected);
     EXPECT_NE(std::string(e.what()).find("of 48 are free"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("raise components.kv_cache.capacity_tokens"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("raise components.kv_cache.capacity_tokens"),
+              std::string::npos);
   }
-  EXPECT_EQ(std::vector<int32_t>(chat.tokens().begin(), chat.tokens().end()), before) << "unchanged";
+  EXPECT_EQ(std::vector<int32_t>(chat.tokens().begin(), chat.tokens().end()), before)
+      << "unchanged";
   EXPECT_EQ(chat.turns(), 1);
   chat.reset();
   EXPECT_EQ(chat.cached_tokens(), 0);

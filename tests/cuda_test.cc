@@ -103,8 +103,8 @@ Error error_of(Fn fn) {
   return Error(ErrorKind::kInternal, "");
 }
 
-#define SKIP_WITHOUT_GPU()                                                      \
-  do {                                                                          \
+#define SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                         \
     if (!cuda_plugin().refusal.empty()) GTEST_SKIP() << cuda_plugin().refusal; \
   } while (false)
 
@@ -127,7 +127,8 @@ TEST(CudaPlugin, LoadingItMapsNoCublas) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        if (dlopen(DUET_BUILD_DIR "/plugins/duet-cuda.so", RTLD_NOW | RTLD_LOCAL) == nullptr) std::_Exit(2);
+        if (dlopen(DUET_BUILD_DIR "/plugins/duet-cuda.so", RTLD_NOW | RTLD_LOCAL) == nullptr)
+          std::_Exit(2);
         std::ifstream maps("/proc/self/maps");
         std::string line;
         while (std::getline(maps, line)) {
@@ -151,9 +152,11 @@ TEST(CublasLibrary, OpensTheToolkitsCublasAndResolvesEveryFunction) {
 }
 
 TEST(CudaPlugin, DuetPluginsListsItLoadedOrRefusedWithTheReason) {
-  const fs::path out = fs::temp_directory_path() / ("duet-cuda-plugins-" + std::to_string(::getpid()));
-  const std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet plugins --plugin-path " DUET_BUILD_DIR
-                          "/plugins >" + out.string() + " 2>&1";
+  const fs::path out =
+      fs::temp_directory_path() / ("duet-cuda-plugins-" + std::to_string(::getpid()));
+  const std::string cmd = std::string(DUET_BUILD_DIR) +
+                          "/bin/duet plugins --plugin-path " DUET_BUILD_DIR "/plugins >" +
+                          out.string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::ifstream in(out);
   std::stringstream text;
@@ -167,7 +170,8 @@ TEST(CudaPlugin, DuetPluginsListsItLoadedOrRefusedWithTheReason) {
     // Refused by its probe, not as "not a loadable shared library": the
     // library loads without a driver.
     EXPECT_NE(listing.find("cuda 0.1.0  REFUSED"), std::string::npos) << listing;
-    EXPECT_NE(listing.find("reason: cannot run here: no CUDA device"), std::string::npos) << listing;
+    EXPECT_NE(listing.find("reason: cannot run here: no CUDA device"), std::string::npos)
+        << listing;
   }
 }
 
@@ -178,8 +182,11 @@ TEST(CudaOptions, DefaultsAndEveryKey) {
   EXPECT_TRUE(d.pdl);
   EXPECT_TRUE(d.fuse);
   EXPECT_FALSE(d.graph_stats);
-  const cuda::CudaOptions o = cuda::parse_cuda_options(backend_options(
-      {{"device", "1"}, {"cuda_graphs", "false"}, {"pdl", "false"}, {"fuse", "false"}, {"graph_stats", "true"}}));
+  const cuda::CudaOptions o = cuda::parse_cuda_options(backend_options({{"device", "1"},
+                                                                        {"cuda_graphs", "false"},
+                                                                        {"pdl", "false"},
+                                                                        {"fuse", "false"},
+                                                                        {"graph_stats", "true"}}));
   EXPECT_EQ(o.device, 1);
   EXPECT_FALSE(o.cuda_graphs);
   EXPECT_FALSE(o.pdl);
@@ -188,14 +195,20 @@ TEST(CudaOptions, DefaultsAndEveryKey) {
 }
 
 TEST(CudaOptions, BadValuesAndUnknownKeysAreRejectedWithTheKeyPath) {
-  const Error bool_error = error_of([] { cuda::parse_cuda_options(backend_options({{"cuda_graphs", "yes"}})); });
+  const Error bool_error = error_of([] {
+    cuda::parse_cuda_options(backend_options({{"cuda_graphs", "yes"}}));
+  });
   EXPECT_EQ(bool_error.kind(), ErrorKind::kConfig);
   EXPECT_NE(std::string(bool_error.what()).find("backend.options.cuda_graphs"), std::string::npos)
       << bool_error.what();
-  const Error device_error = error_of([] { cuda::parse_cuda_options(backend_options({{"device", "-1"}})); });
+  const Error device_error = error_of([] {
+    cuda::parse_cuda_options(backend_options({{"device", "-1"}}));
+  });
   EXPECT_EQ(device_error.kind(), ErrorKind::kConfig);
   EXPECT_NE(std::string(device_error.what()).find("backend.options.device"), std::string::npos);
-  const Error typo = error_of([] { cuda::parse_cuda_options(backend_options({{"cuda_graph", "true"}})); });
+  const Error typo = error_of([] {
+    cuda::parse_cuda_options(backend_options({{"cuda_graph", "true"}}));
+  });
   EXPECT_EQ(typo.kind(), ErrorKind::kConfig);
   EXPECT_NE(std::string(typo.what()).find("cuda_graph"), std::string::npos) << typo.what();
 }
@@ -208,7 +221,8 @@ TEST(CudaOptions, TheFactoryChecksOptionsBeforeItLooksForADevice) {
   const Error far = error_of([&] { make(backend_options({{"device", "1000"}})); });
   if (cuda_plugin().refusal.empty()) {
     EXPECT_EQ(far.kind(), ErrorKind::kConfig) << far.what();
-    EXPECT_NE(std::string(far.what()).find("backend.options.device: 1000 but this machine has"), std::string::npos)
+    EXPECT_NE(std::string(far.what()).find("backend.options.device: 1000 but this machine has"),
+              std::string::npos)
         << far.what();
   } else {
     EXPECT_EQ(far.kind(), ErrorKind::kPlugin) << far.what();
@@ -240,8 +254,8 @@ Command rope(float* x, int32_t heads, const int32_t* positions) {
 // One decode step of a Llama layer as core issues it (llama.cc).
 std::vector<Command> decode_layer() {
   const auto* positions = reinterpret_cast<const int32_t*>(at(40));
-  float *x = at(0), *h = at(1), *q = at(2), *k = at(3), *v = at(4), *attn = at(5), *proj = at(6), *gate = at(7),
-        *up = at(8);
+  float *x = at(0), *h = at(1), *q = at(2), *k = at(3), *v = at(4), *attn = at(5), *proj = at(6),
+        *gate = at(7), *up = at(8);
   const float* norm = at(20);
   return {cuda::RmsNormCall{x, norm, 1e-5f, 1, 576, h},
           gemv(h, 576, at(21), q, 576),
@@ -312,20 +326,29 @@ TEST(CommandFusion, SwiGLUFusesOnlyWithTheGemvsOfItsOwnGateAndUp) {
   EXPECT_EQ(cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{gate, up, 8, at(3)}}).size(), 2u);
   EXPECT_EQ(cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{gate, up, 4, gate}}).size(), 2u);
   // A single gemv is not a gate/up pair.
-  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), gate, 8), cuda::SwiGLUCall{gate, up, 8, gate}}).size(), 2u);
+  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), gate, 8), cuda::SwiGLUCall{gate, up, 8, gate}})
+                .size(),
+            2u);
 }
 
 TEST(CommandFusion, GemvsMergeOnlyWithTheSameInputAndApartOutputs) {
   float *x = at(0), *y = at(1);
   // Different inputs.
-  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(y, 64, at(11), at(3), 8)}).size(), 2u);
+  EXPECT_EQ(
+      cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(y, 64, at(11), at(3), 8)}).size(),
+      2u);
   // Overlapping outputs: the second would race the first.
-  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(2) + 4, 8)}).size(), 2u);
+  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(2) + 4, 8)})
+                .size(),
+            2u);
   // The second writes where the first reads its weights.
-  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(10), 8)}).size(), 2u);
+  EXPECT_EQ(
+      cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(10), 8)}).size(),
+      2u);
   // Four segments make a launch of three and one of one.
-  const auto four = cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(3), 8),
-                                         gemv(x, 64, at(12), at(4), 8), gemv(x, 64, at(13), at(5), 8)});
+  const auto four =
+      cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(3), 8),
+                           gemv(x, 64, at(12), at(4), 8), gemv(x, 64, at(13), at(5), 8)});
   ASSERT_EQ(four.size(), 2u);
   EXPECT_EQ(as<cuda::GemvCall>(four[0]).count, 3);
   EXPECT_EQ(as<cuda::GemvCall>(four[1]).count, 1);
@@ -337,24 +360,31 @@ TEST(CommandFusion, RopesMergeOnlyOnDisjointTensorsWithTheSamePositions) {
   EXPECT_EQ(cuda::fuse_commands({rope(at(0), 9, p), rope(at(0), 9, p)}).size(), 2u);
   EXPECT_EQ(cuda::fuse_commands({rope(at(0), 9, p), rope(at(1), 3, other)}).size(), 2u);
   // A pair is not extended to three.
-  EXPECT_EQ(cuda::fuse_commands({rope(at(0), 9, p), rope(at(1), 3, p), rope(at(2), 3, p)}).size(), 2u);
+  EXPECT_EQ(cuda::fuse_commands({rope(at(0), 9, p), rope(at(1), 3, p), rope(at(2), 3, p)}).size(),
+            2u);
 }
 
 TEST(CommandFusion, AddFusesWithTheNormOfItsSumOnly) {
   float *a = at(0), *b = at(1), *sum = at(2), *out = at(3);
   const float* w = at(4);
   // The norm reads another tensor.
-  EXPECT_EQ(cuda::fuse_commands({cuda::AddCall{a, b, 64, sum}, cuda::RmsNormCall{a, w, 1e-5f, 1, 64, out}}).size(),
+  EXPECT_EQ(cuda::fuse_commands(
+                {cuda::AddCall{a, b, 64, sum}, cuda::RmsNormCall{a, w, 1e-5f, 1, 64, out}})
+                .size(),
             2u);
   // The norm covers fewer elements than the add wrote.
-  EXPECT_EQ(cuda::fuse_commands({cuda::AddCall{a, b, 128, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 1, 64, out}}).size(),
+  EXPECT_EQ(cuda::fuse_commands(
+                {cuda::AddCall{a, b, 128, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 1, 64, out}})
+                .size(),
             2u);
   // The norm writes over an input of the add that other rows still read.
-  EXPECT_EQ(cuda::fuse_commands({cuda::AddCall{a, b, 64, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 1, 64, b}}).size(),
+  EXPECT_EQ(cuda::fuse_commands(
+                {cuda::AddCall{a, b, 64, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 1, 64, b}})
+                .size(),
             2u);
   // In place on the sum is fine.
-  const auto in_place =
-      cuda::fuse_commands({cuda::AddCall{a, b, 128, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 2, 64, sum}});
+  const auto in_place = cuda::fuse_commands(
+      {cuda::AddCall{a, b, 128, sum}, cuda::RmsNormCall{sum, w, 1e-5f, 2, 64, sum}});
   ASSERT_EQ(in_place.size(), 1u);
   EXPECT_EQ(as<cuda::AddRmsNormCall>(in_place[0]).rows, 2);
 }
@@ -368,7 +398,8 @@ TEST(GraphPolicy, CapturesTheFirstDecodePassAndReplaysIdenticalOnes) {
   EXPECT_EQ(policy.next(true, pass), cuda::PassAction::kCapture);
   EXPECT_EQ(policy.next(true, pass), cuda::PassAction::kReplay);
   EXPECT_EQ(policy.next(true, pass), cuda::PassAction::kReplay);
-  EXPECT_EQ(policy.next(false, pass), cuda::PassAction::kEager);  // a prefill leaves the graph alone
+  EXPECT_EQ(policy.next(false, pass),
+            cuda::PassAction::kEager);  // a prefill leaves the graph alone
   EXPECT_EQ(policy.next(true, pass), cuda::PassAction::kReplay);
 }
 
@@ -464,10 +495,11 @@ int32_t argmax(std::span<const float> v) {
 }
 
 // A pipeline on `model` with backend `backend` and its `options`.
-std::unique_ptr<Pipeline> make_pipeline(PluginHost& host, const fs::path& model, const std::string& backend,
+std::unique_ptr<Pipeline> make_pipeline(PluginHost& host, const fs::path& model,
+                                        const std::string& backend,
                                         const std::string& options = "{}") {
-  const std::string yaml = "model: {path: " + model.filename().string() + "}\nbackend: {plugin: " + backend +
-                           ", options: " + options + R"(}
+  const std::string yaml = "model: {path: " + model.filename().string() +
+                           "}\nbackend: {plugin: " + backend + ", options: " + options + R"(}
 components:
   kv_cache: {capacity_tokens: 256}
   sampler: {chain: [greedy]}
@@ -487,7 +519,8 @@ struct Trace {
   std::vector<int32_t> greedy;
 };
 
-Trace run_trace(Pipeline& p, const std::vector<int32_t>& prompt, int steps, const std::vector<int32_t>* feed) {
+Trace run_trace(Pipeline& p, const std::vector<int32_t>& prompt, int steps,
+                const std::vector<int32_t>* feed) {
   NullSink sink;
   auto s = p.new_session(prompt, sink);
   s->forward(static_cast<int32_t>(prompt.size()), false);
@@ -539,10 +572,12 @@ TEST_F(CudaTinyModel, LogitsFollowTheReferenceThroughPrefillAndDecode) {
 TEST_F(CudaTinyModel, GraphsProgrammaticLaunchAndFusionGiveBitIdenticalLogits) {
   SKIP_WITHOUT_GPU();
   const auto prompt = prompt_ids(5, 320);
-  auto eager = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda", "{cuda_graphs: false, pdl: false, fuse: false}");
+  auto eager = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda",
+                             "{cuda_graphs: false, pdl: false, fuse: false}");
   const Trace plain = run_trace(*eager, prompt, 16, nullptr);
   eager.reset();
-  auto graphs = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda", "{cuda_graphs: true, pdl: true, fuse: true}");
+  auto graphs = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda",
+                              "{cuda_graphs: true, pdl: true, fuse: true}");
   // Twice in one pipeline: the second session replays the first one's graph.
   for (int run = 0; run < 2; ++run) {
     const Trace replayed = run_trace(*graphs, prompt, 16, nullptr);
@@ -579,7 +614,8 @@ TEST_F(CudaTinyModel, AllocatingMoreThanIsFreeIsAnOutOfMemoryErrorWithBothSizes)
   EXPECT_EQ(e.exit_code(), ExitCode::kOutOfMemory);
   const std::string what = e.what();
   char requested[32];
-  std::snprintf(requested, sizeof requested, "%.1f MiB", static_cast<double>(ask) / (1024.0 * 1024.0));
+  std::snprintf(requested, sizeof requested, "%.1f MiB",
+                static_cast<double>(ask) / (1024.0 * 1024.0));
   EXPECT_NE(what.find(std::string("cannot allocate ") + requested), std::string::npos) << what;
   EXPECT_NE(what.find(" MiB free of "), std::string::npos) << what;
   EXPECT_NE(what.find("capacity_tokens"), std::string::npos) << what;

@@ -15,9 +15,8 @@
 // the run aborts in the tracer. In a build without sanitizers this only
 // checks that the process exits normally.
 #include <dlfcn.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -33,9 +32,9 @@ namespace {
 struct Handshake {
   std::mutex mutex;
   std::condition_variable changed;
-  uintptr_t block = 0;   // the thread's block, once it has touched it
-  int decision = 0;      // 0: none yet, 1: leave, 2: stay
-  bool parked = false;   // the staying thread no longer uses the handshake
+  uintptr_t block = 0;  // the thread's block, once it has touched it
+  int decision = 0;     // 0: none yet, 1: leave, 2: stay
+  bool parked = false;  // the staying thread no longer uses the handshake
 };
 
 constexpr uintptr_t kPage = 4096;

@@ -68,7 +68,8 @@ TEST(GgufCorrupt, EveryTruncationPointIsRejected) {
   {
     TempFile file("full", bytes);
     const GgufFile gguf = GgufFile::open(file.path());
-    for (const GgufTensorInfo& t : gguf.tensors()) required = std::max(required, t.offset + t.bytes);
+    for (const GgufTensorInfo& t : gguf.tensors())
+      required = std::max(required, t.offset + t.bytes);
   }
   ASSERT_GT(required, 200u);
   for (size_t cut = 0; cut < required; ++cut) {
@@ -87,15 +88,17 @@ TEST(GgufCorrupt, HugeStringValueLength) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   // general.architecture's value: type code, then the string length.
   put_u64(bytes, value_type_offset(bytes, "general.architecture") + 4, kHuge);
-  EXPECT_TRUE(rejects(bytes, "metadata key 'general.architecture' string length "
-                             "4611686018427387904 exceeds the"));
+  EXPECT_TRUE(rejects(bytes,
+                      "metadata key 'general.architecture' string length "
+                      "4611686018427387904 exceeds the"));
 }
 
 TEST(GgufCorrupt, HugeArrayCount) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   put_u64(bytes, value_type_offset(bytes, "test.strings") + 8, kHuge);
-  EXPECT_TRUE(rejects(bytes, "metadata key 'test.strings' array length 4611686018427387904 of "
-                             "string (at least 8 bytes each) exceeds the"));
+  EXPECT_TRUE(rejects(bytes,
+                      "metadata key 'test.strings' array length 4611686018427387904 of "
+                      "string (at least 8 bytes each) exceeds the"));
 }
 
 TEST(GgufCorrupt, HugeNestedArrayCount) {
@@ -130,15 +133,17 @@ TEST(GgufCorrupt, CountsTooLargeTogether) {
 TEST(GgufCorrupt, BadValueTypeCode) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   put_u32(bytes, value_type_offset(bytes, "dup.key1"), 13);
-  EXPECT_TRUE(rejects(bytes, "metadata key 'dup.key1' value type 13 is not a GGUF metadata type "
-                             "(accepted: 0..12)"));
+  EXPECT_TRUE(rejects(bytes,
+                      "metadata key 'dup.key1' value type 13 is not a GGUF metadata type "
+                      "(accepted: 0..12)"));
 }
 
 TEST(GgufCorrupt, BadArrayElementTypeCode) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   put_u32(bytes, value_type_offset(bytes, "test.strings") + 4, 0xffffffff);
-  EXPECT_TRUE(rejects(bytes, "metadata key 'test.strings' array element type 4294967295 is not a "
-                             "GGUF metadata type"));
+  EXPECT_TRUE(rejects(bytes,
+                      "metadata key 'test.strings' array element type 4294967295 is not a "
+                      "GGUF metadata type"));
 }
 
 TEST(GgufCorrupt, BoolOtherThanZeroOrOne) {
@@ -169,7 +174,8 @@ TEST(GgufCorrupt, DuplicateMetadataKey) {
 TEST(GgufCorrupt, AlignmentZero) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   put_u32(bytes, value_type_offset(bytes, "general.alignment") + 4, 0);
-  EXPECT_TRUE(rejects(bytes, "general.alignment 0 is not accepted (accepted: a nonzero power of two"));
+  EXPECT_TRUE(
+      rejects(bytes, "general.alignment 0 is not accepted (accepted: a nonzero power of two"));
 }
 
 TEST(GgufCorrupt, AlignmentNotPowerOfTwo) {
@@ -182,14 +188,16 @@ TEST(GgufCorrupt, AlignmentOfWrongType) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   put_u32(bytes, value_type_offset(bytes, "general.alignment"),
           static_cast<uint32_t>(GgufType::kFloat32));
-  EXPECT_TRUE(rejects(bytes, "'general.alignment' has type float32; expected a nonnegative integer"));
+  EXPECT_TRUE(
+      rejects(bytes, "'general.alignment' has type float32; expected a nonnegative integer"));
 }
 
 TEST(GgufCorrupt, UnknownTensorTypeCode) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   put_u32(bytes, tensor_entry(bytes, "dup.t1").type, 1000);
-  EXPECT_TRUE(rejects(bytes, "tensor 'dup.t1' has unknown type code 1000 (accepted: ggml type "
-                             "codes 0..39)"));
+  EXPECT_TRUE(rejects(bytes,
+                      "tensor 'dup.t1' has unknown type code 1000 (accepted: ggml type "
+                      "codes 0..39)"));
 }
 
 TEST(GgufCorrupt, RemovedTensorType) {
@@ -213,7 +221,8 @@ TEST(GgufCorrupt, FiveDimensions) {
 TEST(GgufCorrupt, DimensionOfZero) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   put_u64(bytes, tensor_entry(bytes, "dup.t1").dims + 8, 0);
-  EXPECT_TRUE(rejects(bytes, "tensor 'dup.t1' shape [0, 4] (outermost first) has a zero dimension"));
+  EXPECT_TRUE(
+      rejects(bytes, "tensor 'dup.t1' shape [0, 4] (outermost first) has a zero dimension"));
 }
 
 TEST(GgufCorrupt, DimensionProductOverflows) {
@@ -221,8 +230,9 @@ TEST(GgufCorrupt, DimensionProductOverflows) {
   const TensorEntry e = tensor_entry(bytes, "dup.t1");
   put_u64(bytes, e.dims, uint64_t{1} << 40);
   put_u64(bytes, e.dims + 8, uint64_t{1} << 40);
-  EXPECT_TRUE(rejects(bytes, "tensor 'dup.t1' shape [1099511627776, 1099511627776] (outermost "
-                             "first) has more elements than fit in 64 bits"));
+  EXPECT_TRUE(rejects(bytes,
+                      "tensor 'dup.t1' shape [1099511627776, 1099511627776] (outermost "
+                      "first) has more elements than fit in 64 bits"));
 }
 
 TEST(GgufCorrupt, DimensionAboveInt64) {
@@ -242,8 +252,9 @@ TEST(GgufCorrupt, ByteSizeOverflows) {
 TEST(GgufCorrupt, InnermostNotMultipleOfBlockSize) {
   std::vector<uint8_t> bytes = small_valid_gguf();
   put_u64(bytes, tensor_entry(bytes, "dup.t2").dims, 16);
-  EXPECT_TRUE(rejects(bytes, "tensor 'dup.t2' innermost dimension 16 is not a multiple of the "
-                             "q8_0 block size 32"));
+  EXPECT_TRUE(rejects(bytes,
+                      "tensor 'dup.t2' innermost dimension 16 is not a multiple of the "
+                      "q8_0 block size 32"));
 }
 
 TEST(GgufCorrupt, MisalignedOffset) {

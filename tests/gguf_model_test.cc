@@ -11,7 +11,6 @@
 
 #include "duet/gguf.h"
 #include "duet/model_summary.h"
-
 #include "model_files.h"
 
 namespace duet {
@@ -78,9 +77,9 @@ TEST_F(GgufSmolLM2, TensorTable) {
   EXPECT_EQ(f.tensor("output_norm.weight").shape, (Shape{576}));
 
   const char* const per_layer[] = {
-      "attn_norm.weight", "attn_q.weight",   "attn_k.weight",   "attn_v.weight",
-      "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-      "ffn_down.weight",
+      "attn_norm.weight", "attn_q.weight",      "attn_k.weight",
+      "attn_v.weight",    "attn_output.weight", "ffn_norm.weight",
+      "ffn_gate.weight",  "ffn_up.weight",      "ffn_down.weight",
   };
   for (int layer = 0; layer < 30; ++layer) {
     for (const char* suffix : per_layer) {

@@ -1,4 +1,6 @@
 // GGUF writer -> reader round trips, the dtype table, and typed getters.
+#include "duet/gguf.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 #include <stdexcept>
 
 #include "duet/error.h"
-#include "duet/gguf.h"
 #include "duet/model_summary.h"
 #include "gguf_test_util.h"
 
@@ -52,9 +53,9 @@ TEST(GgufDType, TraitsOfSupportedTypes) {
     int64_t block_bytes;
   };
   const Expect expected[] = {
-      {DType::kF32, "f32", 1, 4},      {DType::kF16, "f16", 1, 2},
-      {DType::kBF16, "bf16", 1, 2},    {DType::kI32, "i32", 1, 4},
-      {DType::kQ4_0, "q4_0", 32, 18},  {DType::kQ4_1, "q4_1", 32, 20},
+      {DType::kF32, "f32", 1, 4},     {DType::kF16, "f16", 1, 2},
+      {DType::kBF16, "bf16", 1, 2},   {DType::kI32, "i32", 1, 4},
+      {DType::kQ4_0, "q4_0", 32, 18}, {DType::kQ4_1, "q4_1", 32, 20},
       {DType::kQ8_0, "q8_0", 32, 34},
   };
   for (const Expect& e : expected) {
@@ -220,8 +221,7 @@ TEST(Gguf, RoundTripsArraysOfEveryElementType) {
   EXPECT_EQ(elements("bool", GgufType::kBool)[1].as_bool(), false);
   EXPECT_TRUE(elements("empty", GgufType::kString).empty());
 
-  EXPECT_EQ(f.get_string_array("str"),
-            (std::vector<std::string_view>{"a", "", "\xe2\x96\x81the"}));
+  EXPECT_EQ(f.get_string_array("str"), (std::vector<std::string_view>{"a", "", "\xe2\x96\x81the"}));
   EXPECT_EQ(f.get_int_array("i32s"), (std::vector<int64_t>{-1, 0, 7}));
   EXPECT_EQ(f.get_int_array("u8"), (std::vector<int64_t>{0, 255}));
   EXPECT_EQ(f.get_float_array("f32"), floats);
@@ -302,19 +302,23 @@ TEST(Gguf, TypedGettersNameKeyAndExpectedType) {
   std::string m = error_message([&] { f.get_uint("llama.block_count"); });
   EXPECT_NE(m.find(path), std::string::npos) << m;
   EXPECT_NE(m.find("metadata key 'llama.block_count' is string; expected a nonnegative integer"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
 
   m = error_message([&] { f.get_uint("llama.block_cout"); });
   EXPECT_NE(m.find("metadata key 'llama.block_cout' is missing (expected a nonnegative "
                    "integer); did you mean 'llama.block_count'?"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
 
   m = error_message([&] { f.get_uint("neg"); });
   EXPECT_NE(m.find("metadata key 'neg' is int32 -5; expected a nonnegative integer"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   m = error_message([&] { f.get_int("big"); });
   EXPECT_NE(m.find("'big' is uint64 18446744073709551615; expected an integer that fits int64"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   m = error_message([&] { f.get_float("int"); });
   EXPECT_NE(m.find("'int' is int32 3; expected a float32 or float64"), std::string::npos) << m;
   m = error_message([&] { f.get_string("float"); });
@@ -349,9 +353,9 @@ TEST(Gguf, RoundTripsTensorsOfEverySupportedType) {
     Shape shape;
   };
   const std::vector<Case> cases = {
-      {"f32", DType::kF32, Shape{3, 5}},        {"f16", DType::kF16, Shape{7}},
-      {"bf16", DType::kBF16, Shape{2, 2, 3}},   {"i32", DType::kI32, Shape{1, 1, 1, 9}},
-      {"q4_0", DType::kQ4_0, Shape{2, 64}},     {"q4_1", DType::kQ4_1, Shape{3, 32}},
+      {"f32", DType::kF32, Shape{3, 5}},      {"f16", DType::kF16, Shape{7}},
+      {"bf16", DType::kBF16, Shape{2, 2, 3}}, {"i32", DType::kI32, Shape{1, 1, 1, 9}},
+      {"q4_0", DType::kQ4_0, Shape{2, 64}},   {"q4_1", DType::kQ4_1, Shape{3, 32}},
       {"q8_0", DType::kQ8_0, Shape{1, 96}},
   };
   GgufWriter w;
@@ -473,11 +477,9 @@ TEST(GgufWriter, RejectsMisuse) {
   GgufWriter w;
   const std::vector<uint8_t> data(64, 0);
   EXPECT_THROW(w.add_tensor("t", DType::kF32, Shape{4}, data.data(), 15), std::invalid_argument);
-  EXPECT_THROW(w.add_tensor("t", DType::kQ8_0, Shape{16}, data.data(), 17),
-               std::invalid_argument);
+  EXPECT_THROW(w.add_tensor("t", DType::kQ8_0, Shape{16}, data.data(), 17), std::invalid_argument);
   EXPECT_THROW(w.add_tensor("t", DType::kF32, Shape{}, data.data(), 4), std::invalid_argument);
-  EXPECT_THROW(w.add_tensor("t", DType::kF32, Shape{0, 4}, data.data(), 0),
-               std::invalid_argument);
+  EXPECT_THROW(w.add_tensor("t", DType::kF32, Shape{0, 4}, data.data(), 0), std::invalid_argument);
   EXPECT_THROW(w.add_tensor("t", 4u, Shape{32}, data.data(), 18), std::invalid_argument);
   w.add_tensor("t", DType::kF32, Shape{4}, data.data(), 16);
   EXPECT_THROW(w.add_tensor("t", DType::kF32, Shape{4}, data.data(), 16), std::invalid_argument);
@@ -516,9 +518,7 @@ TEST(GgufModelSummary, PrintsSectionsAndMissingKeysAsDash) {
   std::ostringstream brief;
   print_model_summary(brief, f, false);
   const std::string s = brief.str();
-  const auto has = [&](std::string_view text) {
-    return s.find(text) != std::string::npos;
-  };
+  const auto has = [&](std::string_view text) { return s.find(text) != std::string::npos; };
   EXPECT_TRUE(has("gguf version     3")) << s;
   EXPECT_TRUE(has("architecture     test")) << s;
   EXPECT_TRUE(has("name             -")) << s;
@@ -542,7 +542,8 @@ TEST(GgufModelSummary, PrintsSectionsAndMissingKeysAsDash) {
   std::ostringstream full;
   print_model_summary(full, f, true);
   EXPECT_NE(full.str().find("tensors (shape is outermost first)"), std::string::npos);
-  EXPECT_NE(full.str().find("dup.t2   q8_0  [2, 32]            68"), std::string::npos) << full.str();
+  EXPECT_NE(full.str().find("dup.t2   q8_0  [2, 32]            68"), std::string::npos)
+      << full.str();
 }
 
 }  // namespace

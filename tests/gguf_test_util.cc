@@ -41,7 +41,8 @@ TempFile::~TempFile() {
 
 void TempFile::write(const std::vector<uint8_t>& bytes) const {
   std::ofstream out(path_, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << "cannot write " << path_;
 }
 
@@ -99,13 +100,15 @@ void put_u64(std::vector<uint8_t>& bytes, size_t offset, uint64_t value) {
 
 uint32_t get_u32(const std::vector<uint8_t>& bytes, size_t offset) {
   uint32_t value = 0;
-  if (offset + sizeof(value) <= bytes.size()) std::memcpy(&value, bytes.data() + offset, sizeof(value));
+  if (offset + sizeof(value) <= bytes.size())
+    std::memcpy(&value, bytes.data() + offset, sizeof(value));
   return value;
 }
 
 uint64_t get_u64(const std::vector<uint8_t>& bytes, size_t offset) {
   uint64_t value = 0;
-  if (offset + sizeof(value) <= bytes.size()) std::memcpy(&value, bytes.data() + offset, sizeof(value));
+  if (offset + sizeof(value) <= bytes.size())
+    std::memcpy(&value, bytes.data() + offset, sizeof(value));
   return value;
 }
 
@@ -139,8 +142,7 @@ size_t value_type_offset(const std::vector<uint8_t>& bytes, std::string_view key
       return ::testing::AssertionFailure() << "message does not name the file: " << message;
     }
     if (message.find(substring) == std::string::npos) {
-      return ::testing::AssertionFailure()
-             << "message lacks '" << substring << "': " << message;
+      return ::testing::AssertionFailure() << "message lacks '" << substring << "': " << message;
     }
     return ::testing::AssertionSuccess() << message;
   } catch (const std::exception& e) {

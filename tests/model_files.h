@@ -16,7 +16,8 @@ inline std::filesystem::path model_path() {
 
 // What a test says when the model is absent: it fails, never skips.
 inline std::string missing_model_message(const std::filesystem::path& path) {
-  return "model file " + path.string() + " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
+  return "model file " + path.string() +
+         " is missing; run `bash scripts/fetch-model.sh` (or set DUET_MODEL)";
 }
 
 }  // namespace duet::testing

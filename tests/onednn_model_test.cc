@@ -45,7 +45,8 @@ class OnednnModel : public ::testing::Test {
       std::vector<std::string> overrides = common;
       overrides.push_back("backend.plugin=" + plugin);
       overrides.push_back("components.kv_cache.dtype=" + kv_dtype);
-      PipelineConfig config = load_pipeline_config(src / "configs/smollm2-reference.yaml", overrides);
+      PipelineConfig config =
+          load_pipeline_config(src / "configs/smollm2-reference.yaml", overrides);
       load_pipeline_plugins(config, *host_);
       if (!host_->has(ComponentKind::kBackend, plugin)) {
         setup_error_ = "backend '" + plugin + "' is not available";
@@ -80,7 +81,7 @@ class OnednnModel : public ::testing::Test {
   static inline PluginHost* host_ = nullptr;
   static inline Pipeline* reference_ = nullptr;
   static inline Pipeline* onednn_ = nullptr;
-  static inline Pipeline* onednn_f16_kv_ = nullptr;  // f16 KV cache
+  static inline Pipeline* onednn_f16_kv_ = nullptr;    // f16 KV cache
   static inline Pipeline* reference_q8_kv_ = nullptr;  // q8_0 KV caches
   static inline Pipeline* onednn_q8_kv_ = nullptr;
   static inline std::string setup_error_;

@@ -34,7 +34,8 @@ std::string slurp(const fs::path& p) {
 std::vector<float> read_logits(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::vector<float> v(fs::file_size(p) / sizeof(float));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  in.read(reinterpret_cast<char*>(v.data()),
+          static_cast<std::streamsize>(v.size() * sizeof(float)));
   return v;
 }
 
@@ -49,7 +50,8 @@ class SmolLM2Oracle : public ::testing::Test {
     }
     host_ = new PluginHost;
     PipelineConfig config = load_pipeline_config(
-        src / "configs/smollm2-reference.yaml", {"stages.0.prefill.all_logits=true", "stages.1.decode.max_new_tokens=1"});
+        src / "configs/smollm2-reference.yaml",
+        {"stages.0.prefill.all_logits=true", "stages.1.decode.max_new_tokens=1"});
     load_pipeline_plugins(config, *host_);
     pipeline_ = Pipeline::build(config, *host_).release();
 
@@ -58,7 +60,8 @@ class SmolLM2Oracle : public ::testing::Test {
     prompts_ = new std::vector<Prompt>{
         {"capital", pipeline_->tokenize_prompt("What is the capital of France?")},  // chat template
         {"count", pipeline_->tokenizer().encode("Count from one to ten: one, two, three,", false)},
-        {"story", pipeline_->tokenizer().encode("Once upon a time, in a small village by the sea,", false)},
+        {"story",
+         pipeline_->tokenizer().encode("Once upon a time, in a small village by the sea,", false)},
         {"paragraph", pipeline_->tokenizer().encode(paragraph, false)},
     };
 
@@ -67,7 +70,8 @@ class SmolLM2Oracle : public ::testing::Test {
     fs::create_directories(*dir_);
     std::string input = "{\"prompts\": [";
     for (size_t i = 0; i < prompts_->size(); ++i) {
-      input += std::string(i ? ", " : "") + "{\"name\": \"" + (*prompts_)[i].name + "\", \"ids\": [";
+      input +=
+          std::string(i ? ", " : "") + "{\"name\": \"" + (*prompts_)[i].name + "\", \"ids\": [";
       for (size_t j = 0; j < (*prompts_)[i].ids.size(); ++j) {
         input += (j ? ", " : "") + std::to_string((*prompts_)[i].ids[j]);
       }
@@ -78,9 +82,10 @@ class SmolLM2Oracle : public ::testing::Test {
     if (!fs::exists(*dir_ / "oracle.json") || slurp(input_path) != input) {
       fs::remove(*dir_ / "oracle.json");
       std::ofstream(input_path) << input;
-      const std::string cmd = "py=$(bash '" + (src / "scripts/python-env.sh").string() + "') && \"$py\" '" +
-                              (src / "tests/oracle/llama_oracle.py").string() + "' --model '" + model.string() +
-                              "' --input '" + input_path.string() + "' --output-dir '" + dir_->string() + "'";
+      const std::string cmd = "py=$(bash '" + (src / "scripts/python-env.sh").string() +
+                              "') && \"$py\" '" + (src / "tests/oracle/llama_oracle.py").string() +
+                              "' --model '" + model.string() + "' --input '" + input_path.string() +
+                              "' --output-dir '" + dir_->string() + "'";
       if (std::system(cmd.c_str()) != 0 || !fs::exists(*dir_ / "oracle.json")) {
         setup_error_ = "the oracle failed: " + cmd;
       }
@@ -129,7 +134,9 @@ class SmolLM2Oracle : public ::testing::Test {
 TEST_F(SmolLM2Oracle, LogitsAgreeAtEveryPromptPosition) {
   const int32_t vocab = pipeline_->check().hparams.n_vocab;
   for (const char* name : {"capital", "count", "story"}) {
-    const auto& ids = std::find_if(prompts_->begin(), prompts_->end(), [&](const Prompt& p) { return p.name == name; })->ids;
+    const auto& ids = std::find_if(prompts_->begin(), prompts_->end(), [&](const Prompt& p) {
+                        return p.name == name;
+                      })->ids;
     const std::vector<float> ours = duet_logits(ids);
     const std::vector<float> oracle = read_logits(*dir_ / (std::string(name) + ".logits.f32"));
     ASSERT_EQ(ours.size(), ids.size() * static_cast<size_t>(vocab)) << name;
@@ -149,8 +156,11 @@ TEST_F(SmolLM2Oracle, LogitsAgreeAtEveryPromptPosition) {
       argmax_agree += a == b ? 1 : 0;
     }
     const float range = hi - lo;
-    std::printf("oracle %-8s %3zu positions: max |diff| %.3g, logit range %.3g, ratio %.3g, argmax agree %zu/%zu\n",
-                name, ids.size(), double{worst}, double{range}, double{worst / range}, argmax_agree, ids.size());
+    std::printf(
+        "oracle %-8s %3zu positions: max |diff| %.3g, logit range %.3g, ratio %.3g, argmax agree "
+        "%zu/%zu\n",
+        name, ids.size(), double{worst}, double{range}, double{worst / range}, argmax_agree,
+        ids.size());
     EXPECT_LE(worst, 1e-3f * range) << name;
     EXPECT_EQ(argmax_agree, ids.size()) << name;
   }
@@ -160,7 +170,8 @@ TEST_F(SmolLM2Oracle, ParagraphPerplexityIsWithinOnePercentOfTheOracle) {
   const auto& ids = prompts_->back().ids;
   const double ours = perplexity(duet_logits(ids), ids, pipeline_->check().hparams.n_vocab);
   const double oracle = oracle_perplexity("paragraph");
-  std::printf("paragraph perplexity over %zu tokens: duet %.5f, oracle %.5f\n", ids.size(), ours, oracle);
+  std::printf("paragraph perplexity over %zu tokens: duet %.5f, oracle %.5f\n", ids.size(), ours,
+              oracle);
   EXPECT_NEAR(ours, oracle, 0.01 * oracle);
 }
 

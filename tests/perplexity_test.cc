@@ -35,7 +35,8 @@ const std::vector<float> kOther = {1.0f, 1.5f, 0.0f, 0.0f, 0.5f, 2.5f};
 const std::vector<int32_t> kNext = {0, 2};
 
 std::vector<double> softmax(const float* logits) {
-  const double e[3] = {std::exp(double{logits[0]}), std::exp(double{logits[1]}), std::exp(double{logits[2]})};
+  const double e[3] = {std::exp(double{logits[0]}), std::exp(double{logits[1]}),
+                       std::exp(double{logits[2]})};
   const double z = e[0] + e[1] + e[2];
   return {e[0] / z, e[1] / z, e[2] / z};
 }
@@ -43,8 +44,8 @@ std::vector<double> softmax(const float* logits) {
 TEST(Fidelity, FiguresFollowTheirDefinitions) {
   FidelityAccumulator acc(3);
   for (size_t i = 0; i < 2; ++i) {
-    acc.add(std::span<const float>(kOther.data() + 3 * i, 3), std::span<const float>(kBase.data() + 3 * i, 3),
-            kNext[i]);
+    acc.add(std::span<const float>(kOther.data() + 3 * i, 3),
+            std::span<const float>(kBase.data() + 3 * i, 3), kNext[i]);
   }
   const Fidelity f = acc.result();
   double nll = 0, nll_base = 0, dp2 = 0;

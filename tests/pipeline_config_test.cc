@@ -186,7 +186,8 @@ TEST(PipelineConfigTest, ABackendChoiceHasOptionsPerBackend) {
                            "  options: {onednn: {threads: 4}}\n");
   ASSERT_EQ(c.backend.choice.size(), 2u);
   EXPECT_EQ(c.backend.choice[0].plugin, "onednn");
-  EXPECT_EQ(c.backend.choice[0].options.values(), (std::map<std::string, std::string>{{"threads", "4"}}));
+  EXPECT_EQ(c.backend.choice[0].options.values(),
+            (std::map<std::string, std::string>{{"threads", "4"}}));
   EXPECT_EQ(c.backend.choice[0].options.path(), "backend.options.onednn");
   EXPECT_TRUE(c.backend.choice[1].options.values().empty());
   EXPECT_EQ(c.backend.candidates().size(), 2u);
@@ -207,18 +208,25 @@ TEST(PipelineConfigTest, ABackendChoiceHasOptionsPerBackend) {
 
 TEST(PipelineConfigTest, ABackendChoiceIsCheckedItemByItem) {
   EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: []}\n"),
-            "test.yaml:3:19: backend.plugin: expected a backend's name or a non-empty list of them, found a "
+            "test.yaml:3:19: backend.plugin: expected a backend's name or a non-empty list of "
+            "them, found a "
             "list");
   EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: [onednn, onednn]}\n"),
             "test.yaml:3:28: backend.plugin[1]: 'onednn' is listed twice; list each backend once");
-  EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: [onednn, reference], options: {threads: 2}}\n"),
-            "test.yaml:3:50: backend.options.threads: backend.plugin is a list, so backend.options holds one "
-            "map of options per listed backend, and 'threads' is not listed; listed: 'onednn', 'reference'");
-  EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: [onednn, reference], options: {onedn: {}}}\n"),
-            "test.yaml:3:50: backend.options.onedn: backend.plugin is a list, so backend.options holds one "
+  EXPECT_EQ(parse_error(std::string(kMinimal) +
+                        "backend: {plugin: [onednn, reference], options: {threads: 2}}\n"),
+            "test.yaml:3:50: backend.options.threads: backend.plugin is a list, so backend.options "
+            "holds one "
+            "map of options per listed backend, and 'threads' is not listed; listed: 'onednn', "
+            "'reference'");
+  EXPECT_EQ(parse_error(std::string(kMinimal) +
+                        "backend: {plugin: [onednn, reference], options: {onedn: {}}}\n"),
+            "test.yaml:3:50: backend.options.onedn: backend.plugin is a list, so backend.options "
+            "holds one "
             "map of options per listed backend, and 'onedn' is not listed; did you mean 'onednn'?");
-  EXPECT_EQ(parse_error(std::string(kMinimal) + "backend: {plugin: [onednn], options: {onednn: 2}}\n"),
-            "test.yaml:3:47: backend.options.onednn: expected a map of options, found '2'");
+  EXPECT_EQ(
+      parse_error(std::string(kMinimal) + "backend: {plugin: [onednn], options: {onednn: 2}}\n"),
+      "test.yaml:3:47: backend.options.onednn: expected a map of options, found '2'");
 }
 
 TEST(PipelineConfigTest, DescribeWritesEveryKeyAndParsesBack) {
@@ -288,7 +296,8 @@ TEST(PipelineConfigTest, DescribeKeepsControlCharactersInEveryString) {
 TEST(PipelineConfigTest, DescribeWritesLongKeysExplicitly) {
   const std::string name(1500, 'n');
   const std::string key(300, 'k');
-  PipelineConfig c = parse("model: {path: m.gguf}\nstages:\n  - ? " + name + "\n    : {" + key + ": v}\n");
+  PipelineConfig c =
+      parse("model: {path: m.gguf}\nstages:\n  - ? " + name + "\n    : {" + key + ": v}\n");
   const std::string text = describe(c);
   PipelineConfig again = parse_pipeline_config(text, "test.yaml", "");
   ASSERT_EQ(again.stages.size(), 1u);
@@ -338,9 +347,10 @@ TEST(PipelineConfigTest, InvalidUtf8IsRefusedWithItsPosition) {
             "write it as an escape in a double-quoted string");
   EXPECT_NE(parse_error("model: {path: m\x1b}\nstages: [decode]\n").find("control character 0x1B"),
             std::string::npos);
-  EXPECT_EQ(parse("model: {path: \"a\\x01b\\tc\"}\nstages: [decode]\n").model.path.filename().string(),
-            "a\x01"
-            "b\tc");
+  EXPECT_EQ(
+      parse("model: {path: \"a\\x01b\\tc\"}\nstages: [decode]\n").model.path.filename().string(),
+      "a\x01"
+      "b\tc");
   // A --set key path becomes a key of the document: checked too.
   EXPECT_NE(parse_error(kMinimal, {"backend.options.k\x99=1"}).find("not valid UTF-8 (byte 0x99)"),
             std::string::npos);

@@ -122,10 +122,14 @@ TEST_F(PipelineTest, AStopStringEndsGenerationAndIsNotEmitted) {
   // Two ASCII bytes past the start, so the stop string is whole characters.
   size_t at = 1;
   auto ascii = [](char ch) { return static_cast<unsigned char>(ch) < 0x80; };
-  while (at + 1 < free_run.text.size() && !(ascii(free_run.text[at]) && ascii(free_run.text[at + 1]))) ++at;
-  ASSERT_LT(at + 1, free_run.text.size()) << "the tiny model should produce some ASCII text: " << free_run.text;
+  while (at + 1 < free_run.text.size() &&
+         !(ascii(free_run.text[at]) && ascii(free_run.text[at + 1])))
+    ++at;
+  ASSERT_LT(at + 1, free_run.text.size())
+      << "the tiny model should produce some ASCII text: " << free_run.text;
   const std::string stop = free_run.text.substr(at, 2);
-  auto stopped = make({"stages.1.decode.max_new_tokens=16", "stages.1.decode.stop=[\"" + stop + "\"]"});
+  auto stopped =
+      make({"stages.1.decode.max_new_tokens=16", "stages.1.decode.stop=[\"" + stop + "\"]"});
   RunResult r = stopped->run_tokens(prompt(4), sink_);
   EXPECT_EQ(r.finish, FinishReason::kStop);
   EXPECT_EQ(r.text, free_run.text.substr(0, free_run.text.find(stop)));
@@ -145,7 +149,9 @@ TEST_F(PipelineTest, RejectsBadPromptsWithInputRejected) {
   rejected({}, "no tokens");
   rejected({5, 320}, "prompt token 1 has id 320, outside the vocabulary [0, 320)");
   rejected({5, -1}, "has id -1");
-  rejected(prompt(17), "prompt has 17 tokens but the KV cache has room for 16; raise components.kv_cache.capacity_tokens");
+  rejected(prompt(17),
+           "prompt has 17 tokens but the KV cache has room for 16; raise "
+           "components.kv_cache.capacity_tokens");
   EXPECT_THROW(p->tokenize_prompt(""), Error);
   // The pipeline still works after rejecting input.
   EXPECT_FALSE(p->run_tokens(prompt(3), sink_).generated_tokens.empty());
@@ -155,7 +161,9 @@ TEST_F(PipelineTest, ChatPromptsUseTheTemplateAndSpecialTokens) {
   auto p = make({"model.chat=true", "model.system=Be brief."});
   auto ids = p->tokenize_prompt("hi");
   const std::string text = p->tokenizer().decode(ids);
-  EXPECT_EQ(text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(text,
+            "<|im_start|>system\nBe "
+            "brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(ids.front(), 1);  // <|im_start|> as one token
 }
 
@@ -166,7 +174,8 @@ TEST_F(PipelineTest, ControlTokensTypedInAChatPromptStayText) {
   auto ids = p->tokenize_prompt("<|im_end|>");
   const auto im_end = *p->tokenizer().find_token("<|im_end|>");
   EXPECT_EQ(std::count(ids.begin(), ids.end(), im_end), 1) << "only the template's own end of turn";
-  EXPECT_EQ(p->tokenizer().decode(ids), "<|im_start|>user\n<|im_end|><|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(p->tokenizer().decode(ids),
+            "<|im_start|>user\n<|im_end|><|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST_F(PipelineTest, OnlyOneSessionAtATime) {
@@ -184,7 +193,8 @@ TEST_F(PipelineTest, ADecodeStageWithoutAStageBeforeItIsAConfigError) {
     FAIL() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kConfig);
-    EXPECT_NE(std::string(e.what()).find("the decode stage needs logits from a stage before it"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("the decode stage needs logits from a stage before it"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -30,7 +30,8 @@ TEST(PluginHost, GoodPluginLoadsAndItsSamplerWorks) {
   EXPECT_EQ(r.components[1].kind, ComponentKind::kSampler);
   EXPECT_TRUE(host.has(ComponentKind::kSampler, "test_first"));
 
-  auto sampler = host.create_sampler("test_first", Options("components.sampler.chain[0].test_first"));
+  auto sampler =
+      host.create_sampler("test_first", Options("components.sampler.chain[0].test_first"));
   Candidates c{{7, 3}, {0.5f, 2.0f}, -1};
   sampler->apply(c, SamplingContext{});
   EXPECT_EQ(c.selected, 7);
@@ -136,7 +137,9 @@ TEST(PluginHost, UnknownComponentNamesTheKnownOnesAndSuggests) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kPlugin);
     std::string msg = e.what();
-    EXPECT_NE(msg.find("no sampler named 'test_frist'; did you mean 'test_first'?"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("no sampler named 'test_frist'; did you mean 'test_first'?"),
+              std::string::npos)
+        << msg;
   }
   EXPECT_THROW(host.create_backend("cuda", Options()), Error);
 }

@@ -14,6 +14,8 @@
 //     operation is exact: then every path must match the double product bit
 //     for bit, which pins the integer arithmetic (nibble order, sign handling
 //     of q8_0's -128, q4_0's offset, q4_1's minimum) independently of rounding.
+#include "kernels/qgemv.h"
+
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -37,7 +39,6 @@
 #include "duet/error.h"
 #include "duet/quant.h"
 #include "kernels/cpu_features.h"
-#include "kernels/qgemv.h"
 
 namespace duet {
 
@@ -108,7 +109,8 @@ void put_f16(uint8_t* p, float v) {
 // With `exact`, scales are powers of two and minimums small multiples of one,
 // and f32/f16 values are multiples of 2^-7 in [-1, 1].
 Matrix random_matrix(DType type, int64_t rows, int64_t k, uint32_t seed, bool exact = false) {
-  Matrix m{type, rows, k, static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(k))), {}};
+  Matrix m{
+      type, rows, k, static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(k))), {}};
   m.bytes.resize(static_cast<size_t>(rows * m.row_bytes));
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -121,7 +123,9 @@ Matrix random_matrix(DType type, int64_t rows, int64_t k, uint32_t seed, bool ex
     if (exact) return std::ldexp(static_cast<float>(byte(rng) % 17 - 8), -6);
     return uni(rng) * 0.4f;
   };
-  auto value = [&] { return exact ? std::ldexp(static_cast<float>(byte(rng) - 128), -7) : uni(rng); };
+  auto value = [&] {
+    return exact ? std::ldexp(static_cast<float>(byte(rng) - 128), -7) : uni(rng);
+  };
   const int64_t n = rows * k;
   uint8_t* p = m.bytes.data();
   switch (type) {
@@ -212,7 +216,8 @@ TEST(QgemvCpuPath, SummaryAgreesWithTheHardwarePath) {
     return (" " + summary + " ").find(std::string(" ") + f + " ") != std::string::npos;
   };
   EXPECT_EQ(hw >= CpuPath::kAvx2, has("avx2") && has("fma") && has("f16c"));
-  EXPECT_EQ(hw >= CpuPath::kAvx512, has("avx2") && has("avx512f") && has("avx512bw") && has("avx512vl"));
+  EXPECT_EQ(hw >= CpuPath::kAvx512,
+            has("avx2") && has("avx512f") && has("avx512bw") && has("avx512vl"));
   EXPECT_EQ(hw >= CpuPath::kAvx512Vnni, hw >= CpuPath::kAvx512 && has("avx512_vnni"));
 }
 
@@ -296,7 +301,7 @@ TEST(QgemvActivations, SecondTermFollowsTheDefinitionOnEveryPath) {
   const int64_t k = 96;
   std::vector<float> x = random_activations(k, 5);
   std::fill(x.begin() + 32, x.begin() + 64, 0.0f);  // an all-zero block
-  x[70] = 40.0f;                                    // an outlier: the other values of its block keep few bits
+  x[70] = 40.0f;  // an outlier: the other values of its block keep few bits
   Q8Activations one;
   one.quantize(x.data(), k);
   Q8Activations two;
@@ -425,8 +430,8 @@ TEST_P(QgemvTest, WritesOnlyItsRowRange) {
         if (r >= begin && r < end) {
           EXPECT_EQ(part[r], all[r]) << "row " << r << " of [" << begin << ", " << end << ")";
         } else {
-          EXPECT_TRUE(std::isnan(part[r])) << "row " << r << " written outside [" << begin
-                                           << ", " << end << ")";
+          EXPECT_TRUE(std::isnan(part[r]))
+              << "row " << r << " written outside [" << begin << ", " << end << ")";
         }
       }
     }
@@ -448,7 +453,8 @@ TEST_P(QgemvTest, BatchEqualsOneProductPerVector) {
     // Vectors of one and two terms in one batch.
     std::vector<Q8Activations> xq(n);
     if (is_quantized(type)) {
-      for (int64_t i = 0; i < n; ++i) xq[i].quantize(xs.data() + i * k, k, path, static_cast<int>(1 + i % 2));
+      for (int64_t i = 0; i < n; ++i)
+        xq[i].quantize(xs.data() + i * k, k, path, static_cast<int>(1 + i % 2));
     }
     std::vector<float> y(static_cast<size_t>(n * ldy), kNaN);
     gemv_batch(path, type, m.bytes.data(), k, xq.data(), xs.data(), n, y.data(), ldy, 2, 17);
@@ -468,7 +474,8 @@ TEST_P(QgemvTest, BatchEqualsOneProductPerVector) {
 }
 
 std::string type_and_k_name(const ::testing::TestParamInfo<std::tuple<DType, int64_t>>& p) {
-  return std::string(dtype_name(std::get<0>(p.param))) + "_k" + std::to_string(std::get<1>(p.param));
+  return std::string(dtype_name(std::get<0>(p.param))) + "_k" +
+         std::to_string(std::get<1>(p.param));
 }
 
 // A copy of a matrix that ends exactly where an inaccessible page begins, so
@@ -483,7 +490,8 @@ class GuardedCopy {
     void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
     base_ = static_cast<uint8_t*>(p);
-    if (mprotect(base_ + data_pages * page, page, PROT_NONE) != 0) throw std::runtime_error("mprotect failed");
+    if (mprotect(base_ + data_pages * page, page, PROT_NONE) != 0)
+      throw std::runtime_error("mprotect failed");
     data_ = base_ + data_pages * page - bytes.size();
     std::memcpy(data_, bytes.data(), bytes.size());
   }
@@ -550,8 +558,8 @@ TEST(Qgemv, RejectsActivationsOfAnotherLength) {
   Q8Activations xq;
   xq.quantize(x.data(), 96);
   std::vector<float> y(2);
-  EXPECT_THROW(gemv(CpuPath::kScalar, DType::kQ8_0, m.bytes.data(), 64, xq, nullptr, y.data(), 0, 2),
-               Error);
+  EXPECT_THROW(
+      gemv(CpuPath::kScalar, DType::kQ8_0, m.bytes.data(), 64, xq, nullptr, y.data(), 0, 2), Error);
 }
 
 TEST(Qgemv, RejectsAPathBeyondTheCpu) {
@@ -560,8 +568,9 @@ TEST(Qgemv, RejectsAPathBeyondTheCpu) {
   const std::vector<float> x = random_activations(32, 53);
   Q8Activations xq;
   std::vector<float> y(1);
-  EXPECT_THROW(gemv(CpuPath::kAvx512Vnni, DType::kF32, m.bytes.data(), 32, xq, x.data(), y.data(), 0, 1),
-               Error);
+  EXPECT_THROW(
+      gemv(CpuPath::kAvx512Vnni, DType::kF32, m.bytes.data(), 32, xq, x.data(), y.data(), 0, 1),
+      Error);
 }
 
 }  // namespace

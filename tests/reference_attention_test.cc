@@ -20,7 +20,8 @@ using testdata::random_floats;
 // out[i] for queries at positions [first, first + n) of one sequence whose
 // keys/values for positions 0.. are rows of `k`, `v`.
 std::vector<float> expected_attention(const std::vector<float>& q, const std::vector<float>& k,
-                                      const std::vector<float>& v, int32_t first, int32_t n, float scale) {
+                                      const std::vector<float>& v, int32_t first, int32_t n,
+                                      float scale) {
   std::vector<float> out(static_cast<size_t>(n * kHeads * kHeadDim));
   for (int32_t i = 0; i < n; ++i) {
     const int32_t pos = first + i;
@@ -39,7 +40,8 @@ std::vector<float> expected_attention(const std::vector<float>& q, const std::ve
       for (int32_t d = 0; d < kHeadDim; ++d) {
         double acc = 0;
         for (int32_t p = 0; p <= pos; ++p) {
-          acc += w[static_cast<size_t>(p)] / total * v[static_cast<size_t>((p * kKvHeads + g) * kHeadDim + d)];
+          acc += w[static_cast<size_t>(p)] / total *
+                 v[static_cast<size_t>((p * kKvHeads + g) * kHeadDim + d)];
         }
         out[static_cast<size_t>((i * kHeads + h) * kHeadDim + d)] = static_cast<float>(acc);
       }
@@ -63,8 +65,9 @@ class ReferenceAttentionTest : public ::testing::Test {
 
   // Runs one step of `n` tokens at positions [first, first+n) for a single
   // sequence stored in `block_table`, on layer 1.
-  std::vector<float> step(KVCache& kv, const std::vector<int32_t>& block_table, int32_t first, int32_t n,
-                          const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v) {
+  std::vector<float> step(KVCache& kv, const std::vector<int32_t>& block_table, int32_t first,
+                          int32_t n, const std::vector<float>& q, const std::vector<float>& k,
+                          const std::vector<float>& v) {
     const int32_t block = kv.spec().block_tokens;
     StepBatch b;
     b.n_tokens = n;
@@ -85,7 +88,8 @@ class ReferenceAttentionTest : public ::testing::Test {
     return out;
   }
 
-  static std::vector<float> slice(const std::vector<float>& x, int32_t row_floats, int32_t first, int32_t n) {
+  static std::vector<float> slice(const std::vector<float>& x, int32_t row_floats, int32_t first,
+                                  int32_t n) {
     return {x.begin() + first * row_floats, x.begin() + (first + n) * row_floats};
   }
 
@@ -99,7 +103,8 @@ constexpr int32_t kQRow = kHeads * kHeadDim, kKvRow = kKvHeads * kHeadDim;
 
 TEST_F(ReferenceAttentionTest, PrefillMatchesTheSoftmaxFormulaWithACausalMask) {
   const int32_t n = 7;
-  auto q = random_floats(n * kQRow, 1), k = random_floats(n * kKvRow, 2), v = random_floats(n * kKvRow, 3);
+  auto q = random_floats(n * kQRow, 1), k = random_floats(n * kKvRow, 2),
+       v = random_floats(n * kKvRow, 3);
   auto kv = backend_->create_kv_cache(kv_spec(16, 16));
   auto got = step(*kv, {0}, 0, n, q, k, v);
   auto want = expected_attention(q, k, v, 0, n, spec_.scale);
@@ -108,12 +113,14 @@ TEST_F(ReferenceAttentionTest, PrefillMatchesTheSoftmaxFormulaWithACausalMask) {
 
 TEST_F(ReferenceAttentionTest, PrefillThenDecodeEqualsOneLongerPrefill) {
   const int32_t n = 9;
-  auto q = random_floats(n * kQRow, 4), k = random_floats(n * kKvRow, 5), v = random_floats(n * kKvRow, 6);
+  auto q = random_floats(n * kQRow, 4), k = random_floats(n * kKvRow, 5),
+       v = random_floats(n * kKvRow, 6);
   auto one_shot = backend_->create_kv_cache(kv_spec(16, 16));
   auto all = step(*one_shot, {0}, 0, n, q, k, v);
 
   auto split = backend_->create_kv_cache(kv_spec(16, 16));
-  step(*split, {0}, 0, n - 1, slice(q, kQRow, 0, n - 1), slice(k, kKvRow, 0, n - 1), slice(v, kKvRow, 0, n - 1));
+  step(*split, {0}, 0, n - 1, slice(q, kQRow, 0, n - 1), slice(k, kKvRow, 0, n - 1),
+       slice(v, kKvRow, 0, n - 1));
   auto last = step(*split, {0}, n - 1, 1, slice(q, kQRow, n - 1, 1), slice(k, kKvRow, n - 1, 1),
                    slice(v, kKvRow, n - 1, 1));
   auto want = slice(all, kQRow, n - 1, 1);
@@ -122,7 +129,8 @@ TEST_F(ReferenceAttentionTest, PrefillThenDecodeEqualsOneLongerPrefill) {
 
 TEST_F(ReferenceAttentionTest, ScatteredBlocksGiveTheSameResultAsOneBlock) {
   const int32_t n = 11;
-  auto q = random_floats(n * kQRow, 7), k = random_floats(n * kKvRow, 8), v = random_floats(n * kKvRow, 9);
+  auto q = random_floats(n * kQRow, 7), k = random_floats(n * kKvRow, 8),
+       v = random_floats(n * kKvRow, 9);
   auto contiguous = backend_->create_kv_cache(kv_spec(16, 16));
   auto paged = backend_->create_kv_cache(kv_spec(16, 4));
   auto a = step(*contiguous, {0}, 0, n, q, k, v);
@@ -132,10 +140,11 @@ TEST_F(ReferenceAttentionTest, ScatteredBlocksGiveTheSameResultAsOneBlock) {
 
 TEST_F(ReferenceAttentionTest, ExportImportAndBlockCopyMoveTheCache) {
   const int32_t n = 5;
-  auto q = random_floats(n * kQRow, 10), k = random_floats(n * kKvRow, 11), v = random_floats(n * kKvRow, 12);
+  auto q = random_floats(n * kQRow, 10), k = random_floats(n * kKvRow, 11),
+       v = random_floats(n * kKvRow, 12);
   auto source = backend_->create_kv_cache(kv_spec(8, 4));
   step(*source, {0}, 0, n - 1, slice(q, kQRow, 0, n - 1), slice(k, kKvRow, 0, n - 1),
-                     slice(v, kKvRow, 0, n - 1));
+       slice(v, kKvRow, 0, n - 1));
   std::vector<uint8_t> bytes;
   source->export_slots(n - 1, bytes);
   EXPECT_EQ(bytes.size(), 2u * 2 * (n - 1) * kKvRow * sizeof(float));

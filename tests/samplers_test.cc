@@ -129,8 +129,8 @@ TEST_F(SamplersTest, GreedyOverAWholeVocabularyMatchesThePlainRankOrder) {
       std::uniform_real_distribution<float> logit(-20.0f, 20.0f);
       for (size_t i = 0; i < n; ++i) {
         const uint32_t r = rng() % 16;
-        c.logits.push_back(variant == 3  ? (r % 2 ? nan : -inf)
-                           : r == 0      ? nan
+        c.logits.push_back(variant == 3   ? (r % 2 ? nan : -inf)
+                           : r == 0       ? nan
                            : variant == 1 ? 5.0f  // many ties at the best
                                           : logit(rng));
       }

@@ -22,7 +22,8 @@ class SmolLM2 : public ::testing::Test {
       ADD_FAILURE() << model << " is missing; run `bash scripts/fetch-model.sh`";
       return nullptr;
     }
-    PipelineConfig config = load_pipeline_config(fs::path(DUET_SOURCE_DIR) / "configs/smollm2-reference.yaml", overrides);
+    PipelineConfig config = load_pipeline_config(
+        fs::path(DUET_SOURCE_DIR) / "configs/smollm2-reference.yaml", overrides);
     load_pipeline_plugins(config, host_);
     return Pipeline::build(config, host_);
   }
@@ -97,7 +98,8 @@ TEST_F(SmolLM2, APromptLongerThanTheCacheIsRejected) {
     FAIL() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInputRejected);
-    EXPECT_NE(std::string(e.what()).find("but the KV cache has room for 32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("but the KV cache has room for 32"), std::string::npos)
+        << e.what();
   }
 }
 

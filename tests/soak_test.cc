@@ -113,8 +113,8 @@ TEST_F(Soak, AThousandPipelineRunsLeaveNoFilesOrMappingsBehind) {
   }
   const long rss = status_kb("VmRSS");
   const size_t fds = count_entries("/proc/self/fd"), maps = count_lines("/proc/self/maps");
-  std::printf("1,000 pipelines: fds %zu -> %zu, mappings %zu -> %zu, RSS %ld -> %ld kB\n", baseline_fds, fds,
-              baseline_maps, maps, baseline_rss, rss);
+  std::printf("1,000 pipelines: fds %zu -> %zu, mappings %zu -> %zu, RSS %ld -> %ld kB\n",
+              baseline_fds, fds, baseline_maps, maps, baseline_rss, rss);
   EXPECT_EQ(fds, baseline_fds);
   EXPECT_EQ(maps, baseline_maps);
   EXPECT_LE(rss, baseline_rss + baseline_rss / 100);

@@ -43,7 +43,8 @@ TinyVocab tiny_vocab(int32_t n_vocab) {
 
 class TensorMaker {
  public:
-  TensorMaker(GgufWriter& w, uint64_t seed, std::string omit) : w_(w), seed_(seed), omit_(std::move(omit)) {}
+  TensorMaker(GgufWriter& w, uint64_t seed, std::string omit)
+      : w_(w), seed_(seed), omit_(std::move(omit)) {}
 
   void add(const std::string& name, DType type, Shape shape, float offset = 0.0f) {
     if (name == omit_) return;
@@ -56,8 +57,8 @@ class TensorMaker {
                                static_cast<size_t>(shape.rows()));
     const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(shape.innermost()));
     for (int64_t r = 0; r < shape.rows(); ++r) {
-      quantize_row(type, values.data() + r * shape.innermost(), bytes.data() + static_cast<uint64_t>(r) * row_bytes,
-                   shape.innermost());
+      quantize_row(type, values.data() + r * shape.innermost(),
+                   bytes.data() + static_cast<uint64_t>(r) * row_bytes, shape.innermost());
     }
     w_.add_tensor(name, type, shape, bytes.data(), bytes.size());
   }
@@ -92,8 +93,10 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
   w.set_uint32("tokenizer.ggml.bos_token_id", 1);
   w.set_uint32("tokenizer.ggml.eos_token_id", 2);
   w.set_string("tokenizer.chat_template",
-               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
-               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+               "message['content'] + "
+               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+               "'<|im_start|>assistant\\n' }}"
                "{% endif %}");
 
   const int64_t head_dim = s.n_embd / s.n_heads;
@@ -117,8 +120,8 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
 }
 
 std::filesystem::path make_temp_dir(const std::string& tag) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("duet-" + tag + "-" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("duet-" + tag + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -21,9 +21,9 @@ struct TinyLlama {
   DType matrix_type = DType::kQ4_1;  // projections and the embedding table
   uint64_t seed = 1;                 // weights are uniform in [-0.5, 0.5)
   // Ways to make a broken model for error tests.
-  std::string architecture = "llama";     // general.architecture
-  std::string pre_tokenizer = "smollm";   // tokenizer.ggml.pre
-  std::string omit_tensor;                // a tensor name to leave out
+  std::string architecture = "llama";    // general.architecture
+  std::string pre_tokenizer = "smollm";  // tokenizer.ggml.pre
+  std::string omit_tensor;               // a tensor name to leave out
 };
 
 // Writes a model with the Llama tensor names and metadata to `path`: tied

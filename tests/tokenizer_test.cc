@@ -24,9 +24,8 @@
 
 #include "duet/error.h"
 #include "duet/gguf.h"
-#include "utf8_stream.h"
-
 #include "model_files.h"
+#include "utf8_stream.h"
 
 namespace duet {
 namespace {

@@ -12,7 +12,9 @@ struct Range {
 };
 
 Range range(const void* p, uint64_t bytes) { return Range{reinterpret_cast<uintptr_t>(p), bytes}; }
-Range floats(const void* p, int64_t n) { return range(p, static_cast<uint64_t>(n) * sizeof(float)); }
+Range floats(const void* p, int64_t n) {
+  return range(p, static_cast<uint64_t>(n) * sizeof(float));
+}
 
 bool overlap(Range a, Range b) {
   return a.bytes != 0 && b.bytes != 0 && a.begin < b.begin + b.bytes && b.begin < a.begin + a.bytes;
@@ -39,7 +41,8 @@ bool merge(GemvCall& into, const GemvCall& next) {
   for (int j = 0; j < next.count; ++j) {
     if (overlap(output(next, j), x)) return false;
     for (int i = 0; i < into.count; ++i) {
-      if (overlap(output(into, i), x) || overlap(output(next, j), output(into, i)) || overlap(output(next, j), weights(into, i)) ||
+      if (overlap(output(into, i), x) || overlap(output(next, j), output(into, i)) ||
+          overlap(output(next, j), weights(into, i)) ||
           overlap(output(into, i), weights(next, j))) {
         return false;
       }
@@ -51,14 +54,13 @@ bool merge(GemvCall& into, const GemvCall& next) {
   return true;
 }
 
-Range rotated(const RopeCall& r) {
-  return floats(r.first.x, r.rows * r.first.heads * r.head_dim);
-}
+Range rotated(const RopeCall& r) { return floats(r.first.x, r.rows * r.first.heads * r.head_dim); }
 
 bool merge(RopeCall& into, const RopeCall& next) {
   if (into.second.x != nullptr || next.second.x != nullptr || next.positions != into.positions ||
-      next.rows != into.rows || next.head_dim != into.head_dim || next.theta_base != into.theta_base ||
-      next.halves != into.halves || overlap(rotated(into), rotated(next))) {
+      next.rows != into.rows || next.head_dim != into.head_dim ||
+      next.theta_base != into.theta_base || next.halves != into.halves ||
+      overlap(rotated(into), rotated(next))) {
     return false;
   }
   into.second = next.first;
@@ -70,11 +72,12 @@ bool fuse(const GemvCall& g, const SwiGLUCall& swiglu, GemvSwiGLUCall& out) {
   if (g.count != 2) return false;
   const GemvSegment& gate = g.segments[0];
   const GemvSegment& up = g.segments[1];
-  if (gate.rows != up.rows || swiglu.n != gate.rows || swiglu.gate != gate.out || swiglu.up != up.out ||
-      (swiglu.out != gate.out && swiglu.out != up.out)) {
+  if (gate.rows != up.rows || swiglu.n != gate.rows || swiglu.gate != gate.out ||
+      swiglu.up != up.out || (swiglu.out != gate.out && swiglu.out != up.out)) {
     return false;
   }
-  out = GemvSwiGLUCall{g.x, g.cols, g.dtype, gate.w, up.w, gate.rows, gate.out, up.out, swiglu.out == gate.out};
+  out = GemvSwiGLUCall{
+      g.x, g.cols, g.dtype, gate.w, up.w, gate.rows, gate.out, up.out, swiglu.out == gate.out};
   return true;
 }
 
@@ -83,8 +86,9 @@ bool fuse(const AddCall& add, const RmsNormCall& norm, AddRmsNormCall& out) {
   if (norm.x != add.out || norm.rows * norm.dim != add.n) return false;
   const Range sum = floats(add.out, add.n);
   const Range normed = floats(norm.out, add.n);
-  const bool out_ok = norm.out == add.out || (!overlap(normed, floats(add.a, add.n)) &&
-                                              !overlap(normed, floats(add.b, add.n)) && !overlap(normed, sum));
+  const bool out_ok =
+      norm.out == add.out || (!overlap(normed, floats(add.a, add.n)) &&
+                              !overlap(normed, floats(add.b, add.n)) && !overlap(normed, sum));
   if (!out_ok || overlap(floats(norm.weight, norm.dim), sum)) return false;
   out = AddRmsNormCall{add.a, add.b, add.out, norm.weight, norm.eps, norm.rows, norm.dim, norm.out};
   return true;

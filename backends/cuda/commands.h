@@ -128,7 +128,7 @@ struct AttentionCall {
   bool operator==(const AttentionCall&) const = default;
 };
 
-using Command = std::variant<EmbeddingCall, GemvCall, GemvSwiGLUCall, GemmCall, RmsNormCall, AddRmsNormCall,
-                             RopeCall, SwiGLUCall, AddCall, AttentionCall>;
+using Command = std::variant<EmbeddingCall, GemvCall, GemvSwiGLUCall, GemmCall, RmsNormCall,
+                             AddRmsNormCall, RopeCall, SwiGLUCall, AddCall, AttentionCall>;
 
 }  // namespace duet::cuda

@@ -11,22 +11,23 @@ Support CudaAttention::check(const KVCacheSpec& kv) const {
   Support s = CudaKVCache::check(kv);
   if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
     s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
-                        std::to_string(kv.head_dim) + " but attention needs " + std::to_string(spec_.n_kv_heads) +
-                        " heads of " + std::to_string(spec_.head_dim));
+                        std::to_string(kv.head_dim) + " but attention needs " +
+                        std::to_string(spec_.n_kv_heads) + " heads of " +
+                        std::to_string(spec_.head_dim));
   }
   if (spec_.n_kv_heads <= 0 || spec_.n_heads % spec_.n_kv_heads != 0) {
-    s.reasons.push_back("query heads " + std::to_string(spec_.n_heads) + " are not a multiple of KV heads " +
-                        std::to_string(spec_.n_kv_heads));
+    s.reasons.push_back("query heads " + std::to_string(spec_.n_heads) +
+                        " are not a multiple of KV heads " + std::to_string(spec_.n_kv_heads));
   }
   if (spec_.head_dim > kMaxAttentionHeadDim) {
-    s.reasons.push_back("head dimension " + std::to_string(spec_.head_dim) + " exceeds the cuda attention's " +
-                        std::to_string(kMaxAttentionHeadDim));
+    s.reasons.push_back("head dimension " + std::to_string(spec_.head_dim) +
+                        " exceeds the cuda attention's " + std::to_string(kMaxAttentionHeadDim));
   }
   return s;
 }
 
-void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q, const TensorView& k,
-                            const TensorView& v, KVCache& kv, TensorView out) {
+void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q,
+                            const TensorView& k, const TensorView& v, KVCache& kv, TensorView out) {
   const StepMetadataView meta = pass_.metadata(step);
   const KVLayerView cache = kv.layer(layer);
   require_slot_rows(cache, "attention of backend 'cuda'");
@@ -36,12 +37,18 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
   // vector loads need 16-byte aligned rows.
   bool decode = fuse_ && step.n_prefill_tokens == 0;
   for (const SequenceStep& s : step.sequences) decode = decode && s.n_tokens == 1;
-  decode = decode && reinterpret_cast<uintptr_t>(k.data) % 16 == 0 && reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
+  decode = decode && reinterpret_cast<uintptr_t>(k.data) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
 
   AttentionCall call;
   if (!decode) {
-    call.store = KvStoreArgs{k.as<const float>(), v.as<const float>(), k_cache, v_cache, meta.row_slot,
-                             step.n_tokens, spec_.n_kv_heads * spec_.head_dim};
+    call.store = KvStoreArgs{k.as<const float>(),
+                             v.as<const float>(),
+                             k_cache,
+                             v_cache,
+                             meta.row_slot,
+                             step.n_tokens,
+                             spec_.n_kv_heads * spec_.head_dim};
   }
   AttentionArgs& a = call.attend;
   a.q = q.as<const float>();

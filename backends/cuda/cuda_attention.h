@@ -14,7 +14,8 @@ namespace duet::cuda {
 
 class CudaAttention final : public Attention {
  public:
-  CudaAttention(const AttentionSpec& spec, ForwardPass& pass, bool fuse) : spec_(spec), pass_(pass), fuse_(fuse) {}
+  CudaAttention(const AttentionSpec& spec, ForwardPass& pass, bool fuse)
+      : spec_(spec), pass_(pass), fuse_(fuse) {}
 
   // Accepts what CudaKVCache stores, with matching heads, n_heads a
   // multiple of n_kv_heads and head_dim <= kMaxAttentionHeadDim.

@@ -20,21 +20,26 @@ CudaBackend::~CudaBackend() {
   device_.set_before_transfer(nullptr);
   if (options_.graph_stats) {
     const PassCounts& c = pass_.counts();
-    std::fprintf(stderr, "cuda: %lld forward passes ran eagerly, %lld were captured, %lld replayed a graph\n",
-                 static_cast<long long>(c.eager), static_cast<long long>(c.captured),
-                 static_cast<long long>(c.replayed));
+    std::fprintf(
+        stderr,
+        "cuda: %lld forward passes ran eagerly, %lld were captured, %lld replayed a graph\n",
+        static_cast<long long>(c.eager), static_cast<long long>(c.captured),
+        static_cast<long long>(c.replayed));
   }
 }
 
-std::unique_ptr<Attention> CudaBackend::create_attention(const std::string& impl, const AttentionSpec& spec) {
+std::unique_ptr<Attention> CudaBackend::create_attention(const std::string& impl,
+                                                         const AttentionSpec& spec) {
   if (impl != "online_softmax") {
-    throw Error(ErrorKind::kConfig,
-                "backend 'cuda' provides no attention implementation named '" + impl + "'; available: 'online_softmax'");
+    throw Error(ErrorKind::kConfig, "backend 'cuda' provides no attention implementation named '" +
+                                        impl + "'; available: 'online_softmax'");
   }
   return std::make_unique<CudaAttention>(spec, pass_, options_.fuse);
 }
 
-Support CudaBackend::check_kv_cache(const KVCacheSpec& spec) const { return CudaKVCache::check(spec); }
+Support CudaBackend::check_kv_cache(const KVCacheSpec& spec) const {
+  return CudaKVCache::check(spec);
+}
 
 std::unique_ptr<KVCache> CudaBackend::create_kv_cache(const KVCacheSpec& spec) {
   Support s = CudaKVCache::check(spec);

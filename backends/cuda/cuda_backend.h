@@ -26,7 +26,8 @@ class CudaBackend final : public Backend {
   Ops& ops() override { return ops_; }
 
   std::vector<std::string> attention_impls() const override { return {"online_softmax"}; }
-  std::unique_ptr<Attention> create_attention(const std::string& impl, const AttentionSpec& spec) override;
+  std::unique_ptr<Attention> create_attention(const std::string& impl,
+                                              const AttentionSpec& spec) override;
   std::vector<std::string> kv_cache_impls() const override { return {"contiguous"}; }
   Support check_kv_cache(const KVCacheSpec& spec) const override;
   std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) override;

@@ -57,11 +57,12 @@ std::unique_ptr<Buffer> CudaDevice::allocate(uint64_t bytes) {
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     const MemoryInfo m = memory();
-    throw Error(ErrorKind::kOutOfMemory, "CUDA device " + std::to_string(index_) + " (" + product_ +
-                                             ") cannot allocate " + mib(bytes) + " MiB: " + mib(m.free_bytes) +
-                                             " MiB free of " + mib(m.total_bytes) +
-                                             " MiB; lower components.kv_cache.capacity_tokens or use a "
-                                             "smaller model");
+    throw Error(ErrorKind::kOutOfMemory,
+                "CUDA device " + std::to_string(index_) + " (" + product_ + ") cannot allocate " +
+                    mib(bytes) + " MiB: " + mib(m.free_bytes) + " MiB free of " +
+                    mib(m.total_bytes) +
+                    " MiB; lower components.kv_cache.capacity_tokens or use a "
+                    "smaller model");
   }
   check_cuda(status, "allocating device memory");
   return std::make_unique<CudaBuffer>(p, bytes);
@@ -81,7 +82,8 @@ void CudaDevice::copy_to_host(void* host_dst, const void* device_src, uint64_t b
 
 void CudaDevice::copy_on_device(void* dst, const void* src, uint64_t bytes) {
   before_transfer();
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copying on the device");
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+             "copying on the device");
 }
 
 void CudaDevice::synchronize() {

@@ -16,15 +16,18 @@ CudaKVCache::CudaKVCache(const KVCacheSpec& spec, CudaDevice& device)
       device_(device),
       layer_bytes_(static_cast<uint64_t>(spec.capacity_tokens) * slot_bytes()) {
   storage_ = device.allocate(memory_bytes());
-  check_cuda(cudaMemsetAsync(storage_->data(), 0, storage_->size(), device.stream()), "clearing the KV cache");
+  check_cuda(cudaMemsetAsync(storage_->data(), 0, storage_->size(), device.stream()),
+             "clearing the KV cache");
 }
 
 uint64_t CudaKVCache::slot_bytes() const {
-  return static_cast<uint64_t>(spec_.n_kv_heads) * static_cast<uint64_t>(spec_.head_dim) * sizeof(float);
+  return static_cast<uint64_t>(spec_.n_kv_heads) * static_cast<uint64_t>(spec_.head_dim) *
+         sizeof(float);
 }
 
 KVLayerView CudaKVCache::layer(int32_t layer) {
-  auto* base = static_cast<uint8_t*>(storage_->data()) + 2 * layer_bytes_ * static_cast<uint64_t>(layer);
+  auto* base =
+      static_cast<uint8_t*>(storage_->data()) + 2 * layer_bytes_ * static_cast<uint64_t>(layer);
   return KVLayerView{base, base + layer_bytes_, slot_bytes()};
 }
 

@@ -25,7 +25,9 @@ class CudaKVCache final : public KVCache {
   CudaKVCache(const KVCacheSpec& spec, CudaDevice& device);
 
   const KVCacheSpec& spec() const override { return spec_; }
-  uint64_t memory_bytes() const override { return 2 * layer_bytes_ * static_cast<uint64_t>(spec_.n_layers); }
+  uint64_t memory_bytes() const override {
+    return 2 * layer_bytes_ * static_cast<uint64_t>(spec_.n_layers);
+  }
   KVLayerView layer(int32_t layer) override;
   void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) override;
   void export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) override;
@@ -36,7 +38,7 @@ class CudaKVCache final : public KVCache {
 
   KVCacheSpec spec_;
   CudaDevice& device_;
-  uint64_t layer_bytes_;             // bytes of K (or V) of one layer
+  uint64_t layer_bytes_;  // bytes of K (or V) of one layer
   std::unique_ptr<Buffer> storage_;
 };
 

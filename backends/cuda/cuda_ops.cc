@@ -6,7 +6,8 @@ namespace duet::cuda {
 namespace {
 
 bool is_weight_type(DType t) {
-  for (DType w : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+  for (DType w :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
     if (w == t) return true;
   }
   return false;
@@ -20,17 +21,18 @@ Support CudaOps::supports(const OpDesc& desc) const {
   const bool has_weight = desc.kind == OpKind::kEmbedding || desc.kind == OpKind::kMatmul;
   if (has_weight) {
     if (is_weight_type(desc.weight_dtype)) return Support::yes();
-    return Support::no(std::string("the cuda backend has no ") + op_kind_name(desc.kind) + " for weight dtype " +
-                       type_name(desc.weight_dtype) + "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
+    return Support::no(std::string("the cuda backend has no ") + op_kind_name(desc.kind) +
+                       " for weight dtype " + type_name(desc.weight_dtype) +
+                       "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
   }
   if (desc.weight_dtype == DType::kF32) return Support::yes();
-  return Support::no(std::string("the cuda backend runs ") + op_kind_name(desc.kind) + " on f32 only, not " +
-                     type_name(desc.weight_dtype));
+  return Support::no(std::string("the cuda backend runs ") + op_kind_name(desc.kind) +
+                     " on f32 only, not " + type_name(desc.weight_dtype));
 }
 
 void CudaOps::embedding(const TensorView& table, const TensorView& ids, TensorView out) {
-  pass_.submit(EmbeddingCall{table.data, table.dtype, table.shape[1], ids.as<const int32_t>(), ids.shape[0],
-                             out.as<float>()});
+  pass_.submit(EmbeddingCall{table.data, table.dtype, table.shape[1], ids.as<const int32_t>(),
+                             ids.shape[0], out.as<float>()});
 }
 
 void CudaOps::matmul(const TensorView& x, const TensorView& w, TensorView out) {
@@ -47,8 +49,8 @@ void CudaOps::matmul(const TensorView& x, const TensorView& w, TensorView out) {
 }
 
 void CudaOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) {
-  pass_.submit(RmsNormCall{x.as<const float>(), weight.as<const float>(), eps, x.shape.rows(), x.shape.innermost(),
-                           out.as<float>()});
+  pass_.submit(RmsNormCall{x.as<const float>(), weight.as<const float>(), eps, x.shape.rows(),
+                           x.shape.innermost(), out.as<float>()});
 }
 
 void CudaOps::rope(TensorView x, const TensorView& positions, const RopeParams& params) {
@@ -63,7 +65,8 @@ void CudaOps::rope(TensorView x, const TensorView& positions, const RopeParams& 
 }
 
 void CudaOps::swiglu(const TensorView& gate, const TensorView& up, TensorView out) {
-  pass_.submit(SwiGLUCall{gate.as<const float>(), up.as<const float>(), gate.elements(), out.as<float>()});
+  pass_.submit(
+      SwiGLUCall{gate.as<const float>(), up.as<const float>(), gate.elements(), out.as<float>()});
 }
 
 void CudaOps::add(const TensorView& a, const TensorView& b, TensorView out) {

@@ -47,9 +47,10 @@ void register_cuda(duet::PluginRegistrar& registrar) {
         if (count == 0) throw duet::Error(duet::ErrorKind::kPlugin, "backend 'cuda': " + why);
         if (o.device >= count) {
           throw duet::Error(duet::ErrorKind::kConfig,
-                            options.path() + ".device: " + std::to_string(o.device) + " but this machine has " +
-                                std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") +
-                                "; expected 0.." + std::to_string(count - 1));
+                            options.path() + ".device: " + std::to_string(o.device) +
+                                " but this machine has " + std::to_string(count) + " CUDA device" +
+                                (count == 1 ? "" : "s") + "; expected 0.." +
+                                std::to_string(count - 1));
         }
         // Opened here, not at load (see cublas_library.h): a missing cuBLAS
         // fails the pipeline's build, not its first prefill.

@@ -80,8 +80,8 @@ StepMetadataView ForwardPass::metadata(const StepBatch& step) {
     uploaded_ = in_pass_ ? &step : nullptr;
   }
   auto* base = static_cast<const int32_t*>(metadata_->data());
-  return StepMetadataView{base + layout_.row_position(), base + layout_.row_slot(), base + layout_.row_table(),
-                          base + layout_.block_tables()};
+  return StepMetadataView{base + layout_.row_position(), base + layout_.row_slot(),
+                          base + layout_.row_table(), base + layout_.block_tables()};
 }
 
 void ForwardPass::upload(const StepBatch& step) {
@@ -95,15 +95,17 @@ void ForwardPass::upload(const StepBatch& step) {
       check_cuda(cudaFreeHost(staging_), "freeing pinned memory");
       staging_ = nullptr;
     }
-    check_cuda(cudaMallocHost(reinterpret_cast<void**>(&staging_), bytes), "allocating pinned memory");
+    check_cuda(cudaMallocHost(reinterpret_cast<void**>(&staging_), bytes),
+               "allocating pinned memory");
     layout_ = layout;
   }
   // The copy queued for the previous step may not have read staging_ yet.
   check_cuda(cudaEventSynchronize(staged_), "waiting for the last metadata copy");
   pack_step(step, layout_, staging_);
   const uint64_t used = static_cast<uint64_t>(used_elements(step, layout_)) * sizeof(int32_t);
-  check_cuda(cudaMemcpyAsync(metadata_->data(), staging_, used, cudaMemcpyHostToDevice, device_.stream()),
-             "copying step metadata to the device");
+  check_cuda(
+      cudaMemcpyAsync(metadata_->data(), staging_, used, cudaMemcpyHostToDevice, device_.stream()),
+      "copying step metadata to the device");
   check_cuda(cudaEventRecord(staged_, device_.stream()), "recording an event");
 }
 
@@ -121,7 +123,8 @@ void ForwardPass::capture(const std::vector<Command>& commands) {
   cudaStream_t stream = device_.stream();
   // Thread-local mode: only this thread's CUDA calls are checked for
   // capture safety, so another thread's unrelated work cannot break it.
-  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "starting a graph capture");
+  check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+             "starting a graph capture");
   cudaGraph_t graph = nullptr;
   try {
     for (const Command& c : fused) launcher_.run(c);

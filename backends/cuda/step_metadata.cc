@@ -36,7 +36,8 @@ void pack_step(const StepBatch& step, const StepLayout& layout, int32_t* out) {
   std::copy_n(step.slot_mapping.begin(), n, out + layout.row_slot());
   int32_t offset = 0;
   for (const SequenceStep& s : step.sequences) {
-    for (int32_t i = s.first_token; i < s.first_token + s.n_tokens; ++i) out[layout.row_table() + i] = offset;
+    for (int32_t i = s.first_token; i < s.first_token + s.n_tokens; ++i)
+      out[layout.row_table() + i] = offset;
     std::copy(s.block_table.begin(), s.block_table.end(), out + layout.block_tables() + offset);
     offset += static_cast<int32_t>(s.block_table.size());
   }

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-
 namespace duet::onednn {
 
 Support OnednnKVCache::check(const KVCacheSpec& spec) {
@@ -40,8 +39,7 @@ void OnednnKVCache::read_slot(const uint8_t* base, TilePart part, int64_t slot,
     std::memcpy(row, base + static_cast<uint64_t>(slot) * bytes, bytes);
     return;
   }
-  get_tile_row(part,
-               base + tile_offset(slot, static_cast<int64_t>(bytes)), tile_lane(slot),
+  get_tile_row(part, base + tile_offset(slot, static_cast<int64_t>(bytes)), tile_lane(slot),
                spec_.n_kv_heads, spec_.head_dim, row);
 }
 

@@ -71,7 +71,7 @@ class Matmul {
   int64_t min_gemm_rows_;
   int terms_;
   const VectorKernels& kernels_;
-  std::vector<Q8Activations> xq_;           // one per activation row
+  std::vector<Q8Activations> xq_;  // one per activation row
   // A copy of the activations xq_ holds (empty when none), compared whole
   // with the next input, so that new values at the same address are never
   // mistaken for them.

@@ -80,8 +80,7 @@ void OnednnOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps
       double sum_sq = 0.0;
       for (; c < d; ++c) sum_sq += double{xi[c]} * xi[c];
       for (double l : lanes) sum_sq += l;
-      const auto scale =
-          static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
+      const auto scale = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(d) + eps));
       for (c = 0; c < d; ++c) oi[c] = xi[c] * scale * w[c];
     }
   });

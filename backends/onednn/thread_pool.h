@@ -87,7 +87,8 @@ class ThreadPool {
       for (int64_t b = 0; b < n; b += chunk) fn(b, std::min(n, b + chunk), 0);
       return;
     }
-    for (int64_t t = 0; t < parts; ++t) ranges_[static_cast<size_t>(t)].store(share(n, grain, parts, t));
+    for (int64_t t = 0; t < parts; ++t)
+      ranges_[static_cast<size_t>(t)].store(share(n, grain, parts, t));
     run([&](int t) {
       for (int64_t i = 0; i < parts; ++i) {
         Range& r = ranges_[static_cast<size_t>((t + i) % parts)];

@@ -14,18 +14,20 @@ Support ReferenceAttention::check(const KVCacheSpec& kv) const {
   Support s = ReferenceKVCache::check(kv);
   if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
     s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
-                        std::to_string(kv.head_dim) + " but attention needs " + std::to_string(spec_.n_kv_heads) +
-                        " heads of " + std::to_string(spec_.head_dim));
+                        std::to_string(kv.head_dim) + " but attention needs " +
+                        std::to_string(spec_.n_kv_heads) + " heads of " +
+                        std::to_string(spec_.head_dim));
   }
   if (spec_.n_kv_heads <= 0 || spec_.n_heads % spec_.n_kv_heads != 0) {
-    s.reasons.push_back("query heads " + std::to_string(spec_.n_heads) + " are not a multiple of KV heads " +
-                        std::to_string(spec_.n_kv_heads));
+    s.reasons.push_back("query heads " + std::to_string(spec_.n_heads) +
+                        " are not a multiple of KV heads " + std::to_string(spec_.n_kv_heads));
   }
   return s;
 }
 
 void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q,
-                                 const TensorView& k, const TensorView& v, KVCache& kv, TensorView out) {
+                                 const TensorView& k, const TensorView& v, KVCache& kv,
+                                 TensorView out) {
   const int64_t hd = spec_.head_dim;
   const int64_t kv_row = spec_.n_kv_heads * hd;  // elements per cache slot
   const int64_t q_row = spec_.n_heads * hd;

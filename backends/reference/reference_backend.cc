@@ -9,8 +9,9 @@ namespace duet::reference {
 std::unique_ptr<Attention> ReferenceBackend::create_attention(const std::string& impl,
                                                               const AttentionSpec& spec) {
   if (impl != "naive") {
-    throw Error(ErrorKind::kConfig, "backend 'reference' provides no attention implementation named '" +
-                                        impl + "'; available: 'naive'");
+    throw Error(ErrorKind::kConfig,
+                "backend 'reference' provides no attention implementation named '" + impl +
+                    "'; available: 'naive'");
   }
   return std::make_unique<ReferenceAttention>(spec);
 }

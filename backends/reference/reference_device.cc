@@ -52,7 +52,8 @@ std::unique_ptr<Buffer> ReferenceDevice::allocate(uint64_t bytes) {
   // zero bytes, so an empty buffer still has a unique valid pointer.
   const MemoryInfo m = memory();
   const bool too_big = m.free_bytes != 0 && bytes > m.free_bytes;
-  void* p = too_big ? nullptr : ::operator new(static_cast<size_t>(bytes), kAlignment, std::nothrow);
+  void* p =
+      too_big ? nullptr : ::operator new(static_cast<size_t>(bytes), kAlignment, std::nothrow);
   if (p == nullptr) {
     throw Error(
         ErrorKind::kOutOfMemory,

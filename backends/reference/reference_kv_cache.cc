@@ -22,7 +22,8 @@ uint64_t ReferenceKVCache::slot_bytes() const {
 }
 
 KVLayerView ReferenceKVCache::layer(int32_t layer) {
-  auto* base = static_cast<uint8_t*>(storage_->data()) + 2 * layer_bytes_ * static_cast<uint64_t>(layer);
+  auto* base =
+      static_cast<uint8_t*>(storage_->data()) + 2 * layer_bytes_ * static_cast<uint64_t>(layer);
   return KVLayerView{base, base + layer_bytes_, slot_bytes()};
 }
 
@@ -34,7 +35,8 @@ void ReferenceKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t
     for (void* base : {v.k, v.v}) {
       auto* p = static_cast<uint8_t*>(base);
       std::memcpy(p + static_cast<uint64_t>(dst_block) * block_bytes,
-                  p + static_cast<uint64_t>(src_block) * block_bytes, static_cast<uint64_t>(n) * block_bytes);
+                  p + static_cast<uint64_t>(src_block) * block_bytes,
+                  static_cast<uint64_t>(n) * block_bytes);
     }
   }
 }

@@ -43,7 +43,8 @@ inline std::string proc_field(std::string_view text, std::string_view key) {
     const size_t first = value.find_first_not_of(" \t");
     if (first == std::string_view::npos) return "";
     value = value.substr(first);
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\t' || value.back() == '\r')) {
+    while (!value.empty() &&
+           (value.back() == ' ' || value.back() == '\t' || value.back() == '\r')) {
       value.remove_suffix(1);
     }
     return std::string(value);
@@ -68,7 +69,9 @@ inline std::vector<std::string> cpu_features_from(std::string_view cpuinfo) {
   return found;
 }
 
-inline std::vector<std::string> cpu_features() { return cpu_features_from(read_text_file("/proc/cpuinfo")); }
+inline std::vector<std::string> cpu_features() {
+  return cpu_features_from(read_text_file("/proc/cpuinfo"));
+}
 
 inline std::string cpu_model_name() {
   std::string name = proc_field(read_text_file("/proc/cpuinfo"), "model name");

@@ -32,8 +32,8 @@ bool parse_command_line(const std::string& command, const std::string& synopsis,
   }
   for (const auto& name : positional_names) {
     if (!vm.count(name)) {
-      throw Error(ErrorKind::kUsage, "duet " + command + ": missing argument " + name +
-                                         "; usage: " + synopsis);
+      throw Error(ErrorKind::kUsage,
+                  "duet " + command + ": missing argument " + name + "; usage: " + synopsis);
     }
   }
   return true;

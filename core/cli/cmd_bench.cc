@@ -58,23 +58,25 @@ int64_t parse_count(const std::string& flag, const std::string& text, int64_t mi
     usage_error(flag + ": '" + text + "' is not " + what);
   }
   if (ec == std::errc::result_out_of_range || v > kMaxTokens) {
-    usage_error(flag + ": '" + text + "' is too large (at most " + std::to_string(kMaxTokens) + ")");
+    usage_error(flag + ": '" + text + "' is too large (at most " + std::to_string(kMaxTokens) +
+                ")");
   }
   if (v < min) usage_error(flag + ": '" + text + "' is not " + what);
   return v;
 }
 
 // Comma-separated counts from every occurrence of a flag, in order.
-std::vector<int64_t> parse_counts(const po::variables_map& vm, const std::string& name, const std::string& flag,
-                                  int64_t fallback, int64_t min) {
+std::vector<int64_t> parse_counts(const po::variables_map& vm, const std::string& name,
+                                  const std::string& flag, int64_t fallback, int64_t min) {
   if (!vm.count(name)) return {fallback};
   std::vector<int64_t> out;
   for (const auto& arg : vm[name].as<std::vector<std::string>>()) {
     size_t start = 0;
     while (true) {
       const size_t comma = arg.find(',', start);
-      out.push_back(parse_count(flag, arg.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
-                                min));
+      out.push_back(parse_count(
+          flag, arg.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
+          min));
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
@@ -83,17 +85,17 @@ std::vector<int64_t> parse_counts(const po::variables_map& vm, const std::string
 }
 
 struct TestSpec {
-  std::string name;   // pp512, tg128, tg128@d2048
-  std::string kind;   // "pp" or "tg"
-  int64_t tokens = 0; // prompt tokens (pp) or generated tokens (tg)
-  int64_t depth = 0;  // tokens cached before a tg test's timed steps
+  std::string name;    // pp512, tg128, tg128@d2048
+  std::string kind;    // "pp" or "tg"
+  int64_t tokens = 0;  // prompt tokens (pp) or generated tokens (tg)
+  int64_t depth = 0;   // tokens cached before a tg test's timed steps
   // KV-cache positions the test fills.
   int64_t cache_tokens() const { return kind == "pp" ? tokens : 1 + depth + tokens; }
 };
 
 struct TestResult {
   TestSpec spec;
-  std::vector<double> tokens_per_second;  // one per repetition
+  std::vector<double> tokens_per_second;    // one per repetition
   std::vector<double> first_token_seconds;  // pp tests: prefill + first sample
   BenchSummary tps;
   BenchSummary ttft;
@@ -183,7 +185,8 @@ void forward_all(Session& session, int64_t chunk) {
 
 // One pp run: tokens/s of the prompt's forward passes and the time to the
 // first token.
-void run_pp(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t chunk, double& tps, double& ttft) {
+void run_pp(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t chunk, double& tps,
+            double& ttft) {
   NullSink sink;
   auto session = p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(n)), sink);
   const auto start = Clock::now();
@@ -195,9 +198,11 @@ void run_pp(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t chu
 }
 
 // One tg run: 1 + depth tokens prefilled untimed, then N timed decode steps.
-double run_tg(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t depth, int64_t chunk) {
+double run_tg(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t depth,
+              int64_t chunk) {
   NullSink sink;
-  auto session = p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(1 + depth)), sink);
+  auto session =
+      p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(1 + depth)), sink);
   forward_all(*session, chunk > 0 ? chunk : kDepthChunk);
   const auto start = Clock::now();
   for (int64_t i = 0; i < n; ++i) {
@@ -214,17 +219,21 @@ std::string fixed(double v, int digits) {
   return s.str();
 }
 
-std::string mib(uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1 << 20), 1) + " MiB"; }
+std::string mib(uint64_t bytes) {
+  return fixed(static_cast<double>(bytes) / (1 << 20), 1) + " MiB";
+}
 
 std::string print_table(const Context& c, const std::vector<TestResult>& results) {
-  const std::vector<std::string> header = {"test", "backend", "version", "threads", "cpu features",
-                                           "t/s median", "stddev", "min", "max", "reps", "ttft ms"};
-  const std::vector<bool> right = {false, false, false, true, false, true, true, true, true, true, true};
+  const std::vector<std::string> header = {"test",         "backend",    "version", "threads",
+                                           "cpu features", "t/s median", "stddev",  "min",
+                                           "max",          "reps",       "ttft ms"};
+  const std::vector<bool> right = {false, false, false, true, false, true,
+                                   true,  true,  true,  true, true};
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : results) {
-    rows.push_back({r.spec.name, c.backend, c.plugin_version, c.threads, features_text(c), fixed(r.tps.median, 2),
-                    fixed(r.tps.stddev, 2), fixed(r.tps.min, 2), fixed(r.tps.max, 2),
-                    std::to_string(r.tokens_per_second.size()),
+    rows.push_back({r.spec.name, c.backend, c.plugin_version, c.threads, features_text(c),
+                    fixed(r.tps.median, 2), fixed(r.tps.stddev, 2), fixed(r.tps.min, 2),
+                    fixed(r.tps.max, 2), std::to_string(r.tokens_per_second.size()),
                     r.spec.kind == "pp" ? fixed(r.ttft.median * 1000, 1) : "-"});
   }
   std::vector<size_t> width(header.size());
@@ -236,14 +245,16 @@ std::string print_table(const Context& c, const std::vector<TestResult>& results
   auto line = [&](const std::vector<std::string>& cells) {
     s << "|";
     for (size_t i = 0; i < cells.size(); ++i) {
-      s << " " << (right[i] ? std::right : std::left) << std::setw(static_cast<int>(width[i])) << cells[i] << " |";
+      s << " " << (right[i] ? std::right : std::left) << std::setw(static_cast<int>(width[i]))
+        << cells[i] << " |";
     }
     s << "\n";
   };
   line(header);
   s << "|";
   for (size_t i = 0; i < header.size(); ++i) {
-    s << " " << (right[i] ? std::string(width[i] - 1, '-') + ":" : std::string(width[i], '-')) << " |";
+    s << " " << (right[i] ? std::string(width[i] - 1, '-') + ":" : std::string(width[i], '-'))
+      << " |";
   }
   s << "\n";
   for (const auto& row : rows) line(row);
@@ -343,16 +354,18 @@ std::string print_csv(const Context& c, const std::vector<TestResult>& results) 
 
 int cmd_bench(const std::vector<std::string>& args) {
   po::options_description opts("Options");
-  opts.add_options()("help,h", "show this help")(
-      "prompt-tokens,p", po::value<std::vector<std::string>>()->composing(),
-      "pp tests: prompt lengths N[,N...] (default 512)")(
+  opts.add_options()("help,h", "show this help")("prompt-tokens,p",
+                                                 po::value<std::vector<std::string>>()->composing(),
+                                                 "pp tests: prompt lengths N[,N...] (default 512)")(
       "gen-tokens,n", po::value<std::vector<std::string>>()->composing(),
       "tg tests: generated tokens N[,N...] (default 128)")(
       "repetitions,r", po::value<std::string>(), "timed runs of each test (default 5)")(
-      "warmup", po::value<std::string>(), "untimed runs before each test's repetitions (default 1)")(
+      "warmup", po::value<std::string>(),
+      "untimed runs before each test's repetitions (default 1)")(
       "depth,d", po::value<std::vector<std::string>>()->composing(),
       "tokens already in the KV cache before a tg test's timed steps, D[,D...] (default 0)")(
-      "tests", po::value<std::string>(), "which kinds of test to run: pp, tg or pp,tg (default pp,tg)")(
+      "tests", po::value<std::string>(),
+      "which kinds of test to run: pp, tg or pp,tg (default pp,tg)")(
       "interleave",
       "run the tests in rounds, each test once per round, instead of one test's runs after "
       "another's: ratios between tests (depths, prompt lengths) then see the same machine")(
@@ -365,8 +378,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   const auto tg_sizes = parse_counts(vm, "gen-tokens", "--gen-tokens", 128, 1);
   const auto depths = parse_counts(vm, "depth", "--depth", 0, 0);
   const int64_t repetitions =
-      vm.count("repetitions") ? parse_count("--repetitions", vm["repetitions"].as<std::string>(), 1) : 5;
-  const int64_t warmup = vm.count("warmup") ? parse_count("--warmup", vm["warmup"].as<std::string>(), 0) : 1;
+      vm.count("repetitions") ? parse_count("--repetitions", vm["repetitions"].as<std::string>(), 1)
+                              : 5;
+  const int64_t warmup =
+      vm.count("warmup") ? parse_count("--warmup", vm["warmup"].as<std::string>(), 0) : 1;
   const std::string output = vm.count("output") ? vm["output"].as<std::string>() : "table";
   if (output != "table" && output != "json" && output != "csv") {
     usage_error("--output: '" + output + "' is not one of table, json, csv");
@@ -390,7 +405,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (want_tg) {
     for (int64_t d : depths) {
       for (int64_t n : tg_sizes) {
-        specs.push_back({"tg" + std::to_string(n) + (d ? "@d" + std::to_string(d) : ""), "tg", n, d});
+        specs.push_back(
+            {"tg" + std::to_string(n) + (d ? "@d" + std::to_string(d) : ""), "tg", n, d});
       }
     }
   }
@@ -408,7 +424,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     const int64_t block = config.kv_cache.block_tokens;
     if (block > 0) needed = (needed + block - 1) / block * block;
     throw Error(ErrorKind::kConfig,
-                "duet bench: " + largest->name + " needs " + std::to_string(largest->cache_tokens()) +
+                "duet bench: " + largest->name + " needs " +
+                    std::to_string(largest->cache_tokens()) +
                     " KV-cache tokens but components.kv_cache.capacity_tokens is " +
                     std::to_string(config.kv_cache.capacity_tokens) +
                     "; add --set components.kv_cache.capacity_tokens=" + std::to_string(needed));

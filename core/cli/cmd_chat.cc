@@ -18,7 +18,8 @@
 namespace duet::cli {
 namespace {
 
-constexpr const char* kHelp = "/reset starts a new conversation, /exit (or the end of input) ends the chat";
+constexpr const char* kHelp =
+    "/reset starts a new conversation, /exit (or the end of input) ends the chat";
 
 class StdoutSink final : public TextSink {
  public:
@@ -47,10 +48,11 @@ bool read_message(bool interactive, std::string& message) {
 
 std::string turn_stats(const RunResult& r, const Conversation& c) {
   std::ostringstream s;
-  s << std::fixed << std::setprecision(1) << "[turn " << c.turns() << ": prefill " << r.stats.prompt_tokens
-    << " tokens, time to first token " << r.stats.first_token_seconds * 1000 << " ms, generated "
-    << r.stats.generated_tokens << " tokens at " << r.stats.decode_tokens_per_second() << " tok/s; cache "
-    << c.cached_tokens() << "/" << c.capacity_tokens() << " tokens]";
+  s << std::fixed << std::setprecision(1) << "[turn " << c.turns() << ": prefill "
+    << r.stats.prompt_tokens << " tokens, time to first token "
+    << r.stats.first_token_seconds * 1000 << " ms, generated " << r.stats.generated_tokens
+    << " tokens at " << r.stats.decode_tokens_per_second() << " tok/s; cache " << c.cached_tokens()
+    << "/" << c.capacity_tokens() << " tokens]";
   return s.str();
 }
 
@@ -66,11 +68,13 @@ int cmd_chat(const std::vector<std::string>& args) {
   po::options_description opts("Options");
   opts.add_options()("help,h", "show this help")("system", po::value<std::string>(),
                                                  "system message for the chat template")(
-      "stats", "after each answer, print its token counts, time to first token and speed on stderr");
+      "stats",
+      "after each answer, print its token counts, time to first token and speed on stderr");
   add_pipeline_options(opts);
   po::variables_map vm;
-  if (!parse_command_line("chat", "duet chat PIPELINE.yaml [--system TEXT] [--stats] [--set key.path=value]...",
-                          opts, {"pipeline"}, args, vm)) {
+  if (!parse_command_line(
+          "chat", "duet chat PIPELINE.yaml [--system TEXT] [--stats] [--set key.path=value]...",
+          opts, {"pipeline"}, args, vm)) {
     return 0;
   }
   std::vector<std::string> extra{"model.chat=true"};
@@ -98,7 +102,8 @@ int cmd_chat(const std::vector<std::string>& args) {
       std::cerr << "[new conversation]\n";
       continue;
     }
-    if (message == "/help" || (message.size() > 1 && message[0] == '/' && message.find(' ') == std::string::npos)) {
+    if (message == "/help" ||
+        (message.size() > 1 && message[0] == '/' && message.find(' ') == std::string::npos)) {
       std::cerr << "[" << kHelp << "]\n";
       continue;
     }

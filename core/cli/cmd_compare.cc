@@ -33,7 +33,8 @@ class WorkDir {
   WorkDir() {
     std::string pattern = (fs::temp_directory_path() / "duet-compare-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
-      throw Error(ErrorKind::kInternal, "cannot create a temporary folder in " + fs::temp_directory_path().string());
+      throw Error(ErrorKind::kInternal,
+                  "cannot create a temporary folder in " + fs::temp_directory_path().string());
     }
     path_ = pattern;
   }
@@ -75,15 +76,18 @@ std::string report_python() {
 void write_report(const fs::path& dir, const Experiment& e, const CompareResult& r) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw Error(ErrorKind::kUsage, "--report " + dir.string() + ": cannot create the folder: " + ec.message());
+  if (ec)
+    throw Error(ErrorKind::kUsage,
+                "--report " + dir.string() + ": cannot create the folder: " + ec.message());
   write_file(dir / "compare.json", compare_json(e, r) + "\n");
   write_file(dir / "compare.csv", compare_csv(e, r));
   const ChildResult c = run_child({report_python(), report_script(), dir.string()});
   if (!c.ok()) {
-    throw Error(ErrorKind::kUsage, "--report " + dir.string() + ": the charts could not be drawn (" + c.reason() +
-                                       "); compare.json and compare.csv are there. Install the report's Python "
-                                       "packages with `bash scripts/python-env.sh` or point DUET_PYTHON at a "
-                                       "Python with matplotlib");
+    throw Error(ErrorKind::kUsage,
+                "--report " + dir.string() + ": the charts could not be drawn (" + c.reason() +
+                    "); compare.json and compare.csv are there. Install the report's Python "
+                    "packages with `bash scripts/python-env.sh` or point DUET_PYTHON at a "
+                    "Python with matplotlib");
   }
   std::cerr << "compare: report in " << (dir / "report.html").string() << "\n";
 }
@@ -92,15 +96,17 @@ void write_report(const fs::path& dir, const Experiment& e, const CompareResult&
 
 int cmd_compare(const std::vector<std::string>& args) {
   po::options_description opts("Options");
-  opts.add_options()("help,h", "show this help")("output,o", po::value<std::string>()->default_value("table"),
-                                                 "table, json or csv on stdout")(
+  opts.add_options()("help,h", "show this help")(
+      "output,o", po::value<std::string>()->default_value("table"), "table, json or csv on stdout")(
       "report", po::value<std::string>(),
-      "also write DIR/compare.json, DIR/compare.csv and DIR/report.html (charts; needs matplotlib)");
+      "also write DIR/compare.json, DIR/compare.csv and DIR/report.html (charts; needs "
+      "matplotlib)");
   opts.add_options()("set,s", po::value<std::vector<std::string>>()->composing(),
                      "override an experiment key: --set key.path=value (repeatable)");
   po::variables_map vm;
   if (!parse_command_line("compare",
-                          "duet compare EXPERIMENT.yaml [-o table|json|csv] [--report DIR] [--set key.path=value]...",
+                          "duet compare EXPERIMENT.yaml [-o table|json|csv] [--report DIR] [--set "
+                          "key.path=value]...",
                           opts, {"experiment"}, args, vm)) {
     return 0;
   }

@@ -14,17 +14,18 @@ int cmd_inspect(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("tensors,t", "also list every tensor")(
       "chat-template", "print only the model's chat template (tokenizer.chat_template), as stored");
   po::variables_map vm;
-  if (!parse_command_line("inspect", "duet inspect MODEL.gguf [--tensors | --chat-template]", opts, {"model"},
-                          args, vm)) {
+  if (!parse_command_line("inspect", "duet inspect MODEL.gguf [--tensors | --chat-template]", opts,
+                          {"model"}, args, vm)) {
     return 0;
   }
   GgufFile file = GgufFile::open(vm["model"].as<std::string>());
   if (vm.count("chat-template")) {
     std::optional<std::string_view> text = file.find_string("tokenizer.chat_template");
     if (!text) {
-      throw Error(ErrorKind::kModelFile, file.path().string() +
-                                             ": the model has no chat template (no tokenizer.chat_template "
-                                             "string); a pipeline can name one with model.chat_template");
+      throw Error(ErrorKind::kModelFile,
+                  file.path().string() +
+                      ": the model has no chat template (no tokenizer.chat_template "
+                      "string); a pipeline can name one with model.chat_template");
     }
     std::cout << *text;
     if (!text->empty() && text->back() != '\n') std::cout << "\n";

@@ -26,7 +26,8 @@ std::string read_text(const std::string& path) {
   std::error_code ec;
   std::ifstream in(path, std::ios::binary);
   if (!std::filesystem::is_regular_file(path, ec) || !in) {
-    throw Error(ErrorKind::kUsage, "cannot read text file '" + path + "'; give a readable regular file");
+    throw Error(ErrorKind::kUsage,
+                "cannot read text file '" + path + "'; give a readable regular file");
   }
   std::stringstream s;
   s << in.rdbuf();
@@ -35,18 +36,22 @@ std::string read_text(const std::string& path) {
 }
 
 // The windows to score, or an error naming the sizes and the fix.
-std::vector<ScoringWindow> windows_for(int64_t n_tokens, int32_t ctx, int64_t capacity, const std::string& path) {
+std::vector<ScoringWindow> windows_for(int64_t n_tokens, int32_t ctx, int64_t capacity,
+                                       const std::string& path) {
   const std::string tokens = std::to_string(n_tokens) + " token" + (n_tokens == 1 ? "" : "s");
   if (ctx > capacity) {
-    throw Error(ErrorKind::kUsage, "--ctx " + std::to_string(ctx) + " is larger than the KV cache (" +
-                                       std::to_string(capacity) +
-                                       " tokens); use a smaller --ctx or raise components.kv_cache.capacity_tokens");
+    throw Error(ErrorKind::kUsage,
+                "--ctx " + std::to_string(ctx) + " is larger than the KV cache (" +
+                    std::to_string(capacity) +
+                    " tokens); use a smaller --ctx or raise components.kv_cache.capacity_tokens");
   }
   if (ctx == 0 && n_tokens > capacity) {
-    throw Error(ErrorKind::kInputRejected,
-                "text file '" + path + "' has " + tokens + " but the KV cache holds " + std::to_string(capacity) +
-                    "; score it in windows with --ctx N (llama-perplexity's default is 512) or raise "
-                    "components.kv_cache.capacity_tokens");
+    throw Error(
+        ErrorKind::kInputRejected,
+        "text file '" + path + "' has " + tokens + " but the KV cache holds " +
+            std::to_string(capacity) +
+            "; score it in windows with --ctx N (llama-perplexity's default is 512) or raise "
+            "components.kv_cache.capacity_tokens");
   }
   std::vector<ScoringWindow> windows = scoring_windows(n_tokens, ctx);
   if (windows.empty()) {
@@ -58,22 +63,23 @@ std::vector<ScoringWindow> windows_for(int64_t n_tokens, int32_t ctx, int64_t ca
   return windows;
 }
 
-void print_text(const Fidelity& f, bool with_base, size_t tokens, size_t windows, const std::string& backend) {
-  std::cout << std::fixed << std::setprecision(4) << "perplexity " << f.perplexity << " over " << f.positions
-            << " scored positions of " << tokens << " tokens in " << windows << " window" << (windows == 1 ? "" : "s")
-            << " (backend " << backend << ")\n";
+void print_text(const Fidelity& f, bool with_base, size_t tokens, size_t windows,
+                const std::string& backend) {
+  std::cout << std::fixed << std::setprecision(4) << "perplexity " << f.perplexity << " over "
+            << f.positions << " scored positions of " << tokens << " tokens in " << windows
+            << " window" << (windows == 1 ? "" : "s") << " (backend " << backend << ")\n";
   if (!with_base) return;
-  std::cout << "base perplexity " << f.perplexity_base << ", ratio " << std::setprecision(6) << f.perplexity_ratio
-            << "\n"
-            << std::scientific << std::setprecision(4) << "KL divergence mean " << f.kld_mean << ", median "
-            << f.kld_median << ", 99% " << f.kld_p99 << ", max " << f.kld_max << "\n"
-            << std::fixed << std::setprecision(3) << "top-1 agreement " << f.top1_agreement * 100 << "%, RMS dp "
-            << f.rms_delta_p * 100 << "%, " << std::scientific << std::setprecision(4) << "logits NMSE "
-            << f.logits_nmse << "\n";
+  std::cout << "base perplexity " << f.perplexity_base << ", ratio " << std::setprecision(6)
+            << f.perplexity_ratio << "\n"
+            << std::scientific << std::setprecision(4) << "KL divergence mean " << f.kld_mean
+            << ", median " << f.kld_median << ", 99% " << f.kld_p99 << ", max " << f.kld_max << "\n"
+            << std::fixed << std::setprecision(3) << "top-1 agreement " << f.top1_agreement * 100
+            << "%, RMS dp " << f.rms_delta_p * 100 << "%, " << std::scientific
+            << std::setprecision(4) << "logits NMSE " << f.logits_nmse << "\n";
 }
 
-std::string json_result(const Fidelity& f, bool with_base, size_t tokens, size_t windows, int32_t ctx,
-                        const std::string& backend) {
+std::string json_result(const Fidelity& f, bool with_base, size_t tokens, size_t windows,
+                        int32_t ctx, const std::string& backend) {
   JsonWriter j;
   j.begin_object();
   j.field("backend", backend);
@@ -103,27 +109,31 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   po::options_description opts("Options");
   opts.add_options()("help,h", "show this help")(
       "ctx,c", po::value<int32_t>()->default_value(0),
-      "score windows of N tokens as llama-perplexity does (the second half of each); 0 = the whole text at once")(
-      "save-logits", po::value<std::string>(), "save the scored logits to FILE, a baseline for --kl-base")(
+      "score windows of N tokens as llama-perplexity does (the second half of each); 0 = the whole "
+      "text at once")("save-logits", po::value<std::string>(),
+                      "save the scored logits to FILE, a baseline for --kl-base")(
       "kl-base", po::value<std::string>(),
       "compare with the logits saved in FILE: KL divergence, top-1 agreement, RMS dp, logits NMSE")(
       "json", "print one JSON object instead of text");
   add_pipeline_options(opts);
   po::variables_map vm;
-  if (!parse_command_line("perplexity",
-                          "duet perplexity PIPELINE.yaml TEXT_FILE [--ctx N] [--save-logits FILE | --kl-base FILE] "
-                          "[--json] [--set key.path=value]...",
-                          opts, {"pipeline", "text"}, args, vm)) {
+  if (!parse_command_line(
+          "perplexity",
+          "duet perplexity PIPELINE.yaml TEXT_FILE [--ctx N] [--save-logits FILE | --kl-base FILE] "
+          "[--json] [--set key.path=value]...",
+          opts, {"pipeline", "text"}, args, vm)) {
     return 0;
   }
   const int32_t ctx = vm["ctx"].as<int32_t>();
   if (ctx != 0 && ctx < 4) {
-    throw Error(ErrorKind::kUsage, "--ctx " + std::to_string(ctx) + " is too small; use 0 (whole text) or at least 4");
+    throw Error(ErrorKind::kUsage,
+                "--ctx " + std::to_string(ctx) + " is too small; use 0 (whole text) or at least 4");
   }
   const std::string path = vm["text"].as<std::string>();
   const std::string text = read_text(path);
   if (text.empty()) {
-    throw Error(ErrorKind::kInputRejected, "text file '" + path + "' is empty; perplexity needs a text to score");
+    throw Error(ErrorKind::kInputRejected,
+                "text file '" + path + "' is empty; perplexity needs a text to score");
   }
   PluginHost& host = cli_plugin_host();
   // The text is scored as written: no chat template, every logit kept, and
@@ -136,8 +146,8 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   auto pipeline = Pipeline::build(config, host);
 
   const std::vector<int32_t> ids = pipeline->tokenize_prompt(text);
-  const std::vector<ScoringWindow> windows =
-      windows_for(static_cast<int64_t>(ids.size()), ctx, pipeline->check().kv_cache.capacity_tokens, path);
+  const std::vector<ScoringWindow> windows = windows_for(
+      static_cast<int64_t>(ids.size()), ctx, pipeline->check().kv_cache.capacity_tokens, path);
   int64_t positions = 0;
   for (const ScoringWindow& w : windows) positions += w.length - 1 - w.first_scored;
 
@@ -146,14 +156,16 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   std::optional<LogitsWriter> save;
   std::optional<LogitsReader> base;
   if (vm.count("save-logits")) save.emplace(vm["save-logits"].as<std::string>(), n_vocab, ctx, ids);
-  if (vm.count("kl-base")) base.emplace(vm["kl-base"].as<std::string>(), n_vocab, ctx, ids, positions);
+  if (vm.count("kl-base"))
+    base.emplace(vm["kl-base"].as<std::string>(), n_vocab, ctx, ids, positions);
 
   const Tokenizer& tokenizer = pipeline->tokenizer();
   FidelityAccumulator acc(n_vocab);
   NullSink sink;
   for (size_t w = 0; w < windows.size(); ++w) {
     const ScoringWindow& window = windows[w];
-    std::vector<int32_t> tokens(ids.begin() + window.begin, ids.begin() + window.begin + window.length);
+    std::vector<int32_t> tokens(ids.begin() + window.begin,
+                                ids.begin() + window.begin + window.length);
     // As llama-perplexity: each window starts with BOS where the model wants one.
     if (ctx > 0 && tokenizer.add_bos() && tokenizer.bos_id()) tokens.front() = *tokenizer.bos_id();
     const RunResult r = pipeline->run_tokens(tokens, sink);
@@ -175,7 +187,9 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   if (save) save->finish();
   const Fidelity f = acc.result();
   if (vm.count("json")) {
-    std::cout << json_result(f, base.has_value(), ids.size(), windows.size(), ctx, pipeline->check().backend) << "\n";
+    std::cout << json_result(f, base.has_value(), ids.size(), windows.size(), ctx,
+                             pipeline->check().backend)
+              << "\n";
   } else {
     print_text(f, base.has_value(), ids.size(), windows.size(), pipeline->check().backend);
   }

@@ -38,7 +38,8 @@ int cmd_plugins(const std::vector<std::string>& args) {
   auto dirs = plugin_search_dirs(paths, base);
   std::cout << "Search path (first match of a name wins):\n";
   for (const auto& d : dirs) std::cout << "  " << d.string() << "\n";
-  if (dirs.empty()) std::cout << "  (no folder exists; set DUET_PLUGIN_PATH or pass --plugin-path)\n";
+  if (dirs.empty())
+    std::cout << "  (no folder exists; set DUET_PLUGIN_PATH or pass --plugin-path)\n";
 
   PluginHost& host = cli_plugin_host();
   host.load_dirs(dirs);

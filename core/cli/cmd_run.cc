@@ -18,9 +18,7 @@ constexpr const char* kDefaultPrompt = "What is the capital of France?";
 
 class StdoutSink final : public TextSink {
  public:
-  void on_text(std::string_view text) override {
-    std::cout << text << std::flush;
-  }
+  void on_text(std::string_view text) override { std::cout << text << std::flush; }
 };
 
 std::string json_result(const Pipeline& p, const PipelineConfig& config, const std::string& prompt,
@@ -62,22 +60,25 @@ int cmd_run(const std::vector<std::string>& args) {
   po::options_description opts("Options");
   opts.add_options()("help,h", "show this help");
   add_prompt_options(opts, kDefaultPrompt);
-  opts.add_options()("chat", "wrap the prompt in the model's chat template (same as --set model.chat=true)")(
+  opts.add_options()(
+      "chat", "wrap the prompt in the model's chat template (same as --set model.chat=true)")(
       "parse-special",
-      "parse control tokens such as <|im_start|> written in a raw prompt (model.chat: false) as those tokens")(
-      "system", po::value<std::string>(), "system message for the chat template")(
+      "parse control tokens such as <|im_start|> written in a raw prompt (model.chat: false) as "
+      "those tokens")("system", po::value<std::string>(), "system message for the chat template")(
       "json", "print one JSON result on stdout instead of streaming text and a summary");
   add_pipeline_options(opts);
   po::variables_map vm;
-  if (!parse_command_line("run",
-                          "duet run PIPELINE.yaml [--prompt TEXT | --prompt - | --prompt-file FILE] [--chat] "
-                          "[--json] [--set key.path=value]...",
-                          opts, {"pipeline"}, args, vm)) {
+  if (!parse_command_line(
+          "run",
+          "duet run PIPELINE.yaml [--prompt TEXT | --prompt - | --prompt-file FILE] [--chat] "
+          "[--json] [--set key.path=value]...",
+          opts, {"pipeline"}, args, vm)) {
     return 0;
   }
   std::vector<std::string> extra;
   if (vm.count("chat")) extra.push_back("model.chat=true");
-  if (vm.count("system")) extra.push_back("model.system=" + quote_yaml(vm["system"].as<std::string>()));
+  if (vm.count("system"))
+    extra.push_back("model.system=" + quote_yaml(vm["system"].as<std::string>()));
 
   const std::string prompt = read_prompt(vm);
   PluginHost& host = cli_plugin_host();
@@ -87,8 +88,9 @@ int cmd_run(const std::vector<std::string>& args) {
 
   StdoutSink stdout_sink;
   NullSink silent;
-  RunResult r = pipeline->run_tokens(pipeline->tokenize_prompt(prompt, vm.count("parse-special") != 0),
-                                     json ? static_cast<TextSink&>(silent) : stdout_sink);
+  RunResult r =
+      pipeline->run_tokens(pipeline->tokenize_prompt(prompt, vm.count("parse-special") != 0),
+                           json ? static_cast<TextSink&>(silent) : stdout_sink);
   if (json) {
     std::cout << json_result(*pipeline, config, prompt, r) << "\n";
     return 0;
@@ -100,8 +102,7 @@ int cmd_run(const std::vector<std::string>& args) {
     << pipeline->check().attention_impl << ", sampler " << pipeline->sampler_order() << " (seed "
     << config.sampler.seed << "), KV cache " << rounded_mib(pipeline->kv_cache_bytes()) << " MiB\n";
   for (const auto& why : pipeline->check().backends_passed_over) s << "passed over " << why << "\n";
-  s
-    << "prompt " << r.stats.prompt_tokens << " tokens, generated " << r.stats.generated_tokens
+  s << "prompt " << r.stats.prompt_tokens << " tokens, generated " << r.stats.generated_tokens
     << " tokens, finish " << finish_reason_name(r.finish) << "\n"
     << "load " << pipeline->load_seconds() * 1000 << " ms, time to first token "
     << r.stats.first_token_seconds * 1000 << " ms, prefill " << r.stats.prefill_tokens_per_second()

@@ -45,21 +45,25 @@ int cmd_tokenize(const std::vector<std::string>& args) {
   po::options_description opts("Options");
   opts.add_options()("help,h", "show this help");
   add_prompt_options(opts, "");
-  opts.add_options()("parse-special", "parse control tokens such as <|im_start|> written in the text")(
+  opts.add_options()("parse-special",
+                     "parse control tokens such as <|im_start|> written in the text")(
       "no-bos", "leave out the beginning-of-sequence token the model asks for")(
-      "ids", "print only the ids, as one JSON array")("json", "print one JSON array of {id, piece} objects");
+      "ids", "print only the ids, as one JSON array")(
+      "json", "print one JSON array of {id, piece} objects");
   po::variables_map vm;
-  if (!parse_command_line("tokenize",
-                          "duet tokenize MODEL.gguf (--prompt TEXT | --prompt - | --prompt-file FILE) "
-                          "[--parse-special] [--no-bos] [--ids | --json]",
-                          opts, {"model"}, args, vm)) {
+  if (!parse_command_line(
+          "tokenize",
+          "duet tokenize MODEL.gguf (--prompt TEXT | --prompt - | --prompt-file FILE) "
+          "[--parse-special] [--no-bos] [--ids | --json]",
+          opts, {"model"}, args, vm)) {
     return 0;
   }
   const std::string text = read_prompt(vm);
   const GgufFile file = GgufFile::open(vm["model"].as<std::string>());
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(file);
   std::vector<int32_t> ids;
-  if (!vm.count("no-bos") && tokenizer->add_bos() && tokenizer->bos_id()) ids.push_back(*tokenizer->bos_id());
+  if (!vm.count("no-bos") && tokenizer->add_bos() && tokenizer->bos_id())
+    ids.push_back(*tokenizer->bos_id());
   const std::vector<int32_t> text_ids = tokenizer->encode(text, vm.count("parse-special") != 0);
   ids.insert(ids.end(), text_ids.begin(), text_ids.end());
 

@@ -19,8 +19,8 @@ int cmd_validate(const std::vector<std::string>& args) {
   PipelineConfig config = load_pipeline(vm, host);
   PipelineCheck check = check_pipeline(config, host);
   if (!vm.count("quiet")) {
-    std::cout << describe(config) << "\n" << summarize(config, check) << "valid: "
-              << config.source.string() << "\n";
+    std::cout << describe(config) << "\n"
+              << summarize(config, check) << "valid: " << config.source.string() << "\n";
   }
   return 0;
 }

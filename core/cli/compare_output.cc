@@ -13,8 +13,9 @@ namespace duet::cli {
 namespace {
 
 // The fidelity figures, in the order tables and CSV show them.
-const char* const kFidelityKeys[] = {"perplexity",  "perplexity_ratio", "kld_mean",    "kld_median", "kld_p99",
-                                     "kld_max",     "top1_agreement",   "rms_delta_p", "logits_nmse"};
+const char* const kFidelityKeys[] = {"perplexity",     "perplexity_ratio", "kld_mean",
+                                     "kld_median",     "kld_p99",          "kld_max",
+                                     "top1_agreement", "rms_delta_p",      "logits_nmse"};
 
 // The test names every variant ran, in first-seen order.
 std::vector<std::string> test_names(const CompareResult& r) {
@@ -47,7 +48,8 @@ std::string sci(double value) {
 }
 
 // Markdown-style table: a header row, a rule and rows, padded per column.
-void table(std::ostream& out, const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+void table(std::ostream& out, const std::vector<std::string>& header,
+           const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(header.size());
   for (size_t c = 0; c < header.size(); ++c) {
     width[c] = header[c].size();
@@ -55,7 +57,8 @@ void table(std::ostream& out, const std::vector<std::string>& header, const std:
   }
   auto line = [&](const std::vector<std::string>& cells) {
     out << "|";
-    for (size_t c = 0; c < cells.size(); ++c) out << " " << std::left << std::setw(static_cast<int>(width[c])) << cells[c] << " |";
+    for (size_t c = 0; c < cells.size(); ++c)
+      out << " " << std::left << std::setw(static_cast<int>(width[c])) << cells[c] << " |";
     out << "\n";
   };
   line(header);
@@ -66,7 +69,8 @@ void table(std::ostream& out, const std::vector<std::string>& header, const std:
 }
 
 std::string status_of(const VariantResult& v) {
-  if (v.failure) return "failed (" + v.failure->step + ", exit " + std::to_string(v.failure->exit_code) + ")";
+  if (v.failure)
+    return "failed (" + v.failure->step + ", exit " + std::to_string(v.failure->exit_code) + ")";
   return v.status;
 }
 
@@ -90,11 +94,14 @@ void print_tables(std::ostream& out, const Experiment& e, const CompareResult& r
         }
         const BenchSummary st = summarize_values(s->tokens_per_second);
         row.push_back(fixed(st.median, 1) + " (" + fixed(st.min, 1) + "-" + fixed(st.max, 1) + ")");
-        if (!s->ttft_seconds.empty() && ttft == "-") ttft = fixed(summarize_values(s->ttft_seconds).median * 1000, 1);
+        if (!s->ttft_seconds.empty() && ttft == "-")
+          ttft = fixed(summarize_values(s->ttft_seconds).median * 1000, 1);
       }
       row.push_back(ttft);
-      row.push_back(v.load_seconds.empty() ? "-" : fixed(summarize_values(v.load_seconds).median * 1000, 1));
-      row.push_back(v.peak_rss_bytes ? fixed(static_cast<double>(v.peak_rss_bytes) / (1 << 20), 1) : "-");
+      row.push_back(
+          v.load_seconds.empty() ? "-" : fixed(summarize_values(v.load_seconds).median * 1000, 1));
+      row.push_back(v.peak_rss_bytes ? fixed(static_cast<double>(v.peak_rss_bytes) / (1 << 20), 1)
+                                     : "-");
       row.push_back(status_of(v));
       rows.push_back(row);
     }
@@ -111,18 +118,24 @@ void print_tables(std::ostream& out, const Experiment& e, const CompareResult& r
       const auto& f = *v.fidelity;
       auto at = [&](const char* k) { return f.count(k) ? f.at(k) : NAN; };
       rows.push_back({v.variant->name, fixed(at("perplexity"), 4), fixed(at("perplexity_ratio"), 5),
-                      sci(at("kld_mean")), sci(at("kld_median")), sci(at("kld_p99")), sci(at("kld_max")),
-                      fixed(at("top1_agreement") * 100, 2), fixed(at("rms_delta_p") * 100, 3), sci(at("logits_nmse"))});
+                      sci(at("kld_mean")), sci(at("kld_median")), sci(at("kld_p99")),
+                      sci(at("kld_max")), fixed(at("top1_agreement") * 100, 2),
+                      fixed(at("rms_delta_p") * 100, 3), sci(at("logits_nmse"))});
     }
-    out << "\nFidelity against " << e.baseline << " (teacher-forced on " << e.fidelity.text.filename().string()
-        << (e.fidelity.ctx ? ", windows of " + std::to_string(e.fidelity.ctx) : std::string(", whole text")) << ")\n";
-    table(out, {"variant", "perplexity", "ratio", "KLD mean", "KLD median", "KLD p99", "KLD max", "top-1 %", "RMS dp %",
-                "logits NMSE"},
+    out << "\nFidelity against " << e.baseline << " (teacher-forced on "
+        << e.fidelity.text.filename().string()
+        << (e.fidelity.ctx ? ", windows of " + std::to_string(e.fidelity.ctx)
+                           : std::string(", whole text"))
+        << ")\n";
+    table(out,
+          {"variant", "perplexity", "ratio", "KLD mean", "KLD median", "KLD p99", "KLD max",
+           "top-1 %", "RMS dp %", "logits NMSE"},
           rows);
   }
   if (!e.greedy.prompts.empty()) {
     std::vector<std::string> header{"variant"};
-    for (size_t i = 0; i < e.greedy.prompts.size(); ++i) header.push_back("prompt " + std::to_string(i + 1));
+    for (size_t i = 0; i < e.greedy.prompts.size(); ++i)
+      header.push_back("prompt " + std::to_string(i + 1));
     std::vector<std::vector<std::string>> rows;
     for (const auto& v : r.variants) {
       std::vector<std::string> row{v.variant->name};
@@ -132,13 +145,14 @@ void print_tables(std::ostream& out, const Experiment& e, const CompareResult& r
           continue;
         }
         const GreedyResult& g = v.greedy[i];
-        row.push_back(std::to_string(g.matching_tokens) + "/" + std::to_string(g.tokens.size()) + " same" +
-                      (g.first_divergence ? ", parts at " + std::to_string(*g.first_divergence) : ""));
+        row.push_back(
+            std::to_string(g.matching_tokens) + "/" + std::to_string(g.tokens.size()) + " same" +
+            (g.first_divergence ? ", parts at " + std::to_string(*g.first_divergence) : ""));
       }
       rows.push_back(row);
     }
-    out << "\nGreedy answers against " << e.baseline << " (leading tokens that match, of " << e.greedy.tokens
-        << " at most)\n";
+    out << "\nGreedy answers against " << e.baseline << " (leading tokens that match, of "
+        << e.greedy.tokens << " at most)\n";
     table(out, header, rows);
   }
   bool any_failed = false;
@@ -146,10 +160,11 @@ void print_tables(std::ostream& out, const Experiment& e, const CompareResult& r
     if (!v.failure) continue;
     if (!any_failed) out << "\nFailed\n";
     any_failed = true;
-    out << "  " << v.variant->name << ": " << v.failure->step << ", exit code " << v.failure->exit_code << ": "
-        << v.failure->reason << "\n";
+    out << "  " << v.variant->name << ": " << v.failure->step << ", exit code "
+        << v.failure->exit_code << ": " << v.failure->reason << "\n";
   }
-  if (r.interrupted) out << "\nInterrupted: the figures above are what was measured before Ctrl-C.\n";
+  if (r.interrupted)
+    out << "\nInterrupted: the figures above are what was measured before Ctrl-C.\n";
 }
 
 std::string compare_json(const Experiment& e, const CompareResult& r) {
@@ -225,10 +240,13 @@ std::string compare_json(const Experiment& e, const CompareResult& r) {
     j.key("greedy").begin_array();
     for (size_t i = 0; i < v.greedy.size(); ++i) {
       const GreedyResult& g = v.greedy[i];
-      j.begin_object().field("prompt", g.prompt).field("tokens", static_cast<int64_t>(g.tokens.size()));
+      j.begin_object()
+          .field("prompt", g.prompt)
+          .field("tokens", static_cast<int64_t>(g.tokens.size()));
       j.field("matching_tokens", g.matching_tokens).key("first_divergence");
       g.first_divergence ? j.value(*g.first_divergence) : j.null();
-      j.field("baseline_continuation", g.baseline_continuation).field("continuation", g.continuation);
+      j.field("baseline_continuation", g.baseline_continuation)
+          .field("continuation", g.continuation);
       j.end_object();
     }
     j.end_array();
@@ -243,7 +261,8 @@ std::string compare_csv(const Experiment& e, const CompareResult& r) {
   const std::vector<std::string> tests = test_names(r);
   std::ostringstream s;
   s << "variant,backend,status";
-  for (const auto& t : tests) s << "," << t << "_tps_median," << t << "_tps_min," << t << "_tps_max";
+  for (const auto& t : tests)
+    s << "," << t << "_tps_median," << t << "_tps_min," << t << "_tps_max";
   s << ",peak_rss_bytes";
   for (const char* k : kFidelityKeys) s << "," << k;
   s << "\n" << std::setprecision(9);

@@ -45,7 +45,8 @@ class Runner {
     for (const Variant& v : e_.variants) {
       VariantResult r;
       r.variant = &v;
-      result.variants.insert(v.name == e_.baseline ? result.variants.begin() : result.variants.end(), std::move(r));
+      result.variants.insert(
+          v.name == e_.baseline ? result.variants.begin() : result.variants.end(), std::move(r));
     }
     if (!e_.speed.prompt_tokens.empty() || !e_.speed.gen_tokens.empty()) {
       for (int32_t round = 1; round <= e_.speed.rounds; ++round) {
@@ -82,7 +83,8 @@ class Runner {
 
   // Runs `duet ARGS... PIPELINE EXTRA... --set OVERRIDE...` for `r`; on
   // failure marks it failed (or interrupted) and returns nullopt.
-  std::optional<ChildResult> child(VariantResult& r, const std::string& step, std::vector<std::string> args) {
+  std::optional<ChildResult> child(VariantResult& r, const std::string& step,
+                                   std::vector<std::string> args) {
     std::vector<std::string> argv{self_};
     argv.insert(argv.end(), args.begin(), args.end());
     for (const auto& o : r.variant->overrides) {
@@ -96,7 +98,8 @@ class Runner {
     } else {
       r.status = "failed";
       r.failure = Failure{step, c.signal ? 128 + c.signal : c.exit_code, c.reason()};
-      if (c.signal) r.failure->reason = c.status() + (c.reason() == c.status() ? "" : ": " + c.reason());
+      if (c.signal)
+        r.failure->reason = c.status() + (c.reason() == c.status() ? "" : ": " + c.reason());
       std::cerr << "compare: " << r.variant->name << ": " << step << " failed (" << c.status()
                 << "): " << r.failure->reason << "\n";
     }
@@ -110,7 +113,8 @@ class Runner {
 
   void run_speed(VariantResult& r, int32_t round, CompareResult& result) {
     if (!runnable(r)) return;
-    std::vector<std::string> args{"bench", e_.pipeline.string(), "-r", "1", "--warmup", "1", "-o", "json"};
+    std::vector<std::string> args{"bench", e_.pipeline.string(), "-r", "1", "--warmup", "1", "-o",
+                                  "json"};
     std::string tests;
     if (!e_.speed.prompt_tokens.empty()) {
       args.insert(args.end(), {"-p", join(e_.speed.prompt_tokens)});
@@ -130,13 +134,15 @@ class Runner {
     r.peak_rss_bytes = std::max(r.peak_rss_bytes, c->peak_rss_bytes);
     if (result.cpu_model.empty()) {
       result.cpu_model = (*json)["cpu_model"].as<std::string>("");
-      for (const auto& f : (*json)["cpu_features"]) result.cpu_features.push_back(f.as<std::string>());
+      for (const auto& f : (*json)["cpu_features"])
+        result.cpu_features.push_back(f.as<std::string>());
     }
     std::ostringstream progress;
     progress << std::fixed << std::setprecision(1);
     for (const auto& test : (*json)["results"]) {
       const std::string name = test["test"].as<std::string>("");
-      auto it = std::find_if(r.speed.begin(), r.speed.end(), [&](const SpeedResult& s) { return s.test == name; });
+      auto it = std::find_if(r.speed.begin(), r.speed.end(),
+                             [&](const SpeedResult& s) { return s.test == name; });
       if (it == r.speed.end()) {
         SpeedResult fresh;
         fresh.test = name;
@@ -144,18 +150,23 @@ class Runner {
       }
       const double tps = test["tokens_per_second_median"].as<double>(0.0);
       it->tokens_per_second.push_back(tps);
-      if (test["time_to_first_token_seconds"]) it->ttft_seconds.push_back(test["time_to_first_token_seconds"].as<double>());
+      if (test["time_to_first_token_seconds"])
+        it->ttft_seconds.push_back(test["time_to_first_token_seconds"].as<double>());
       progress << " " << name << " " << tps << " t/s";
     }
-    std::cerr << "compare: round " << round << "/" << e_.speed.rounds << ", " << r.variant->name << " ("
-              << r.backend << "):" << progress.str() << "\n";
+    std::cerr << "compare: round " << round << "/" << e_.speed.rounds << ", " << r.variant->name
+              << " (" << r.backend << "):" << progress.str() << "\n";
   }
 
   void run_fidelity(VariantResult& r, const VariantResult& baseline) {
     if (!runnable(r)) return;
     const std::string base_file = work_dir_ + "/baseline.logits";
-    std::vector<std::string> args{"perplexity", e_.pipeline.string(), e_.fidelity.text.string(), "--ctx",
-                                  std::to_string(e_.fidelity.ctx), "--json"};
+    std::vector<std::string> args{"perplexity",
+                                  e_.pipeline.string(),
+                                  e_.fidelity.text.string(),
+                                  "--ctx",
+                                  std::to_string(e_.fidelity.ctx),
+                                  "--json"};
     const bool is_baseline = &r == &baseline;
     if (is_baseline) {
       // Its logits are the reference; then it is compared with them too, so
@@ -180,8 +191,8 @@ class Runner {
     }
     r.fidelity = figures;
     if (r.backend.empty()) r.backend = (*json)["backend"].as<std::string>("");
-    std::cerr << "compare: fidelity, " << r.variant->name << ": perplexity " << figures["perplexity"]
-              << ", mean KLD " << figures["kld_mean"] << "\n";
+    std::cerr << "compare: fidelity, " << r.variant->name << ": perplexity "
+              << figures["perplexity"] << ", mean KLD " << figures["kld_mean"] << "\n";
   }
 
   // The index of the base pipeline's decode stage, for --set overrides.
@@ -190,28 +201,33 @@ class Runner {
     for (size_t i = 0; i < base.stages.size(); ++i) {
       if (base.stages[i].name == "decode") return static_cast<int>(i);
     }
-    throw Error(ErrorKind::kConfig, e_.source.string() + ": workload.greedy needs a decode stage in " +
-                                        e_.pipeline.string() + "; add '- decode: {}' to its stages");
+    throw Error(ErrorKind::kConfig,
+                e_.source.string() + ": workload.greedy needs a decode stage in " +
+                    e_.pipeline.string() + "; add '- decode: {}' to its stages");
   }
 
   void run_greedy(VariantResult& r, int decode, const VariantResult& baseline) {
     const std::string stage = "stages." + std::to_string(decode) + ".decode.";
     for (const std::string& prompt : e_.greedy.prompts) {
       if (!runnable(r)) return;
-      const auto c = child(r, "greedy", {"run", e_.pipeline.string(), "--json", "--prompt", prompt, "--set",
-                                         "components.sampler.chain=[greedy]", "--set",
-                                         stage + "max_new_tokens=" + std::to_string(e_.greedy.tokens), "--set",
-                                         stage + "stop=[]"});
+      const auto c = child(r, "greedy",
+                           {"run", e_.pipeline.string(), "--json", "--prompt", prompt, "--set",
+                            "components.sampler.chain=[greedy]", "--set",
+                            stage + "max_new_tokens=" + std::to_string(e_.greedy.tokens), "--set",
+                            stage + "stop=[]"});
       if (!c) return;
       const auto json = parse_json(c->out);
-      if (!json || !(*json)["generated_token_ids"].IsSequence()) return fail_output(r, "greedy", "run");
+      if (!json || !(*json)["generated_token_ids"].IsSequence())
+        return fail_output(r, "greedy", "run");
       GreedyResult g;
       g.prompt = prompt;
       for (const auto& t : (*json)["generated_token_ids"]) g.tokens.push_back(t.as<int32_t>());
       r.greedy.push_back(std::move(g));
     }
-    if (&r != &baseline) compare_greedy(r, baseline);
-    else compare_greedy(r, r);
+    if (&r != &baseline)
+      compare_greedy(r, baseline);
+    else
+      compare_greedy(r, r);
   }
 
   // Fills matching_tokens, first_divergence and the continuations against
@@ -221,7 +237,8 @@ class Runner {
     for (size_t i = 0; i < r.greedy.size() && i < baseline.greedy.size(); ++i) {
       GreedyResult& g = r.greedy[i];
       const std::vector<int32_t>& base = baseline.greedy[i].tokens;
-      const auto [mine, theirs] = std::mismatch(g.tokens.begin(), g.tokens.end(), base.begin(), base.end());
+      const auto [mine, theirs] =
+          std::mismatch(g.tokens.begin(), g.tokens.end(), base.begin(), base.end());
       g.matching_tokens = static_cast<int32_t>(mine - g.tokens.begin());
       if (mine == g.tokens.end() && theirs == base.end()) continue;
       g.first_divergence = g.matching_tokens;
@@ -252,7 +269,8 @@ class Runner {
 
 }  // namespace
 
-CompareResult run_experiment(const Experiment& e, const std::string& work_dir, const std::atomic<bool>& stop) {
+CompareResult run_experiment(const Experiment& e, const std::string& work_dir,
+                             const std::atomic<bool>& stop) {
   return Runner(e, work_dir, stop).run();
 }
 

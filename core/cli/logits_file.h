@@ -23,7 +23,8 @@ namespace duet::cli {
 class LogitsWriter {
  public:
   // Creates `path`. Throws duet::Error(kUsage) when it cannot be written.
-  LogitsWriter(const std::string& path, int32_t n_vocab, int32_t ctx, std::span<const int32_t> tokens);
+  LogitsWriter(const std::string& path, int32_t n_vocab, int32_t ctx,
+               std::span<const int32_t> tokens);
   // Appends one scored position's logits (n_vocab values).
   void add(std::span<const float> logits);
   // Flushes and closes; throws duet::Error(kUsage) on a write error (a full
@@ -40,8 +41,8 @@ class LogitsReader {
   // Opens `path` and checks it against this run: same n_vocab, ctx and
   // tokens, and exactly `positions` rows. Throws duet::Error(kUsage) when it
   // cannot be read, kInputRejected naming what differs otherwise.
-  LogitsReader(const std::string& path, int32_t n_vocab, int32_t ctx, std::span<const int32_t> tokens,
-               int64_t positions);
+  LogitsReader(const std::string& path, int32_t n_vocab, int32_t ctx,
+               std::span<const int32_t> tokens, int64_t positions);
   // The next position's logits; valid until the next call.
   std::span<const float> next();
 

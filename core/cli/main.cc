@@ -59,9 +59,9 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
     std::cout << "duet " DUET_VERSION "\n";
     return 0;
   }
-  throw duet::Error(duet::ErrorKind::kUsage,
-                    "unknown command '" + command +
-                        "'; commands: run, chat, validate, plugins, inspect, tokenize, perplexity, bench, compare");
+  throw duet::Error(duet::ErrorKind::kUsage, "unknown command '" + command +
+                                                 "'; commands: run, chat, validate, plugins, "
+                                                 "inspect, tokenize, perplexity, bench, compare");
 }
 
 }  // namespace

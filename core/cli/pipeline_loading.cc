@@ -14,7 +14,8 @@ void add_pipeline_options(po::options_description& opts) {
                      "override a pipeline key: --set key.path=value (repeatable)");
 }
 
-PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host, const std::vector<std::string>& extra) {
+PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
+                             const std::vector<std::string>& extra) {
   std::vector<std::string> overrides = extra;
   if (vm.count("set")) {
     const auto& set = vm["set"].as<std::vector<std::string>>();
@@ -44,16 +45,18 @@ std::string summarize(const PipelineConfig& config, const PipelineCheck& check) 
   std::ostringstream s;
   const ModelHParams& h = check.hparams;
   s << "model:     " << config.model.path.string() << " (" << h.architecture << ", " << h.n_layers
-    << " layers, hidden " << h.n_embd << ", " << h.n_heads << "/" << h.n_kv_heads << " heads, vocab "
-    << h.n_vocab << ", context " << h.context_length << ")\n";
+    << " layers, hidden " << h.n_embd << ", " << h.n_heads << "/" << h.n_kv_heads
+    << " heads, vocab " << h.n_vocab << ", context " << h.context_length << ")\n";
   s << "backend:   " << check.backend << "\n";
-  for (const auto& why : check.backends_passed_over) s << "           (passed over " << why << ")\n";
+  for (const auto& why : check.backends_passed_over)
+    s << "           (passed over " << why << ")\n";
   s << "attention: " << check.attention_impl << "\n";
   s << "kv_cache:  " << check.kv_cache.impl << ", " << check.kv_cache.capacity_tokens
     << " tokens in blocks of " << check.kv_cache.block_tokens << ", "
     << dtype_name(check.kv_cache.dtype) << ", " << rounded_mib(check.kv_cache_bytes) << " MiB\n";
   s << "sampler:   seed " << config.sampler.seed << ", chain [";
-  for (size_t i = 0; i < check.sampler_chain.size(); ++i) s << (i ? ", " : "") << check.sampler_chain[i];
+  for (size_t i = 0; i < check.sampler_chain.size(); ++i)
+    s << (i ? ", " : "") << check.sampler_chain[i];
   s << "]\nstages:    ";
   for (size_t i = 0; i < check.stages.size(); ++i) s << (i ? " -> " : "") << check.stages[i];
   s << "\n";

@@ -40,10 +40,12 @@ void add_prompt_options(po::options_description& opts, const std::string& defaul
 void require_utf8(std::string_view text, const std::string& what) {
   if (auto at = invalid_utf8_at(text)) {
     char hex[8];
-    std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(text[*at])));
-    throw Error(ErrorKind::kInputRejected, what + " is not valid UTF-8: byte " + std::to_string(*at) + " (" + hex +
-                                               ") does not start a well-formed character; convert the text to "
-                                               "UTF-8 (e.g. iconv -t UTF-8)");
+    std::snprintf(hex, sizeof hex, "0x%02x",
+                  static_cast<unsigned>(static_cast<unsigned char>(text[*at])));
+    throw Error(ErrorKind::kInputRejected,
+                what + " is not valid UTF-8: byte " + std::to_string(*at) + " (" + hex +
+                    ") does not start a well-formed character; convert the text to "
+                    "UTF-8 (e.g. iconv -t UTF-8)");
   }
 }
 
@@ -66,7 +68,8 @@ std::string read_prompt(const po::variables_map& vm) {
     what = "--prompt";
     text = vm["prompt"].as<std::string>();
   } else {
-    throw Error(ErrorKind::kUsage, "no prompt given; pass --prompt TEXT, --prompt - or --prompt-file FILE");
+    throw Error(ErrorKind::kUsage,
+                "no prompt given; pass --prompt TEXT, --prompt - or --prompt-file FILE");
   }
   require_utf8(text, what);
   return text;

@@ -28,13 +28,15 @@ struct Fd {
 };
 
 [[noreturn]] void fail(const std::string& what) {
-  throw Error(ErrorKind::kInternal, "cannot run a child process: " + what + ": " + std::strerror(errno));
+  throw Error(ErrorKind::kInternal,
+              "cannot run a child process: " + what + ": " + std::strerror(errno));
 }
 
 }  // namespace
 
 std::string ChildResult::status() const {
-  if (signal != 0) return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+  if (signal != 0)
+    return "killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
   return "exit code " + std::to_string(exit_code);
 }
 

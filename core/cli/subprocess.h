@@ -10,10 +10,10 @@
 namespace duet::cli {
 
 struct ChildResult {
-  int exit_code = -1;       // the exit status, or -1 when killed by a signal
-  int signal = 0;           // the signal that killed it, or 0
-  std::string out;          // all of its standard output
-  std::string err;          // all of its standard error
+  int exit_code = -1;           // the exit status, or -1 when killed by a signal
+  int signal = 0;               // the signal that killed it, or 0
+  std::string out;              // all of its standard output
+  std::string err;              // all of its standard error
   uint64_t peak_rss_bytes = 0;  // its maximum resident set size (getrusage)
 
   bool ok() const { return exit_code == 0; }

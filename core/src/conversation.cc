@@ -5,7 +5,8 @@
 
 namespace duet {
 
-Conversation::Conversation(Pipeline& pipeline, TextSink& sink) : pipeline_(pipeline), recorder_(sink) {}
+Conversation::Conversation(Pipeline& pipeline, TextSink& sink)
+    : pipeline_(pipeline), recorder_(sink) {}
 Conversation::~Conversation() = default;
 
 std::span<const int32_t> Conversation::tokens() const {
@@ -28,18 +29,21 @@ RunResult Conversation::say(const std::string& message) {
     pending = static_cast<int64_t>(turn.size());
   } else {
     const auto held = session_->tokens();
-    const bool answer_closed = !held.empty() && session_->tokenizer().is_end_of_generation(held.back());
+    const bool answer_closed =
+        !held.empty() && session_->tokenizer().is_end_of_generation(held.back());
     turn = pipeline_.tokenize_next_turn(message, answer_closed);
-    pending = static_cast<int64_t>(held.size()) - session_->cached() + static_cast<int64_t>(turn.size());
+    pending =
+        static_cast<int64_t>(held.size()) - session_->cached() + static_cast<int64_t>(turn.size());
   }
   const int64_t room = capacity_tokens() - cached_tokens();
   // The answer needs at least one position after the prompt.
   if (pending + 1 > room) {
-    throw ConversationFull(ErrorKind::kInputRejected,
-                           "this message needs " + std::to_string(pending) + " tokens of KV cache but " +
-                               std::to_string(room) + " of " + std::to_string(capacity_tokens()) +
-                               " are free (the conversation holds " + std::to_string(cached_tokens()) +
-                               "); start a new conversation, or raise components.kv_cache.capacity_tokens");
+    throw ConversationFull(
+        ErrorKind::kInputRejected,
+        "this message needs " + std::to_string(pending) + " tokens of KV cache but " +
+            std::to_string(room) + " of " + std::to_string(capacity_tokens()) +
+            " are free (the conversation holds " + std::to_string(cached_tokens()) +
+            "); start a new conversation, or raise components.kv_cache.capacity_tokens");
   }
   if (!session_) {
     session_ = pipeline_.new_session(turn, recorder_);

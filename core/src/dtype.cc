@@ -20,46 +20,46 @@ struct GgmlTypeRow {
 };
 
 constexpr std::array<GgmlTypeRow, 40> kGgmlTypes = {{
-    {"f32", 1, 4},          // 0
-    {"f16", 1, 2},          // 1
-    {"q4_0", 32, 18},       // 2
-    {"q4_1", 32, 20},       // 3
-    {"q4_2", 0, 0},         // 4, removed
-    {"q4_3", 0, 0},         // 5, removed
-    {"q5_0", 32, 22},       // 6
-    {"q5_1", 32, 24},       // 7
-    {"q8_0", 32, 34},       // 8
-    {"q8_1", 32, 36},       // 9
-    {"q2_k", 256, 84},      // 10
-    {"q3_k", 256, 110},     // 11
-    {"q4_k", 256, 144},     // 12
-    {"q5_k", 256, 176},     // 13
-    {"q6_k", 256, 210},     // 14
-    {"q8_k", 256, 292},     // 15
-    {"iq2_xxs", 256, 66},   // 16
-    {"iq2_xs", 256, 74},    // 17
-    {"iq3_xxs", 256, 98},   // 18
-    {"iq1_s", 256, 50},     // 19
-    {"iq4_nl", 32, 18},     // 20
-    {"iq3_s", 256, 110},    // 21
-    {"iq2_s", 256, 82},     // 22
-    {"iq4_xs", 256, 136},   // 23
-    {"i8", 1, 1},           // 24
-    {"i16", 1, 2},          // 25
-    {"i32", 1, 4},          // 26
-    {"i64", 1, 8},          // 27
-    {"f64", 1, 8},          // 28
-    {"iq1_m", 256, 56},     // 29
-    {"bf16", 1, 2},         // 30
-    {"q4_0_4_4", 0, 0},     // 31, removed
-    {"q4_0_4_8", 0, 0},     // 32, removed
-    {"q4_0_8_8", 0, 0},     // 33, removed
-    {"tq1_0", 256, 54},     // 34
-    {"tq2_0", 256, 66},     // 35
-    {"iq4_nl_4_4", 0, 0},   // 36, removed
-    {"iq4_nl_4_8", 0, 0},   // 37, removed
-    {"iq4_nl_8_8", 0, 0},   // 38, removed
-    {"mxfp4", 32, 17},      // 39
+    {"f32", 1, 4},         // 0
+    {"f16", 1, 2},         // 1
+    {"q4_0", 32, 18},      // 2
+    {"q4_1", 32, 20},      // 3
+    {"q4_2", 0, 0},        // 4, removed
+    {"q4_3", 0, 0},        // 5, removed
+    {"q5_0", 32, 22},      // 6
+    {"q5_1", 32, 24},      // 7
+    {"q8_0", 32, 34},      // 8
+    {"q8_1", 32, 36},      // 9
+    {"q2_k", 256, 84},     // 10
+    {"q3_k", 256, 110},    // 11
+    {"q4_k", 256, 144},    // 12
+    {"q5_k", 256, 176},    // 13
+    {"q6_k", 256, 210},    // 14
+    {"q8_k", 256, 292},    // 15
+    {"iq2_xxs", 256, 66},  // 16
+    {"iq2_xs", 256, 74},   // 17
+    {"iq3_xxs", 256, 98},  // 18
+    {"iq1_s", 256, 50},    // 19
+    {"iq4_nl", 32, 18},    // 20
+    {"iq3_s", 256, 110},   // 21
+    {"iq2_s", 256, 82},    // 22
+    {"iq4_xs", 256, 136},  // 23
+    {"i8", 1, 1},          // 24
+    {"i16", 1, 2},         // 25
+    {"i32", 1, 4},         // 26
+    {"i64", 1, 8},         // 27
+    {"f64", 1, 8},         // 28
+    {"iq1_m", 256, 56},    // 29
+    {"bf16", 1, 2},        // 30
+    {"q4_0_4_4", 0, 0},    // 31, removed
+    {"q4_0_4_8", 0, 0},    // 32, removed
+    {"q4_0_8_8", 0, 0},    // 33, removed
+    {"tq1_0", 256, 54},    // 34
+    {"tq2_0", 256, 66},    // 35
+    {"iq4_nl_4_4", 0, 0},  // 36, removed
+    {"iq4_nl_4_8", 0, 0},  // 37, removed
+    {"iq4_nl_8_8", 0, 0},  // 38, removed
+    {"mxfp4", 32, 17},     // 39
 }};
 
 constexpr DTypeTraits traits_of(DType t) {
@@ -83,9 +83,9 @@ const DTypeTraits& dtype_traits(DType type) {
   }
   // Only a cast from an unchecked code can get here; dtype_from_code guards
   // every code that comes from outside.
-  throw Error(ErrorKind::kInternal,
-              "dtype_traits: DType code " + std::to_string(static_cast<uint32_t>(type)) +
-                  " is not a supported type");
+  throw Error(ErrorKind::kInternal, "dtype_traits: DType code " +
+                                        std::to_string(static_cast<uint32_t>(type)) +
+                                        " is not a supported type");
 }
 
 std::optional<DType> dtype_from_code(uint32_t code) noexcept {

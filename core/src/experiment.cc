@@ -22,7 +22,8 @@ constexpr int32_t kMaxTestTokens = 65536;
 
 bool valid_name(const std::string& name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("._+=,-").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("._+=,-").find(c) != std::string_view::npos;
   });
 }
 
@@ -46,13 +47,15 @@ std::string as_override_value(const Node& node) {
     }
     case Node::Kind::kList: {
       std::string out = "[";
-      for (size_t i = 0; i < node.items.size(); ++i) out += (i ? ", " : "") + as_override_value(node.items[i]);
+      for (size_t i = 0; i < node.items.size(); ++i)
+        out += (i ? ", " : "") + as_override_value(node.items[i]);
       return out + "]";
     }
     case Node::Kind::kMap: {
       std::string out = "{";
       for (size_t i = 0; i < node.entries.size(); ++i) {
-        out += (i ? ", " : "") + as_override_value(Node{Node::Kind::kScalar, {}, node.entries[i].key, {}, {}}) +
+        out += (i ? ", " : "") +
+               as_override_value(Node{Node::Kind::kScalar, {}, node.entries[i].key, {}, {}}) +
                ": " + as_override_value(node.entries[i].value);
       }
       return out + "}";
@@ -87,8 +90,9 @@ class ExperimentReader : yaml::SchemaReader {
           e.pipeline = resolve(*pipeline, text);
           std::error_code ec;
           if (!fs::is_regular_file(e.pipeline, ec)) {
-            report(pipeline->origin, "pipeline", "no pipeline file at " + e.pipeline.string() +
-                                                     " (relative paths are taken from the experiment's folder)");
+            report(pipeline->origin, "pipeline",
+                   "no pipeline file at " + e.pipeline.string() +
+                       " (relative paths are taken from the experiment's folder)");
           }
         }
       }
@@ -96,7 +100,8 @@ class ExperimentReader : yaml::SchemaReader {
     if (const Node* variants = get(root, "variants")) read_variants(*variants, e.variants);
     if (const Node* matrix = get(root, "matrix")) read_matrix(*matrix, e.variants);
     if (get(root, "variants") == nullptr && get(root, "matrix") == nullptr) {
-      report(root.origin, "", "missing required key 'variants' (or 'matrix'): name the variants to compare");
+      report(root.origin, "",
+             "missing required key 'variants' (or 'matrix'): name the variants to compare");
     }
     check_names(e.variants);
     if (const Node* baseline = required(root, "", "baseline")) read_baseline(*baseline, e);
@@ -109,12 +114,14 @@ class ExperimentReader : yaml::SchemaReader {
   void read_set(const Node& node, const std::string& path, std::vector<std::string>& out) {
     if (node.is_null()) return;
     if (!node.is_map()) {
-      type_error(node, path, "a map from pipeline key paths to values, e.g. {backend.plugin: onednn}");
+      type_error(node, path,
+                 "a map from pipeline key paths to values, e.g. {backend.plugin: onednn}");
       return;
     }
     for (const Entry& e : node.entries) {
       if (e.key.empty() || e.key.front() == '.' || e.key.back() == '.') {
-        problems_.add(e.key_origin, path + ": '" + e.key + "' is not a key path such as components.kv_cache.dtype");
+        problems_.add(e.key_origin, path + ": '" + e.key +
+                                        "' is not a key path such as components.kv_cache.dtype");
         continue;
       }
       if (e.value.is_null()) {
@@ -160,15 +167,17 @@ class ExperimentReader : yaml::SchemaReader {
       std::vector<std::string> values;
       for (size_t i = 0; i < e.value.items.size(); ++i) {
         if (!e.value.items[i].is_scalar()) {
-          type_error(e.value.items[i], item_path(path, i), "a single value (lists and maps go in variants)");
+          type_error(e.value.items[i], item_path(path, i),
+                     "a single value (lists and maps go in variants)");
           return;
         }
         values.push_back(e.value.items[i].scalar);
       }
       combinations *= values.size();
       if (combinations > kMaxVariants) {
-        report(e.value.origin, path, "the matrix has more than " + std::to_string(kMaxVariants) +
-                                         " combinations; split the experiment or drop values");
+        report(e.value.origin, path,
+               "the matrix has more than " + std::to_string(kMaxVariants) +
+                   " combinations; split the experiment or drop values");
         return;
       }
       axes.emplace_back(e.key, std::move(values));
@@ -180,7 +189,8 @@ class ExperimentReader : yaml::SchemaReader {
         stride /= values.size();
         const std::string& value = values[rest / stride];
         rest %= stride;
-        v.overrides.push_back(key + "=" + as_override_value(Node{Node::Kind::kScalar, {}, value, {}, {}}));
+        v.overrides.push_back(key + "=" +
+                              as_override_value(Node{Node::Kind::kScalar, {}, value, {}, {}}));
         if (values.size() > 1) {
           const std::string label = key.substr(key.rfind('.') + 1);
           v.name += (v.name.empty() ? "" : ",") + label + "=" + name_part(value);
@@ -198,14 +208,17 @@ class ExperimentReader : yaml::SchemaReader {
       const Variant& v = variants[i];
       if (v.name.empty()) continue;  // reported where it was read
       if (!valid_name(v.name)) {
-        report(origins_[i], "variants", "name '" + v.name + "' may hold only letters, digits and ._+=,- ; rename it");
+        report(origins_[i], "variants",
+               "name '" + v.name + "' may hold only letters, digits and ._+=,- ; rename it");
       } else if (!seen.insert(v.name).second) {
-        report(origins_[i], "variants", "two variants are named '" + v.name + "'; give each a name of its own");
+        report(origins_[i], "variants",
+               "two variants are named '" + v.name + "'; give each a name of its own");
       }
     }
     if (variants.size() > kMaxVariants) {
-      problems_.add({}, "variants: " + std::to_string(variants.size()) + " variants, more than the limit of " +
-                            std::to_string(kMaxVariants) + "; split the experiment");
+      problems_.add({}, "variants: " + std::to_string(variants.size()) +
+                            " variants, more than the limit of " + std::to_string(kMaxVariants) +
+                            "; split the experiment");
     }
   }
 
@@ -217,12 +230,14 @@ class ExperimentReader : yaml::SchemaReader {
     if (std::find(names.begin(), names.end(), e.baseline) == names.end()) {
       std::string hint = did_you_mean(e.baseline, names);
       report(node.origin, "baseline",
-             "'" + e.baseline + "' is not a variant's name" + (hint.empty() ? "; variants: " + quoted_list(names) : hint));
+             "'" + e.baseline + "' is not a variant's name" +
+                 (hint.empty() ? "; variants: " + quoted_list(names) : hint));
     }
   }
 
   // A list of integers in [min, max], or one integer.
-  void read_sizes(const Node& node, const std::string& path, int32_t min, std::vector<int32_t>& out) {
+  void read_sizes(const Node& node, const std::string& path, int32_t min,
+                  std::vector<int32_t>& out) {
     out.clear();
     if (node.is_scalar()) {
       int32_t value = 0;
@@ -235,7 +250,8 @@ class ExperimentReader : yaml::SchemaReader {
     }
     for (size_t i = 0; i < node.items.size(); ++i) {
       int32_t value = 0;
-      if (read_integer<int32_t>(node.items[i], item_path(path, i), min, kMaxTestTokens, value)) out.push_back(value);
+      if (read_integer<int32_t>(node.items[i], item_path(path, i), min, kMaxTestTokens, value))
+        out.push_back(value);
     }
   }
 
@@ -245,12 +261,16 @@ class ExperimentReader : yaml::SchemaReader {
       report(node.origin, "workload", "is empty; give at least one of speed, fidelity, greedy");
     }
     if (const Node* speed = get(node, "speed");
-        speed && expect_map(*speed, "workload.speed", {"prompt_tokens", "gen_tokens", "depths", "rounds"})) {
+        speed &&
+        expect_map(*speed, "workload.speed", {"prompt_tokens", "gen_tokens", "depths", "rounds"})) {
       const std::string p = "workload.speed";
-      if (const Node* n = get(*speed, "prompt_tokens")) read_sizes(*n, p + ".prompt_tokens", 1, e.speed.prompt_tokens);
-      if (const Node* n = get(*speed, "gen_tokens")) read_sizes(*n, p + ".gen_tokens", 1, e.speed.gen_tokens);
+      if (const Node* n = get(*speed, "prompt_tokens"))
+        read_sizes(*n, p + ".prompt_tokens", 1, e.speed.prompt_tokens);
+      if (const Node* n = get(*speed, "gen_tokens"))
+        read_sizes(*n, p + ".gen_tokens", 1, e.speed.gen_tokens);
       if (const Node* n = get(*speed, "depths")) read_sizes(*n, p + ".depths", 0, e.speed.depths);
-      if (const Node* n = get(*speed, "rounds")) read_integer<int32_t>(*n, p + ".rounds", 1, 100, e.speed.rounds);
+      if (const Node* n = get(*speed, "rounds"))
+        read_integer<int32_t>(*n, p + ".rounds", 1, 100, e.speed.rounds);
       if (get(*speed, "prompt_tokens") == nullptr && get(*speed, "gen_tokens") == nullptr) {
         report(speed->origin, p, "names no test; give prompt_tokens, gen_tokens or both");
       }
@@ -264,12 +284,14 @@ class ExperimentReader : yaml::SchemaReader {
           e.fidelity.text = resolve(*text, value);
           std::error_code ec;
           if (!fs::is_regular_file(e.fidelity.text, ec)) {
-            report(text->origin, "workload.fidelity.text", "no text file at " + e.fidelity.text.string());
+            report(text->origin, "workload.fidelity.text",
+                   "no text file at " + e.fidelity.text.string());
           }
         }
       }
       if (const Node* ctx = get(*fidelity, "ctx")) {
-        if (read_integer<int32_t>(*ctx, "workload.fidelity.ctx", 0, kMaxTestTokens, e.fidelity.ctx) &&
+        if (read_integer<int32_t>(*ctx, "workload.fidelity.ctx", 0, kMaxTestTokens,
+                                  e.fidelity.ctx) &&
             e.fidelity.ctx > 0 && e.fidelity.ctx < 4) {
           report(ctx->origin, "workload.fidelity.ctx", "must be 0 (the whole text) or at least 4");
         }
@@ -304,10 +326,11 @@ class ExperimentReader : yaml::SchemaReader {
 
 }  // namespace
 
-Experiment parse_experiment(std::string_view yaml_text, const std::string& source_name, const fs::path& base_dir,
-                            const std::vector<std::string>& overrides) {
+Experiment parse_experiment(std::string_view yaml_text, const std::string& source_name,
+                            const fs::path& base_dir, const std::vector<std::string>& overrides) {
   if (yaml_text.size() > kMaxExperimentFileBytes) {
-    throw yaml::too_large(source_name, "experiment file", yaml_text.size(), kMaxExperimentFileBytes);
+    throw yaml::too_large(source_name, "experiment file", yaml_text.size(),
+                          kMaxExperimentFileBytes);
   }
   Problems problems(source_name, overrides);
   std::optional<Node> root = yaml::parse(yaml_text, -1, problems);
@@ -327,8 +350,8 @@ Experiment parse_experiment(std::string_view yaml_text, const std::string& sourc
       for (size_t at = 0, end = 0; at < lines.size(); at = end + 1) {
         end = lines.find('\n', at);
         if (end == std::string::npos) end = lines.size();
-        variant_problems += (variant_problems.empty() ? "" : "\n") + source_name + ": variant '" + v.name +
-                            "': " + lines.substr(at, end - at);
+        variant_problems += (variant_problems.empty() ? "" : "\n") + source_name + ": variant '" +
+                            v.name + "': " + lines.substr(at, end - at);
       }
     }
   }

@@ -59,9 +59,7 @@ std::string file_prefix(const std::filesystem::path& path) {
   return "model file " + printable(path.string()) + ": ";
 }
 
-[[noreturn]] void fail(const std::string& message) {
-  throw Error(ErrorKind::kModelFile, message);
-}
+[[noreturn]] void fail(const std::string& message) { throw Error(ErrorKind::kModelFile, message); }
 
 // Where in the file a value sits, rendered only when something is wrong:
 // "metadata key 'x'" for a record, "metadata key 'x'[3][0]" inside arrays.
@@ -129,17 +127,22 @@ uint64_t fixed_size(GgufType type) {
   switch (type) {
     case GgufType::kUint8:
     case GgufType::kInt8:
-    case GgufType::kBool: return 1;
+    case GgufType::kBool:
+      return 1;
     case GgufType::kUint16:
-    case GgufType::kInt16: return 2;
+    case GgufType::kInt16:
+      return 2;
     case GgufType::kUint32:
     case GgufType::kInt32:
-    case GgufType::kFloat32: return 4;
+    case GgufType::kFloat32:
+      return 4;
     case GgufType::kUint64:
     case GgufType::kInt64:
-    case GgufType::kFloat64: return 8;
+    case GgufType::kFloat64:
+      return 8;
     case GgufType::kString:
-    case GgufType::kArray: return 0;
+    case GgufType::kArray:
+      return 0;
   }
   return 0;
 }
@@ -236,16 +239,26 @@ GgufType GgufParser::read_type(Cursor& c, const Where& where, std::string_view w
 
 GgufValue GgufParser::read_value(Cursor& c, GgufType type, const Where& where, int depth) {
   switch (type) {
-    case GgufType::kUint8: return {type, uint64_t{c.read<uint8_t>(where, "value")}};
-    case GgufType::kUint16: return {type, uint64_t{c.read<uint16_t>(where, "value")}};
-    case GgufType::kUint32: return {type, uint64_t{c.read<uint32_t>(where, "value")}};
-    case GgufType::kUint64: return {type, c.read<uint64_t>(where, "value")};
-    case GgufType::kInt8: return {type, int64_t{c.read<int8_t>(where, "value")}};
-    case GgufType::kInt16: return {type, int64_t{c.read<int16_t>(where, "value")}};
-    case GgufType::kInt32: return {type, int64_t{c.read<int32_t>(where, "value")}};
-    case GgufType::kInt64: return {type, c.read<int64_t>(where, "value")};
-    case GgufType::kFloat32: return {type, double{c.read<float>(where, "value")}};
-    case GgufType::kFloat64: return {type, c.read<double>(where, "value")};
+    case GgufType::kUint8:
+      return {type, uint64_t{c.read<uint8_t>(where, "value")}};
+    case GgufType::kUint16:
+      return {type, uint64_t{c.read<uint16_t>(where, "value")}};
+    case GgufType::kUint32:
+      return {type, uint64_t{c.read<uint32_t>(where, "value")}};
+    case GgufType::kUint64:
+      return {type, c.read<uint64_t>(where, "value")};
+    case GgufType::kInt8:
+      return {type, int64_t{c.read<int8_t>(where, "value")}};
+    case GgufType::kInt16:
+      return {type, int64_t{c.read<int16_t>(where, "value")}};
+    case GgufType::kInt32:
+      return {type, int64_t{c.read<int32_t>(where, "value")}};
+    case GgufType::kInt64:
+      return {type, c.read<int64_t>(where, "value")};
+    case GgufType::kFloat32:
+      return {type, double{c.read<float>(where, "value")}};
+    case GgufType::kFloat64:
+      return {type, c.read<double>(where, "value")};
     case GgufType::kBool: {
       const auto byte = c.read<uint8_t>(where, "value");
       if (byte > 1) {
@@ -253,8 +266,10 @@ GgufValue GgufParser::read_value(Cursor& c, GgufType type, const Where& where, i
       }
       return {type, byte == 1};
     }
-    case GgufType::kString: return {type, c.read_string(where, "string")};
-    case GgufType::kArray: return {type, read_array(c, where, depth)};
+    case GgufType::kString:
+      return {type, c.read_string(where, "string")};
+    case GgufType::kArray:
+      return {type, read_array(c, where, depth)};
   }
   fail(where.str() + " has an invalid value type");  // read_type admits no other code
 }
@@ -264,10 +279,9 @@ GgufArray GgufParser::read_array(Cursor& c, const Where& where, int depth) {
   const auto count = c.read<uint64_t>(where, "array length");
   const uint64_t min_size = min_encoded_size(element);
   if (count > c.remaining() / min_size) {
-    fail(where.str() + " array length " + std::to_string(count) + " of " +
-         gguf_type_name(element) + " (at least " + std::to_string(min_size) +
-         " bytes each) exceeds the " + std::to_string(c.remaining()) +
-         " bytes left in the file");
+    fail(where.str() + " array length " + std::to_string(count) + " of " + gguf_type_name(element) +
+         " (at least " + std::to_string(min_size) + " bytes each) exceeds the " +
+         std::to_string(c.remaining()) + " bytes left in the file");
   }
   if (element == GgufType::kArray && depth >= kGgufMaxArrayDepth) {
     fail(where.str() + " nests arrays deeper than " + std::to_string(kGgufMaxArrayDepth) +
@@ -297,18 +311,17 @@ GgufArray GgufParser::read_array(Cursor& c, const Where& where, int depth) {
 void GgufParser::parse_header(GgufFile::Impl& file, Cursor& c, uint64_t& tensor_count,
                               uint64_t& kv_count) {
   const Where header{"header"};
-  if (file.mapping.size() < 4 ||
-      std::memcmp(file.mapping.data(), &kMagic, sizeof(kMagic)) != 0) {
+  if (file.mapping.size() < 4 || std::memcmp(file.mapping.data(), &kMagic, sizeof(kMagic)) != 0) {
     const size_t n = std::min<size_t>(file.mapping.size(), 4);
     fail("is not a GGUF file: it starts with " +
-         printable({reinterpret_cast<const char*>(file.mapping.data()), n}) +
-         " instead of 'GGUF'");
+         printable({reinterpret_cast<const char*>(file.mapping.data()), n}) + " instead of 'GGUF'");
   }
   c.skip(4, header, "magic");
   const auto version = c.read<uint32_t>(header, "version");
   if (version == 1) {
-    fail("GGUF version 1 is not supported (accepted: 2, 3); re-convert the model with a "
-         "current llama.cpp");
+    fail(
+        "GGUF version 1 is not supported (accepted: 2, 3); re-convert the model with a "
+        "current llama.cpp");
   }
   if (version == 0x02000000 || version == 0x03000000) {  // 2 or 3 written big-endian
     fail("is a big-endian GGUF file (its version field reads " + std::to_string(version) +
@@ -323,14 +336,14 @@ void GgufParser::parse_header(GgufFile::Impl& file, Cursor& c, uint64_t& tensor_
   const uint64_t left = c.remaining();
   if (tensor_count > left / kMinTensorEntryBytes) {
     fail("header tensor count " + std::to_string(tensor_count) + " is impossible: each " +
-         "tensor entry takes at least " + std::to_string(kMinTensorEntryBytes) +
-         " bytes and " + std::to_string(left) + " bytes follow the header (accepted: at most " +
+         "tensor entry takes at least " + std::to_string(kMinTensorEntryBytes) + " bytes and " +
+         std::to_string(left) + " bytes follow the header (accepted: at most " +
          std::to_string(left / kMinTensorEntryBytes) + ")");
   }
   if (kv_count > left / kMinMetadataEntryBytes) {
     fail("header metadata count " + std::to_string(kv_count) + " is impossible: each " +
-         "metadata entry takes at least " + std::to_string(kMinMetadataEntryBytes) +
-         " bytes and " + std::to_string(left) + " bytes follow the header (accepted: at most " +
+         "metadata entry takes at least " + std::to_string(kMinMetadataEntryBytes) + " bytes and " +
+         std::to_string(left) + " bytes follow the header (accepted: at most " +
          std::to_string(left / kMinMetadataEntryBytes) + ")");
   }
   // Both counts are bounded above, so the sum cannot overflow.
@@ -461,8 +474,8 @@ void GgufParser::place_tensors(GgufFile::Impl& file, uint64_t header_end) {
         __builtin_add_overflow(begin, info.bytes, &end) || end > size) {
       fail(label + " data (offset " + std::to_string(info.offset) + ", " +
            std::to_string(info.bytes) + " bytes, data section at " +
-           std::to_string(file.data_offset) + ") lies outside the file of " +
-           std::to_string(size) + " bytes");
+           std::to_string(file.data_offset) + ") lies outside the file of " + std::to_string(size) +
+           " bytes");
     }
     info.offset = begin;
     info.data_ = file.mapping.data() + begin;
@@ -485,19 +498,32 @@ void GgufParser::parse(GgufFile::Impl& file) {
 
 std::string gguf_type_name(GgufType type) {
   switch (type) {
-    case GgufType::kUint8: return "uint8";
-    case GgufType::kInt8: return "int8";
-    case GgufType::kUint16: return "uint16";
-    case GgufType::kInt16: return "int16";
-    case GgufType::kUint32: return "uint32";
-    case GgufType::kInt32: return "int32";
-    case GgufType::kFloat32: return "float32";
-    case GgufType::kBool: return "bool";
-    case GgufType::kString: return "string";
-    case GgufType::kArray: return "array";
-    case GgufType::kUint64: return "uint64";
-    case GgufType::kInt64: return "int64";
-    case GgufType::kFloat64: return "float64";
+    case GgufType::kUint8:
+      return "uint8";
+    case GgufType::kInt8:
+      return "int8";
+    case GgufType::kUint16:
+      return "uint16";
+    case GgufType::kInt16:
+      return "int16";
+    case GgufType::kUint32:
+      return "uint32";
+    case GgufType::kInt32:
+      return "int32";
+    case GgufType::kFloat32:
+      return "float32";
+    case GgufType::kBool:
+      return "bool";
+    case GgufType::kString:
+      return "string";
+    case GgufType::kArray:
+      return "array";
+    case GgufType::kUint64:
+      return "uint64";
+    case GgufType::kInt64:
+      return "int64";
+    case GgufType::kFloat64:
+      return "float64";
   }
   return "unknown(" + std::to_string(static_cast<uint32_t>(type)) + ")";
 }
@@ -721,8 +747,10 @@ std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
     case GgufType::kFloat64:
     case GgufType::kBool:
     case GgufType::kString:
-    case GgufType::kArray: type_mismatch(key, *find(key), kExpectIntArray);
-    default: break;
+    case GgufType::kArray:
+      type_mismatch(key, *find(key), kExpectIntArray);
+    default:
+      break;
   }
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(array.size()));
@@ -730,8 +758,8 @@ std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
     const std::optional<int64_t> i = v.as_int();
     if (!i) {
       fail(file_prefix(impl_->path) + "metadata key " + printable(key) + " element " +
-           std::to_string(out.size()) + " is " + std::to_string(*v.as_uint()) +
-           "; expected " + std::string(kExpectIntArray));
+           std::to_string(out.size()) + " is " + std::to_string(*v.as_uint()) + "; expected " +
+           std::string(kExpectIntArray));
     }
     out.push_back(*i);
   });

@@ -73,8 +73,11 @@ GgufArrayBuilder& GgufArrayBuilder::add_uint(uint64_t value) {
       require(value <= std::numeric_limits<uint32_t>::max(), what);
       append<uint32_t>(payload_, static_cast<uint32_t>(value));
       break;
-    case GgufType::kUint64: append<uint64_t>(payload_, value); break;
-    default: require(false, what);
+    case GgufType::kUint64:
+      append<uint64_t>(payload_, value);
+      break;
+    default:
+      require(false, what);
   }
   ++count_;
   return *this;
@@ -85,21 +88,27 @@ GgufArrayBuilder& GgufArrayBuilder::add_int(int64_t value) {
   switch (element_type_) {
     case GgufType::kInt8:
       require(value >= std::numeric_limits<int8_t>::min() &&
-                  value <= std::numeric_limits<int8_t>::max(), what);
+                  value <= std::numeric_limits<int8_t>::max(),
+              what);
       append<int8_t>(payload_, static_cast<int8_t>(value));
       break;
     case GgufType::kInt16:
       require(value >= std::numeric_limits<int16_t>::min() &&
-                  value <= std::numeric_limits<int16_t>::max(), what);
+                  value <= std::numeric_limits<int16_t>::max(),
+              what);
       append<int16_t>(payload_, static_cast<int16_t>(value));
       break;
     case GgufType::kInt32:
       require(value >= std::numeric_limits<int32_t>::min() &&
-                  value <= std::numeric_limits<int32_t>::max(), what);
+                  value <= std::numeric_limits<int32_t>::max(),
+              what);
       append<int32_t>(payload_, static_cast<int32_t>(value));
       break;
-    case GgufType::kInt64: append<int64_t>(payload_, value); break;
-    default: require(false, what);
+    case GgufType::kInt64:
+      append<int64_t>(payload_, value);
+      break;
+    default:
+      require(false, what);
   }
   ++count_;
   return *this;
@@ -238,8 +247,8 @@ void GgufWriter::set_alignment(uint32_t alignment) {
 
 // --- tensors -----------------------------------------------------------------
 
-void GgufWriter::add_tensor(std::string_view name, DType type, const Shape& shape,
-                            const void* data, size_t bytes) {
+void GgufWriter::add_tensor(std::string_view name, DType type, const Shape& shape, const void* data,
+                            size_t bytes) {
   add_tensor(name, static_cast<uint32_t>(type), shape, data, bytes);
 }
 
@@ -269,8 +278,8 @@ void GgufWriter::add_tensor(std::string_view name, uint32_t ggml_type_code, cons
   }
   if (bytes != expected) {
     throw std::invalid_argument(label + " has " + std::to_string(bytes) + " bytes; " +
-                                ggml_type_name(ggml_type_code) + " " + shape.str() +
-                                " takes " + std::to_string(expected));
+                                ggml_type_name(ggml_type_code) + " " + shape.str() + " takes " +
+                                std::to_string(expected));
   }
   for (const Tensor& t : tensors_) {
     if (t.name == name) throw std::invalid_argument(label + " was already added");
@@ -316,16 +325,16 @@ void GgufWriter::emit(const Sink& sink) const {
 void GgufWriter::write(const std::filesystem::path& path) const {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) {
-    throw Error(ErrorKind::kModelFile, "cannot write model file '" + path.string() +
-                                           "': " + std::strerror(errno));
+    throw Error(ErrorKind::kModelFile,
+                "cannot write model file '" + path.string() + "': " + std::strerror(errno));
   }
   emit([&](const void* data, size_t bytes) {
     out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   });
   out.close();
   if (!out) {
-    throw Error(ErrorKind::kModelFile, "cannot write model file '" + path.string() +
-                                           "': " + std::strerror(errno));
+    throw Error(ErrorKind::kModelFile,
+                "cannot write model file '" + path.string() + "': " + std::strerror(errno));
   }
 }
 

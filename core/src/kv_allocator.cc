@@ -53,7 +53,8 @@ void KVAllocator::release(int32_t seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   // Return blocks so that the lowest index is handed out next.
-  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) free_blocks_.push_back(*b);
+  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b)
+    free_blocks_.push_back(*b);
   std::sort(free_blocks_.begin(), free_blocks_.end(), std::greater<>());
   sequences_.erase(it);
 }

@@ -21,7 +21,8 @@ int64_t read_bounded(const GgufFile& f, const std::string& key, int64_t min, int
   int64_t v = f.get_int(key);
   if (v < min || v > max) {
     throw Error(ErrorKind::kModelFile, f.path().string() + ": " + key + " is " + std::to_string(v) +
-                                           "; expected " + std::to_string(min) + ".." + std::to_string(max));
+                                           "; expected " + std::to_string(min) + ".." +
+                                           std::to_string(max));
   }
   return v;
 }
@@ -38,9 +39,9 @@ ModelHParams read_hparams(const GgufFile& f) {
   const std::string file = f.path().string();
   h.architecture = std::string(f.get_string("general.architecture"));
   if (!is_supported_architecture(h.architecture)) {
-    throw Error(ErrorKind::kModelFile, file + ": general.architecture '" + h.architecture +
-                                           "' is not supported; supported: " +
-                                           quoted_list(supported_architectures()));
+    throw Error(ErrorKind::kModelFile,
+                file + ": general.architecture '" + h.architecture +
+                    "' is not supported; supported: " + quoted_list(supported_architectures()));
   }
   h.name = std::string(f.find_string("general.name").value_or(""));
   const std::string a = h.architecture + ".";
@@ -51,14 +52,16 @@ ModelHParams read_hparams(const GgufFile& f) {
   h.n_heads = static_cast<int32_t>(read_bounded(f, a + "attention.head_count", 1, 1024));
   h.n_kv_heads = h.n_heads;
   if (f.find(a + "attention.head_count_kv")) {
-    h.n_kv_heads = static_cast<int32_t>(read_bounded(f, a + "attention.head_count_kv", 1, h.n_heads));
+    h.n_kv_heads =
+        static_cast<int32_t>(read_bounded(f, a + "attention.head_count_kv", 1, h.n_heads));
   }
   if (h.n_embd % h.n_heads != 0 || h.n_heads % h.n_kv_heads != 0) {
-    throw Error(ErrorKind::kModelFile,
-                file + ": inconsistent heads: embedding_length " + std::to_string(h.n_embd) +
-                    ", head_count " + std::to_string(h.n_heads) + ", head_count_kv " +
-                    std::to_string(h.n_kv_heads) +
-                    "; head_count must divide embedding_length and head_count_kv must divide head_count");
+    throw Error(
+        ErrorKind::kModelFile,
+        file + ": inconsistent heads: embedding_length " + std::to_string(h.n_embd) +
+            ", head_count " + std::to_string(h.n_heads) + ", head_count_kv " +
+            std::to_string(h.n_kv_heads) +
+            "; head_count must divide embedding_length and head_count_kv must divide head_count");
   }
   h.head_dim = h.n_embd / h.n_heads;
   if (h.head_dim % 2 != 0) {
@@ -71,16 +74,18 @@ ModelHParams read_hparams(const GgufFile& f) {
   }
   const uint64_t n_vocab = tokens->as_array()->size();
   if (n_vocab < 1 || n_vocab > (1u << 24)) {
-    throw Error(ErrorKind::kModelFile, file + ": tokenizer.ggml.tokens has " + std::to_string(n_vocab) +
+    throw Error(ErrorKind::kModelFile, file + ": tokenizer.ggml.tokens has " +
+                                           std::to_string(n_vocab) +
                                            " entries; expected 1..16777216");
   }
   h.n_vocab = static_cast<int32_t>(n_vocab);
   h.rope_freq_base = static_cast<float>(f.find_float(a + "rope.freq_base").value_or(10000.0));
   h.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon"));
   if (!(h.rope_freq_base > 0.0f) || !(h.rms_eps > 0.0f) || h.rms_eps > 1.0f) {
-    throw Error(ErrorKind::kModelFile, file + ": rope.freq_base " + std::to_string(h.rope_freq_base) +
-                                           " and layer_norm_rms_epsilon " + std::to_string(h.rms_eps) +
-                                           " must be positive (epsilon at most 1)");
+    throw Error(ErrorKind::kModelFile,
+                file + ": rope.freq_base " + std::to_string(h.rope_freq_base) +
+                    " and layer_norm_rms_epsilon " + std::to_string(h.rms_eps) +
+                    " must be positive (epsilon at most 1)");
   }
   return h;
 }

@@ -49,9 +49,10 @@ std::string format_float(double value, GgufType type) {
     return std::to_string(static_cast<int64_t>(value));
   }
   char buffer[64];
-  const auto result = type == GgufType::kFloat32
-                          ? std::to_chars(buffer, buffer + sizeof(buffer), static_cast<float>(value))
-                          : std::to_chars(buffer, buffer + sizeof(buffer), value);
+  const auto result =
+      type == GgufType::kFloat32
+          ? std::to_chars(buffer, buffer + sizeof(buffer), static_cast<float>(value))
+          : std::to_chars(buffer, buffer + sizeof(buffer), value);
   return std::string(buffer, result.ptr);
 }
 
@@ -124,8 +125,8 @@ std::string special_token(Printer& p, const std::string& key,
 void print_overview(std::ostream& out, Printer& p, const GgufFile& file) {
   out << "model file\n";
   p.row("path", display_text(file.path().string()));
-  p.row("size", format_size(file.file_size()) + " (" + std::to_string(file.file_size()) +
-                    " bytes)");
+  p.row("size",
+        format_size(file.file_size()) + " (" + std::to_string(file.file_size()) + " bytes)");
   p.row("gguf version", std::to_string(file.version()));
   p.row("tensors", std::to_string(file.tensors().size()));
   p.row("metadata keys", std::to_string(file.metadata().size()));
@@ -138,9 +139,10 @@ void print_overview(std::ostream& out, Printer& p, const GgufFile& file) {
 void print_hyperparameters(std::ostream& out, Printer& p, const std::string& arch,
                            size_t token_count) {
   static constexpr std::string_view kKeys[] = {
-      "context_length",        "embedding_length",        "block_count",
-      "feed_forward_length",   "attention.head_count",    "attention.head_count_kv",
-      "rope.freq_base",        "attention.layer_norm_rms_epsilon",
+      "context_length",       "embedding_length",
+      "block_count",          "feed_forward_length",
+      "attention.head_count", "attention.head_count_kv",
+      "rope.freq_base",       "attention.layer_norm_rms_epsilon",
   };
   constexpr int kWidth = 34;
   out << "\nhyperparameters (" << (arch.empty() ? std::string(kMissing) : arch) << ".*)\n";
@@ -150,8 +152,7 @@ void print_hyperparameters(std::ostream& out, Printer& p, const std::string& arc
   }
   const GgufValue* vocab = arch.empty() ? nullptr : p.use(arch + ".vocab_size");
   if (vocab == nullptr && token_count > 0) {
-    p.row("vocab_size", std::to_string(token_count) + " (tokens in tokenizer.ggml.tokens)",
-          kWidth);
+    p.row("vocab_size", std::to_string(token_count) + " (tokens in tokenizer.ggml.tokens)", kWidth);
   } else {
     p.row("vocab_size", format_value(vocab), kWidth);
   }
@@ -194,8 +195,8 @@ void print_type_histogram(std::ostream& out, const GgufFile& file) {
     std::string name = ggml_type_name(c.code);
     if (!dtype_from_code(c.code)) name += " (unsupported)";
     out << "  " << std::left << std::setw(20) << name << std::right << std::setw(6) << c.tensors
-        << (c.tensors == 1 ? " tensor   " : " tensors  ") << std::setw(10) << format_size(c.bytes) << "  (" << c.bytes
-        << " bytes)\n";
+        << (c.tensors == 1 ? " tensor   " : " tensors  ") << std::setw(10) << format_size(c.bytes)
+        << "  (" << c.bytes << " bytes)\n";
   }
 }
 
@@ -226,13 +227,15 @@ void print_tensor_table(std::ostream& out, const GgufFile& file) {
   }
   const auto col = [](size_t w) { return std::setw(static_cast<int>(w)); };
   out << "\ntensors (shape is outermost first)\n";
-  out << "  " << std::left << col(name_width) << "name" << "  " << col(type_width) << "type"
-      << "  " << col(shape_width) << "shape" << "  " << std::right << std::setw(12) << "bytes"
+  out << "  " << std::left << col(name_width) << "name"
+      << "  " << col(type_width) << "type"
+      << "  " << col(shape_width) << "shape"
+      << "  " << std::right << std::setw(12) << "bytes"
       << "\n";
   for (const GgufTensorInfo& t : file.tensors()) {
-    out << "  " << std::left << col(name_width) << display_text(t.name) << "  "
-        << col(type_width) << t.type_name() << "  " << col(shape_width) << t.shape.str() << "  "
-        << std::right << std::setw(12) << t.bytes << "\n";
+    out << "  " << std::left << col(name_width) << display_text(t.name) << "  " << col(type_width)
+        << t.type_name() << "  " << col(shape_width) << t.shape.str() << "  " << std::right
+        << std::setw(12) << t.bytes << "\n";
   }
 }
 

@@ -44,7 +44,8 @@ std::vector<ScoringWindow> scoring_windows(int64_t n_tokens, int32_t ctx) {
     if (n_tokens >= 2) out.push_back(ScoringWindow{0, static_cast<int32_t>(n_tokens), 0});
     return out;
   }
-  for (int64_t begin = 0; begin + ctx <= n_tokens; begin += ctx) out.push_back(ScoringWindow{begin, ctx, ctx / 2});
+  for (int64_t begin = 0; begin + ctx <= n_tokens; begin += ctx)
+    out.push_back(ScoringWindow{begin, ctx, ctx / 2});
   return out;
 }
 
@@ -54,7 +55,8 @@ void FidelityAccumulator::add(std::span<const float> logits, int32_t next) {
   ++positions_;
 }
 
-void FidelityAccumulator::add(std::span<const float> logits, std::span<const float> base, int32_t next) {
+void FidelityAccumulator::add(std::span<const float> logits, std::span<const float> base,
+                              int32_t next) {
   assert(base.size() == static_cast<size_t>(n_vocab_));
   with_base_ = true;
   const double lse = log_sum_exp(logits), lse_base = log_sum_exp(base);

@@ -1,8 +1,8 @@
 #include "duet/pipeline.h"
 
-#include <new>
 #include <chrono>
 #include <cmath>
+#include <new>
 #include <optional>
 
 #include "duet/chat_template.h"
@@ -49,11 +49,14 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
   const ModelHParams& h = c.hparams;
   s->attention = s->backend->create_attention(
-      c.attention_impl, AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))});
-  if (!s->attention) throw Error(ErrorKind::kPlugin, "backend '" + c.backend + "' returned no attention");
+      c.attention_impl,
+      AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))});
+  if (!s->attention)
+    throw Error(ErrorKind::kPlugin, "backend '" + c.backend + "' returned no attention");
 
   std::vector<std::shared_ptr<Sampler>> links;
-  for (const auto& link : config.sampler.chain) links.push_back(host.create_sampler(link.name, link.options));
+  for (const auto& link : config.sampler.chain)
+    links.push_back(host.create_sampler(link.name, link.options));
   s->chain = std::make_unique<SamplerChain>(config.sampler.seed, std::move(links));
   for (const auto& stage : config.stages) {
     if (stage.name == "prefill") {
@@ -76,7 +79,9 @@ std::vector<int32_t> Pipeline::encode_wrapped(const std::string& wrapped, std::s
   const Tokenizer& t = *state_->tokenizer;
   const size_t at = wrapped.find(marker);
   std::vector<int32_t> ids = t.encode(std::string_view(wrapped).substr(0, at), true);
-  const auto append = [&ids](const std::vector<int32_t>& more) { ids.insert(ids.end(), more.begin(), more.end()); };
+  const auto append = [&ids](const std::vector<int32_t>& more) {
+    ids.insert(ids.end(), more.begin(), more.end());
+  };
   append(t.encode(user, false));
   append(t.encode(std::string_view(wrapped).substr(at + marker.size()), true));
   return ids;
@@ -86,14 +91,16 @@ namespace {
 constexpr std::string_view kUserMarker = "\x01duet-user-text\x01";
 }  // namespace
 
-std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt, bool parse_special) const {
+std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt,
+                                               bool parse_special) const {
   if (prompt.empty()) {
     throw Error(ErrorKind::kInputRejected, "the prompt is empty; pass --prompt with some text");
   }
   const State& s = *state_;
   if (parse_special && s.chat) {
-    throw Error(ErrorKind::kUsage, "control tokens are parsed in raw prompts only; a chat message (model.chat: "
-                                   "true) is always plain text: drop --parse-special or use --set model.chat=false");
+    throw Error(ErrorKind::kUsage,
+                "control tokens are parsed in raw prompts only; a chat message (model.chat: "
+                "true) is always plain text: drop --parse-special or use --set model.chat=false");
   }
   std::vector<int32_t> ids;
   if (s.tokenizer->add_bos() && s.tokenizer->bos_id()) ids.push_back(*s.tokenizer->bos_id());
@@ -109,8 +116,10 @@ std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt, bool p
   return ids;
 }
 
-std::vector<int32_t> Pipeline::tokenize_next_turn(const std::string& message, bool answer_closed) const {
-  if (message.empty()) throw Error(ErrorKind::kInputRejected, "the message is empty; type some text");
+std::vector<int32_t> Pipeline::tokenize_next_turn(const std::string& message,
+                                                  bool answer_closed) const {
+  if (message.empty())
+    throw Error(ErrorKind::kInputRejected, "the message is empty; type some text");
   const State& s = *state_;
   if (!s.chat) return s.tokenizer->encode(message, false);
   return encode_wrapped(s.chat->apply_next(kUserMarker, answer_closed), kUserMarker, message);
@@ -129,13 +138,13 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
   }
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= vocab) {
-      throw Error(ErrorKind::kInputRejected, "prompt token " + std::to_string(i) + " has id " +
-                                                 std::to_string(prompt[i]) + ", outside the vocabulary [0, " +
-                                                 std::to_string(vocab) + ")");
+      throw Error(ErrorKind::kInputRejected,
+                  "prompt token " + std::to_string(i) + " has id " + std::to_string(prompt[i]) +
+                      ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
-  return std::make_unique<Session>(std::make_unique<Session::Impl>(*s.model, *s.kv, *s.allocator, *s.attention,
-                                                                   *s.chain, *s.tokenizer, sink, prompt));
+  return std::make_unique<Session>(std::make_unique<Session::Impl>(
+      *s.model, *s.kv, *s.allocator, *s.attention, *s.chain, *s.tokenizer, sink, prompt));
 }
 
 RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) {
@@ -162,7 +171,8 @@ RunResult Pipeline::run_stages(Session& session) {
   }
   RunResult r;
   auto all = session.tokens();
-  r.prompt_tokens.assign(all.begin() + (turn_start - session.stats().prompt_tokens), all.begin() + turn_start);
+  r.prompt_tokens.assign(all.begin() + (turn_start - session.stats().prompt_tokens),
+                         all.begin() + turn_start);
   r.generated_tokens.assign(all.begin() + turn_start, all.end());
   r.finish = session.finish_reason();
   r.stats = session.stats();

@@ -54,10 +54,11 @@ class Problems {
 // dtype (a block-quantized dtype needs n_kv_heads * head_dim to be a whole
 // number of blocks).
 std::optional<uint64_t> kv_cache_bytes(const KVCacheSpec& s) {
-  const auto per_slot =
-      dtype_row_bytes(s.dtype, static_cast<uint64_t>(s.n_kv_heads) * static_cast<uint64_t>(s.head_dim));
+  const auto per_slot = dtype_row_bytes(
+      s.dtype, static_cast<uint64_t>(s.n_kv_heads) * static_cast<uint64_t>(s.head_dim));
   if (!per_slot) return std::nullopt;
-  return 2 * static_cast<uint64_t>(s.n_layers) * static_cast<uint64_t>(s.capacity_tokens) * *per_slot;
+  return 2 * static_cast<uint64_t>(s.n_layers) * static_cast<uint64_t>(s.capacity_tokens) *
+         *per_slot;
 }
 
 // Checks that `backend` provides the KV cache and the attention the pipeline
@@ -73,7 +74,8 @@ void check_backend(Backend& backend, const PipelineConfig& config, const std::st
   if (std::find(kv_impls.begin(), kv_impls.end(), kc.impl) == kv_impls.end()) {
     problems.add(ErrorKind::kConfig, prefix + "components.kv_cache.impl '" + kc.impl +
                                          "' is not provided by backend '" + backend.name() + "'" +
-                                         did_you_mean(kc.impl, kv_impls) + "; available: " + quoted_list(kv_impls));
+                                         did_you_mean(kc.impl, kv_impls) +
+                                         "; available: " + quoted_list(kv_impls));
   } else {
     kv_reasons = backend.check_kv_cache(out.kv_cache).reasons;
     for (const auto& reason : kv_reasons) {
@@ -82,10 +84,12 @@ void check_backend(Backend& backend, const PipelineConfig& config, const std::st
   }
   const auto attn_impls = backend.attention_impls();
   out.attention_impl = config.attention.impl;
-  if (out.attention_impl == "default" && !attn_impls.empty()) out.attention_impl = attn_impls.front();
+  if (out.attention_impl == "default" && !attn_impls.empty())
+    out.attention_impl = attn_impls.front();
   if (std::find(attn_impls.begin(), attn_impls.end(), out.attention_impl) == attn_impls.end()) {
-    problems.add(ErrorKind::kConfig, prefix + "components.attention.impl '" + config.attention.impl +
-                                         "' is not provided by backend '" + backend.name() + "'" +
+    problems.add(ErrorKind::kConfig, prefix + "components.attention.impl '" +
+                                         config.attention.impl + "' is not provided by backend '" +
+                                         backend.name() + "'" +
                                          did_you_mean(config.attention.impl, attn_impls) +
                                          "; available: " + quoted_list(attn_impls));
     return;
@@ -95,16 +99,16 @@ void check_backend(Backend& backend, const PipelineConfig& config, const std::st
     spec.scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
     auto attention = backend.create_attention(out.attention_impl, spec);
     if (!attention) {
-      throw Error(ErrorKind::kPlugin,
-                  "backend '" + backend.name() + "' returned no attention '" + out.attention_impl + "'");
+      throw Error(ErrorKind::kPlugin, "backend '" + backend.name() + "' returned no attention '" +
+                                          out.attention_impl + "'");
     }
     Support s = attention->check(out.kv_cache);
     for (const auto& reason : s.reasons) {
       // An attention that reads what its backend's cache stores repeats
       // the cache's own reasons: each is reported once.
       if (std::find(kv_reasons.begin(), kv_reasons.end(), reason) != kv_reasons.end()) continue;
-      problems.add(ErrorKind::kConfig,
-                   prefix + "attention '" + out.attention_impl + "' cannot use this KV cache: " + reason);
+      problems.add(ErrorKind::kConfig, prefix + "attention '" + out.attention_impl +
+                                           "' cannot use this KV cache: " + reason);
     }
   });
 }
@@ -114,11 +118,12 @@ void check_backend(Backend& backend, const PipelineConfig& config, const std::st
 // Options a backend's factory rejects are the pipeline's problem, not a
 // reason to pass over the backend. No candidate left is one kPlugin problem
 // listing each candidate's reasons.
-void choose_backend(const PipelineConfig& config, const PluginHost& host, bool with_model, PipelineCheck& out,
-                    Problems& problems) {
+void choose_backend(const PipelineConfig& config, const PluginHost& host, bool with_model,
+                    PipelineCheck& out, Problems& problems) {
   const std::string src = config.source.string();
   std::string names;
-  for (const BackendCandidate& c : config.backend.choice) names += (names.empty() ? "" : ", ") + c.plugin;
+  for (const BackendCandidate& c : config.backend.choice)
+    names += (names.empty() ? "" : ", ") + c.plugin;
   for (const BackendCandidate& candidate : config.backend.choice) {
     Problems own;
     std::shared_ptr<Backend> backend;
@@ -163,21 +168,28 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
   if (model) {
     const ModelHParams& h = out.hparams;
     const KVCacheConfig& kc = config.kv_cache;
-    out.kv_cache = KVCacheSpec{kc.impl, h.n_layers, h.n_kv_heads, h.head_dim, kc.capacity_tokens,
-                               kc.block_tokens == 0 ? static_cast<int32_t>(kc.capacity_tokens) : kc.block_tokens,
-                               kc.dtype};
+    out.kv_cache = KVCacheSpec{
+        kc.impl,
+        h.n_layers,
+        h.n_kv_heads,
+        h.head_dim,
+        kc.capacity_tokens,
+        kc.block_tokens == 0 ? static_cast<int32_t>(kc.capacity_tokens) : kc.block_tokens,
+        kc.dtype};
     if (auto bytes = kv_cache_bytes(out.kv_cache)) {
       out.kv_cache_bytes = *bytes;
     } else {
-      problems.add(ErrorKind::kConfig, src + ": components.kv_cache.dtype " + std::string(dtype_name(kc.dtype)) +
-                                           " cannot hold slots of " + std::to_string(h.n_kv_heads * h.head_dim) +
-                                           " values (not a whole number of blocks); use f32, f16 or bf16");
+      problems.add(ErrorKind::kConfig,
+                   src + ": components.kv_cache.dtype " + std::string(dtype_name(kc.dtype)) +
+                       " cannot hold slots of " + std::to_string(h.n_kv_heads * h.head_dim) +
+                       " values (not a whole number of blocks); use f32, f16 or bf16");
     }
     if (kc.capacity_tokens > h.context_length) {
-      problems.add(ErrorKind::kConfig,
-                   src + ": components.kv_cache.capacity_tokens " + std::to_string(kc.capacity_tokens) +
-                       " exceeds the model's context_length " + std::to_string(h.context_length) +
-                       "; use at most " + std::to_string(h.context_length));
+      problems.add(ErrorKind::kConfig, src + ": components.kv_cache.capacity_tokens " +
+                                           std::to_string(kc.capacity_tokens) +
+                                           " exceeds the model's context_length " +
+                                           std::to_string(h.context_length) + "; use at most " +
+                                           std::to_string(h.context_length));
     }
   }
 
@@ -185,8 +197,9 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
     out.backend = config.backend.plugin;
     out.backend_options = config.backend.options;
     std::shared_ptr<Backend> backend;
-    problems.attempt(src + ": backend",
-                     [&] { backend = host.create_backend(config.backend.plugin, config.backend.options); });
+    problems.attempt(src + ": backend", [&] {
+      backend = host.create_backend(config.backend.plugin, config.backend.options);
+    });
     if (backend && model) check_backend(*backend, config, src + ": ", out, problems);
   } else {
     choose_backend(config, host, model.has_value(), out, problems);
@@ -199,9 +212,10 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
   }
 
   if (!config.stages.empty() && config.stages.front().name == "decode") {
-    problems.add(ErrorKind::kConfig, format_source_pos(config.source, config.stages.front().pos) +
-                                         ": the decode stage needs logits from a stage before it; put "
-                                         "'- prefill: {}' (or a plugin stage that runs the prompt) first");
+    problems.add(ErrorKind::kConfig,
+                 format_source_pos(config.source, config.stages.front().pos) +
+                     ": the decode stage needs logits from a stage before it; put "
+                     "'- prefill: {}' (or a plugin stage that runs the prompt) first");
   }
   for (const auto& stage : config.stages) {
     out.stages.push_back(stage.name);

@@ -15,14 +15,14 @@ namespace duet {
 namespace {
 
 namespace fs = std::filesystem;
-using yaml::Entry;
-using yaml::Node;
-using yaml::Origin;
-using yaml::Problems;
 using yaml::child_path;
+using yaml::Entry;
 using yaml::get;
 using yaml::item_path;
+using yaml::Node;
+using yaml::Origin;
 using yaml::parse_integer;
+using yaml::Problems;
 
 constexpr int64_t kMaxCapacityTokens = 16777216;
 const std::vector<std::string> kKVCacheDTypes = {"f32", "f16", "bf16", "q8_0"};
@@ -150,10 +150,11 @@ class Reader : yaml::SchemaReader {
                              [&](const BackendCandidate& c) { return c.plugin == e.key; });
       if (it == out.choice.end()) {
         std::string hint = did_you_mean(e.key, names);
-        problems_.add(e.key_origin,
-                      "backend.options." + e.key + ": backend.plugin is a list, so backend.options " +
-                          "holds one map of options per listed backend, and '" + e.key +
-                          "' is not listed" + (hint.empty() ? "; listed: " + quoted_list(names) : hint));
+        problems_.add(e.key_origin, "backend.options." + e.key +
+                                        ": backend.plugin is a list, so backend.options " +
+                                        "holds one map of options per listed backend, and '" +
+                                        e.key + "' is not listed" +
+                                        (hint.empty() ? "; listed: " + quoted_list(names) : hint));
         continue;
       }
       read_scalar_map(e.value, it->options);
@@ -316,7 +317,6 @@ class Reader : yaml::SchemaReader {
       }
     }
   }
-
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "duet/plugin_host.h"
 
-#include <new>
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
@@ -8,7 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
+#include <new>
 
 #include "duet/error.h"
 #include "stage_options.h"
@@ -20,9 +21,12 @@ namespace fs = std::filesystem;
 
 const char* component_kind_name(ComponentKind kind) {
   switch (kind) {
-    case ComponentKind::kBackend: return "backend";
-    case ComponentKind::kSampler: return "sampler";
-    case ComponentKind::kStage: return "stage";
+    case ComponentKind::kBackend:
+      return "backend";
+    case ComponentKind::kSampler:
+      return "sampler";
+    case ComponentKind::kStage:
+      return "stage";
   }
   return "component";
 }
@@ -113,9 +117,11 @@ class PluginHost::Registrar final : public PluginRegistrar {
   Entry& stage(ComponentKind kind, const std::string& name, const std::string& summary) {
     const char* kind_name = component_kind_name(kind);
     auto taken = [&](const ComponentInfo& info) { return info.kind == kind && info.name == name; };
-    if (name.empty()) throw Error(ErrorKind::kPlugin, std::string("a ") + kind_name + " needs a name");
+    if (name.empty())
+      throw Error(ErrorKind::kPlugin, std::string("a ") + kind_name + " needs a name");
     if (kind == ComponentKind::kStage && is_builtin_stage(name)) {
-      throw Error(ErrorKind::kPlugin, "stage '" + name + "' is built into Duet's core; choose another name");
+      throw Error(ErrorKind::kPlugin,
+                  "stage '" + name + "' is built into Duet's core; choose another name");
     }
     if (auto it = host_.entries_.find({kind, name}); it != host_.entries_.end()) {
       throw Error(ErrorKind::kPlugin, std::string(kind_name) + " '" + name +
@@ -124,7 +130,8 @@ class PluginHost::Registrar final : public PluginRegistrar {
     }
     for (const auto& e : staged_) {
       if (taken(e.info)) {
-        throw Error(ErrorKind::kPlugin, std::string(kind_name) + " '" + name + "' registered twice");
+        throw Error(ErrorKind::kPlugin,
+                    std::string(kind_name) + " '" + name + "' registered twice");
       }
     }
     staged_.push_back(Entry{ComponentInfo{kind, name, summary, plugin_}, library_, {}, {}, {}});
@@ -148,8 +155,8 @@ constexpr size_t kDescriptorBytes = offsetof(DuetPluginDescriptor, destroy) + si
 bool valid_plugin_name(const char* name) {
   if (name == nullptr || *name == '\0' || std::strlen(name) > 64) return false;
   for (const char* c = name; *c; ++c) {
-    bool ok = std::islower(static_cast<unsigned char>(*c)) || std::isdigit(static_cast<unsigned char>(*c)) ||
-              *c == '_' || *c == '-';
+    bool ok = std::islower(static_cast<unsigned char>(*c)) ||
+              std::isdigit(static_cast<unsigned char>(*c)) || *c == '_' || *c == '-';
     if (!ok) return false;
   }
   return true;
@@ -197,14 +204,17 @@ PluginRecord PluginHost::load(const fs::path& file) {
 
   // Only plain fields are read until every check below has passed.
   if (desc->struct_size < kDescriptorBytes) {
-    return refuse("descriptor is " + std::to_string(desc->struct_size) + " bytes; this host needs at least " +
-                  std::to_string(kDescriptorBytes) + " (plugin built for an older Duet ABI)");
+    return refuse("descriptor is " + std::to_string(desc->struct_size) +
+                  " bytes; this host needs at least " + std::to_string(kDescriptorBytes) +
+                  " (plugin built for an older Duet ABI)");
   }
   if (valid_plugin_name(desc->name)) record.name = desc->name;
   record.version = text_or(desc->version, "");
   record.summary = text_or(desc->summary, "");
-  const std::string host_abi = std::to_string(DUET_ABI_MAJOR) + "." + std::to_string(DUET_ABI_MINOR);
-  const std::string plugin_abi = std::to_string(desc->abi_major) + "." + std::to_string(desc->abi_minor);
+  const std::string host_abi =
+      std::to_string(DUET_ABI_MAJOR) + "." + std::to_string(DUET_ABI_MINOR);
+  const std::string plugin_abi =
+      std::to_string(desc->abi_major) + "." + std::to_string(desc->abi_minor);
   if (desc->abi_major != DUET_ABI_MAJOR) {
     return refuse("ABI major version mismatch: plugin " + plugin_abi + ", host " + host_abi +
                   "; rebuild the plugin against this Duet SDK");
@@ -215,17 +225,19 @@ PluginRecord PluginHost::load(const fs::path& file) {
   }
   const std::string tag = text_or(desc->toolchain, "(none)");
   if (tag != DUET_TOOLCHAIN_TAG) {
-    return refuse("toolchain mismatch: plugin built with '" + tag + "', host with '" DUET_TOOLCHAIN_TAG
+    return refuse("toolchain mismatch: plugin built with '" + tag +
+                  "', host with '" DUET_TOOLCHAIN_TAG
                   "'; rebuild the plugin with a compatible compiler and standard library");
   }
   if (!valid_plugin_name(desc->name)) {
-    return refuse("invalid plugin name '" + text_or(desc->name, "(null)") + "'; expected [a-z0-9_-]{1,64}");
+    return refuse("invalid plugin name '" + text_or(desc->name, "(null)") +
+                  "'; expected [a-z0-9_-]{1,64}");
   }
   if (desc->create == nullptr) return refuse("descriptor has no create()");
   for (const auto& other : records_) {
     if (&other != &record && other.loaded && other.name == record.name) {
-      return refuse("a plugin named '" + record.name + "' is already loaded from " + other.path.string() +
-                    " (the first one found wins)");
+      return refuse("a plugin named '" + record.name + "' is already loaded from " +
+                    other.path.string() + " (the first one found wins)");
     }
   }
   if (desc->probe != nullptr) {
@@ -238,7 +250,8 @@ PluginRecord PluginHost::load(const fs::path& file) {
     }
     if (can_run == 0) {
       reason[sizeof reason - 1] = '\0';
-      return refuse(std::string("cannot run here: ") + (reason[0] ? reason : "the probe gave no reason"));
+      return refuse(std::string("cannot run here: ") +
+                    (reason[0] ? reason : "the probe gave no reason"));
     }
   }
 
@@ -307,15 +320,16 @@ const PluginHost::Entry& PluginHost::find(ComponentKind kind, const std::string&
   // when that plugin was refused, its reason is the answer.
   for (const PluginRecord& record : records_) {
     if (record.loaded || record.name != name) continue;
-    throw Error(ErrorKind::kPlugin, std::string("no ") + kind_name + " named '" + name + "': plugin '" + name +
-                                        "' (" + record.path.string() + ") was refused: " + record.refusal);
+    throw Error(ErrorKind::kPlugin, std::string("no ") + kind_name + " named '" + name +
+                                        "': plugin '" + name + "' (" + record.path.string() +
+                                        ") was refused: " + record.refusal);
   }
   std::vector<std::string> known;
   for (const auto& info : components(kind)) known.push_back(info.name);
-  throw Error(ErrorKind::kPlugin, std::string("no ") + kind_name + " named '" + name + "'" +
-                                      did_you_mean(name, known) + "; loaded " + kind_name +
-                                      "s: " + quoted_list(known) +
-                                      " (`duet plugins` lists what was found and why any was refused)");
+  throw Error(ErrorKind::kPlugin,
+              std::string("no ") + kind_name + " named '" + name + "'" + did_you_mean(name, known) +
+                  "; loaded " + kind_name + "s: " + quoted_list(known) +
+                  " (`duet plugins` lists what was found and why any was refused)");
 }
 
 namespace {
@@ -332,7 +346,8 @@ auto call_factory(const Factory& factory, const Options& options, const Componen
     throw;  // out of memory, not a broken plugin: exit code 5
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kPlugin, std::string("plugin '") + info.plugin + "' failed to create " +
-                                        component_kind_name(info.kind) + " '" + info.name + "': " + e.what());
+                                        component_kind_name(info.kind) + " '" + info.name +
+                                        "': " + e.what());
   }
 }
 
@@ -343,24 +358,28 @@ std::shared_ptr<T> keep_loaded(std::unique_ptr<T> object, std::shared_ptr<Lib> l
                                const ComponentInfo& info) {
   if (!object) {
     throw Error(ErrorKind::kPlugin, std::string("plugin '") + info.plugin + "' returned no " +
-                                        component_kind_name(info.kind) + " for '" + info.name + "'");
+                                        component_kind_name(info.kind) + " for '" + info.name +
+                                        "'");
   }
   return std::shared_ptr<T>(object.release(), [library = std::move(library)](T* p) { delete p; });
 }
 
 }  // namespace
 
-std::shared_ptr<Backend> PluginHost::create_backend(const std::string& name, const Options& options) const {
+std::shared_ptr<Backend> PluginHost::create_backend(const std::string& name,
+                                                    const Options& options) const {
   const Entry& e = find(ComponentKind::kBackend, name);
   return keep_loaded(call_factory(e.backend, options, e.info), e.library, e.info);
 }
 
-std::shared_ptr<Sampler> PluginHost::create_sampler(const std::string& name, const Options& options) const {
+std::shared_ptr<Sampler> PluginHost::create_sampler(const std::string& name,
+                                                    const Options& options) const {
   const Entry& e = find(ComponentKind::kSampler, name);
   return keep_loaded(call_factory(e.sampler, options, e.info), e.library, e.info);
 }
 
-std::shared_ptr<Stage> PluginHost::create_stage(const std::string& name, const Options& options) const {
+std::shared_ptr<Stage> PluginHost::create_stage(const std::string& name,
+                                                const Options& options) const {
   const Entry& e = find(ComponentKind::kStage, name);
   return keep_loaded(call_factory(e.stage, options, e.info), e.library, e.info);
 }

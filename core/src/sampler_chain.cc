@@ -1,8 +1,8 @@
 #include "sampler_chain.h"
 
-#include <new>
 #include <algorithm>
 #include <cmath>
+#include <new>
 
 #include "duet/error.h"
 
@@ -31,15 +31,17 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
       throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' failed: " + e.what());
     }
     if (c.ids.empty() || c.ids.size() != c.logits.size()) {
-      throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' left " + std::to_string(c.ids.size()) +
-                                          " ids and " + std::to_string(c.logits.size()) +
+      throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' left " +
+                                          std::to_string(c.ids.size()) + " ids and " +
+                                          std::to_string(c.logits.size()) +
                                           " logits; a link must keep at least one candidate");
     }
     if (c.selected >= 0) {
       if (c.selected >= static_cast<int32_t>(logits.size()) ||
           std::find(c.ids.begin(), c.ids.end(), c.selected) == c.ids.end()) {
         throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' selected token " +
-                                            std::to_string(c.selected) + ", which is not a candidate");
+                                            std::to_string(c.selected) +
+                                            ", which is not a candidate");
       }
       return c.selected;
     }
@@ -55,8 +57,8 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
   }
   // Weights exp(l - max) in double; an infinite maximum gives its tokens all
   // the weight, and NaN logits get none.
-  const float max_logit = *std::max_element(c.logits.begin(), c.logits.end(),
-                                            [](float a, float b) { return std::isnan(a) || a < b; });
+  const float max_logit = *std::max_element(
+      c.logits.begin(), c.logits.end(), [](float a, float b) { return std::isnan(a) || a < b; });
   auto weight = [max_logit](float l) {
     if (std::isnan(l)) return 0.0;
     if (std::isinf(max_logit)) return l == max_logit ? 1.0 : 0.0;
@@ -77,7 +79,8 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
   }
   if (drawn < 0 || drawn >= static_cast<int32_t>(logits.size())) {
     throw Error(ErrorKind::kPlugin, "the sampler chain produced token " + std::to_string(drawn) +
-                                        ", outside the vocabulary of " + std::to_string(logits.size()));
+                                        ", outside the vocabulary of " +
+                                        std::to_string(logits.size()));
   }
   return drawn;
 }

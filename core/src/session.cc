@@ -7,17 +7,27 @@ namespace duet {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
   }
   return "none";
 }
 
 Session::Impl::Impl(LlamaModel& m, KVCache& k, KVAllocator& a, Attention& att, SamplerChain& c,
                     const Tokenizer& t, TextSink& s, std::span<const int32_t> prompt)
-    : model(m), kv(k), allocator(a), attention(att), chain(c), tokenizer(t), sink(s),
-      tokens(prompt.begin(), prompt.end()), prompt_tokens(static_cast<int32_t>(prompt.size())) {
+    : model(m),
+      kv(k),
+      allocator(a),
+      attention(att),
+      chain(c),
+      tokenizer(t),
+      sink(s),
+      tokens(prompt.begin(), prompt.end()),
+      prompt_tokens(static_cast<int32_t>(prompt.size())) {
   stats.prompt_tokens = prompt_tokens;
 }
 
@@ -38,9 +48,9 @@ void Session::continue_with(std::span<const int32_t> prompt) {
   if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the next prompt has no tokens");
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= n_vocab()) {
-      throw Error(ErrorKind::kInputRejected, "prompt token " + std::to_string(i) + " has id " +
-                                                 std::to_string(prompt[i]) + ", outside the vocabulary [0, " +
-                                                 std::to_string(n_vocab()) + ")");
+      throw Error(ErrorKind::kInputRejected,
+                  "prompt token " + std::to_string(i) + " has id " + std::to_string(prompt[i]) +
+                      ", outside the vocabulary [0, " + std::to_string(n_vocab()) + ")");
     }
   }
   s.tokens.insert(s.tokens.end(), prompt.begin(), prompt.end());
@@ -66,15 +76,16 @@ void Session::forward(int32_t n, bool all_logits) {
   Impl& s = *impl_;
   const int32_t first = cached();
   if (n <= 0 || first + n > static_cast<int32_t>(s.tokens.size())) {
-    throw Error(ErrorKind::kPlugin, "stage contract broken: forward of " + std::to_string(n) + " tokens from position " +
-                                          std::to_string(first) + " but the session holds " +
-                                          std::to_string(s.tokens.size()));
+    throw Error(ErrorKind::kPlugin, "stage contract broken: forward of " + std::to_string(n) +
+                                        " tokens from position " + std::to_string(first) +
+                                        " but the session holds " +
+                                        std::to_string(s.tokens.size()));
   }
   if (!s.allocator.append(Impl::kSequence, n)) {
     throw Error(ErrorKind::kInputRejected,
-                "the KV cache has room for " + std::to_string(room()) + " more tokens but " + std::to_string(n) +
-                    " were asked for (" + std::to_string(first) + " cached, capacity " +
-                    std::to_string(s.allocator.capacity_tokens()) +
+                "the KV cache has room for " + std::to_string(room()) + " more tokens but " +
+                    std::to_string(n) + " were asked for (" + std::to_string(first) +
+                    " cached, capacity " + std::to_string(s.allocator.capacity_tokens()) +
                     "); raise components.kv_cache.capacity_tokens or shorten the prompt");
   }
   StepBatch step;
@@ -95,7 +106,8 @@ void Session::forward(int32_t n, bool all_logits) {
     rows.push_back(n - 1);
   }
   s.logit_rows = static_cast<int32_t>(rows.size());
-  s.model.forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first), static_cast<size_t>(n)),
+  s.model.forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first),
+                                                             static_cast<size_t>(n)),
                   step, s.kv, s.attention, rows, s.logits);
 }
 
@@ -105,7 +117,8 @@ int32_t Session::sample() {
     throw Error(ErrorKind::kPlugin, "stage contract broken: sample() before any forward()");
   }
   const auto vocab = static_cast<size_t>(n_vocab());
-  std::span<const float> last(s.logits.data() + (static_cast<size_t>(s.logit_rows) - 1) * vocab, vocab);
+  std::span<const float> last(s.logits.data() + (static_cast<size_t>(s.logit_rows) - 1) * vocab,
+                              vocab);
   const auto step = static_cast<uint64_t>(s.tokens.size()) - static_cast<uint64_t>(s.prompt_tokens);
   return s.chain.sample(last, s.tokens, Impl::kSequence, step);
 }
@@ -114,7 +127,7 @@ void Session::append(int32_t token) {
   if (token < 0 || token >= n_vocab()) {
     throw Error(ErrorKind::kPlugin, "stage contract broken: token " + std::to_string(token) +
                                         " is outside the vocabulary of " +
-                                          std::to_string(n_vocab()));
+                                        std::to_string(n_vocab()));
   }
   impl_->tokens.push_back(token);
 }

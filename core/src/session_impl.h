@@ -15,8 +15,9 @@ namespace duet {
 
 class Session::Impl {
  public:
-  Impl(LlamaModel& model, KVCache& kv, KVAllocator& allocator, Attention& attention, SamplerChain& chain,
-       const Tokenizer& tokenizer, TextSink& sink, std::span<const int32_t> prompt);
+  Impl(LlamaModel& model, KVCache& kv, KVAllocator& allocator, Attention& attention,
+       SamplerChain& chain, const Tokenizer& tokenizer, TextSink& sink,
+       std::span<const int32_t> prompt);
   ~Impl();  // returns the sequence's cache blocks
 
   LlamaModel& model;

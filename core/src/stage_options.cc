@@ -13,10 +13,10 @@ void check_lists(const StageConfig& stage, const std::vector<std::string>& allow
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == key;
     if (!ok) {
-      throw Error(ErrorKind::kConfig, stage.options.path() + "." + key +
-                                          ": a list is not accepted here" +
-                                          (allowed.empty() ? std::string(" (this stage takes no list options)")
-                                                           : "; list options: " + quoted_list(allowed)));
+      throw Error(ErrorKind::kConfig,
+                  stage.options.path() + "." + key + ": a list is not accepted here" +
+                      (allowed.empty() ? std::string(" (this stage takes no list options)")
+                                       : "; list options: " + quoted_list(allowed)));
     }
   }
 }
@@ -66,10 +66,13 @@ DecodeOptions parse_decode_options(const StageConfig& stage) {
   }
   for (const auto& s : o.stop) {
     if (s.empty()) {
-      throw Error(ErrorKind::kConfig, stage.options.path() + ".stop: an empty stop string would stop at once; remove it");
+      throw Error(
+          ErrorKind::kConfig,
+          stage.options.path() + ".stop: an empty stop string would stop at once; remove it");
     }
     if (!is_valid_utf8(s)) {
-      throw Error(ErrorKind::kConfig, stage.options.path() + ".stop: a stop string must be valid UTF-8 text");
+      throw Error(ErrorKind::kConfig,
+                  stage.options.path() + ".stop: a stop string must be valid UTF-8 text");
     }
   }
   stage.options.finish();

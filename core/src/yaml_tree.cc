@@ -273,11 +273,13 @@ bool refuse_unreadable_text(std::string_view text, int override_index, Problems&
     bad = static_cast<size_t>(control - text.begin());
   if (!bad) return false;
   const std::string_view before = text.substr(0, *bad);
-  const size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
-  const Origin at = override_index >= 0
-                        ? Origin{0, 0, override_index}
-                        : Origin{static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1,
-                                 static_cast<int>(*bad - line_start) + 1, -1};
+  const size_t line_start =
+      before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
+  const Origin at =
+      override_index >= 0
+          ? Origin{0, 0, override_index}
+          : Origin{static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1,
+                   static_cast<int>(*bad - line_start) + 1, -1};
   char byte[8];
   std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[*bad]));
   if (bad == invalid) {
@@ -330,13 +332,15 @@ std::optional<Node> parse(std::string_view text, int override_index, Problems& p
   return builder.take_root();
 }
 
-Error too_large(const std::string& name, const std::string& what, uint64_t size, uint64_t max_bytes) {
-  return Error(ErrorKind::kConfig, name + ": " + std::to_string(size) + " bytes is more than a " + what +
-                                       " may hold (" + std::to_string(max_bytes >> 20) + " MiB, " +
-                                       std::to_string(max_bytes) + " bytes)");
+Error too_large(const std::string& name, const std::string& what, uint64_t size,
+                uint64_t max_bytes) {
+  return Error(ErrorKind::kConfig, name + ": " + std::to_string(size) + " bytes is more than a " +
+                                       what + " may hold (" + std::to_string(max_bytes >> 20) +
+                                       " MiB, " + std::to_string(max_bytes) + " bytes)");
 }
 
-std::string read_file(const std::filesystem::path& file, const std::string& what, uint64_t max_bytes) {
+std::string read_file(const std::filesystem::path& file, const std::string& what,
+                      uint64_t max_bytes) {
   namespace fs = std::filesystem;
   const std::string name = file.string();
   std::error_code ec;
@@ -349,7 +353,8 @@ std::string read_file(const std::filesystem::path& file, const std::string& what
   const uintmax_t size = fs::file_size(file, ec);
   if (!ec && size > max_bytes) throw too_large(name, what, size, max_bytes);
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kConfig, name + ": cannot open " + what + ": " + std::strerror(errno));
+  if (!in)
+    throw Error(ErrorKind::kConfig, name + ": cannot open " + what + ": " + std::strerror(errno));
   std::string text(max_bytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) throw Error(ErrorKind::kConfig, name + ": cannot read " + what);

@@ -103,9 +103,11 @@ bool refuse_unreadable_text(std::string_view text, int override_index, Problems&
 // a regular file, unreadable, or larger than `max_bytes` (too_large()).
 // Reads at most one byte past the limit, so a file growing meanwhile is
 // refused too.
-std::string read_file(const std::filesystem::path& file, const std::string& what, uint64_t max_bytes);
+std::string read_file(const std::filesystem::path& file, const std::string& what,
+                      uint64_t max_bytes);
 
 // The error for a `what` of `size` bytes, more than `max_bytes`.
-Error too_large(const std::string& name, const std::string& what, uint64_t size, uint64_t max_bytes);
+Error too_large(const std::string& name, const std::string& what, uint64_t size,
+                uint64_t max_bytes);
 
 }  // namespace duet::yaml

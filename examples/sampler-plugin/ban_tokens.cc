@@ -43,7 +43,8 @@ class BanTokens final : public duet::Sampler {
     }
     // The chain needs a candidate to choose from: banning everything is a
     // configuration mistake, not something to hide.
-    if (kept == 0) throw duet::Error(duet::ErrorKind::kInputRejected, "ban_tokens removed every candidate");
+    if (kept == 0)
+      throw duet::Error(duet::ErrorKind::kInputRejected, "ban_tokens removed every candidate");
     c.ids.resize(kept);
     c.logits.resize(kept);
   }

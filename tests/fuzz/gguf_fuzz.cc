@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     duet::GgufFile gguf = duet::GgufFile::open(file.path());
     for (const auto& entry : gguf.metadata()) {
-      if (const duet::GgufArray* array = entry.value.as_array(); array != nullptr && array->size() < 4096) {
+      if (const duet::GgufArray* array = entry.value.as_array();
+          array != nullptr && array->size() < 4096) {
         for (const auto& element : array->elements()) (void)element.as_string();
       }
     }

@@ -25,7 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The normalized form is documented to parse back to the same configuration.
   const std::string normalized = duet::describe(config);
   try {
-    const std::string again = duet::describe(duet::parse_pipeline_config(normalized, "fuzz.yaml", "/fuzz"));
+    const std::string again =
+        duet::describe(duet::parse_pipeline_config(normalized, "fuzz.yaml", "/fuzz"));
     if (again != normalized) std::abort();
   } catch (const duet::Error&) {
     std::abort();

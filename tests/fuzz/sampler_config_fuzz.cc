@@ -21,7 +21,8 @@ duet::PluginHost* g_host = nullptr;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_host = new duet::PluginHost;
-  const auto plugin = duet::fuzz::env_or("DUET_FUZZ_PLUGIN_DIR", DUET_BUILD_PLUGIN_DIR) + "/duet-samplers.so";
+  const auto plugin =
+      duet::fuzz::env_or("DUET_FUZZ_PLUGIN_DIR", DUET_BUILD_PLUGIN_DIR) + "/duet-samplers.so";
   if (!g_host->load(plugin).loaded) std::abort();
   return 0;
 }
@@ -37,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   duet::Options options("components.sampler.chain[0]." + link);
   for (size_t at = first_newline; at != std::string::npos && at < config.size();) {
     const size_t end = config.find('\n', at + 1);
-    const std::string line = config.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+    const std::string line =
+        config.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
     const size_t eq = line.find('=');
     if (eq != std::string::npos) options.set(line.substr(0, eq), line.substr(eq + 1));
     at = end;

@@ -21,8 +21,8 @@ std::set<unsigned char> g_missing_bytes;  // bytes with no token of their own
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  const std::string model =
-      duet::fuzz::env_or("DUET_MODEL", std::string(DUET_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  const std::string model = duet::fuzz::env_or(
+      "DUET_MODEL", std::string(DUET_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf");
   g_tokenizer = duet::load_tokenizer(duet::GgufFile::open(model));
   for (int b = 0; b < 256; ++b) {
     if (!g_tokenizer->find_token(std::string(1, static_cast<char>(b)))) {

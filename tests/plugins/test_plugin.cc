@@ -19,7 +19,9 @@ class FirstSampler final : public duet::Sampler {
   FirstSampler() { ++g_live_objects; }
   ~FirstSampler() override { --g_live_objects; }
   std::string name() const override { return "test_first"; }
-  void apply(duet::Candidates& c, const duet::SamplingContext&) override { c.selected = c.ids.front(); }
+  void apply(duet::Candidates& c, const duet::SamplingContext&) override {
+    c.selected = c.ids.front();
+  }
 };
 
 // Fails every step with a duet::Error made here, in the plugin: the error
@@ -113,9 +115,11 @@ const DuetPluginDescriptor kDescriptor = {
     sizeof(DuetPluginDescriptor),
 #endif
 #if defined(VARIANT_abi_major)
-    DUET_ABI_MAJOR + 1, DUET_ABI_MINOR,
+    DUET_ABI_MAJOR + 1,
+    DUET_ABI_MINOR,
 #elif defined(VARIANT_abi_minor_newer)
-    DUET_ABI_MAJOR, DUET_ABI_MINOR + 1,
+    DUET_ABI_MAJOR,
+    DUET_ABI_MINOR + 1,
 #else
     DUET_ABI_MAJOR, DUET_ABI_MINOR,
 #endif
@@ -129,14 +133,21 @@ const DuetPluginDescriptor kDescriptor = {
 #else
     kName,
 #endif
-    "1.2.3", "a plugin for the host's tests", probe, create, destroy};
+    "1.2.3",
+    "a plugin for the host's tests",
+    probe,
+    create,
+    destroy};
 
 }  // namespace
 
 #if !defined(VARIANT_no_entry)
-extern "C" __attribute__((visibility("default"))) const DuetPluginDescriptor* duet_plugin_entry(void) {
+extern "C" __attribute__((visibility("default"))) const DuetPluginDescriptor* duet_plugin_entry(
+    void) {
   return &kDescriptor;
 }
 #else
-extern "C" __attribute__((visibility("default"))) int some_other_symbol(void) { return kDescriptor.abi_major; }
+extern "C" __attribute__((visibility("default"))) int some_other_symbol(void) {
+  return kDescriptor.abi_major;
+}
 #endif

@@ -9,12 +9,14 @@ constexpr int kThreads = 256;
 __global__ void add_kernel(const float* a, const float* b, int64_t n, float* out) {
   wait_for_previous_kernel();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride) out[i] = a[i] + b[i];
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride)
+    out[i] = a[i] + b[i];
 }
 
 }  // namespace
 
-cudaError_t launch_add(const LaunchConfig& at, const float* a, const float* b, int64_t n, float* out) {
+cudaError_t launch_add(const LaunchConfig& at, const float* a, const float* b, int64_t n,
+                       float* out) {
   if (n == 0) return cudaSuccess;
   return launch(add_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, at, a, b, n, out);
 }

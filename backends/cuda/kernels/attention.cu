@@ -24,10 +24,10 @@ __global__ void attention_kernel(AttentionArgs a) {
   wait_for_previous_kernel();
   extern __shared__ float smem[];
   const int hd = a.head_dim;
-  float* q_s = smem;                // [hd] the query, pre-multiplied by scale
-  float* max_s = q_s + hd;          // [kWarps]
-  float* sum_s = max_s + kWarps;    // [kWarps]
-  float* acc_s = sum_s + kWarps;    // [kWarps][hd]
+  float* q_s = smem;              // [hd] the query, pre-multiplied by scale
+  float* max_s = q_s + hd;        // [kWarps]
+  float* sum_s = max_s + kWarps;  // [kWarps]
+  float* acc_s = sum_s + kWarps;  // [kWarps][hd]
 
   const int64_t row = blockIdx.x;
   const int head = static_cast<int>(blockIdx.y);
@@ -48,7 +48,8 @@ __global__ void attention_kernel(AttentionArgs a) {
   const bool fresh = a.k_new != nullptr;
   const int64_t new_offset = row * slot_floats + static_cast<int64_t>(kv_head) * hd;
   if (fresh && head % (a.n_heads / a.n_kv_heads) == 0) {
-    const int64_t slot_offset = static_cast<int64_t>(a.row_slot[row]) * slot_floats + static_cast<int64_t>(kv_head) * hd;
+    const int64_t slot_offset =
+        static_cast<int64_t>(a.row_slot[row]) * slot_floats + static_cast<int64_t>(kv_head) * hd;
     for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) {
       a.k_cache[slot_offset + d] = a.k_new[new_offset + d];
       a.v_cache[slot_offset + d] = a.v_new[new_offset + d];
@@ -82,7 +83,8 @@ __global__ void attention_kernel(AttentionArgs a) {
         for (int c = 0; c < 8 * kPerLane; ++c) {
           if (4 * c < hd) {
             const float4 kk = *reinterpret_cast<const float4*>(k + 4 * c);
-            dot += q_s[4 * c] * kk.x + q_s[4 * c + 1] * kk.y + q_s[4 * c + 2] * kk.z + q_s[4 * c + 3] * kk.w;
+            dot += q_s[4 * c] * kk.x + q_s[4 * c + 1] * kk.y + q_s[4 * c + 2] * kk.z +
+                   q_s[4 * c + 3] * kk.w;
           }
         }
       } else {
@@ -162,7 +164,8 @@ cudaError_t launch_for_head_dim(const LaunchConfig& at, const AttentionArgs& a) 
 
 cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args) {
   if (args.n_tokens == 0) return cudaSuccess;
-  if (args.head_dim > kMaxAttentionHeadDim || args.n_kv_heads <= 0 || args.n_heads % args.n_kv_heads != 0) {
+  if (args.head_dim > kMaxAttentionHeadDim || args.n_kv_heads <= 0 ||
+      args.n_heads % args.n_kv_heads != 0) {
     return cudaErrorInvalidValue;
   }
   if (args.n_tokens <= 8) return launch_for_head_dim<16>(at, args);

@@ -29,7 +29,8 @@ __global__ void dequantize_kernel(const uint8_t* w, int64_t rows, int64_t cols, 
 __global__ void to_f16_kernel(const float* x, int64_t n, __half* out) {
   wait_for_previous_kernel();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride) out[i] = __float2half_rn(x[i]);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride)
+    out[i] = __float2half_rn(x[i]);
 }
 
 }  // namespace

@@ -7,11 +7,13 @@ namespace {
 
 // One block per id; threads stride over the row's elements.
 template <DType T>
-__global__ void embedding_kernel(const uint8_t* table, int64_t dim, const int32_t* ids, float* out) {
+__global__ void embedding_kernel(const uint8_t* table, int64_t dim, const int32_t* ids,
+                                 float* out) {
   wait_for_previous_kernel();
   const int64_t i = blockIdx.x;
   const uint8_t* row = table + static_cast<int64_t>(ids[i]) * row_bytes<T>(dim);
-  for (int64_t e = threadIdx.x; e < dim; e += blockDim.x) out[i * dim + e] = Format<T>::element(row, e);
+  for (int64_t e = threadIdx.x; e < dim; e += blockDim.x)
+    out[i * dim + e] = Format<T>::element(row, e);
 }
 
 }  // namespace

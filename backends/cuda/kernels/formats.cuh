@@ -22,7 +22,9 @@
 namespace duet::cuda {
 
 __device__ __forceinline__ float f16_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float bf16_bits(uint16_t h) { return __uint_as_float(uint32_t{h} << 16); }
+__device__ __forceinline__ float bf16_bits(uint16_t h) {
+  return __uint_as_float(uint32_t{h} << 16);
+}
 __device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {
   return *reinterpret_cast<const uint16_t*>(p);
 }
@@ -44,13 +46,17 @@ struct Format<DType::kF32> {
 template <>
 struct Format<DType::kF16> {
   static constexpr bool kBlocked = false;
-  __device__ static float element(const uint8_t* row, int64_t e) { return f16_bits(load_u16(row + 2 * e)); }
+  __device__ static float element(const uint8_t* row, int64_t e) {
+    return f16_bits(load_u16(row + 2 * e));
+  }
 };
 
 template <>
 struct Format<DType::kBF16> {
   static constexpr bool kBlocked = false;
-  __device__ static float element(const uint8_t* row, int64_t e) { return bf16_bits(load_u16(row + 2 * e)); }
+  __device__ static float element(const uint8_t* row, int64_t e) {
+    return bf16_bits(load_u16(row + 2 * e));
+  }
 };
 
 template <>
@@ -149,13 +155,20 @@ __host__ __device__ constexpr int64_t row_bytes(int64_t cols) {
 template <typename F>
 cudaError_t dispatch_format(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kF32: return f.template operator()<DType::kF32>();
-    case DType::kF16: return f.template operator()<DType::kF16>();
-    case DType::kBF16: return f.template operator()<DType::kBF16>();
-    case DType::kQ4_0: return f.template operator()<DType::kQ4_0>();
-    case DType::kQ4_1: return f.template operator()<DType::kQ4_1>();
-    case DType::kQ8_0: return f.template operator()<DType::kQ8_0>();
-    default: return cudaErrorInvalidValue;
+    case DType::kF32:
+      return f.template operator()<DType::kF32>();
+    case DType::kF16:
+      return f.template operator()<DType::kF16>();
+    case DType::kBF16:
+      return f.template operator()<DType::kBF16>();
+    case DType::kQ4_0:
+      return f.template operator()<DType::kQ4_0>();
+    case DType::kQ4_1:
+      return f.template operator()<DType::kQ4_1>();
+    case DType::kQ8_0:
+      return f.template operator()<DType::kQ8_0>();
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -45,7 +45,8 @@ __device__ __forceinline__ void load32(const float* x, float (&v)[32]) {
 // Row r of w ([rows, cols] of T) times x, summed over the warp; every lane
 // gets the result.
 template <DType T, bool kAligned>
-__device__ __forceinline__ float row_dot(const void* w, int64_t r, const float* x, int64_t cols, int lane) {
+__device__ __forceinline__ float row_dot(const void* w, int64_t r, const float* x, int64_t cols,
+                                         int lane) {
   const uint8_t* row = static_cast<const uint8_t*>(w) + r * row_bytes<T>(cols);
   float acc = 0.0f;
   if constexpr (Format<T>::kBlocked) {
@@ -77,8 +78,9 @@ __global__ void gemv_kernel(const float* x, int64_t cols, GemvGrid grid) {
 // gate (into_gate) or up: exactly what gemv, gemv, swiglu leave in memory,
 // computed with the same expressions, in one launch.
 template <DType T, bool kAligned>
-__global__ void gemv_swiglu_kernel(const float* x, int64_t cols, const void* w_gate, const void* w_up,
-                                   int64_t rows, float* gate, float* up, bool into_gate) {
+__global__ void gemv_swiglu_kernel(const float* x, int64_t cols, const void* w_gate,
+                                   const void* w_up, int64_t rows, float* gate, float* up,
+                                   bool into_gate) {
   wait_for_previous_kernel();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -107,20 +109,21 @@ cudaError_t launch_gemv(const LaunchConfig& at, const float* x, int64_t cols, DT
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   return dispatch_format(dtype, [&]<DType T>() {
     auto kernel = aligned ? gemv_kernel<T, true> : gemv_kernel<T, false>;
-    return launch(kernel, dim3(static_cast<unsigned int>(blocks)), dim3(kWarps * 32), 0, at, x, cols, grid);
+    return launch(kernel, dim3(static_cast<unsigned int>(blocks)), dim3(kWarps * 32), 0, at, x,
+                  cols, grid);
   });
 }
 
 cudaError_t launch_gemv_swiglu(const LaunchConfig& at, const float* x, int64_t cols, DType dtype,
-                               const void* w_gate, const void* w_up, int64_t rows, float* gate, float* up,
-                               bool into_gate) {
+                               const void* w_gate, const void* w_up, int64_t rows, float* gate,
+                               float* up, bool into_gate) {
   const int64_t blocks = (rows + kWarps - 1) / kWarps;
   if (blocks == 0) return cudaSuccess;
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   return dispatch_format(dtype, [&]<DType T>() {
     auto kernel = aligned ? gemv_swiglu_kernel<T, true> : gemv_swiglu_kernel<T, false>;
-    return launch(kernel, dim3(static_cast<unsigned int>(blocks)), dim3(kWarps * 32), 0, at, x, cols, w_gate, w_up,
-                  rows, gate, up, into_gate);
+    return launch(kernel, dim3(static_cast<unsigned int>(blocks)), dim3(kWarps * 32), 0, at, x,
+                  cols, w_gate, w_up, rows, gate, up, into_gate);
   });
 }
 

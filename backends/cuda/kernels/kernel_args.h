@@ -41,7 +41,7 @@ struct KvStoreArgs {
   float* v_cache = nullptr;
   const int32_t* row_slot = nullptr;  // [n_tokens], device
   int32_t n_tokens = 0;
-  int32_t row_elements = 0;           // n_kv_heads * head_dim
+  int32_t row_elements = 0;  // n_kv_heads * head_dim
   bool operator==(const KvStoreArgs&) const = default;
 };
 
@@ -65,9 +65,9 @@ struct AttentionArgs {
   const int32_t* row_position = nullptr;  // [n_tokens], device
   const int32_t* row_table = nullptr;     // [n_tokens], device
   const int32_t* block_tables = nullptr;  // device
-  const float* k_new = nullptr;           // [n_tokens, n_kv_heads, head_dim], 16-byte aligned, or null
+  const float* k_new = nullptr;  // [n_tokens, n_kv_heads, head_dim], 16-byte aligned, or null
   const float* v_new = nullptr;
-  const int32_t* row_slot = nullptr;      // [n_tokens], device; with k_new
+  const int32_t* row_slot = nullptr;  // [n_tokens], device; with k_new
   int32_t n_tokens = 0;
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;

@@ -64,8 +64,8 @@ cudaError_t launch_gemv(const LaunchConfig& at, const float* x, int64_t cols, DT
 // silu(gate) * up stored into gate (`into_gate`) or up: gemv, gemv and
 // swiglu in one launch, leaving memory exactly as the three would.
 cudaError_t launch_gemv_swiglu(const LaunchConfig& at, const float* x, int64_t cols, DType dtype,
-                               const void* w_gate, const void* w_up, int64_t rows, float* gate, float* up,
-                               bool into_gate);
+                               const void* w_gate, const void* w_up, int64_t rows, float* gate,
+                               float* up, bool into_gate);
 
 // Expands rows [0, rows) of w ([rows, cols] of `dtype`) to f16 (`to_f16`)
 // or f32 at out, for a cuBLAS product.

@@ -23,7 +23,8 @@ __global__ void kv_store_kernel(KvStoreArgs a) {
 
 cudaError_t launch_kv_store(const LaunchConfig& at, const KvStoreArgs& args) {
   if (args.n_tokens == 0) return cudaSuccess;
-  return launch(kv_store_kernel, dim3(static_cast<unsigned int>(args.n_tokens)), dim3(kThreads), 0, at, args);
+  return launch(kv_store_kernel, dim3(static_cast<unsigned int>(args.n_tokens)), dim3(kThreads), 0,
+                at, args);
 }
 
 }  // namespace duet::cuda

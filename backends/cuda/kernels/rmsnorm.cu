@@ -8,7 +8,8 @@ constexpr int kThreads = 256;
 
 // One block per row. Every element is read and written by the same thread,
 // so out may alias x.
-__global__ void rmsnorm_kernel(const float* x, const float* weight, float eps, int64_t dim, float* out) {
+__global__ void rmsnorm_kernel(const float* x, const float* weight, float eps, int64_t dim,
+                               float* out) {
   wait_for_previous_kernel();
   const float* xr = x + blockIdx.x * dim;
   float* o = out + blockIdx.x * dim;
@@ -31,7 +32,8 @@ __global__ void add_rmsnorm_kernel(const float* a, const float* b, float* sum, c
     sum_sq += s * s;
   }
   const float scale = rsqrtf(block_sum(sum_sq) / static_cast<float>(dim) + eps);
-  for (int64_t c = threadIdx.x; c < dim; c += kThreads) out[base + c] = sum[base + c] * scale * weight[c];
+  for (int64_t c = threadIdx.x; c < dim; c += kThreads)
+    out[base + c] = sum[base + c] * scale * weight[c];
 }
 
 }  // namespace

@@ -10,8 +10,8 @@ constexpr int kThreads = 256;
 // One thread per (row, head, pair). The angle and its sine and cosine are
 // computed in double, as the reference does: at position 8000 a float angle
 // would already be off by about 1e-3 radians.
-__global__ void rope_kernel(RopeTarget first, RopeTarget second, const int32_t* positions, int64_t rows,
-                            int32_t head_dim, double theta_base, bool halves) {
+__global__ void rope_kernel(RopeTarget first, RopeTarget second, const int32_t* positions,
+                            int64_t rows, int32_t head_dim, double theta_base, bool halves) {
   wait_for_previous_kernel();
   const int32_t half = head_dim / 2;
   const int32_t heads = first.heads + second.heads;
@@ -24,8 +24,8 @@ __global__ void rope_kernel(RopeTarget first, RopeTarget second, const int32_t* 
     const bool in_first = head < first.heads;
     const RopeTarget& t = in_first ? first : second;
     float* v = t.x + (row * t.heads + (in_first ? head : head - first.heads)) * head_dim;
-    const double angle =
-        static_cast<double>(positions[row]) * pow(theta_base, -2.0 * j / static_cast<double>(head_dim));
+    const double angle = static_cast<double>(positions[row]) *
+                         pow(theta_base, -2.0 * j / static_cast<double>(head_dim));
     double s = 0.0;
     double c = 0.0;
     sincos(angle, &s, &c);

@@ -22,7 +22,8 @@ __global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, flo
 cudaError_t launch_swiglu(const LaunchConfig& at, const float* gate, const float* up, int64_t n,
                           float* out) {
   if (n == 0) return cudaSuccess;
-  return launch(swiglu_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, at, gate, up, n, out);
+  return launch(swiglu_kernel, dim3(grid_for(n, kThreads)), dim3(kThreads), 0, at, gate, up, n,
+                out);
 }
 
 }  // namespace duet::cuda

@@ -54,8 +54,8 @@ Features probe() {
   const bool avx = bit(l1.ecx, 28);
   if (!osxsave || !avx) return f;
   const uint64_t xcr0 = read_xcr0();
-  constexpr uint64_t kYmmState = 0x6;     // SSE and AVX upper halves
-  constexpr uint64_t kZmmState = 0xe0;    // opmask, ZMM0-15 upper halves, ZMM16-31
+  constexpr uint64_t kYmmState = 0x6;   // SSE and AVX upper halves
+  constexpr uint64_t kZmmState = 0xe0;  // opmask, ZMM0-15 upper halves, ZMM16-31
   if ((xcr0 & kYmmState) != kYmmState) return f;
   const bool zmm_os = (xcr0 & kZmmState) == kZmmState;
 
@@ -103,10 +103,14 @@ CpuPath detect_cpu_path() {
 
 const char* cpu_path_name(CpuPath path) {
   switch (path) {
-    case CpuPath::kScalar: return "scalar";
-    case CpuPath::kAvx2: return "avx2";
-    case CpuPath::kAvx512: return "avx512";
-    case CpuPath::kAvx512Vnni: return "avx512_vnni";
+    case CpuPath::kScalar:
+      return "scalar";
+    case CpuPath::kAvx2:
+      return "avx2";
+    case CpuPath::kAvx512:
+      return "avx512";
+    case CpuPath::kAvx512Vnni:
+      return "avx512_vnni";
   }
   return "unknown";
 }
@@ -114,8 +118,9 @@ const char* cpu_path_name(CpuPath path) {
 std::string cpu_features_summary() {
   const Features& f = features();
   const std::pair<bool, const char*> named[] = {
-      {f.avx2, "avx2"},         {f.fma, "fma"},           {f.f16c, "f16c"},
-      {f.avx_vnni, "avx_vnni"}, {f.avx512f, "avx512f"},   {f.avx512bw, "avx512bw"},
+      {f.avx2, "avx2"},         {f.fma, "fma"},
+      {f.f16c, "f16c"},         {f.avx_vnni, "avx_vnni"},
+      {f.avx512f, "avx512f"},   {f.avx512bw, "avx512bw"},
       {f.avx512vl, "avx512vl"}, {f.avx512_vnni, "avx512_vnni"}};
   std::string out;
   for (const auto& [present, name] : named) {

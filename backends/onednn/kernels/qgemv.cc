@@ -49,8 +49,7 @@ int32_t round_even_127(float v) {
 // scales as quantize_<path> left them): fills q_lo and turns each block's
 // (d, d*Σq) into (d/256, d/256 * Σ(256*q + q_lo)). Portable code, compiled
 // once, so every path gets the same bits.
-void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_lo,
-                          float* scales) {
+void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_lo, float* scales) {
   for (int64_t b = 0; b < k / kBlock; ++b) {
     const float* xb = x + b * kBlock;
     const int8_t* qb = q + b * kBlock;
@@ -85,21 +84,35 @@ detail::GemvArgs make_args(CpuPath path, DType wtype, const void* w, int64_t k,
                 "gemv: weight type " + std::string(dtype_name(wtype)) + " has no CPU kernel");
   }
   const auto row_bytes = dtype_row_bytes(wtype, static_cast<uint64_t>(k));
-  if (k <= 0 || !row_bytes || (quantized && xq->k() != k) || row_begin < 0 ||
-      row_end < row_begin) {
+  if (k <= 0 || !row_bytes || (quantized && xq->k() != k) || row_begin < 0 || row_end < row_begin) {
     throw Error(ErrorKind::kInternal, "gemv: bad shape for " + std::string(dtype_name(wtype)) +
                                           " weights, k = " + std::to_string(k));
   }
-  return {wtype, static_cast<const uint8_t*>(w), static_cast<int64_t>(*row_bytes), k, xq, x, y,
-          row_begin, row_end};
+  return {wtype,
+          static_cast<const uint8_t*>(w),
+          static_cast<int64_t>(*row_bytes),
+          k,
+          xq,
+          x,
+          y,
+          row_begin,
+          row_end};
 }
 
 void run(CpuPath path, const detail::GemvArgs& a) {
   switch (path) {
-    case CpuPath::kScalar: detail::gemv_scalar(a); return;
-    case CpuPath::kAvx2: detail::gemv_avx2(a); return;
-    case CpuPath::kAvx512: detail::gemv_avx512(a); return;
-    case CpuPath::kAvx512Vnni: detail::gemv_avx512_vnni(a); return;
+    case CpuPath::kScalar:
+      detail::gemv_scalar(a);
+      return;
+    case CpuPath::kAvx2:
+      detail::gemv_avx2(a);
+      return;
+    case CpuPath::kAvx512:
+      detail::gemv_avx512(a);
+      return;
+    case CpuPath::kAvx512Vnni:
+      detail::gemv_avx512_vnni(a);
+      return;
   }
 }
 
@@ -110,8 +123,8 @@ void Q8Activations::AlignedFree::operator()(void* p) const { std::free(p); }
 void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms) {
   check_path(path, "Q8Activations::quantize");
   if (k <= 0 || k % kBlock != 0 || (terms != 1 && terms != 2)) {
-    throw Error(ErrorKind::kInternal, "Q8Activations: k = " + std::to_string(k) + ", terms = " +
-                                          std::to_string(terms) +
+    throw Error(ErrorKind::kInternal, "Q8Activations: k = " + std::to_string(k) +
+                                          ", terms = " + std::to_string(terms) +
                                           ": need a positive multiple of 32 and 1 or 2 terms");
   }
   const int64_t blocks = k / kBlock;
@@ -129,10 +142,16 @@ void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms)
   std::memset(q_lo_.get() + k, 0, static_cast<size_t>((padded - blocks) * kBlock));
   std::fill(scales_.get() + 2 * blocks, scales_.get() + 2 * padded, 0.0f);
   switch (path) {
-    case CpuPath::kScalar: detail::quantize_scalar(x, k, q_.get(), scales_.get()); break;
-    case CpuPath::kAvx2: detail::quantize_avx2(x, k, q_.get(), scales_.get()); break;
+    case CpuPath::kScalar:
+      detail::quantize_scalar(x, k, q_.get(), scales_.get());
+      break;
+    case CpuPath::kAvx2:
+      detail::quantize_avx2(x, k, q_.get(), scales_.get());
+      break;
     case CpuPath::kAvx512:
-    case CpuPath::kAvx512Vnni: detail::quantize_avx512(x, k, q_.get(), scales_.get()); break;
+    case CpuPath::kAvx512Vnni:
+      detail::quantize_avx512(x, k, q_.get(), scales_.get());
+      break;
   }
   if (terms == 2) quantize_second_term(x, k, q_.get(), q_lo_.get(), scales_.get());
 }

@@ -18,7 +18,9 @@ constexpr int kGroup = 4;  // blocks per group
 constexpr int kRows = 2;   // rows per pass; more would spill the 16 YMM registers
 
 template <DType T>
-constexpr int kBlockBytes = T == DType::kQ4_1 ? 20 : T == DType::kQ4_0 ? 18 : 34;
+constexpr int kBlockBytes = T == DType::kQ4_1   ? 20
+                            : T == DType::kQ4_0 ? 18
+                                                : 34;
 template <DType T>
 constexpr int kQsOffset = T == DType::kQ4_1 ? 4 : 2;
 
@@ -46,7 +48,8 @@ __m256 weight_scale_pairs(const uint8_t* blk, int t) {
     return _mm256_cvtph_ps(g);
   } else {
     const __m256 d = _mm256_moveldup_ps(_mm256_cvtph_ps(_mm_and_si128(g, _mm_set1_epi32(0xffff))));
-    if constexpr (T == DType::kQ4_0) return _mm256_mul_ps(d, _mm256_setr_ps(1, -8, 1, -8, 1, -8, 1, -8));
+    if constexpr (T == DType::kQ4_0)
+      return _mm256_mul_ps(d, _mm256_setr_ps(1, -8, 1, -8, 1, -8, 1, -8));
     return d;
   }
 }
@@ -75,8 +78,8 @@ __m256i block_dot(const uint8_t* blk, __m256i x) {
   } else {
     // Low nibbles are elements 0..15, high nibbles 16..31: the order of x.
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v),
-                                       _mm256_set1_epi8(0x0f));
+    const __m256i w =
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
   }
 }
@@ -106,12 +109,14 @@ void rows_quantized(const GemvArgs& a, int64_t r0) {
       if constexpr (T != DType::kQ8_0) acc_min[r] = _mm256_add_ps(acc_min[r], p);
 #pragma GCC unroll 4
       for (int j = 0; j < t; ++j) {
-        const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(qx + (b + j) * kBlock));
+        const __m256i x =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(qx + (b + j) * kBlock));
         __m256i sums = block_dot<T>(blk + j * kBlockBytes<T>, x);
         if constexpr (Terms == 2) {  // 256*Σ(w*q) + Σ(w*q_lo), see qgemv.h
           const __m256i x_lo =
               _mm256_load_si256(reinterpret_cast<const __m256i*>(qx_lo + (b + j) * kBlock));
-          sums = _mm256_add_epi32(_mm256_slli_epi32(sums, 8), block_dot<T>(blk + j * kBlockBytes<T>, x_lo));
+          sums = _mm256_add_epi32(_mm256_slli_epi32(sums, 8),
+                                  block_dot<T>(blk + j * kBlockBytes<T>, x_lo));
         }
         const __m256 scale = _mm256_permutevar8x32_ps(p, _mm256_set1_epi32(2 * j));
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[r]);
@@ -134,7 +139,8 @@ __m256 load_weights(const uint8_t* p) {
 
 template <DType T>
 float load_weight(const uint8_t* p) {
-  if constexpr (T == DType::kF32) return _mm_cvtss_f32(_mm_load_ss(reinterpret_cast<const float*>(p)));
+  if constexpr (T == DType::kF32)
+    return _mm_cvtss_f32(_mm_load_ss(reinterpret_cast<const float*>(p)));
   return _cvtsh_ss(static_cast<unsigned short>(p[0] | p[1] << 8));
 }
 
@@ -152,7 +158,8 @@ void rows_float(const GemvArgs& a, int64_t r0) {
   for (; c + 8 <= a.k; c += 8) {
     const __m256 xv = _mm256_loadu_ps(a.x + c);
 #pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(load_weights<T>(row[r] + c * elem), xv, acc[r]);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm256_fmadd_ps(load_weights<T>(row[r] + c * elem), xv, acc[r]);
   }
   for (int r = 0; r < R; ++r) {
     float tail = 0.0f;
@@ -181,11 +188,21 @@ void quantized_rows(const GemvArgs& a) {
 
 void gemv_avx2(const GemvArgs& a) {
   switch (a.wtype) {
-    case DType::kQ4_0: quantized_rows<DType::kQ4_0>(a); return;
-    case DType::kQ4_1: quantized_rows<DType::kQ4_1>(a); return;
-    case DType::kQ8_0: quantized_rows<DType::kQ8_0>(a); return;
-    case DType::kF32: all_rows<rows_float<DType::kF32, kRows>, rows_float<DType::kF32, 1>>(a); return;
-    default: all_rows<rows_float<DType::kF16, kRows>, rows_float<DType::kF16, 1>>(a); return;
+    case DType::kQ4_0:
+      quantized_rows<DType::kQ4_0>(a);
+      return;
+    case DType::kQ4_1:
+      quantized_rows<DType::kQ4_1>(a);
+      return;
+    case DType::kQ8_0:
+      quantized_rows<DType::kQ8_0>(a);
+      return;
+    case DType::kF32:
+      all_rows<rows_float<DType::kF32, kRows>, rows_float<DType::kF32, 1>>(a);
+      return;
+    default:
+      all_rows<rows_float<DType::kF16, kRows>, rows_float<DType::kF16, 1>>(a);
+      return;
   }
 }
 
@@ -207,13 +224,16 @@ void quantize_avx2(const float* x, int64_t k, int8_t* q, float* scales) {
     const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     __m256i qi[4];
     for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
-    const __m256i total = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    const __m256i total =
+        _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
     // The packs interleave 128-bit lanes; the permute restores element order.
-    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]),
-                                              _mm256_packs_epi32(qi[2], qi[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kBlock),
-                        _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-    const __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+    const __m256i packed =
+        _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(q + b * kBlock),
+        _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const __m128i t4 =
+        _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
     const __m128i t2 = _mm_add_epi32(t4, _mm_unpackhi_epi64(t4, t4));
     const int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(t2, _mm_shuffle_epi32(t2, 1)));
     scales[2 * b] = d;

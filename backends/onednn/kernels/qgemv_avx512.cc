@@ -134,7 +134,8 @@ Group load_group(const uint8_t* blk, int t, const GroupIndex<T>& index) {
   }
   g.dm = _mm256_cvtph_ps(scales);
   // q4_0 is q4_1 with the minimum fixed at -8d: d*(q - 8) = d*q + (-8d).
-  if constexpr (T == DType::kQ4_0) g.dm = _mm256_mul_ps(g.dm, _mm256_setr_ps(1, -8, 1, -8, 1, -8, 1, -8));
+  if constexpr (T == DType::kQ4_0)
+    g.dm = _mm256_mul_ps(g.dm, _mm256_setr_ps(1, -8, 1, -8, 1, -8, 1, -8));
   return g;
 }
 
@@ -227,8 +228,8 @@ void rows_q4(const GemvArgs& a, int64_t r0) {
   for (; b + kGroup <= nb; b += kGroup) group(b, kGroup);
   if (b < nb) group(b, static_cast<int>(nb - b));
   for (int r = 0; r < R; ++r) {
-    a.y[r0 + r] = _mm512_reduce_add_ps(acc[r]) +
-                  _mm512_reduce_add_ps(_mm512_castps256_ps512(acc_min[r]));
+    a.y[r0 + r] =
+        _mm512_reduce_add_ps(acc[r]) + _mm512_reduce_add_ps(_mm512_castps256_ps512(acc_min[r]));
   }
 }
 
@@ -298,7 +299,8 @@ void rows_q8_0(const GemvArgs& a, int64_t r0) {
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), block_scales(p, scale_index01), acc[r]);
       if (t > 2) {  // a short last group often has just one pair (k = 576: 18 blocks)
         __m512i s23 = dot_q8(g.q23, x23, bias23);
-        if constexpr (Terms == 2) s23 = dot_q8(g.q23, y23, _mm512_add_epi32(times256(s23), bias_y23));
+        if constexpr (Terms == 2)
+          s23 = dot_q8(g.q23, y23, _mm512_add_epi32(times256(s23), bias_y23));
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), block_scales(p, scale_index23), acc[r]);
       }
     }
@@ -338,7 +340,8 @@ void rows_float(const GemvArgs& a, int64_t r0) {
     const auto m = static_cast<__mmask16>(a.k - c >= 16 ? 0xffff : (1u << (a.k - c)) - 1);
     const __m512 xv = _mm512_maskz_loadu_ps(m, a.x + c);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(load_weights<T>(row[r] + c * elem, m), xv, acc[r]);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(load_weights<T>(row[r] + c * elem, m), xv, acc[r]);
   }
   for (int r = 0; r < R; ++r) a.y[r0 + r] = _mm512_reduce_add_ps(acc[r]);
 }
@@ -353,8 +356,11 @@ bool gemv_quantized_terms(const GemvArgs& a) {
     case DType::kQ4_1:
       all_rows<rows_q4<DType::kQ4_1, kRows, Terms>, rows_q4<DType::kQ4_1, 1, Terms>>(a);
       return true;
-    case DType::kQ8_0: all_rows<rows_q8_0<kRows, Terms>, rows_q8_0<1, Terms>>(a); return true;
-    default: return false;
+    case DType::kQ8_0:
+      all_rows<rows_q8_0<kRows, Terms>, rows_q8_0<1, Terms>>(a);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -385,8 +391,7 @@ void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales) {
   for (int64_t b = 0; b < k / kBlock; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + b * kBlock);
     const __m512 v1 = _mm512_loadu_ps(x + b * kBlock + 16);
-    const float amax = _mm512_reduce_max_ps(
-        _mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     // The same float operations as quantize_scalar, so the same bits.
     const float d = amax / 127.0f;
     const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);

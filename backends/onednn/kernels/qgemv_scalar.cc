@@ -96,10 +96,18 @@ void gemv_scalar(const GemvArgs& a) {
     const uint8_t* row = a.w + r * a.row_bytes;
     switch (a.wtype) {
       case DType::kQ4_0:
-      case DType::kQ4_1: a.y[r] = row_q4(a.wtype, row, *a.xq); break;
-      case DType::kQ8_0: a.y[r] = row_q8_0(row, *a.xq); break;
-      case DType::kF32: a.y[r] = row_f32(row, a.x, a.k); break;
-      default: a.y[r] = row_f16(row, a.x, a.k); break;
+      case DType::kQ4_1:
+        a.y[r] = row_q4(a.wtype, row, *a.xq);
+        break;
+      case DType::kQ8_0:
+        a.y[r] = row_q8_0(row, *a.xq);
+        break;
+      case DType::kF32:
+        a.y[r] = row_f32(row, a.x, a.k);
+        break;
+      default:
+        a.y[r] = row_f16(row, a.x, a.k);
+        break;
     }
   }
 }

@@ -16,9 +16,9 @@ namespace duet {
 enum class DType : uint32_t {
   kF32 = 0,
   kF16 = 1,
-  kQ4_0 = 2,   // 32 elements: f16 scale d, 16 bytes of 4-bit q; x = d * (q - 8)
-  kQ4_1 = 3,   // 32 elements: f16 scale d, f16 min m, 16 bytes of 4-bit q; x = d * q + m
-  kQ8_0 = 8,   // 32 elements: f16 scale d, 32 int8 q; x = d * q
+  kQ4_0 = 2,  // 32 elements: f16 scale d, 16 bytes of 4-bit q; x = d * (q - 8)
+  kQ4_1 = 3,  // 32 elements: f16 scale d, f16 min m, 16 bytes of 4-bit q; x = d * q + m
+  kQ8_0 = 8,  // 32 elements: f16 scale d, 32 int8 q; x = d * q
   kI32 = 26,
   kBF16 = 30,
 };

@@ -15,12 +15,12 @@ namespace duet {
 // Exit codes of the `duet` CLI, documented in docs/cli.md.
 enum class ExitCode : int {
   kOk = 0,
-  kUsageOrConfig = 2,   // bad flag, bad YAML, failed validation
-  kModelFile = 3,       // unreadable or malformed model file
-  kPlugin = 4,          // plugin refused, missing, or backend failure
-  kOutOfMemory = 5,     // an allocation on a device or the host failed
-  kInputRejected = 6,   // prompt or token input rejected
-  kInternal = 70,       // a bug in Duet: please report it
+  kUsageOrConfig = 2,  // bad flag, bad YAML, failed validation
+  kModelFile = 3,      // unreadable or malformed model file
+  kPlugin = 4,         // plugin refused, missing, or backend failure
+  kOutOfMemory = 5,    // an allocation on a device or the host failed
+  kInputRejected = 6,  // prompt or token input rejected
+  kInternal = 70,      // a bug in Duet: please report it
 };
 
 enum class ErrorKind {
@@ -41,8 +41,7 @@ const char* error_kind_name(ErrorKind kind) noexcept;
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Error(const Error&) = default;
   Error& operator=(const Error&) = default;
   // Defined in libduet, so that Error's vtable and type info live there and

@@ -62,11 +62,13 @@ struct Experiment {
 // Reads and validates an experiment file; `overrides` are --set strings
 // applied to the experiment document as for pipelines. Throws
 // duet::Error(kConfig) listing every problem.
-Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+Experiment load_experiment(const std::filesystem::path& file,
+                           const std::vector<std::string>& overrides = {});
 
 // As load_experiment(), for text in memory; relative paths are taken from
 // `base_dir`.
 Experiment parse_experiment(std::string_view yaml_text, const std::string& source_name,
-                            const std::filesystem::path& base_dir, const std::vector<std::string>& overrides = {});
+                            const std::filesystem::path& base_dir,
+                            const std::vector<std::string>& overrides = {});
 
 }  // namespace duet

@@ -92,7 +92,9 @@ class GgufArray {
   friend class GgufFile;
   friend class GgufParser;
   GgufArray(GgufType element_type, uint64_t count, const uint8_t* payload, size_t payload_bytes)
-      : element_type_(element_type), count_(count), payload_(payload),
+      : element_type_(element_type),
+        count_(count),
+        payload_(payload),
         payload_bytes_(payload_bytes) {}
 
   GgufType element_type_;
@@ -136,12 +138,12 @@ struct GgufMetadataEntry {
 // One entry of the tensor table. Valid while its GgufFile lives.
 class GgufTensorInfo {
  public:
-  std::string_view name;        // view into the mapping
-  uint32_t type_code = 0;       // the ggml type code stored in the file
-  std::optional<DType> dtype;   // nullopt when Duet cannot compute with type_code
-  Shape shape;                  // outermost first: GGUF's ne[] reversed
-  uint64_t offset = 0;          // absolute offset of the data in the file
-  uint64_t bytes = 0;           // size of the data
+  std::string_view name;       // view into the mapping
+  uint32_t type_code = 0;      // the ggml type code stored in the file
+  std::optional<DType> dtype;  // nullopt when Duet cannot compute with type_code
+  Shape shape;                 // outermost first: GGUF's ne[] reversed
+  uint64_t offset = 0;         // absolute offset of the data in the file
+  uint64_t bytes = 0;          // size of the data
 
   bool supported() const { return dtype.has_value(); }
   std::string type_name() const { return ggml_type_name(type_code); }
@@ -194,14 +196,14 @@ class GgufFile {
   // the expected type when the key is absent or holds another type (with a
   // "did you mean" for near-miss keys).
   std::string_view get_string(std::string_view key) const;
-  uint64_t get_uint(std::string_view key) const;   // any nonnegative integer
-  int64_t get_int(std::string_view key) const;     // any integer fitting int64_t
-  double get_float(std::string_view key) const;    // float32 or float64
+  uint64_t get_uint(std::string_view key) const;  // any nonnegative integer
+  int64_t get_int(std::string_view key) const;    // any integer fitting int64_t
+  double get_float(std::string_view key) const;   // float32 or float64
   bool get_bool(std::string_view key) const;
   // Arrays: the views point into the mapping.
   std::vector<std::string_view> get_string_array(std::string_view key) const;
-  std::vector<float> get_float_array(std::string_view key) const;   // float32/float64 elements
-  std::vector<int64_t> get_int_array(std::string_view key) const;   // any integer elements
+  std::vector<float> get_float_array(std::string_view key) const;  // float32/float64 elements
+  std::vector<int64_t> get_int_array(std::string_view key) const;  // any integer elements
 
   // Optional variants: nullopt when the key is absent; throw like the getters
   // when it is present with another type (that is a malformed file).
@@ -243,9 +245,9 @@ class GgufArrayBuilder {
   GgufType element_type() const { return element_type_; }
   uint64_t size() const { return count_; }
 
-  GgufArrayBuilder& add_uint(uint64_t value);   // uint8/16/32/64 arrays
-  GgufArrayBuilder& add_int(int64_t value);     // int8/16/32/64 arrays
-  GgufArrayBuilder& add_float(double value);    // float32/64 arrays
+  GgufArrayBuilder& add_uint(uint64_t value);  // uint8/16/32/64 arrays
+  GgufArrayBuilder& add_int(int64_t value);    // int8/16/32/64 arrays
+  GgufArrayBuilder& add_float(double value);   // float32/64 arrays
   GgufArrayBuilder& add_bool(bool value);
   GgufArrayBuilder& add_string(std::string_view value);
   GgufArrayBuilder& add_array(const GgufArrayBuilder& value);

@@ -24,9 +24,9 @@ struct KVCacheSpec {
   int32_t n_layers = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
-  int64_t capacity_tokens = 0;      // slots over all blocks
-  int32_t block_tokens = 0;         // slots per block; capacity for contiguous
-  DType dtype = DType::kF32;        // element type of stored K and V
+  int64_t capacity_tokens = 0;  // slots over all blocks
+  int32_t block_tokens = 0;     // slots per block; capacity for contiguous
+  DType dtype = DType::kF32;    // element type of stored K and V
 };
 
 // The checks of a backend whose caches are `contiguous` storage of K and V

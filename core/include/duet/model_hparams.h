@@ -15,11 +15,11 @@ struct ModelHParams {
   int64_t context_length = 0;  // positions the model was trained for
   int32_t n_embd = 0;          // hidden size
   int32_t n_layers = 0;
-  int32_t n_ff = 0;            // feed-forward hidden size
-  int32_t n_heads = 0;         // query heads
-  int32_t n_kv_heads = 0;      // key/value heads (grouped-query attention)
-  int32_t head_dim = 0;        // n_embd / n_heads
-  int32_t n_vocab = 0;         // tokens in the vocabulary
+  int32_t n_ff = 0;        // feed-forward hidden size
+  int32_t n_heads = 0;     // query heads
+  int32_t n_kv_heads = 0;  // key/value heads (grouped-query attention)
+  int32_t head_dim = 0;    // n_embd / n_heads
+  int32_t n_vocab = 0;     // tokens in the vocabulary
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
 };

@@ -41,15 +41,15 @@ std::vector<ScoringWindow> scoring_windows(int64_t n_tokens, int32_t ctx);
 // tokens and, when a baseline's logits are given, against the baseline.
 struct Fidelity {
   int64_t positions = 0;
-  double perplexity = 0.0;           // of the logits scored
-  double perplexity_base = 0.0;      // of the baseline's (0 without one)
-  double perplexity_ratio = 0.0;     // perplexity / perplexity_base
+  double perplexity = 0.0;        // of the logits scored
+  double perplexity_base = 0.0;   // of the baseline's (0 without one)
+  double perplexity_ratio = 0.0;  // perplexity / perplexity_base
   // KL(base || this) of the next-token distributions, in nats.
   double kld_mean = 0.0;
   double kld_median = 0.0;
   double kld_p99 = 0.0;
   double kld_max = 0.0;
-  double top1_agreement = 0.0;       // fraction of positions with the same argmax
+  double top1_agreement = 0.0;  // fraction of positions with the same argmax
   // Root mean square of p(true next token) minus the baseline's p of it,
   // as llama-perplexity's "RMS Δp" (a fraction, not a percentage).
   double rms_delta_p = 0.0;

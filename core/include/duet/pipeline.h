@@ -23,7 +23,7 @@ struct RunResult {
   std::string text;                       // what the sink received
   FinishReason finish = FinishReason::kNone;
   SessionStats stats;
-  std::vector<float> prompt_logits;       // [prompt, n_vocab] with prefill all_logits
+  std::vector<float> prompt_logits;  // [prompt, n_vocab] with prefill all_logits
 };
 
 // Thread-safety: none. A pipeline runs one request at a time and reuses its

@@ -15,16 +15,16 @@ namespace duet {
 // What check_pipeline() established, for reports and for building the run.
 struct PipelineCheck {
   ModelHParams hparams;
-  std::string backend;                 // the backend to run on (chosen, where the YAML lists several)
-  Options backend_options;             // its options
+  std::string backend;      // the backend to run on (chosen, where the YAML lists several)
+  Options backend_options;  // its options
   // Where backend.plugin is a list: "NAME: why" for each backend passed over
   // before the one chosen, in order.
   std::vector<std::string> backends_passed_over;
-  std::string attention_impl;          // "default" resolved to the real name
+  std::string attention_impl;  // "default" resolved to the real name
   KVCacheSpec kv_cache;
-  uint64_t kv_cache_bytes = 0;         // device bytes the cache will take
+  uint64_t kv_cache_bytes = 0;             // device bytes the cache will take
   std::vector<std::string> sampler_chain;  // link names in order
-  std::vector<std::string> stages;     // stage names in order
+  std::vector<std::string> stages;         // stage names in order
 };
 
 // Loads the plugins a pipeline can see: plugin_search_dirs() of its

@@ -69,8 +69,8 @@ struct BackendCandidate {
 // `backend.options: {KEY: VALUE}`; a choice's are per backend,
 // `backend.options: {NAME: {KEY: VALUE}}`, NAME one of the listed plugins.
 struct BackendConfig {
-  std::string plugin = "reference";    // the pinned backend; "" when `choice` is used
-  Options options{"backend.options"};  // its options
+  std::string plugin = "reference";      // the pinned backend; "" when `choice` is used
+  Options options{"backend.options"};    // its options
   std::vector<BackendCandidate> choice;  // the list, in order; empty when pinned
 
   // The backends to try, in order: `choice`, or the pinned one alone.

@@ -84,13 +84,13 @@ extern "C" {
 // Version 1.0 of the descriptor. New fields are only ever appended (a minor
 // ABI bump); struct_size tells the host which ones a plugin has.
 struct DuetPluginDescriptor {
-  uint32_t struct_size;  // sizeof(DuetPluginDescriptor) in the plugin
-  uint32_t abi_major;    // DUET_ABI_MAJOR the plugin was built with
-  uint32_t abi_minor;    // DUET_ABI_MINOR the plugin was built with
-  const char* toolchain; // DUET_TOOLCHAIN_TAG of the plugin
-  const char* name;      // unique plugin name, [a-z0-9_-]+
-  const char* version;   // the plugin's own version, free-form
-  const char* summary;   // one line for `duet plugins`
+  uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
+  uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with
+  uint32_t abi_minor;     // DUET_ABI_MINOR the plugin was built with
+  const char* toolchain;  // DUET_TOOLCHAIN_TAG of the plugin
+  const char* name;       // unique plugin name, [a-z0-9_-]+
+  const char* version;    // the plugin's own version, free-form
+  const char* summary;    // one line for `duet plugins`
 
   // Returns 1 if the plugin can run here. Otherwise returns 0 and writes a
   // NUL-terminated reason ("no CUDA device") of at most reason_size bytes.
@@ -120,16 +120,23 @@ int guarded_create(void (*fn)(PluginRegistrar&), PluginRegistrar* registrar, cha
 // Defines duet_plugin_entry() for a plugin. REGISTER_FN is
 // `void fn(duet::PluginRegistrar&)` and may throw; PROBE_FN is a probe as in
 // the descriptor, or nullptr.
-#define DUET_DEFINE_PLUGIN(NAME, VERSION, SUMMARY, PROBE_FN, REGISTER_FN)                  \
-  namespace {                                                                             \
-  int duet_plugin_create_(duet::PluginRegistrar* r, char* e, size_t n) {                  \
-    return duet::plugin_detail::guarded_create(REGISTER_FN, r, e, n);                     \
-  }                                                                                       \
-  const DuetPluginDescriptor duet_plugin_descriptor_ = {                                  \
-      sizeof(DuetPluginDescriptor), DUET_ABI_MAJOR, DUET_ABI_MINOR, DUET_TOOLCHAIN_TAG,   \
-      NAME, VERSION, SUMMARY, PROBE_FN, duet_plugin_create_, nullptr};                    \
-  }                                                                                       \
-  extern "C" __attribute__((visibility("default"))) const DuetPluginDescriptor*           \
-  duet_plugin_entry(void) {                                                               \
-    return &duet_plugin_descriptor_;                                                      \
+#define DUET_DEFINE_PLUGIN(NAME, VERSION, SUMMARY, PROBE_FN, REGISTER_FN)                          \
+  namespace {                                                                                      \
+  int duet_plugin_create_(duet::PluginRegistrar* r, char* e, size_t n) {                           \
+    return duet::plugin_detail::guarded_create(REGISTER_FN, r, e, n);                              \
+  }                                                                                                \
+  const DuetPluginDescriptor duet_plugin_descriptor_ = {sizeof(DuetPluginDescriptor),              \
+                                                        DUET_ABI_MAJOR,                            \
+                                                        DUET_ABI_MINOR,                            \
+                                                        DUET_TOOLCHAIN_TAG,                        \
+                                                        NAME,                                      \
+                                                        VERSION,                                   \
+                                                        SUMMARY,                                   \
+                                                        PROBE_FN,                                  \
+                                                        duet_plugin_create_,                       \
+                                                        nullptr};                                  \
+  }                                                                                                \
+  extern "C" __attribute__((visibility("default"))) const DuetPluginDescriptor* duet_plugin_entry( \
+      void) {                                                                                      \
+    return &duet_plugin_descriptor_;                                                               \
   }

@@ -32,11 +32,11 @@ struct ComponentInfo {
 
 struct PluginRecord {
   std::filesystem::path path;
-  std::string name;      // from the descriptor; the file name when unreadable
+  std::string name;  // from the descriptor; the file name when unreadable
   std::string version;
   std::string summary;
   bool loaded = false;
-  std::string refusal;   // why it was refused; empty when loaded
+  std::string refusal;  // why it was refused; empty when loaded
   std::vector<ComponentInfo> components;
 };
 
@@ -48,8 +48,8 @@ bool is_plugin_file_name(const std::string& file_name);
 // DUET_PLUGIN_PATH environment variable (':'-separated), the install's plugin
 // folder (<prefix>/lib/duet/plugins beside the running executable), and the
 // build tree's plugin folder. Folders that do not exist are skipped.
-std::vector<std::filesystem::path> plugin_search_dirs(
-    const std::vector<std::string>& config_paths, const std::filesystem::path& config_dir);
+std::vector<std::filesystem::path> plugin_search_dirs(const std::vector<std::string>& config_paths,
+                                                      const std::filesystem::path& config_dir);
 
 class PluginHost {
  public:

@@ -15,9 +15,9 @@
 namespace duet {
 
 struct Candidates {
-  std::vector<int32_t> ids;    // token ids still eligible
-  std::vector<float> logits;   // logits[i] belongs to ids[i]
-  int32_t selected = -1;       // set by a selecting link; -1 = none yet
+  std::vector<int32_t> ids;   // token ids still eligible
+  std::vector<float> logits;  // logits[i] belongs to ids[i]
+  int32_t selected = -1;      // set by a selecting link; -1 = none yet
 };
 
 // Everything a link may read besides the candidates. `uniform(draw)` returns
@@ -26,8 +26,8 @@ struct Candidates {
 struct SamplingContext {
   uint64_t seed = 0;
   uint32_t sequence = 0;
-  uint64_t step = 0;                    // index of the token being generated
-  std::span<const int32_t> history;     // prompt and generated tokens so far
+  uint64_t step = 0;                 // index of the token being generated
+  std::span<const int32_t> history;  // prompt and generated tokens so far
 
   double uniform(uint32_t draw) const;
 };

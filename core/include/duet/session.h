@@ -59,9 +59,9 @@ class RecordingSink final : public TextSink {
 struct SessionStats {
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
-  double prefill_seconds = 0.0;       // forward passes over the prompt
-  double decode_seconds = 0.0;        // from the first generated token to the last
-  double first_token_seconds = 0.0;   // from the start of the run to the first generated token
+  double prefill_seconds = 0.0;      // forward passes over the prompt
+  double decode_seconds = 0.0;       // from the first generated token to the last
+  double first_token_seconds = 0.0;  // from the start of the run to the first generated token
 
   double prefill_tokens_per_second() const {
     return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0.0;
@@ -69,7 +69,8 @@ struct SessionStats {
   // Decode steps per second: generated_tokens - 1 forward passes follow the
   // first token, whose cost belongs to the prefill.
   double decode_tokens_per_second() const {
-    return generated_tokens > 1 && decode_seconds > 0 ? (generated_tokens - 1) / decode_seconds : 0.0;
+    return generated_tokens > 1 && decode_seconds > 0 ? (generated_tokens - 1) / decode_seconds
+                                                      : 0.0;
   }
 };
 

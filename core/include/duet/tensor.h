@@ -26,11 +26,11 @@ struct Shape {
   Shape(std::initializer_list<int64_t> d);
 
   int64_t operator[](int i) const { return dims[static_cast<size_t>(i)]; }
-  int64_t elements() const;           // product of dims; 1 for rank 0
+  int64_t elements() const;  // product of dims; 1 for rank 0
   int64_t innermost() const { return rank == 0 ? 1 : dims[static_cast<size_t>(rank - 1)]; }
   int64_t rows() const { return innermost() == 0 ? 0 : elements() / innermost(); }
   bool operator==(const Shape& o) const;
-  std::string str() const;            // "[576, 49152]"
+  std::string str() const;  // "[576, 49152]"
 };
 
 // A view of memory owned elsewhere (a device buffer, a mapped file). Copying a
@@ -46,7 +46,9 @@ struct TensorView {
   // Bytes of the whole tensor (rows * row bytes).
   uint64_t bytes() const;
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 }  // namespace duet

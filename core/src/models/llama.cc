@@ -43,20 +43,25 @@ struct LlamaModel::Scratch {
   DeviceTensor ids, positions, x, h, q, k, v, attn, proj, gate, up, final_h, logits;
 };
 
-LlamaModel::LlamaModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams, Backend& backend)
+LlamaModel::LlamaModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
+                       Backend& backend)
     : file_(std::move(file)), hparams_(hparams), backend_(backend), ops_(backend) {
   const ModelHParams& h = hparams_;
   const int64_t kv_dim = int64_t{h.n_kv_heads} * h.head_dim;
   token_embd_ = bind("token_embd.weight", {h.n_vocab, h.n_embd});
   output_norm_ = bind("output_norm.weight", {h.n_embd});
-  output_ = file_->find_tensor("output.weight") ? bind("output.weight", {h.n_vocab, h.n_embd}) : token_embd_;
+  output_ = file_->find_tensor("output.weight") ? bind("output.weight", {h.n_vocab, h.n_embd})
+                                                : token_embd_;
   for (int32_t l = 0; l < h.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
-    layers_.push_back(Layer{bind(b + "attn_norm.weight", {h.n_embd}), bind(b + "attn_q.weight", {h.n_embd, h.n_embd}),
-                            bind(b + "attn_k.weight", {kv_dim, h.n_embd}), bind(b + "attn_v.weight", {kv_dim, h.n_embd}),
-                            bind(b + "attn_output.weight", {h.n_embd, h.n_embd}), bind(b + "ffn_norm.weight", {h.n_embd}),
-                            bind(b + "ffn_gate.weight", {h.n_ff, h.n_embd}), bind(b + "ffn_up.weight", {h.n_ff, h.n_embd}),
-                            bind(b + "ffn_down.weight", {h.n_embd, h.n_ff})});
+    layers_.push_back(Layer{
+        bind(b + "attn_norm.weight", {h.n_embd}), bind(b + "attn_q.weight", {h.n_embd, h.n_embd}),
+        bind(b + "attn_k.weight", {kv_dim, h.n_embd}),
+        bind(b + "attn_v.weight", {kv_dim, h.n_embd}),
+        bind(b + "attn_output.weight", {h.n_embd, h.n_embd}),
+        bind(b + "ffn_norm.weight", {h.n_embd}), bind(b + "ffn_gate.weight", {h.n_ff, h.n_embd}),
+        bind(b + "ffn_up.weight", {h.n_ff, h.n_embd}),
+        bind(b + "ffn_down.weight", {h.n_embd, h.n_ff})});
   }
 }
 
@@ -67,22 +72,26 @@ TensorView LlamaModel::bind(const std::string& name, Shape expected) {
   const GgufTensorInfo* info = file_->find_tensor(name);
   if (info == nullptr) throw Error(ErrorKind::kModelFile, where + " is missing");
   if (!(info->shape == expected)) {
-    throw Error(ErrorKind::kModelFile, where + " has shape " + info->shape.str() + "; this model's hyperparameters need " +
-                                           expected.str());
+    throw Error(ErrorKind::kModelFile, where + " has shape " + info->shape.str() +
+                                           "; this model's hyperparameters need " + expected.str());
   }
   if (!info->supported()) {
-    throw Error(ErrorKind::kModelFile, where + " has type " + info->type_name() +
-                                           ", which Duet cannot compute with; supported: f32, f16, bf16, q4_0, q4_1, q8_0");
+    throw Error(
+        ErrorKind::kModelFile,
+        where + " has type " + info->type_name() +
+            ", which Duet cannot compute with; supported: f32, f16, bf16, q4_0, q4_1, q8_0");
   }
   const DType dtype = *info->dtype;
   const bool is_matrix = expected.rank == 2;
   if (!is_matrix && dtype != DType::kF32) {
-    throw Error(ErrorKind::kModelFile, where + " is " + std::string(dtype_name(dtype)) + "; norm weights must be f32");
+    throw Error(ErrorKind::kModelFile,
+                where + " is " + std::string(dtype_name(dtype)) + "; norm weights must be f32");
   }
   Support s = ops_.supports(OpDesc{OpKind::kMatmul, dtype});
   if (is_matrix && !s.ok()) {
-    throw Error(ErrorKind::kModelFile, where + " has type " + std::string(dtype_name(dtype)) + ", which backend '" +
-                                           backend_.name() + "' cannot multiply: " + s.reasons.front());
+    throw Error(ErrorKind::kModelFile, where + " has type " + std::string(dtype_name(dtype)) +
+                                           ", which backend '" + backend_.name() +
+                                           "' cannot multiply: " + s.reasons.front());
   }
   TensorView view{nullptr, dtype, expected};
   Device& device = backend_.device();
@@ -126,8 +135,9 @@ void LlamaModel::ensure_scratch(int32_t n_rows, int32_t n_logit_rows) {
   scratch_ = std::move(s);
 }
 
-void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv, Attention& attention,
-                         std::span<const int32_t> logit_rows, std::vector<float>& logits) {
+void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv,
+                         Attention& attention, std::span<const int32_t> logit_rows,
+                         std::vector<float>& logits) {
   const ModelHParams& h = hparams_;
   const auto n = static_cast<int32_t>(tokens.size());
   const auto m = static_cast<int32_t>(logit_rows.size());
@@ -137,10 +147,12 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
   TensorView ids = reshaped(s.ids.view, {n});
   TensorView positions = reshaped(s.positions.view, {n});
   device.copy_from_host(ids.data, tokens.data(), sizeof(int32_t) * static_cast<size_t>(n));
-  device.copy_from_host(positions.data, step.positions.data(), sizeof(int32_t) * static_cast<size_t>(n));
+  device.copy_from_host(positions.data, step.positions.data(),
+                        sizeof(int32_t) * static_cast<size_t>(n));
   TensorView x = rows(s.x.view, 0, n), hn = rows(s.h.view, 0, n), q = rows(s.q.view, 0, n),
              k = rows(s.k.view, 0, n), v = rows(s.v.view, 0, n), attn = rows(s.attn.view, 0, n),
-             proj = rows(s.proj.view, 0, n), gate = rows(s.gate.view, 0, n), up = rows(s.up.view, 0, n);
+             proj = rows(s.proj.view, 0, n), gate = rows(s.gate.view, 0, n),
+             up = rows(s.up.view, 0, n);
   const RopeParams rope{h.rope_freq_base, RopeParams::Pairs::kAdjacent};
 
   backend_.begin_forward(step);
@@ -169,7 +181,8 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
 
   TensorView final_h = rows(s.final_h.view, 0, m);
   for (int32_t j = 0; j < m; ++j) {
-    ops_.rmsnorm(rows(x, logit_rows[static_cast<size_t>(j)], 1), output_norm_, h.rms_eps, rows(final_h, j, 1));
+    ops_.rmsnorm(rows(x, logit_rows[static_cast<size_t>(j)], 1), output_norm_, h.rms_eps,
+                 rows(final_h, j, 1));
   }
   TensorView out = TensorView{s.logits.view.data, DType::kF32, Shape{m, h.n_vocab}};
   ops_.matmul(final_h, output_, out);

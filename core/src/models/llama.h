@@ -43,8 +43,9 @@ class LlamaModel {
   // storing each row's K and V in `kv`, and writes the logits of the rows in
   // `logit_rows` to `logits` ([logit_rows.size(), n_vocab], host memory).
   // REQUIRES: every token id in [0, n_vocab) and `step` built by core.
-  void forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv, Attention& attention,
-               std::span<const int32_t> logit_rows, std::vector<float>& logits);
+  void forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv,
+               Attention& attention, std::span<const int32_t> logit_rows,
+               std::vector<float>& logits);
 
  private:
   struct Layer {

@@ -26,9 +26,11 @@ void DecodeStage::run(Session& session) {
   std::string pending;  // decoded text not yet sent to the sink
   bool stopped_by_string = false;
 
-  for (int32_t i = 0; i < options_.max_new_tokens && session.finish_reason() == FinishReason::kNone; ++i) {
+  for (int32_t i = 0; i < options_.max_new_tokens && session.finish_reason() == FinishReason::kNone;
+       ++i) {
     const int32_t token = session.sample();
-    if (session.stats().generated_tokens == 0) session.stats().first_token_seconds = session.elapsed_seconds();
+    if (session.stats().generated_tokens == 0)
+      session.stats().first_token_seconds = session.elapsed_seconds();
     session.append(token);
     ++session.stats().generated_tokens;
     if (session.tokenizer().is_end_of_generation(token)) {
@@ -68,7 +70,8 @@ void DecodeStage::run(Session& session) {
   // Decode speed counts the steps after the first token, whose cost is the
   // prefill's: generated - 1 forward passes over this span.
   if (session.stats().generated_tokens > 0) {
-    session.stats().decode_seconds = session.elapsed_seconds() - session.stats().first_token_seconds;
+    session.stats().decode_seconds =
+        session.elapsed_seconds() - session.stats().first_token_seconds;
   }
 }
 

@@ -11,7 +11,8 @@ void PrefillStage::run(Session& session) {
   const auto total = static_cast<int32_t>(session.tokens().size());
   const int32_t pending = total - session.cached();
   if (pending <= 0) {
-    throw Error(ErrorKind::kInputRejected, "prefill: the prompt is empty; give a prompt of at least one token");
+    throw Error(ErrorKind::kInputRejected,
+                "prefill: the prompt is empty; give a prompt of at least one token");
   }
   if (pending > session.room()) {
     throw Error(ErrorKind::kInputRejected,
