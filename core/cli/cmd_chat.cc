@@ -80,7 +80,7 @@ int cmd_chat(const std::vector<std::string>& args) {
   std::vector<std::string> extra{"model.chat=true"};
   if (vm.count("system")) {
     require_utf8(vm["system"].as<std::string>(), "--system");
-    extra.push_back("model.system=" + quote_yaml(vm["system"].as<std::string>()));
+    extra.push_back("model.system=" + yaml_quoted(vm["system"].as<std::string>()));
   }
   PluginHost& host = cli_plugin_host();
   PipelineConfig config = load_pipeline(vm, host, extra);

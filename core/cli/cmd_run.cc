@@ -78,7 +78,7 @@ int cmd_run(const std::vector<std::string>& args) {
   std::vector<std::string> extra;
   if (vm.count("chat")) extra.push_back("model.chat=true");
   if (vm.count("system"))
-    extra.push_back("model.system=" + quote_yaml(vm["system"].as<std::string>()));
+    extra.push_back("model.system=" + yaml_quoted(vm["system"].as<std::string>()));
 
   const std::string prompt = read_prompt(vm);
   PluginHost& host = cli_plugin_host();

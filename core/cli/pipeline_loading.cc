@@ -26,19 +26,6 @@ PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
   return config;
 }
 
-std::string quote_yaml(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 uint64_t rounded_mib(uint64_t bytes) { return (bytes + (1 << 19)) / (1 << 20); }
 
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check) {

@@ -25,9 +25,6 @@ void add_pipeline_options(po::options_description& opts);
 PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
                              const std::vector<std::string>& extra = {});
 
-// A string as a YAML double-quoted scalar, for building --set values.
-std::string quote_yaml(const std::string& text);
-
 // A few lines describing a checked pipeline, for stderr.
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check);
 

@@ -33,18 +33,8 @@ std::string as_override_value(const Node& node) {
   switch (node.kind) {
     case Node::Kind::kNull:
       return "null";
-    case Node::Kind::kScalar: {
-      std::string out = "\"";
-      for (char c : node.scalar) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (c == '\n') {
-          out += "\\n";
-          continue;
-        }
-        out += c;
-      }
-      return out + "\"";
-    }
+    case Node::Kind::kScalar:
+      return yaml_quoted(node.scalar);
     case Node::Kind::kList: {
       std::string out = "[";
       for (size_t i = 0; i < node.items.size(); ++i)

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <optional>
 
+#include "duet/pipeline_config.h"
+
 namespace duet::yaml {
 namespace {
 
@@ -108,3 +110,20 @@ void apply_overrides(Node& root, const std::vector<std::string>& overrides, Prob
 }
 
 }  // namespace duet::yaml
+
+namespace duet {
+
+std::string yaml_quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace duet

@@ -150,6 +150,10 @@ PipelineConfig parse_pipeline_config(std::string_view yaml_text, const std::stri
 // the source. Parsing the result again gives the same configuration.
 std::string describe(const PipelineConfig& config);
 
+// `text` as a YAML double-quoted scalar, so that it reads back as exactly
+// that string: for building --set values ("model.system=" + yaml_quoted(s)).
+std::string yaml_quoted(std::string_view text);
+
 // "FILE:LINE:COL" for a position in `source`; "FILE (--set)" for line 0.
 // The prefix the pipeline builder puts before a component's own errors.
 std::string format_source_pos(const std::filesystem::path& source, SourcePos pos);
