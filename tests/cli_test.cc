@@ -670,11 +670,12 @@ TEST_F(Cli, CompareRefusesABadExperimentWithExit2) {
 TEST_F(Cli, CompareInterruptedWithCtrlCKeepsWhatWasMeasured) {
   write("p.yaml", with_backend("backend: {plugin: reference}\n"));
   // Enough rounds to be still running when the interrupt comes.
-  const fs::path e = write("e.yaml", "pipeline: p.yaml\nbaseline: a\nvariants: [{name: a}, {name: b}]\n"
-                                     "workload: {speed: {gen_tokens: 4, rounds: 100}}\n");
+  const fs::path e = write("e.yaml",
+                           "pipeline: p.yaml\nbaseline: a\nvariants: [{name: a}, {name: b}]\n"
+                           "workload: {speed: {gen_tokens: 4, rounds: 100}}\n");
   const fs::path out = dir_ / "out.json", err = dir_ / "err.txt";
-  const std::string cmd = "bash -c '" + std::string(DUET_BUILD_DIR) + "/bin/duet compare " + e.string() +
-                          " -o json >" + out.string() + " 2>" + err.string() +
+  const std::string cmd = "bash -c '" + std::string(DUET_BUILD_DIR) + "/bin/duet compare " +
+                          e.string() + " -o json >" + out.string() + " 2>" + err.string() +
                           " & pid=$!; sleep 1; kill -INT $pid; wait $pid'";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status));
@@ -682,7 +683,8 @@ TEST_F(Cli, CompareInterruptedWithCtrlCKeepsWhatWasMeasured) {
   const std::string json = slurp(out);
   EXPECT_NE(json.find("\"interrupted\":true"), std::string::npos) << json;
   EXPECT_NE(json.find("\"status\":\"interrupted\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"samples\":["), std::string::npos) << "rounds before the interrupt are kept: " << json;
+  EXPECT_NE(json.find("\"samples\":["), std::string::npos)
+      << "rounds before the interrupt are kept: " << json;
 }
 
 }  // namespace
