@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -120,6 +121,7 @@ struct Context {
   int64_t kv_cache_tokens = 0;
   std::string kv_cache_dtype;
   uint64_t peak_rss_bytes = 0;
+  std::optional<uint64_t> device_memory_bytes;  // in use on a non-host device, after the runs
 };
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
@@ -264,6 +266,7 @@ std::string print_table(const Context& c, const std::vector<TestResult>& results
     << mib(c.peak_rss_bytes) << ", " << c.repetitions << " repetitions after " << c.warmup
     << " warm-up run" << (c.warmup == 1 ? "" : "s") << (c.interleave ? ", interleaved" : "")
     << "\n";
+  if (c.device_memory_bytes) s << "device memory in use " << mib(*c.device_memory_bytes) << "\n";
   return s.str();
 }
 
@@ -290,6 +293,8 @@ std::string print_json(const Context& c, const std::vector<TestResult>& results)
   j.field("kv_cache_capacity_tokens", c.kv_cache_tokens);
   j.field("kv_cache_dtype", c.kv_cache_dtype);
   j.field("peak_rss_bytes", c.peak_rss_bytes);
+  j.key("device_memory_bytes");
+  c.device_memory_bytes ? j.value(*c.device_memory_bytes) : j.null();
   j.key("results").begin_array();
   for (const auto& r : results) {
     j.begin_object();
@@ -500,6 +505,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   }
   if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
   c.peak_rss_bytes = peak_rss_bytes();
+  c.device_memory_bytes = pipeline->device_memory_in_use();
 
   if (output == "json") {
     std::cout << print_json(c, results);

@@ -81,7 +81,12 @@ void print_tables(std::ostream& out, const Experiment& e, const CompareResult& r
   if (!tests.empty()) {
     std::vector<std::string> header{"variant", "backend"};
     for (const auto& t : tests) header.push_back(t + " t/s (min-max)");
-    header.insert(header.end(), {"ttft ms", "load ms", "peak RSS MiB", "status"});
+    const bool any_device =
+        std::any_of(r.variants.begin(), r.variants.end(),
+                    [](const VariantResult& v) { return v.device_bytes.has_value(); });
+    header.insert(header.end(), {"ttft ms", "load ms", "peak RSS MiB"});
+    if (any_device) header.push_back("device MiB");
+    header.push_back("status");
     std::vector<std::vector<std::string>> rows;
     for (const auto& v : r.variants) {
       std::vector<std::string> row{v.variant->name, v.backend.empty() ? "-" : v.backend};
@@ -102,6 +107,10 @@ void print_tables(std::ostream& out, const Experiment& e, const CompareResult& r
           v.load_seconds.empty() ? "-" : fixed(summarize_values(v.load_seconds).median * 1000, 1));
       row.push_back(v.peak_rss_bytes ? fixed(static_cast<double>(v.peak_rss_bytes) / (1 << 20), 1)
                                      : "-");
+      if (any_device) {
+        row.push_back(v.device_bytes ? fixed(static_cast<double>(*v.device_bytes) / (1 << 20), 1)
+                                     : "-");
+      }
       row.push_back(status_of(v));
       rows.push_back(row);
     }
@@ -214,7 +223,8 @@ std::string compare_json(const Experiment& e, const CompareResult& r) {
     v.load_seconds.empty() ? j.null() : j.value(summarize_values(v.load_seconds).median);
     j.key("peak_rss_bytes");
     v.peak_rss_bytes ? j.value(v.peak_rss_bytes) : j.null();
-    j.key("device_bytes").null();
+    j.key("device_bytes");
+    v.device_bytes ? j.value(*v.device_bytes) : j.null();
     j.key("speed").begin_array();
     for (const auto& s : v.speed) {
       const BenchSummary st = summarize_values(s.tokens_per_second);

@@ -132,6 +132,9 @@ class Runner {
     r.backend = (*json)["backend"].as<std::string>("");
     r.load_seconds.push_back((*json)["load_seconds"].as<double>(0.0));
     r.peak_rss_bytes = std::max(r.peak_rss_bytes, c->peak_rss_bytes);
+    if (const auto device = (*json)["device_memory_bytes"]; device && device.IsScalar()) {
+      r.device_bytes = std::max(r.device_bytes.value_or(0), device.as<uint64_t>(0));
+    }
     if (result.cpu_model.empty()) {
       result.cpu_model = (*json)["cpu_model"].as<std::string>("");
       for (const auto& f : (*json)["cpu_features"])

@@ -40,9 +40,10 @@ struct VariantResult {
   std::string backend;        // as the child reported it
   std::string status = "ok";  // "ok", "failed", "interrupted"
   std::optional<Failure> failure;
-  std::vector<double> load_seconds;                       // one per speed run
-  uint64_t peak_rss_bytes = 0;                            // the largest over its speed runs
-  std::vector<SpeedResult> speed;                         // in the order duet bench ran them
+  std::vector<double> load_seconds;      // one per speed run
+  uint64_t peak_rss_bytes = 0;           // the largest over its speed runs
+  std::optional<uint64_t> device_bytes;  // device memory in use, the largest; none on the host
+  std::vector<SpeedResult> speed;        // in the order duet bench ran them
   std::optional<std::map<std::string, double>> fidelity;  // duet perplexity --json's figures
   std::vector<GreedyResult> greedy;
 };

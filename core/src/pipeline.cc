@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "duet/chat_template.h"
+#include "duet/device.h"
 #include "duet/error.h"
 #include "duet/gguf.h"
 #include "session_impl.h"
@@ -185,5 +186,13 @@ const Tokenizer& Pipeline::tokenizer() const { return *state_->tokenizer; }
 std::string Pipeline::sampler_order() const { return state_->chain->describe(); }
 uint64_t Pipeline::kv_cache_bytes() const { return state_->kv->memory_bytes(); }
 double Pipeline::load_seconds() const { return state_->load_seconds; }
+
+std::optional<uint64_t> Pipeline::device_memory_in_use() const {
+  const Device& device = state_->backend->device();
+  if (device.host_accessible()) return std::nullopt;
+  const MemoryInfo m = device.memory();
+  if (m.total_bytes == 0 || m.free_bytes > m.total_bytes) return std::nullopt;
+  return m.total_bytes - m.free_bytes;
+}
 
 }  // namespace duet

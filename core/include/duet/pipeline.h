@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -78,6 +79,10 @@ class Pipeline {
   std::string sampler_order() const;
   uint64_t kv_cache_bytes() const;
   double load_seconds() const;
+  // Bytes in use on the backend's device (total minus free, device-wide, so
+  // including its runtime's context and other processes), or nullopt for a
+  // device that is host memory or that cannot tell.
+  std::optional<uint64_t> device_memory_in_use() const;
 
  private:
   // `wrapped` (chat-template text holding `marker` once) as token ids, with
