@@ -406,6 +406,12 @@ TEST_F(Cli, PerplexityAgainstSavedBaselineLogits) {
                       write("other.txt", text + "more").string() + " --ctx 64 --kl-base " + base);
   EXPECT_EQ(other.code, 6) << other.err;
   EXPECT_NE(other.err.find("tokens of text, this run has"), std::string::npos) << other.err;
+  Result same_file = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " +
+                          base + " --save-logits " + base);
+  EXPECT_EQ(same_file.code, 2) << same_file.err;
+  EXPECT_NE(same_file.err.find("--save-logits and --kl-base name the same file"), std::string::npos)
+      << same_file.err;
+  EXPECT_TRUE(fs::file_size(base) > 64) << "the baseline is kept";
   Result junk =
       duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " + t.string());
   EXPECT_EQ(junk.code, 6) << junk.err;
@@ -475,6 +481,15 @@ TEST_F(Cli, ChatSaysWhenTheCacheIsFullAndOffersTheWayOut) {
       std::string::npos)
       << r.err;
   EXPECT_EQ(count(r.err, "[turn 1:"), 2u) << "the conversation goes on after /reset: " << r.err;
+}
+
+TEST_F(Cli, ChatTakesOnlyItsOwnCommandsAndCrlfLines) {
+  const fs::path p = write("p.yaml", kTinyPipeline);
+  Result r = duet("chat " + p.string() + " --stats", "/etc/hosts\r\n/help\r\n/exit\r\nnever\r\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(count(r.err, "[turn 1:"), 1u) << "'/etc/hosts' is a message: " << r.err;
+  EXPECT_EQ(count(r.err, "[turn "), 1u) << "/exit with CRLF ends the chat: " << r.err;
+  EXPECT_NE(r.err.find("[/reset starts a new conversation"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, ChatRefusesALineThatIsNotUtf8AndGoesOn) {
@@ -547,6 +562,12 @@ TEST_F(Cli, TokenizeListsIdsAndPiecesAndParsesControlTokensOnlyWhenAsked) {
   EXPECT_NE(lines.err.find(" tokens"), std::string::npos);
 }
 
+TEST_F(Cli, TokenizeRefusesTwoOutputFormats) {
+  Result r = duet("tokenize " + (dir_ / "tiny.gguf").string() + " --ids --json --prompt x");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--ids and --json both given"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, RunParsesControlTokensInARawPromptOnlyWhenAsked) {
   const fs::path p = write("p.yaml", kTinyPipeline);
   Result special = duet("run " + p.string() + " --json --parse-special --prompt '<|im_start|>'");
@@ -589,7 +610,7 @@ std::string experiment_text(const fs::path& dir) {
          "workload:\n"
          "  speed: {prompt_tokens: 8, gen_tokens: 4, depths: [0, 8], rounds: 2}\n"
          "  fidelity: {text: score.txt, ctx: 32}\n"
-         "  greedy: {prompts: [hello, the cat], tokens: 6}\n";
+         "  greedy: {prompts: [hello, the cat, \"-\"], tokens: 6}\n";
 }
 
 TEST_F(Cli, CompareMeasuresEveryVariantAndReportsThoseThatFailWithTheirReasons) {

@@ -187,6 +187,14 @@ INSTANTIATE_TEST_SUITE_P(
                 kHead + kVariants + "workload: {speed: {prompt_tokens: [0]}}\n",
                 "e.yaml:4:36: workload.speed.prompt_tokens[0]: 0 is out of range; expected an "
                 "integer in 1..65536"},
+        BadFile{
+            "speed_empty_list", kHead + kVariants + "workload: {speed: {gen_tokens: []}}\n",
+            "e.yaml:4:32: workload.speed.gen_tokens: expected an integer or a non-empty list of "
+            "them, found a list"},
+        BadFile{"greedy_without_decode_stage",
+                kHead + "variants: [{name: a, set: {stages: [{prefill: {}}]}}]\n" +
+                    "workload: {greedy: {prompts: [hi]}}\n",
+                "e.yaml: variant 'a': workload.greedy needs a decode stage in the pipeline", true},
         BadFile{"rounds_not_a_number",
                 kHead + kVariants + "workload: {speed: {gen_tokens: 8, rounds: many}}\n",
                 "e.yaml:4:43: workload.speed.rounds: expected an integer in 1..100, found 'many'"},

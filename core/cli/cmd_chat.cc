@@ -19,7 +19,8 @@ namespace duet::cli {
 namespace {
 
 constexpr const char* kHelp =
-    "/reset starts a new conversation, /exit (or the end of input) ends the chat";
+    "/reset starts a new conversation, /exit or /quit (or the end of input) ends the chat, /help "
+    "shows this";
 
 class StdoutSink final : public TextSink {
  public:
@@ -36,6 +37,7 @@ bool read_message(bool interactive, std::string& message) {
     if (interactive) std::cout << (any ? ". " : "> ") << std::flush;
     if (!std::getline(std::cin, line)) return any;
     any = true;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a file with CRLF line ends
     if (!line.empty() && line.back() == '\\') {
       line.back() = '\n';
       message += line;
@@ -102,8 +104,7 @@ int cmd_chat(const std::vector<std::string>& args) {
       std::cerr << "[new conversation]\n";
       continue;
     }
-    if (message == "/help" ||
-        (message.size() > 1 && message[0] == '/' && message.find(' ') == std::string::npos)) {
+    if (message == "/help") {
       std::cerr << "[" << kHelp << "]\n";
       continue;
     }

@@ -70,7 +70,7 @@ std::string report_python() {
   if (const char* env = std::getenv("DUET_PYTHON")) return env;
   const fs::path venv = fs::path(self_executable()).parent_path() / "../venv/bin/python";
   if (fs::exists(venv)) return venv.lexically_normal().string();
-  return "/usr/bin/python3";
+  return "python3";
 }
 
 void write_report(const fs::path& dir, const Experiment& e, const CompareResult& r) {
@@ -81,13 +81,20 @@ void write_report(const fs::path& dir, const Experiment& e, const CompareResult&
                 "--report " + dir.string() + ": cannot create the folder: " + ec.message());
   write_file(dir / "compare.json", compare_json(e, r) + "\n");
   write_file(dir / "compare.csv", compare_csv(e, r));
-  const ChildResult c = run_child({report_python(), report_script(), dir.string()});
+  const std::string fix =
+      "; compare.json and compare.csv are there. Install the report's Python "
+      "packages with `bash scripts/python-env.sh` or point DUET_PYTHON at a "
+      "Python with matplotlib";
+  ChildResult c;
+  try {
+    c = run_child({report_python(), report_script(), dir.string()});
+  } catch (const Error& spawn_error) {
+    throw Error(ErrorKind::kUsage, "--report " + dir.string() + ": " + spawn_error.what() + fix);
+  }
   if (!c.ok()) {
-    throw Error(ErrorKind::kUsage,
-                "--report " + dir.string() + ": the charts could not be drawn (" + c.reason() +
-                    "); compare.json and compare.csv are there. Install the report's Python "
-                    "packages with `bash scripts/python-env.sh` or point DUET_PYTHON at a "
-                    "Python with matplotlib");
+    throw Error(
+        ErrorKind::kUsage,
+        "--report " + dir.string() + ": the charts could not be drawn (" + c.reason() + ")" + fix);
   }
   std::cerr << "compare: report in " << (dir / "report.html").string() << "\n";
 }
@@ -122,6 +129,7 @@ int cmd_compare(const std::vector<std::string>& args) {
   g_stop = false;
   struct sigaction action {};
   action.sa_handler = on_interrupt;
+  action.sa_flags = SA_RESETHAND;  // a second Ctrl-C ends duet compare at once
   sigaction(SIGINT, &action, nullptr);
   std::cerr << "compare: " << e.variants.size() << " variants, baseline " << e.baseline
             << "; each runs in a process of its own (Ctrl-C stops and keeps what was measured)\n";
@@ -135,7 +143,14 @@ int cmd_compare(const std::vector<std::string>& args) {
   } else {
     print_tables(std::cout, e, r);
   }
-  if (vm.count("report")) write_report(vm["report"].as<std::string>(), e, r);
+  if (vm.count("report")) {
+    try {
+      write_report(vm["report"].as<std::string>(), e, r);
+    } catch (const Error& err) {
+      if (!r.interrupted) throw;
+      std::cerr << "duet: error: " << err.what() << "\n";  // the interrupt's exit code wins
+    }
+  }
   return r.interrupted ? 130 : 0;
 }
 

@@ -155,9 +155,19 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   const auto vocab = static_cast<size_t>(n_vocab);
   std::optional<LogitsWriter> save;
   std::optional<LogitsReader> base;
-  if (vm.count("save-logits")) save.emplace(vm["save-logits"].as<std::string>(), n_vocab, ctx, ids);
   if (vm.count("kl-base"))
     base.emplace(vm["kl-base"].as<std::string>(), n_vocab, ctx, ids, positions);
+  if (vm.count("save-logits")) {
+    std::error_code ec;
+    if (vm.count("kl-base") &&
+        std::filesystem::equivalent(vm["kl-base"].as<std::string>(),
+                                    vm["save-logits"].as<std::string>(), ec)) {
+      throw Error(ErrorKind::kUsage,
+                  "--save-logits and --kl-base name the same file, which saving "
+                  "would overwrite; save to another file");
+    }
+    save.emplace(vm["save-logits"].as<std::string>(), n_vocab, ctx, ids);
+  }
 
   const Tokenizer& tokenizer = pipeline->tokenizer();
   FidelityAccumulator acc(n_vocab);
@@ -181,7 +191,7 @@ int cmd_perplexity(const std::vector<std::string>& args) {
     }
     if (windows.size() > 1) {
       std::cerr << "[" << w + 1 << "/" << windows.size() << "] perplexity so far " << std::fixed
-                << std::setprecision(4) << acc.result().perplexity << "\n";
+                << std::setprecision(4) << acc.perplexity() << "\n";
     }
   }
   if (save) save->finish();

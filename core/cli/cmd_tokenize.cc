@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "duet/error.h"
 #include "duet/gguf.h"
 #include "duet/tokenizer.h"
 #include "json_writer.h"
@@ -57,6 +58,9 @@ int cmd_tokenize(const std::vector<std::string>& args) {
           "[--parse-special] [--no-bos] [--ids | --json]",
           opts, {"model"}, args, vm)) {
     return 0;
+  }
+  if (vm.count("ids") && vm.count("json")) {
+    throw Error(ErrorKind::kUsage, "--ids and --json both given; pass one of them");
   }
   const std::string text = read_prompt(vm);
   const GgufFile file = GgufFile::open(vm["model"].as<std::string>());

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -40,6 +41,9 @@ class Runner {
 
   CompareResult run() {
     CompareResult result;
+    // Before anything runs (load_experiment() has refused a pipeline
+    // without a decode stage already; this finds its index).
+    const int decode = e_.greedy.prompts.empty() ? -1 : decode_stage_index();
     // The baseline runs first, so that its logits exist before the others
     // are compared with them.
     for (const Variant& v : e_.variants) {
@@ -57,7 +61,6 @@ class Runner {
       for (VariantResult& r : result.variants) run_fidelity(r, result.variants.front());
     }
     if (!e_.greedy.prompts.empty()) {
-      const int decode = decode_stage_index();
       for (VariantResult& r : result.variants) run_greedy(r, decode, result.variants.front());
     }
     result.interrupted = stop_;
@@ -106,9 +109,13 @@ class Runner {
     return std::nullopt;
   }
 
+  // A child that exited 0 but whose output could not be read.
   void fail_output(VariantResult& r, const std::string& step, const std::string& what) {
     r.status = "failed";
-    r.failure = Failure{step, 0, "unexpected output from duet " + what};
+    r.failure =
+        Failure{step, 0, "duet " + what + " exited 0 but its output was not the JSON expected"};
+    std::cerr << "compare: " << r.variant->name << ": " << step << " failed: " << r.failure->reason
+              << "\n";
   }
 
   void run_speed(VariantResult& r, int32_t round, CompareResult& result) {
@@ -138,7 +145,7 @@ class Runner {
     if (result.cpu_model.empty()) {
       result.cpu_model = (*json)["cpu_model"].as<std::string>("");
       for (const auto& f : (*json)["cpu_features"])
-        result.cpu_features.push_back(f.as<std::string>());
+        result.cpu_features.push_back(f.as<std::string>(""));
     }
     std::ostringstream progress;
     progress << std::fixed << std::setprecision(1);
@@ -154,7 +161,7 @@ class Runner {
       const double tps = test["tokens_per_second_median"].as<double>(0.0);
       it->tokens_per_second.push_back(tps);
       if (test["time_to_first_token_seconds"])
-        it->ttft_seconds.push_back(test["time_to_first_token_seconds"].as<double>());
+        it->ttft_seconds.push_back(test["time_to_first_token_seconds"].as<double>(0.0));
       progress << " " << name << " " << tps << " t/s";
     }
     std::cerr << "compare: round " << round << "/" << e_.speed.rounds << ", " << r.variant->name
@@ -188,8 +195,8 @@ class Runner {
     if (!json) return fail_output(r, "fidelity", "perplexity");
     std::map<std::string, double> figures;
     for (const auto& kv : *json) {
-      if (kv.second.IsScalar() && kv.first.as<std::string>() != "backend") {
-        figures[kv.first.as<std::string>()] = kv.second.as<double>(0.0);
+      if (kv.second.IsScalar() && kv.first.as<std::string>("") != "backend") {
+        figures[kv.first.as<std::string>("")] = kv.second.as<double>(0.0);
       }
     }
     r.fidelity = figures;
@@ -213,9 +220,15 @@ class Runner {
     const std::string stage = "stages." + std::to_string(decode) + ".decode.";
     for (const std::string& prompt : e_.greedy.prompts) {
       if (!runnable(r)) return;
+      // Through a file, so that no prompt ("-", "-h") is taken for an option.
+      const std::string prompt_file = work_dir_ + "/prompt.txt";
+      {
+        std::ofstream out(prompt_file, std::ios::binary | std::ios::trunc);
+        out << prompt;
+      }
       const auto c = child(r, "greedy",
-                           {"run", e_.pipeline.string(), "--json", "--prompt", prompt, "--set",
-                            "components.sampler.chain=[greedy]", "--set",
+                           {"run", e_.pipeline.string(), "--json", "--prompt-file", prompt_file,
+                            "--set", "components.sampler.chain=[greedy]", "--set",
                             stage + "max_new_tokens=" + std::to_string(e_.greedy.tokens), "--set",
                             stage + "stop=[]"});
       if (!c) return;
@@ -224,7 +237,7 @@ class Runner {
         return fail_output(r, "greedy", "run");
       GreedyResult g;
       g.prompt = prompt;
-      for (const auto& t : (*json)["generated_token_ids"]) g.tokens.push_back(t.as<int32_t>());
+      for (const auto& t : (*json)["generated_token_ids"]) g.tokens.push_back(t.as<int32_t>(-1));
       r.greedy.push_back(std::move(g));
     }
     if (&r != &baseline)

@@ -32,6 +32,30 @@ struct Fd {
               "cannot run a child process: " + what + ": " + std::strerror(errno));
 }
 
+// Reads the child's standard output and error into `r` until both close.
+void read_until_closed(int out_fd, int err_fd, ChildResult& r) {
+  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  char buffer[1 << 16];
+  while (open_fds > 0) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      fail("poll");
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        fds[i].fd = -1;  // closed (the Fd guards close it)
+        --open_fds;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string ChildResult::status() const {
@@ -70,9 +94,16 @@ ChildResult run_child(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // In a process group of its own, so that Ctrl-C at the terminal reaches
+  // only the parent, which then lets the running child finish.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int spawned = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   if (spawned != 0) {
     errno = spawned;
     fail("spawn " + argv[0]);
@@ -83,25 +114,12 @@ ChildResult run_child(const std::vector<std::string>& argv) {
   err_write.fd = -1;
 
   ChildResult r;
-  pollfd fds[2] = {{out_read.fd, POLLIN, 0}, {err_read.fd, POLLIN, 0}};
-  std::string* sinks[2] = {&r.out, &r.err};
-  int open_fds = 2;
-  char buffer[1 << 16];
-  while (open_fds > 0) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      fail("poll");
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
-      if (n > 0) {
-        sinks[i]->append(buffer, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        fds[i].fd = -1;  // closed (the Fd guards close it)
-        --open_fds;
-      }
-    }
+  try {
+    read_until_closed(out_read.fd, err_read.fd, r);
+  } catch (...) {
+    kill(pid, SIGKILL);  // never leave a child behind
+    waitpid(pid, nullptr, 0);
+    throw;
   }
   int status = 0;
   rusage usage{};

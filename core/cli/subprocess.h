@@ -23,9 +23,11 @@ struct ChildResult {
   std::string reason() const;
 };
 
-// Runs argv[0] (a path) with argv, standard input from /dev/null, and
-// waits for it. Throws duet::Error(kInternal) only when the process cannot
-// be started at all (pipes, fork); a program that fails is a ChildResult.
+// Runs argv[0] (a path, or a name looked up on the PATH) with argv,
+// standard input from /dev/null, in a process group of its own (Ctrl-C at
+// the terminal reaches only the caller), and waits for it. Throws
+// duet::Error(kInternal) when the process cannot be started (pipes, a
+// program that does not exist); a program that fails is a ChildResult.
 ChildResult run_child(const std::vector<std::string>& argv);
 
 // The path of the running executable (/proc/self/exe).

@@ -234,8 +234,8 @@ class ExperimentReader : yaml::SchemaReader {
       if (read_integer<int32_t>(node, path, min, kMaxTestTokens, value)) out.push_back(value);
       return;
     }
-    if (!node.is_list()) {
-      type_error(node, path, "an integer or a list of them");
+    if (!node.is_list() || node.items.empty()) {
+      type_error(node, path, "an integer or a non-empty list of them");
       return;
     }
     for (size_t i = 0; i < node.items.size(); ++i) {
@@ -334,7 +334,14 @@ Experiment parse_experiment(std::string_view yaml_text, const std::string& sourc
   std::string variant_problems;
   for (const Variant& v : e.variants) {
     try {
-      load_pipeline_config(e.pipeline, v.overrides);
+      const PipelineConfig config = load_pipeline_config(e.pipeline, v.overrides);
+      const bool decodes = std::any_of(config.stages.begin(), config.stages.end(),
+                                       [](const StageConfig& s) { return s.name == "decode"; });
+      if (!e.greedy.prompts.empty() && !decodes) {
+        throw Error(ErrorKind::kConfig,
+                    "workload.greedy needs a decode stage in the pipeline; add "
+                    "'- decode: {}' to its stages or drop workload.greedy");
+      }
     } catch (const Error& err) {
       std::string lines = err.what();
       for (size_t at = 0, end = 0; at < lines.size(); at = end + 1) {

@@ -57,7 +57,8 @@ void FidelityAccumulator::add(std::span<const float> logits, int32_t next) {
 
 void FidelityAccumulator::add(std::span<const float> logits, std::span<const float> base,
                               int32_t next) {
-  assert(base.size() == static_cast<size_t>(n_vocab_));
+  assert(logits.size() == static_cast<size_t>(n_vocab_) && base.size() == logits.size());
+  assert(next >= 0 && next < n_vocab_);
   with_base_ = true;
   const double lse = log_sum_exp(logits), lse_base = log_sum_exp(base);
   const auto t = static_cast<size_t>(next);
@@ -77,6 +78,11 @@ void FidelityAccumulator::add(std::span<const float> logits, std::span<const flo
   const double dp = std::exp(double{logits[t]} - lse) - std::exp(double{base[t]} - lse_base);
   sum_dp2_ += dp * dp;
   ++positions_;
+}
+
+double FidelityAccumulator::perplexity() const {
+  assert(positions_ > 0);
+  return std::exp(nll_ / static_cast<double>(positions_));
 }
 
 Fidelity FidelityAccumulator::result() const {

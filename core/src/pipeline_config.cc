@@ -114,7 +114,21 @@ class Reader : yaml::SchemaReader {
     const Node* options = get(*node, "options");
     if (plugin == nullptr || !plugin->is_list()) {
       if (plugin != nullptr) read_name(*plugin, "backend.plugin", out.plugin);
-      if (options != nullptr) read_scalar_map(*options, out.options);
+      if (options == nullptr) return;
+      if (options->is_map()) {
+        for (const Entry& e : options->entries) {
+          if (!e.value.is_map()) continue;
+          report(e.value.origin, "backend.options." + e.key,
+                 "options per backend need backend.plugin to be a list; to run on '" + e.key +
+                     "' alone and keep its options, write backend.plugin: [" + e.key +
+                     "] (--set 'backend.plugin=[" + e.key + "]')");
+        }
+        if (std::any_of(options->entries.begin(), options->entries.end(),
+                        [](const Entry& e) { return e.value.is_map(); })) {
+          return;
+        }
+      }
+      read_scalar_map(*options, out.options);
       return;
     }
     read_backend_choice(*plugin, options, out);
@@ -349,11 +363,6 @@ PipelineConfig load_pipeline_config(const fs::path& file,
 std::string format_source_pos(const fs::path& source, SourcePos pos) {
   if (pos.line == 0) return source.string() + " (--set)";
   return source.string() + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column);
-}
-
-std::vector<BackendCandidate> BackendConfig::candidates() const {
-  if (!choice.empty()) return choice;
-  return {BackendCandidate{plugin, options}};
 }
 
 }  // namespace duet

@@ -36,7 +36,8 @@ class Conversation {
   Conversation& operator=(const Conversation&) = delete;
 
   // Answers `message`, streaming the answer to the sink; the result's text
-  // is the answer, its prompt the tokens this turn added. Throws
+  // is the answer, its prompt the tokens this turn prefilled (the turn's
+  // own, after the last sampled token of the answer before it). Throws
   // duet::Error(kInputRejected) for an empty message, and ConversationFull
   // when the turn does not fit in the KV cache's free room; the
   // conversation is then as it was, and reset() or a larger

@@ -73,6 +73,9 @@ class FidelityAccumulator {
   // The figures so far; the baseline's are 0 when add() had no baseline.
   // REQUIRES: at least one position added.
   Fidelity result() const;
+  // result().perplexity alone, without sorting the KL divergences.
+  // REQUIRES: at least one position added.
+  double perplexity() const;
 
  private:
   int32_t n_vocab_;

@@ -72,9 +72,6 @@ struct BackendConfig {
   std::string plugin = "reference";      // the pinned backend; "" when `choice` is used
   Options options{"backend.options"};    // its options
   std::vector<BackendCandidate> choice;  // the list, in order; empty when pinned
-
-  // The backends to try, in order: `choice`, or the pinned one alone.
-  std::vector<BackendCandidate> candidates() const;
 };
 
 struct AttentionConfig {
