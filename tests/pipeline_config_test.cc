@@ -225,7 +225,7 @@ TEST(PipelineConfigTest, ABackendChoiceIsCheckedItemByItem) {
       parse_error(
           std::string(kMinimal) + "backend: {plugin: [onednn], options: {onednn: {threads: 2}}}\n",
           {"backend.plugin=onednn"}),
-      "test.yaml:3:46: backend.options.onednn: options per backend need backend.plugin to be a "
+      "test.yaml:3:47: backend.options.onednn: options per backend need backend.plugin to be a "
       "list; to run on 'onednn' alone and keep its options, write backend.plugin: [onednn] "
       "(--set 'backend.plugin=[onednn]')");
   EXPECT_EQ(
