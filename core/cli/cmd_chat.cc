@@ -22,11 +22,6 @@ constexpr const char* kHelp =
     "/reset starts a new conversation, /exit or /quit (or the end of input) ends the chat, /help "
     "shows this";
 
-class StdoutSink final : public TextSink {
- public:
-  void on_text(std::string_view text) override { std::cout << text << std::flush; }
-};
-
 // One message: a line, or several joined where a line ends in '\'. Returns
 // false at the end of input with nothing read.
 bool read_message(bool interactive, std::string& message) {

@@ -16,11 +16,6 @@ namespace {
 
 constexpr const char* kDefaultPrompt = "What is the capital of France?";
 
-class StdoutSink final : public TextSink {
- public:
-  void on_text(std::string_view text) override { std::cout << text << std::flush; }
-};
-
 std::string json_result(const Pipeline& p, const PipelineConfig& config, const std::string& prompt,
                         const RunResult& r) {
   JsonWriter j;

@@ -41,9 +41,6 @@ class Runner {
 
   CompareResult run() {
     CompareResult result;
-    // Before anything runs (load_experiment() has refused a pipeline
-    // without a decode stage already; this finds its index).
-    const int decode = e_.greedy.prompts.empty() ? -1 : decode_stage_index();
     // The baseline runs first, so that its logits exist before the others
     // are compared with them.
     for (const Variant& v : e_.variants) {
@@ -61,7 +58,7 @@ class Runner {
       for (VariantResult& r : result.variants) run_fidelity(r, result.variants.front());
     }
     if (!e_.greedy.prompts.empty()) {
-      for (VariantResult& r : result.variants) run_greedy(r, decode, result.variants.front());
+      for (VariantResult& r : result.variants) run_greedy(r, result.variants.front());
     }
     result.interrupted = stop_;
     if (result.interrupted) {
@@ -205,19 +202,10 @@ class Runner {
               << figures["perplexity"] << ", mean KLD " << figures["kld_mean"] << "\n";
   }
 
-  // The index of the base pipeline's decode stage, for --set overrides.
-  int decode_stage_index() const {
-    const PipelineConfig base = load_pipeline_config(e_.pipeline);
-    for (size_t i = 0; i < base.stages.size(); ++i) {
-      if (base.stages[i].name == "decode") return static_cast<int>(i);
-    }
-    throw Error(ErrorKind::kConfig,
-                e_.source.string() + ": workload.greedy needs a decode stage in " +
-                    e_.pipeline.string() + "; add '- decode: {}' to its stages");
-  }
-
-  void run_greedy(VariantResult& r, int decode, const VariantResult& baseline) {
-    const std::string stage = "stages." + std::to_string(decode) + ".decode.";
+  // load_experiment() has given every variant a decode stage when there are
+  // greedy prompts.
+  void run_greedy(VariantResult& r, const VariantResult& baseline) {
+    const std::string stage = "stages." + std::to_string(r.variant->decode_stage) + ".decode.";
     for (const std::string& prompt : e_.greedy.prompts) {
       if (!runnable(r)) return;
       // Through a file, so that no prompt ("-", "-h") is taken for an option.

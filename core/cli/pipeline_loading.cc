@@ -1,8 +1,11 @@
 #include "pipeline_loading.h"
 
+#include <iostream>
 #include <sstream>
 
 namespace duet::cli {
+
+void StdoutSink::on_text(std::string_view text) { std::cout << text << std::flush; }
 
 PluginHost& cli_plugin_host() {
   static PluginHost host;

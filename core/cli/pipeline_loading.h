@@ -9,8 +9,15 @@
 #include "duet/pipeline_check.h"
 #include "duet/pipeline_config.h"
 #include "duet/plugin_host.h"
+#include "duet/session.h"
 
 namespace duet::cli {
+
+// Streams generated text to stdout as it comes (run, chat).
+class StdoutSink final : public TextSink {
+ public:
+  void on_text(std::string_view text) override;
+};
 
 // The process's plugin host. It lives until exit, so a library stays loaded
 // while main() reports an exception thrown from its code.

@@ -332,12 +332,14 @@ Experiment parse_experiment(std::string_view yaml_text, const std::string& sourc
   // Every variant must make a valid pipeline file of the base (its
   // plugins, model and backends are checked when it runs).
   std::string variant_problems;
-  for (const Variant& v : e.variants) {
+  for (Variant& v : e.variants) {
     try {
       const PipelineConfig config = load_pipeline_config(e.pipeline, v.overrides);
-      const bool decodes = std::any_of(config.stages.begin(), config.stages.end(),
+      const auto decode = std::find_if(config.stages.begin(), config.stages.end(),
                                        [](const StageConfig& s) { return s.name == "decode"; });
-      if (!e.greedy.prompts.empty() && !decodes) {
+      if (decode != config.stages.end()) {
+        v.decode_stage = static_cast<int32_t>(decode - config.stages.begin());
+      } else if (!e.greedy.prompts.empty()) {
         throw Error(ErrorKind::kConfig,
                     "workload.greedy needs a decode stage in the pipeline; add "
                     "'- decode: {}' to its stages or drop workload.greedy");

@@ -137,13 +137,7 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
   if (s.allocator->length(Session::Impl::kSequence) != 0) {
     throw Error(ErrorKind::kInternal, "a session of this pipeline is still open; destroy it first");
   }
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= vocab) {
-      throw Error(ErrorKind::kInputRejected,
-                  "prompt token " + std::to_string(i) + " has id " + std::to_string(prompt[i]) +
-                      ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    }
-  }
+  check_prompt_ids(prompt, vocab);
   return std::make_unique<Session>(std::make_unique<Session::Impl>(
       *s.model, *s.kv, *s.allocator, *s.attention, *s.chain, *s.tokenizer, sink, prompt));
 }

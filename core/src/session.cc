@@ -17,6 +17,16 @@ const char* finish_reason_name(FinishReason reason) {
   return "none";
 }
 
+void check_prompt_ids(std::span<const int32_t> prompt, int32_t n_vocab) {
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= n_vocab) {
+      throw Error(ErrorKind::kInputRejected,
+                  "prompt token " + std::to_string(i) + " has id " + std::to_string(prompt[i]) +
+                      ", outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+    }
+  }
+}
+
 Session::Impl::Impl(LlamaModel& m, KVCache& k, KVAllocator& a, Attention& att, SamplerChain& c,
                     const Tokenizer& t, TextSink& s, std::span<const int32_t> prompt)
     : model(m),
@@ -46,13 +56,7 @@ std::vector<float>& Session::kept_logits() { return impl_->kept_logits; }
 void Session::continue_with(std::span<const int32_t> prompt) {
   Impl& s = *impl_;
   if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the next prompt has no tokens");
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= n_vocab()) {
-      throw Error(ErrorKind::kInputRejected,
-                  "prompt token " + std::to_string(i) + " has id " + std::to_string(prompt[i]) +
-                      ", outside the vocabulary [0, " + std::to_string(n_vocab()) + ")");
-    }
-  }
+  check_prompt_ids(prompt, n_vocab());
   s.tokens.insert(s.tokens.end(), prompt.begin(), prompt.end());
   s.prompt_tokens = static_cast<int32_t>(s.tokens.size());
   s.finish = FinishReason::kNone;

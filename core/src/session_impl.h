@@ -13,6 +13,10 @@
 
 namespace duet {
 
+// Throws duet::Error(kInputRejected) naming the first id of `prompt` outside
+// [0, n_vocab): what a new session and a continued one both refuse.
+void check_prompt_ids(std::span<const int32_t> prompt, int32_t n_vocab);
+
 class Session::Impl {
  public:
   Impl(LlamaModel& model, KVCache& kv, KVAllocator& allocator, Attention& attention,

@@ -30,6 +30,9 @@ inline constexpr size_t kMaxVariants = 64;
 struct Variant {
   std::string name;                    // [A-Za-z0-9._+=,-], unique
   std::vector<std::string> overrides;  // "key.path=value", in order
+  // The index of the decode stage in this variant's pipeline (overrides
+  // may change the stages), or -1 when it has none.
+  int32_t decode_stage = -1;
 };
 
 struct SpeedWorkload {
