@@ -44,6 +44,8 @@ std::string json_result(const Pipeline& p, const PipelineConfig& config, const s
   j.field("time_to_first_token_seconds", r.stats.first_token_seconds);
   j.field("prefill_tokens_per_second", r.stats.prefill_tokens_per_second());
   j.field("decode_tokens_per_second", r.stats.decode_tokens_per_second());
+  j.field("decode_forward_passes", r.stats.decode_passes);
+  j.field("tokens_per_decode_pass", r.stats.tokens_per_decode_pass());
   j.field("kv_cache_bytes", p.kv_cache_bytes());
   j.end_object();
   return j.str();
@@ -101,7 +103,8 @@ int cmd_run(const std::vector<std::string>& args) {
     << " tokens, finish " << finish_reason_name(r.finish) << "\n"
     << "load " << pipeline->load_seconds() * 1000 << " ms, time to first token "
     << r.stats.first_token_seconds * 1000 << " ms, prefill " << r.stats.prefill_tokens_per_second()
-    << " tok/s, decode " << r.stats.decode_tokens_per_second() << " tok/s\n";
+    << " tok/s, decode " << r.stats.decode_tokens_per_second() << " tok/s (" << std::setprecision(2)
+    << r.stats.tokens_per_decode_pass() << " tokens per pass)\n";
   std::cerr << s.str();
   return 0;
 }

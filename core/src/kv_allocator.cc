@@ -49,13 +49,28 @@ const std::vector<int32_t>& KVAllocator::block_table(int32_t seq) const {
   return it == sequences_.end() ? kEmpty : it->second.blocks;
 }
 
+void KVAllocator::give_back(std::vector<int32_t>::const_iterator begin,
+                            std::vector<int32_t>::const_iterator end) {
+  // Return blocks so that the lowest index is handed out next.
+  free_blocks_.insert(free_blocks_.end(), begin, end);
+  std::sort(free_blocks_.begin(), free_blocks_.end(), std::greater<>());
+}
+
+void KVAllocator::truncate(int32_t seq, int32_t n) {
+  assert(n >= 0);
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end() || it->second.length <= n) return;
+  Sequence& s = it->second;
+  s.length = n;
+  const auto keep = static_cast<size_t>((n + block_tokens_ - 1) / block_tokens_);
+  give_back(s.blocks.begin() + static_cast<std::ptrdiff_t>(keep), s.blocks.end());
+  s.blocks.resize(keep);
+}
+
 void KVAllocator::release(int32_t seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
-  // Return blocks so that the lowest index is handed out next.
-  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b)
-    free_blocks_.push_back(*b);
-  std::sort(free_blocks_.begin(), free_blocks_.end(), std::greater<>());
+  give_back(it->second.blocks.begin(), it->second.blocks.end());
   sequences_.erase(it);
 }
 

@@ -36,6 +36,12 @@ class KVAllocator {
   // Blocks of `seq` in position order (empty for an unknown sequence).
   const std::vector<int32_t>& block_table(int32_t seq) const;
 
+  // Shrinks `seq` to its first `n` positions (no change when it holds n or
+  // fewer) and returns the blocks it no longer needs to the pool; the slots
+  // of the dropped positions are handed out again by later appends.
+  // REQUIRES: n >= 0.
+  void truncate(int32_t seq, int32_t n);
+
   // Returns every block of `seq` to the pool.
   void release(int32_t seq);
 
@@ -48,6 +54,10 @@ class KVAllocator {
   int32_t block_tokens_;
   std::vector<int32_t> free_blocks_;  // a stack, lowest index on top
   std::map<int32_t, Sequence> sequences_;
+
+  // Pushes `blocks` back onto the free stack, lowest index on top.
+  void give_back(std::vector<int32_t>::const_iterator begin,
+                 std::vector<int32_t>::const_iterator end);
 };
 
 }  // namespace duet

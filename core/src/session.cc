@@ -110,6 +110,7 @@ void Session::forward(int32_t n, bool all_logits) {
     rows.push_back(n - 1);
   }
   s.logit_rows = static_cast<int32_t>(rows.size());
+  s.logits_position = first + rows.front();
   s.model.forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first),
                                                              static_cast<size_t>(n)),
                   step, s.kv, s.attention, rows, s.logits);
@@ -118,13 +119,28 @@ void Session::forward(int32_t n, bool all_logits) {
 int32_t Session::sample() {
   Impl& s = *impl_;
   if (s.logit_rows == 0) {
-    throw Error(ErrorKind::kPlugin, "stage contract broken: sample() before any forward()");
+    throw Error(ErrorKind::kPlugin,
+                "stage contract broken: sample() with no logits (no forward() yet, "
+                "or truncate() dropped their position)");
   }
-  const auto vocab = static_cast<size_t>(n_vocab());
-  std::span<const float> last(s.logits.data() + (static_cast<size_t>(s.logit_rows) - 1) * vocab,
-                              vocab);
   const auto step = static_cast<uint64_t>(s.tokens.size()) - static_cast<uint64_t>(s.prompt_tokens);
-  return s.chain.sample(last, s.tokens, Impl::kSequence, step);
+  return s.chain.sample(s.logits_row(s.logit_rows - 1), s.tokens, Impl::kSequence, step);
+}
+
+int32_t Session::sample(int32_t row) {
+  Impl& s = *impl_;
+  const int32_t seen = s.logits_position + row + 1;  // tokens up to the row's own
+  if (row < 0 || row >= s.logit_rows || seen < s.prompt_tokens) {
+    throw Error(ErrorKind::kPlugin,
+                "stage contract broken: sample(" + std::to_string(row) +
+                    ") but the last forward() left " + std::to_string(s.logit_rows) +
+                    " logit rows from position " + std::to_string(s.logits_position) +
+                    " and the prompt has " + std::to_string(s.prompt_tokens) + " tokens");
+  }
+  const auto step = static_cast<uint64_t>(seen - s.prompt_tokens);
+  return s.chain.sample(s.logits_row(row),
+                        std::span<const int32_t>(s.tokens).first(static_cast<size_t>(seen)),
+                        Impl::kSequence, step);
 }
 
 void Session::append(int32_t token) {
@@ -134,6 +150,20 @@ void Session::append(int32_t token) {
                                         std::to_string(n_vocab()));
   }
   impl_->tokens.push_back(token);
+}
+
+void Session::truncate(int32_t n) {
+  Impl& s = *impl_;
+  if (n < s.prompt_tokens || n > static_cast<int32_t>(s.tokens.size())) {
+    throw Error(ErrorKind::kPlugin, "stage contract broken: truncate(" + std::to_string(n) +
+                                        ") but the session holds " +
+                                        std::to_string(s.tokens.size()) + " tokens, " +
+                                        std::to_string(s.prompt_tokens) + " of them the prompt");
+  }
+  s.tokens.resize(static_cast<size_t>(n));
+  s.allocator.truncate(Impl::kSequence, n);
+  s.logit_rows = std::clamp(n - s.logits_position, 0, s.logit_rows);
+  s.logits.resize(static_cast<size_t>(s.logit_rows) * static_cast<size_t>(n_vocab()));
 }
 
 }  // namespace duet

@@ -38,6 +38,13 @@ class Session::Impl {
   std::vector<float> logits;
   std::vector<float> kept_logits;
   int32_t logit_rows = 0;
+  int32_t logits_position = 0;  // position of the token whose logits are row 0
+
+  // Row `row` of `logits`. REQUIRES: 0 <= row < logit_rows.
+  std::span<const float> logits_row(int32_t row) const {
+    const auto vocab = static_cast<size_t>(model.hparams().n_vocab);
+    return std::span<const float>(logits).subspan(static_cast<size_t>(row) * vocab, vocab);
+  }
   FinishReason finish = FinishReason::kNone;
   SessionStats stats;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();

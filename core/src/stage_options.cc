@@ -1,6 +1,7 @@
 #include "stage_options.h"
 
 #include "duet/error.h"
+#include "duet/generation.h"
 #include "suggest.h"
 
 namespace duet {
@@ -19,27 +20,6 @@ void check_lists(const StageConfig& stage, const std::vector<std::string>& allow
                                        : "; list options: " + quoted_list(allowed)));
     }
   }
-}
-
-// Whether `s` is well-formed UTF-8 (no overlong forms or surrogates): text is
-// streamed a whole character at a time, so a stop string must be whole
-// characters too.
-bool is_valid_utf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    uint32_t cp = n == 1 ? c : c & (0x7Fu >> n);
-    for (size_t k = 1; k < n; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n;
-  }
-  return true;
 }
 
 }  // namespace
@@ -64,17 +44,7 @@ DecodeOptions parse_decode_options(const StageConfig& stage) {
   } else if (stage.options.has("stop")) {
     o.stop = {stage.options.get_string("stop", "")};
   }
-  for (const auto& s : o.stop) {
-    if (s.empty()) {
-      throw Error(
-          ErrorKind::kConfig,
-          stage.options.path() + ".stop: an empty stop string would stop at once; remove it");
-    }
-    if (!is_valid_utf8(s)) {
-      throw Error(ErrorKind::kConfig,
-                  stage.options.path() + ".stop: a stop string must be valid UTF-8 text");
-    }
-  }
+  check_stop_strings(o.stop, stage.options.path() + ".stop");
   stage.options.finish();
   return o;
 }

@@ -62,15 +62,22 @@ struct SessionStats {
   double prefill_seconds = 0.0;      // forward passes over the prompt
   double decode_seconds = 0.0;       // from the first generated token to the last
   double first_token_seconds = 0.0;  // from the start of the run to the first generated token
+  // Forward passes a decode loop ran after the first token: generated - 1
+  // for one token per pass, fewer when a pass verifies several (speculative).
+  int32_t decode_passes = 0;
 
   double prefill_tokens_per_second() const {
     return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0.0;
   }
-  // Decode steps per second: generated_tokens - 1 forward passes follow the
-  // first token, whose cost belongs to the prefill.
+  // Decoded tokens per second: the generated_tokens - 1 tokens that follow
+  // the first token, whose cost belongs to the prefill.
   double decode_tokens_per_second() const {
     return generated_tokens > 1 && decode_seconds > 0 ? (generated_tokens - 1) / decode_seconds
                                                       : 0.0;
+  }
+  // Tokens per decode forward pass: 1 for the plain decode loop.
+  double tokens_per_decode_pass() const {
+    return decode_passes > 0 ? double(generated_tokens - 1) / decode_passes : 0.0;
   }
 };
 
@@ -93,7 +100,8 @@ class Session {
 
   // Runs tokens [cached(), cached() + n) through the model, adding their K
   // and V to the cache. logits() then holds the last row's logits, or every
-  // row's when `all_logits`. REQUIRES: 0 < n <= tokens().size() - cached()
+  // row's when `all_logits` (row i: the logits after token cached() + i,
+  // predicting the token at cached() + i + 1). REQUIRES: 0 < n <= tokens().size() - cached()
   // (else duet::Error(kPlugin): the calling stage broke its contract).
   // Throws duet::Error(kInputRejected) naming the sizes and the fix when the
   // cache has no room for n more positions.
@@ -110,9 +118,31 @@ class Session {
   // REQUIRES: a forward() has run (else duet::Error(kPlugin)).
   int32_t sample();
 
+  // The token the sampler chain draws from row `row` of the last forward()'s
+  // logits, exactly as sample() would had that forward stopped at the row:
+  // the chain sees as history the tokens up to and including the row's
+  // token (tokens()[0, p + 1) for the row's position p) and the same RNG
+  // counter (step p + 1 - prompt_tokens()). So a stage that verifies several
+  // tokens in one forward(n, true) draws what the plain decode loop would.
+  // Rows whose positions truncate() dropped are gone. REQUIRES: 0 <= row <
+  // the rows left, and the row predicts a generated token (p + 1 >=
+  // prompt_tokens()); else duet::Error(kPlugin).
+  int32_t sample(int32_t row);
+
   // Appends a generated token (not yet in the cache). REQUIRES: token in
   // [0, n_vocab()) (else duet::Error(kPlugin)).
   void append(int32_t token);
+
+  // Drops every token after the first `n` (e.g. draft tokens a verifying
+  // forward rejected): tokens() keeps n, cached() becomes min(cached(), n),
+  // and the cache positions from n on are no longer part of the sequence —
+  // attention never reads them, cache blocks no longer needed go back to
+  // the pool (room() grows), and the next forward() writes position n
+  // afresh. The cache then holds exactly what a run that never saw the
+  // dropped tokens would hold. Logit rows of dropped positions are dropped.
+  // REQUIRES: prompt_tokens() <= n <= tokens().size() (else
+  // duet::Error(kPlugin)): only generated tokens can be taken back.
+  void truncate(int32_t n);
 
   // Starts another turn of the same sequence (a chat's next message):
   // appends `prompt` after every token the session holds and makes it the

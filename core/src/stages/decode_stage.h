@@ -18,9 +18,6 @@ class DecodeStage final : public Stage {
   void run(Session& session) override;
 
  private:
-  // Bytes at the end of `text` that could begin a stop string, so must wait.
-  size_t held_back(const std::string& text) const;
-
   DecodeOptions options_;
 };
 

@@ -1,0 +1,85 @@
+// The lookup_decode stage on the real model: token for token the plain
+// decode stage's greedy output, raw and chat, on each CPU backend, and more
+// than one token per forward pass where the answer copies the prompt.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "duet/pipeline.h"
+#include "model_files.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCode = R"(Rename the function `add_numbers` to `sum_values` in this Python code and repeat the whole code:
+
+```python
+def add_numbers(values):
+    total = 0
+    for value in values:
+        if value is None:
+            continue
+        total += value
+    return total
+```)";
+
+class SpeculativeModel : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::unique_ptr<Pipeline> make(const std::string& stage, bool chat) {
+    if (!fs::exists(testing::model_path())) {
+      ADD_FAILURE() << testing::missing_model_message(testing::model_path());
+      return nullptr;
+    }
+    const std::string yaml = "model: {path: '" + testing::model_path().string() +
+                             "', chat: " + (chat ? "true" : "false") + "}\nbackend: {plugin: " +
+                             GetParam() + R"(}
+components:
+  kv_cache: {capacity_tokens: 1024, dtype: f16}
+  sampler: {seed: 42, chain: [greedy]}
+stages:
+  - prefill: {}
+  - )" + stage + "\n";
+    PipelineConfig config = parse_pipeline_config(yaml, "speculative.yaml", DUET_SOURCE_DIR, {});
+    load_pipeline_plugins(config, host_);
+    return Pipeline::build(config, host_);
+  }
+
+  PluginHost host_;
+  NullSink sink_;
+};
+
+TEST_P(SpeculativeModel, GreedyOutputEqualsThePlainDecodeStageRawAndChat) {
+  const std::vector<std::string> prompts = {
+      kCode,
+      "The quick brown fox jumps over the lazy dog. The quick brown fox",
+      "List the days of the week: Monday, Tuesday, Wednesday, Thursday,",
+      "What is the capital of France?",
+      "Write a short story about a lighthouse keeper.",
+      "Summarise: The cat sat on the mat. The dog sat on the rug. The cat and the dog sat.",
+  };
+  for (bool chat : {false, true}) {
+    auto plain = make("decode: {max_new_tokens: 64}", chat);
+    auto spec = make("lookup_decode: {max_new_tokens: 64}", chat);
+    ASSERT_TRUE(plain && spec);
+    int32_t passes = 0, tokens = 0;
+    for (const auto& prompt : prompts) {
+      RunResult a = plain->run(prompt, sink_);
+      RunResult b = spec->run(prompt, sink_);
+      EXPECT_EQ(a.generated_tokens, b.generated_tokens)
+          << GetParam() << (chat ? " chat" : " raw") << ": " << prompt;
+      EXPECT_EQ(a.text, b.text);
+      passes += b.stats.decode_passes;
+      tokens += b.stats.generated_tokens - 1;
+    }
+    // Drafts were kept: copying prompts take fewer passes than tokens.
+    EXPECT_LT(passes * 5, tokens * 4) << passes << " passes for " << tokens << " tokens";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SpeculativeModel, ::testing::Values("reference", "onednn"),
+                         [](const auto& p) { return p.param; });
+
+}  // namespace
+}  // namespace duet
