@@ -176,13 +176,14 @@ bool onednn_built() { return fs::exists(fs::path(DUET_BUILD_DIR) / "plugins/duet
 
 TEST_F(Cli, ABackendChoiceRunsOnTheFirstThatCanAndSaysWhyTheOthersCannot) {
   // test-no-device is refused by its probe; onednn, where built, has no
-  // attention 'naive'; nosuch does not exist.
+  // attention 'test_f32_only' (the test-extensions plugin registers it for
+  // reference only); nosuch does not exist.
   const fs::path p = write(
       "p.yaml", with_backend("backend: {plugin: [test-no-device, onednn, nosuch, reference]}\n"));
-  const std::string naive = " --set components.attention.impl=naive";
+  const std::string naive = " --set components.attention.impl=test_f32_only";
   Result r = duet("run " + p.string() + naive);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("backend reference, attention naive"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("backend reference, attention test_f32_only"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("passed over test-no-device: no backend named 'test-no-device': plugin "
                        "'test-no-device' ("),
             std::string::npos)
@@ -194,8 +195,8 @@ TEST_F(Cli, ABackendChoiceRunsOnTheFirstThatCanAndSaysWhyTheOthersCannot) {
   if (onednn_built()) {
     EXPECT_NE(
         r.err.find(
-            "passed over onednn: components.attention.impl 'naive' is not provided by backend "
-            "'onednn'; available: 'flash'\n"),
+            "passed over onednn: components.attention.impl 'test_f32_only' is not provided by "
+            "backend 'onednn' or a plugin for it; available: 'full', 'test_full'\n"),
         std::string::npos)
         << r.err;
   }
@@ -240,7 +241,7 @@ TEST_F(Cli, ABackendChoiceWithNoneThatCanRunExits4ListingEveryReason) {
   EXPECT_NE(
       r.err.find(
           "duet: error:   reference: components.attention.impl 'flash' is not provided by backend "
-          "'reference'; available: 'naive'\n"),
+          "'reference' or a plugin for it; available: 'full', 'test_f32_only', 'test_full'\n"),
       std::string::npos)
       << r.err;
 }

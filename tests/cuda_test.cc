@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "capturing_registrar.h"
 #include "command_fusion.h"
 #include "cublas_library.h"
 #include "cuda_options.h"
@@ -46,15 +47,7 @@ using cuda::Command;
 
 // ---- the plugin, loaded directly ------------------------------------------------
 
-class CapturingRegistrar final : public PluginRegistrar {
- public:
-  void add_backend(const std::string& name, const std::string&, BackendFactory f) override {
-    backends[name] = std::move(f);
-  }
-  void add_sampler(const std::string&, const std::string&, SamplerFactory) override {}
-  void add_stage(const std::string&, const std::string&, StageFactory) override {}
-  std::map<std::string, BackendFactory> backends;
-};
+using testing_support::CapturingRegistrar;
 
 struct LoadedPlugin {
   const DuetPluginDescriptor* descriptor = nullptr;

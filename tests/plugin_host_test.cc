@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "duet/error.h"
 
@@ -90,8 +92,8 @@ TEST_P(PluginRefusal, IsRefusedWithItsReasonAndTheHostKeepsWorking) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryWayToFail, PluginRefusal,
-    ::testing::Values(Refusal{"abi-major", "ABI major version mismatch: plugin 2.0, host 1.0"},
-                      Refusal{"abi-minor-newer", "plugin needs ABI 1.1 but this host provides 1.0"},
+    ::testing::Values(Refusal{"abi-major", "ABI major version mismatch: plugin 2.1, host 1.1"},
+                      Refusal{"abi-minor-newer", "plugin needs ABI 1.2 but this host provides 1.1"},
                       Refusal{"bad-toolchain", "toolchain mismatch: plugin built with 'msvc"},
                       Refusal{"no-entry", "no duet_plugin_entry() symbol"},
                       Refusal{"probe-no", "cannot run here: no test device present"},
@@ -124,8 +126,10 @@ TEST(PluginHost, LoadDirsScansOnlyPluginFilesAndRecordsEveryOne) {
     EXPECT_TRUE(is_plugin_file_name(r.path.filename().string()));
     loaded += r.loaded ? 1 : 0;
   }
-  EXPECT_EQ(loaded, 1u);  // only test-good; duplicate-name comes after it alphabetically
-  EXPECT_GE(host.records().size(), 11u);
+  // test-abi-1-0, test-extensions and test-good; duplicate-name comes after
+  // good alphabetically.
+  EXPECT_EQ(loaded, 3u);
+  EXPECT_GE(host.records().size(), 13u);
 }
 
 TEST(PluginHost, UnknownComponentNamesTheKnownOnesAndSuggests) {
@@ -142,6 +146,42 @@ TEST(PluginHost, UnknownComponentNamesTheKnownOnesAndSuggests) {
         << msg;
   }
   EXPECT_THROW(host.create_backend("cuda", Options()), Error);
+}
+
+TEST(PluginHost, APluginBuiltAgainstAbi10LoadsAndItsSamplerWorks) {
+  PluginHost host;
+  PluginRecord r = host.load(test_plugin("abi-1-0"));
+  ASSERT_TRUE(r.loaded) << r.refusal;
+  auto sampler = host.create_sampler("test_abi_1_0", Options());
+  Candidates c{{5, 9}, {1.0f, 3.0f}, -1};
+  sampler->apply(c, SamplingContext{});
+  EXPECT_EQ(c.selected, 5);
+  EXPECT_EQ(host.backend_abi_minor("test_old"), 0u);
+}
+
+TEST(PluginHost, ExtensionsAreKeptPerBackendWithWhyTheyCannotServe) {
+  PluginHost host;
+  ASSERT_TRUE(host.load(test_plugin("extensions")).loaded);
+  ASSERT_TRUE(host.load(test_plugin("abi-1-0")).loaded);
+  std::vector<std::string> names;
+  for (const auto& info : host.extensions(ComponentKind::kAttention, "reference")) {
+    names.push_back(info.name);
+    EXPECT_EQ(info.plugin, "test-extensions");
+    EXPECT_EQ(info.backend, "reference");
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"test_f32_only", "test_full"}));
+  ASSERT_EQ(host.extensions(ComponentKind::kKVCache, "reference").size(), 1u);
+  // A backend nobody provides, and one built against ABI 1.0 (whose device
+  // and caches lack what 1.1 added).
+  const auto orphan = host.extensions(ComponentKind::kAttention, "nosuch");
+  ASSERT_EQ(orphan.size(), 1u);
+  EXPECT_EQ(host.unavailable_reason(orphan[0]),
+            "backend 'nosuch' is not loaded (loaded backends: 'test_old')");
+  const auto old = host.extensions(ComponentKind::kAttention, "test_old");
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(host.unavailable_reason(old[0]),
+            "backend 'test_old' (plugin 'test-abi-1-0') was built against Duet ABI 1.0; attention "
+            "and KV-cache plugins need a backend built against 1.1 or later");
 }
 
 TEST(PluginHost, SearchDirsFollowConfigThenEnvironmentAndSkipMissingFolders) {

@@ -56,7 +56,7 @@ class ReferenceAttentionTest : public ::testing::Test {
     PluginRecord r = host_.load(std::string(DUET_BUILD_DIR) + "/plugins/duet-reference.so");
     ASSERT_TRUE(r.loaded) << r.refusal;
     backend_ = host_.create_backend("reference", Options("backend.options"));
-    attention_ = backend_->create_attention("naive", spec_);
+    attention_ = backend_->create_attention("full", spec_);
   }
 
   KVCacheSpec kv_spec(int64_t capacity, int32_t block, DType dtype = DType::kF32) const {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "capturing_registrar.h"
 #include "checked_ops.h"
 #include "device_tensor.h"
 #include "duet/error.h"
@@ -34,21 +35,7 @@ namespace {
 
 // ---- loading the plugin -------------------------------------------------------
 
-class CapturingRegistrar final : public PluginRegistrar {
- public:
-  void add_backend(const std::string& name, const std::string&, BackendFactory f) override {
-    backends[name] = std::move(f);
-  }
-  void add_sampler(const std::string& name, const std::string&, SamplerFactory) override {
-    samplers.push_back(name);
-  }
-  void add_stage(const std::string& name, const std::string&, StageFactory) override {
-    stages.push_back(name);
-  }
-  std::map<std::string, BackendFactory> backends;
-  std::vector<std::string> samplers;
-  std::vector<std::string> stages;
-};
+using testing_support::CapturingRegistrar;
 
 struct LoadedPlugin {
   const DuetPluginDescriptor* descriptor = nullptr;
@@ -201,7 +188,7 @@ TEST(ReferencePlugin, FactoryRejectsEveryOption) {
 
 TEST_F(ReferenceOpsTest, BackendNamesItsAttentionAndKVCacheAndRefusesOthers) {
   EXPECT_EQ(backend_->name(), "reference");
-  EXPECT_EQ(backend_->attention_impls(), std::vector<std::string>{"naive"});
+  EXPECT_EQ(backend_->attention_impls(), std::vector<std::string>{"full"});
   EXPECT_EQ(backend_->kv_cache_impls(), std::vector<std::string>{"contiguous"});
   try {
     backend_->create_attention("flash", AttentionSpec{});
@@ -210,7 +197,7 @@ TEST_F(ReferenceOpsTest, BackendNamesItsAttentionAndKVCacheAndRefusesOthers) {
     EXPECT_EQ(e.kind(), ErrorKind::kConfig);
     EXPECT_STREQ(e.what(),
                  "backend 'reference' provides no attention implementation named 'flash'; "
-                 "available: 'naive'");
+                 "available: 'full'");
   }
   EXPECT_FALSE(backend_->check_kv_cache(KVCacheSpec{}).ok());
   EXPECT_THROW(backend_->create_kv_cache(KVCacheSpec{}), Error);

@@ -120,6 +120,13 @@ struct AddCall {
   bool operator==(const AddCall&) const = default;
 };
 
+// KVCache::write from an attention that is not the backend's own: the
+// store alone.
+struct KvStoreCall {
+  KvStoreArgs store{};
+  bool operator==(const KvStoreCall&) const = default;
+};
+
 // Attention::forward: store the new K/V (store.n_tokens rows; none when
 // attend.k_new has the kernel store decode rows itself), then attend.
 struct AttentionCall {
@@ -128,7 +135,8 @@ struct AttentionCall {
   bool operator==(const AttentionCall&) const = default;
 };
 
-using Command = std::variant<EmbeddingCall, GemvCall, GemvSwiGLUCall, GemmCall, RmsNormCall,
-                             AddRmsNormCall, RopeCall, SwiGLUCall, AddCall, AttentionCall>;
+using Command =
+    std::variant<EmbeddingCall, GemvCall, GemvSwiGLUCall, GemmCall, RmsNormCall, AddRmsNormCall,
+                 RopeCall, SwiGLUCall, AddCall, KvStoreCall, AttentionCall>;
 
 }  // namespace duet::cuda

@@ -3,12 +3,10 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda_kv_cache.h"
-
 namespace duet::cuda {
 
 Support CudaAttention::check(const KVCacheSpec& kv) const {
-  Support s = CudaKVCache::check(kv);
+  Support s = check_kv_rows(kv, "backend 'cuda'", {DType::kF32});
   if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
     s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
                         std::to_string(kv.head_dim) + " but attention needs " +

@@ -30,9 +30,9 @@ CudaBackend::~CudaBackend() {
 
 std::unique_ptr<Attention> CudaBackend::create_attention(const std::string& impl,
                                                          const AttentionSpec& spec) {
-  if (impl != "online_softmax") {
+  if (impl != "full") {
     throw Error(ErrorKind::kConfig, "backend 'cuda' provides no attention implementation named '" +
-                                        impl + "'; available: 'online_softmax'");
+                                        impl + "'; available: 'full'");
   }
   return std::make_unique<CudaAttention>(spec, pass_, options_.fuse);
 }
@@ -44,7 +44,7 @@ Support CudaBackend::check_kv_cache(const KVCacheSpec& spec) const {
 std::unique_ptr<KVCache> CudaBackend::create_kv_cache(const KVCacheSpec& spec) {
   Support s = CudaKVCache::check(spec);
   if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
-  return std::make_unique<CudaKVCache>(spec, device_);
+  return std::make_unique<CudaKVCache>(spec, device_, pass_);
 }
 
 }  // namespace duet::cuda

@@ -25,7 +25,7 @@ class CudaBackend final : public Backend {
   Device& device() override { return device_; }
   Ops& ops() override { return ops_; }
 
-  std::vector<std::string> attention_impls() const override { return {"online_softmax"}; }
+  std::vector<std::string> attention_impls() const override { return {"full"}; }
   std::unique_ptr<Attention> create_attention(const std::string& impl,
                                               const AttentionSpec& spec) override;
   std::vector<std::string> kv_cache_impls() const override { return {"contiguous"}; }

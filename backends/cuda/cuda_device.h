@@ -40,8 +40,8 @@ class CudaDevice final : public Device {
   void synchronize() override;
   MemoryInfo memory() const override;
 
-  // Device-to-device copy on the stream (KV-cache blocks).
-  void copy_on_device(void* dst, const void* src, uint64_t bytes);
+  // Device-to-device copy on the stream.
+  void copy_on_device(void* device_dst, const void* device_src, uint64_t bytes) override;
 
   // Called before every transfer and synchronisation: the forward pass
   // uses it to launch the commands it has queued, so a transfer never

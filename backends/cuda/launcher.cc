@@ -36,6 +36,8 @@ void Launcher::run(const Command& command) {
           check_cuda(launch_swiglu(at_, c.gate, c.up, c.n, c.out), "launching swiglu");
         } else if constexpr (std::is_same_v<T, AddCall>) {
           check_cuda(launch_add(at_, c.a, c.b, c.n, c.out), "launching add");
+        } else if constexpr (std::is_same_v<T, KvStoreCall>) {
+          check_cuda(launch_kv_store(at_, c.store), "launching the KV-cache store");
         } else {
           static_assert(std::is_same_v<T, AttentionCall>);
           check_cuda(launch_kv_store(at_, c.store), "launching the KV-cache store");

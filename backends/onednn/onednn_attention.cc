@@ -11,7 +11,6 @@
 
 #include "duet/error.h"
 #include "kernels/kv_tiles.h"
-#include "onednn_kv_cache.h"
 
 namespace duet::onednn {
 namespace {
@@ -70,14 +69,14 @@ Support OnednnAttention::check_spec(const AttentionSpec& spec) {
   }
   if (spec.head_dim <= 0 || spec.head_dim % 16 != 0) {
     s.reasons.push_back(
-        "attention 'flash' of backend 'onednn' needs head_dim to be a multiple of 16, not " +
+        "attention 'full' of backend 'onednn' needs head_dim to be a multiple of 16, not " +
         std::to_string(spec.head_dim) + "; use backend 'reference' for this model");
   }
   return s;
 }
 
 Support OnednnAttention::check(const KVCacheSpec& kv) const {
-  Support s = OnednnKVCache::check(kv);
+  Support s = check_kv_rows(kv, "backend 'onednn'", {DType::kF32, DType::kF16, DType::kQ8_0});
   if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
     s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
                         std::to_string(kv.head_dim) + " but attention needs " +
@@ -284,12 +283,11 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
                               const TensorView& k, const TensorView& v, KVCache& kv,
                               TensorView out) {
   const int32_t hd = spec_.head_dim;
-  const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;  // elements per cache slot
   const int64_t q_row = int64_t{spec_.n_heads} * hd;
   const DType dtype = kv.spec().dtype;
-  KVLayerView view = kv.layer(layer);
-
   // Store every new row first, so rows of one step see each other causally.
+  kv.write(layer, step, k, v);
+  KVLayerView view = kv.layer(layer);
   const auto slot_bytes = static_cast<int64_t>(view.slot_bytes);
   const bool tiled = view.tile_slots != 0;
   if (tiled && (view.tile_slots != kTileSlots || dtype != DType::kQ8_0 ||
@@ -297,32 +295,8 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
     throw Error(ErrorKind::kPlugin,
                 "the KV cache holds " + std::string(dtype_name(dtype)) + " in tiles of " +
                     std::to_string(view.tile_slots) +
-                    " slots; attention 'flash' of backend 'onednn' reads only q8_0 tiles of " +
+                    " slots; attention 'full' of backend 'onednn' reads only q8_0 tiles of " +
                     std::to_string(kTileSlots) + ", on the avx512_vnni path");
-  }
-  if (tiled) row_.resize(static_cast<size_t>(slot_bytes));
-  for (int32_t i = 0; i < step.n_tokens; ++i) {
-    const int64_t slot = step.slot_mapping[static_cast<size_t>(i)];
-    for (const auto& [part, src, base] :
-         {std::tuple{TilePart::kKeys, k.as<const float>(), view.k},
-          std::tuple{TilePart::kValues, v.as<const float>(), view.v}}) {
-      const float* row = src + i * kv_row;
-      auto* bytes = static_cast<uint8_t*>(base);
-      if (tiled) {
-        kernels_.quantize_q8_0(row, row_.data(), kv_row);
-        put_tile_row(part, row_.data(), spec_.n_kv_heads, hd, bytes + tile_offset(slot, slot_bytes),
-                     tile_lane(slot));
-        continue;
-      }
-      void* dst = bytes + slot * slot_bytes;
-      if (dtype == DType::kF16) {
-        kernels_.narrow_f16(row, static_cast<uint16_t*>(dst), kv_row);
-      } else if (dtype == DType::kQ8_0) {
-        kernels_.quantize_q8_0(row, dst, kv_row);
-      } else {
-        std::memcpy(dst, row, static_cast<size_t>(kv_row) * sizeof(float));
-      }
-    }
   }
 
   plan(step);

@@ -1,5 +1,5 @@
-// onednn_attention.h — causal attention over the cache ("flash"), its
-// matrix products in oneDNN f32 GEMM.
+// onednn_attention.h — causal attention over every cached position
+// ("full"), its matrix products in oneDNN f32 GEMM.
 //
 // A sequence with many rows in the step (a prompt chunk) is cut into tiles of
 // query rows; for each tile and query head, S = scale · Q Kᵀ and O = P V are
@@ -105,7 +105,6 @@ class OnednnAttention final : public Attention {
   // offset -1 when its tiles read the cache in place.
   std::vector<float> shared_;
   std::vector<int64_t> shared_offset_;
-  std::vector<uint8_t> row_;    // a new K or V row on its way into tiles
   int64_t scratch_floats_ = 0;  // per thread
 };
 

@@ -46,10 +46,10 @@ OnednnBackend::OnednnBackend(const BackendOptions& options, CpuPath path)
 
 std::unique_ptr<Attention> OnednnBackend::create_attention(const std::string& impl,
                                                            const AttentionSpec& spec) {
-  if (impl != "flash") {
+  if (impl != "full") {
     throw Error(ErrorKind::kConfig,
                 "backend 'onednn' provides no attention implementation named '" + impl +
-                    "'; available: 'flash'");
+                    "'; available: 'full'");
   }
   Support s = OnednnAttention::check_spec(spec);
   if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
@@ -64,6 +64,10 @@ std::unique_ptr<KVCache> OnednnBackend::create_kv_cache(const KVCacheSpec& spec)
   Support s = OnednnKVCache::check(spec);
   if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
   return std::make_unique<OnednnKVCache>(spec, device_, path_);
+}
+
+int32_t OnednnBackend::kv_cache_tile_slots(const KVCacheSpec& spec) const {
+  return OnednnKVCache::tile_slots(spec, path_);
 }
 
 }  // namespace duet::onednn

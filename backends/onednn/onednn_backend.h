@@ -47,12 +47,13 @@ class OnednnBackend final : public Backend {
   Device& device() override { return device_; }
   Ops& ops() override { return ops_; }
 
-  std::vector<std::string> attention_impls() const override { return {"flash"}; }
+  std::vector<std::string> attention_impls() const override { return {"full"}; }
   std::unique_ptr<Attention> create_attention(const std::string& impl,
                                               const AttentionSpec& spec) override;
   std::vector<std::string> kv_cache_impls() const override { return {"contiguous"}; }
   Support check_kv_cache(const KVCacheSpec& spec) const override;
   std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) override;
+  int32_t kv_cache_tile_slots(const KVCacheSpec& spec) const override;
 
  private:
   CpuPath path_;

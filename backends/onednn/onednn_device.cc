@@ -62,6 +62,10 @@ void OnednnDevice::copy_to_host(void* host_dst, const void* device_src, uint64_t
   std::memcpy(host_dst, device_src, static_cast<size_t>(bytes));
 }
 
+void OnednnDevice::copy_on_device(void* device_dst, const void* device_src, uint64_t bytes) {
+  std::memcpy(device_dst, device_src, static_cast<size_t>(bytes));
+}
+
 MemoryInfo OnednnDevice::memory() const {
   MemoryInfo info;
   std::ifstream in("/proc/meminfo");

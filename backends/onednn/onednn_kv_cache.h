@@ -2,61 +2,55 @@
 // q8_0.
 #pragma once
 
-#include <memory>
 #include <vector>
 
-#include "duet/kv_cache.h"
+#include "duet/row_kv_cache.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kv_tiles.h"
 #include "onednn_device.h"
+#include "vector_kernels.h"
 
 namespace duet::onednn {
 
-// Each layer holds capacity_tokens slots of K and of V, each slot n_kv_heads
-// x head_dim elements of the spec's dtype: [layer][k|v][slot][head][dim],
-// a slot one row of that dtype (duet/quant.h's layouts; q8_0 blocks of 32
-// never span two heads). f16 halves the memory and, more to the point, what
-// decode attention reads per token — at 2,048 cached positions SmolLM2's
-// f32 cache is 94 MB, as much as its weights — and q8_0 (34 bytes per 32
-// elements) nearly halves it again. Any block_tokens that divides the capacity is
-// accepted (core decides which slots a sequence uses). The storage starts
-// zeroed and its pages become resident only as positions are written.
+// Core's slot-row storage (duet/row_kv_cache.h): f16 halves the memory
+// and, more to the point, what decode attention reads per token — at 2,048
+// cached positions SmolLM2's f32 cache is 94 MB, as much as its weights —
+// and q8_0 (34 bytes per 32 elements) nearly halves it again. The storage
+// starts zeroed and its pages become resident only as positions are
+// written. write() converts rows with the SIMD kernels of the CPU path
+// (the same bytes as quantize_row).
 //
 // On the VNNI path a q8_0 cache is kept in tiles of 16 slots instead
 // (kernels/kv_tiles.h; layer() reports tile_slots = 16), the layout its
 // attention multiplies without shuffling bytes; the capacity is rounded up
 // to whole tiles. copy_blocks, export_slots and import_slots move rows
 // either way, so the two layouts exchange caches.
-class OnednnKVCache final : public KVCache {
+class OnednnKVCache final : public RowKVCache {
  public:
   // Why `spec` cannot be stored here; empty when it can.
   static Support check(const KVCacheSpec& spec);
+  // The tile_slots layer() reports for a cache of `spec` on `path`.
+  static int32_t tile_slots(const KVCacheSpec& spec, CpuPath path);
 
   // REQUIRES: check(spec).ok(). Throws duet::Error(kOutOfMemory) when the
   // host cannot hold it.
   OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path);
 
-  const KVCacheSpec& spec() const override { return spec_; }
-  uint64_t memory_bytes() const override {
-    return 2 * layer_bytes_ * static_cast<uint64_t>(spec_.n_layers);
-  }
   KVLayerView layer(int32_t layer) override;
+  void write(int32_t layer, const StepBatch& step, const TensorView& k,
+             const TensorView& v) override;
   void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) override;
   void export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) override;
   void import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) override;
 
  private:
-  // Whether a cache of `dtype` is kept in tiles on `path`.
-  static bool tiled(CpuPath path, DType dtype);
-  uint64_t slot_bytes() const;
   // Slot `slot` of the K or V storage at `base` as a row, and back.
   void read_slot(const uint8_t* base, TilePart part, int64_t slot, uint8_t* row) const;
   void write_slot(uint8_t* base, TilePart part, int64_t slot, const uint8_t* row) const;
 
-  KVCacheSpec spec_;
   bool tiled_;
-  uint64_t layer_bytes_;             // bytes of K (or V) of one layer
-  std::unique_ptr<Buffer> storage_;  // [layer][k|v][slot][head][dim], or tiles of slots
+  const VectorKernels& kernels_;
+  std::vector<uint8_t> row_;  // a converted row on its way into tiles
 };
 
 }  // namespace duet::onednn

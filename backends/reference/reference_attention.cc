@@ -6,12 +6,11 @@
 #include <vector>
 
 #include "duet/quant.h"
-#include "reference_kv_cache.h"
 
 namespace duet::reference {
 
 Support ReferenceAttention::check(const KVCacheSpec& kv) const {
-  Support s = ReferenceKVCache::check(kv);
+  Support s = check_kv_rows(kv, "backend 'reference'", {DType::kF32, DType::kF16, DType::kQ8_0});
   if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
     s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
                         std::to_string(kv.head_dim) + " but attention needs " +
@@ -34,19 +33,12 @@ void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const Ten
   const int32_t group = spec_.n_heads / spec_.n_kv_heads;
   const int32_t block = kv.spec().block_tokens;
   const DType dtype = kv.spec().dtype;
+  // Store every new row first, so rows of one step see each other causally.
+  kv.write(layer, step, k, v);
   KVLayerView cache = kv.layer(layer);
   require_slot_rows(cache, "attention of backend 'reference'");
-  auto* cache_k = static_cast<uint8_t*>(cache.k);
-  auto* cache_v = static_cast<uint8_t*>(cache.v);
-
-  // Store every new row first, so rows of one step see each other causally.
-  for (int32_t i = 0; i < step.n_tokens; ++i) {
-    const auto slot = static_cast<uint64_t>(step.slot_mapping[static_cast<size_t>(i)]);
-    quantize_row(dtype, k.as<const float>() + i * kv_row, cache_k + slot * cache.slot_bytes,
-                 kv_row);
-    quantize_row(dtype, v.as<const float>() + i * kv_row, cache_v + slot * cache.slot_bytes,
-                 kv_row);
-  }
+  const auto* cache_k = static_cast<const uint8_t*>(cache.k);
+  const auto* cache_v = static_cast<const uint8_t*>(cache.v);
 
   // The positions [0, last] of a sequence, expanded to f32.
   std::vector<float> keys, values;

@@ -8,10 +8,10 @@ namespace duet::reference {
 
 std::unique_ptr<Attention> ReferenceBackend::create_attention(const std::string& impl,
                                                               const AttentionSpec& spec) {
-  if (impl != "naive") {
+  if (impl != "full") {
     throw Error(ErrorKind::kConfig,
                 "backend 'reference' provides no attention implementation named '" + impl +
-                    "'; available: 'naive'");
+                    "'; available: 'full'");
   }
   return std::make_unique<ReferenceAttention>(spec);
 }

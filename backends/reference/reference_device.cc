@@ -72,6 +72,10 @@ void ReferenceDevice::copy_to_host(void* host_dst, const void* device_src, uint6
   std::memcpy(host_dst, device_src, static_cast<size_t>(bytes));
 }
 
+void ReferenceDevice::copy_on_device(void* device_dst, const void* device_src, uint64_t bytes) {
+  std::memcpy(device_dst, device_src, static_cast<size_t>(bytes));
+}
+
 MemoryInfo ReferenceDevice::memory() const {
   MemoryInfo info;
   std::ifstream in("/proc/meminfo");

@@ -18,6 +18,7 @@ class ReferenceDevice final : public Device {
   std::unique_ptr<Buffer> allocate(uint64_t bytes) override;
   void copy_from_host(void* device_dst, const void* host_src, uint64_t bytes) override;
   void copy_to_host(void* host_dst, const void* device_src, uint64_t bytes) override;
+  void copy_on_device(void* device_dst, const void* device_src, uint64_t bytes) override;
   void synchronize() override {}
   // MemTotal and MemAvailable of /proc/meminfo; zeros if it cannot be read.
   MemoryInfo memory() const override;

@@ -84,7 +84,8 @@ bool Generation::confirm(int32_t position) {
   if (position != g.next || position >= static_cast<int32_t>(session.tokens().size())) {
     throw Error(ErrorKind::kPlugin, "stage contract broken: generated token at position " +
                                         std::to_string(position) + " confirmed, but position " +
-                                        std::to_string(g.next) + " comes next and the session holds " +
+                                        std::to_string(g.next) +
+                                        " comes next and the session holds " +
                                         std::to_string(session.tokens().size()) + " tokens");
   }
   ++g.next;

@@ -15,6 +15,13 @@ Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view back
     s.reasons.push_back(who + " stores KV caches as 'contiguous' only, not '" + spec.impl +
                         "'; set components.kv_cache.impl to contiguous");
   }
+  s.merge(check_kv_rows(spec, who, dtypes));
+  return s;
+}
+
+Support check_kv_rows(const KVCacheSpec& spec, std::string_view who,
+                      std::initializer_list<DType> dtypes) {
+  Support s;
   if (std::find(dtypes.begin(), dtypes.end(), spec.dtype) == dtypes.end()) {
     // "f32", "f32 or f16", "f32, f16 or q8_0".
     std::string names;
@@ -23,7 +30,7 @@ Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view back
       names += (i == 0 ? "" : i + 1 == dtypes.size() ? " or " : ", ") + std::string(dtype_name(t));
       ++i;
     }
-    s.reasons.push_back(who + " stores K and V as " + names + ", not " +
+    s.reasons.push_back(std::string(who) + " stores K and V as " + names + ", not " +
                         std::string(dtype_name(spec.dtype)) +
                         "; set components.kv_cache.dtype to " + names);
   }

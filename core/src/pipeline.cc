@@ -5,6 +5,7 @@
 #include <new>
 #include <optional>
 
+#include "backend_components.h"
 #include "duet/chat_template.h"
 #include "duet/device.h"
 #include "duet/error.h"
@@ -22,9 +23,9 @@ struct Pipeline::State {
   std::optional<ChatTemplate> chat;
   std::shared_ptr<Backend> backend;
   std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<KVCache> kv;
+  std::shared_ptr<KVCache> kv;
   std::unique_ptr<KVAllocator> allocator;
-  std::unique_ptr<Attention> attention;
+  std::shared_ptr<Attention> attention;
   std::unique_ptr<SamplerChain> chain;
   std::vector<std::shared_ptr<Stage>> stages;
   double load_seconds = 0.0;
@@ -45,15 +46,13 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   if (config.model.chat) s->chat = ChatTemplate::from_model(*s->file, config.model.chat_template);
   s->backend = host.create_backend(c.backend, c.backend_options);
   s->model = std::make_unique<LlamaModel>(s->file, c.hparams, *s->backend);
-  s->kv = s->backend->create_kv_cache(c.kv_cache);
-  if (!s->kv) throw Error(ErrorKind::kPlugin, "backend '" + c.backend + "' returned no KV cache");
+  s->kv = make_kv_cache(*s->backend, host, c.kv_cache, config.kv_cache.options);
   s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
   const ModelHParams& h = c.hparams;
-  s->attention = s->backend->create_attention(
-      c.attention_impl,
-      AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))});
-  if (!s->attention)
-    throw Error(ErrorKind::kPlugin, "backend '" + c.backend + "' returned no attention");
+  s->attention = make_attention(
+      *s->backend, host, c.attention_impl,
+      AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))},
+      config.attention.options);
 
   std::vector<std::shared_ptr<Sampler>> links;
   for (const auto& link : config.sampler.chain)

@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 
+#include "backend_components.h"
 #include "duet/error.h"
 #include "duet/gguf.h"
 #include "stage_options.h"
@@ -61,48 +62,36 @@ std::optional<uint64_t> kv_cache_bytes(const KVCacheSpec& s) {
          *per_slot;
 }
 
-// Checks that `backend` provides the KV cache and the attention the pipeline
-// names and accepts them for this model (read into out.hparams and
-// out.kv_cache). Each problem is added to `problems`, its line starting with
-// `prefix`; sets out.attention_impl.
-void check_backend(Backend& backend, const PipelineConfig& config, const std::string& prefix,
-                   PipelineCheck& out, Problems& problems) {
+// Checks that `backend` (or a plugin for it) provides the KV cache and the
+// attention the pipeline names and accepts them for this model (read into
+// out.hparams and out.kv_cache). Each problem is added to `problems`, its
+// line starting with `prefix`; sets out.attention_impl.
+void check_backend(Backend& backend, const PluginHost& host, const PipelineConfig& config,
+                   const std::string& prefix, PipelineCheck& out, Problems& problems) {
   const ModelHParams& h = out.hparams;
-  const KVCacheConfig& kc = config.kv_cache;
-  const auto kv_impls = backend.kv_cache_impls();
+  // attempt() adds its own ": ".
+  const std::string where = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 2);
   std::vector<std::string> kv_reasons;
-  if (std::find(kv_impls.begin(), kv_impls.end(), kc.impl) == kv_impls.end()) {
-    problems.add(ErrorKind::kConfig, prefix + "components.kv_cache.impl '" + kc.impl +
-                                         "' is not provided by backend '" + backend.name() + "'" +
-                                         did_you_mean(kc.impl, kv_impls) +
-                                         "; available: " + quoted_list(kv_impls));
-  } else {
-    kv_reasons = backend.check_kv_cache(out.kv_cache).reasons;
-    for (const auto& reason : kv_reasons) {
-      problems.add(ErrorKind::kConfig, prefix + "components.kv_cache: " + reason);
-    }
-  }
-  const auto attn_impls = backend.attention_impls();
+  problems.attempt(where, [&] {
+    kv_reasons = check_kv_storage(backend, host, out.kv_cache, config.kv_cache.options).reasons;
+  });
+  for (const auto& reason : kv_reasons)
+    problems.add(ErrorKind::kConfig, prefix + "components.kv_cache: " + reason);
+
+  const auto attn_impls = attention_names(backend, host);
   out.attention_impl = config.attention.impl;
   if (out.attention_impl == "default" && !attn_impls.empty())
     out.attention_impl = attn_impls.front();
-  if (std::find(attn_impls.begin(), attn_impls.end(), out.attention_impl) == attn_impls.end()) {
-    problems.add(ErrorKind::kConfig, prefix + "components.attention.impl '" +
-                                         config.attention.impl + "' is not provided by backend '" +
-                                         backend.name() + "'" +
-                                         did_you_mean(config.attention.impl, attn_impls) +
-                                         "; available: " + quoted_list(attn_impls));
-    return;
-  }
-  problems.attempt(prefix + "components.attention", [&] {
+  problems.attempt(where, [&] {
     AttentionSpec spec{h.n_heads, h.n_kv_heads, h.head_dim, 0.0f};
     spec.scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
-    auto attention = backend.create_attention(out.attention_impl, spec);
-    if (!attention) {
-      throw Error(ErrorKind::kPlugin, "backend '" + backend.name() + "' returned no attention '" +
-                                          out.attention_impl + "'");
-    }
+    auto attention =
+        make_attention(backend, host, out.attention_impl, spec, config.attention.options);
     Support s = attention->check(out.kv_cache);
+    if (std::string why = layout_mismatch(backend, host, out.attention_impl, out.kv_cache);
+        !why.empty()) {
+      s.reasons.push_back(why);
+    }
     for (const auto& reason : s.reasons) {
       // An attention that reads what its backend's cache stores repeats
       // the cache's own reasons: each is reported once.
@@ -133,7 +122,7 @@ void choose_backend(const PipelineConfig& config, const PluginHost& host, bool w
       return;
     }
     if (backend && !with_model) return;  // the model's own problem is reported already
-    if (backend) check_backend(*backend, config, "", out, own);
+    if (backend) check_backend(*backend, host, config, "", out, own);
     if (own.empty()) {
       out.backend = candidate.plugin;
       out.backend_options = candidate.options;
@@ -200,7 +189,7 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
     problems.attempt(src + ": backend", [&] {
       backend = host.create_backend(config.backend.plugin, config.backend.options);
     });
-    if (backend && model) check_backend(*backend, config, src + ": ", out, problems);
+    if (backend && model) check_backend(*backend, host, config, src + ": ", out, problems);
   } else {
     choose_backend(config, host, model.has_value(), out, problems);
   }

@@ -179,9 +179,12 @@ class Reader : yaml::SchemaReader {
     if (node == nullptr || !expect_map(*node, "components", {"attention", "kv_cache", "sampler"}))
       return;
     if (const Node* attention = get(*node, "attention");
-        attention != nullptr && expect_map(*attention, "components.attention", {"impl"})) {
+        attention != nullptr &&
+        expect_map(*attention, "components.attention", {"impl", "options"})) {
       if (const Node* impl = get(*attention, "impl"))
         read_name(*impl, "components.attention.impl", out.attention.impl);
+      if (const Node* options = get(*attention, "options"))
+        read_scalar_map(*options, out.attention.options);
     }
     read_kv_cache(get(*node, "kv_cache"), out.kv_cache);
     read_sampler(get(*node, "sampler"), out.sampler);
@@ -190,9 +193,10 @@ class Reader : yaml::SchemaReader {
   void read_kv_cache(const Node* node, KVCacheConfig& out) {
     const std::string path = "components.kv_cache";
     if (node == nullptr ||
-        !expect_map(*node, path, {"impl", "capacity_tokens", "block_tokens", "dtype"}))
+        !expect_map(*node, path, {"impl", "capacity_tokens", "block_tokens", "dtype", "options"}))
       return;
     if (const Node* impl = get(*node, "impl")) read_name(*impl, path + ".impl", out.impl);
+    if (const Node* options = get(*node, "options")) read_scalar_map(*options, out.options);
     bool capacity_ok = true;
     if (const Node* capacity = get(*node, "capacity_tokens"))
       capacity_ok = read_integer<int64_t>(*capacity, path + ".capacity_tokens", 1,

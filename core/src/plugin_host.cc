@@ -27,6 +27,10 @@ const char* component_kind_name(ComponentKind kind) {
       return "sampler";
     case ComponentKind::kStage:
       return "stage";
+    case ComponentKind::kAttention:
+      return "attention";
+    case ComponentKind::kKVCache:
+      return "KV-cache storage";
   }
   return "component";
 }
@@ -110,31 +114,48 @@ class PluginHost::Registrar final : public PluginRegistrar {
                  StageFactory factory) override {
     stage(ComponentKind::kStage, name, summary).stage = std::move(factory);
   }
+  void add_attention(const std::string& backend, const std::string& name,
+                     const std::string& summary, AttentionFactory factory) override {
+    stage(ComponentKind::kAttention, name, summary, backend).attention = std::move(factory);
+  }
+  void add_kv_cache(const std::string& backend, const std::string& name, const std::string& summary,
+                    KVCacheCheck check, KVCacheFactory factory) override {
+    Entry& e = stage(ComponentKind::kKVCache, name, summary, backend);
+    e.kv_check = std::move(check);
+    e.kv_cache = std::move(factory);
+  }
 
   std::vector<Entry>& staged() { return staged_; }
 
  private:
-  Entry& stage(ComponentKind kind, const std::string& name, const std::string& summary) {
-    const char* kind_name = component_kind_name(kind);
-    auto taken = [&](const ComponentInfo& info) { return info.kind == kind && info.name == name; };
-    if (name.empty())
-      throw Error(ErrorKind::kPlugin, std::string("a ") + kind_name + " needs a name");
+  Entry& stage(ComponentKind kind, const std::string& name, const std::string& summary,
+               const std::string& backend = {}) {
+    const bool extension = kind == ComponentKind::kAttention || kind == ComponentKind::kKVCache;
+    const std::string what = std::string(component_kind_name(kind)) + " '" + name + "'" +
+                             (extension ? " for backend '" + backend + "'" : "");
+    if (name.empty()) {
+      throw Error(ErrorKind::kPlugin,
+                  std::string("a ") + component_kind_name(kind) + " needs a name");
+    }
+    if (extension && backend.empty()) throw Error(ErrorKind::kPlugin, what + " names no backend");
     if (kind == ComponentKind::kStage && is_builtin_stage(name)) {
       throw Error(ErrorKind::kPlugin,
                   "stage '" + name + "' is built into Duet's core; choose another name");
     }
-    if (auto it = host_.entries_.find({kind, name}); it != host_.entries_.end()) {
-      throw Error(ErrorKind::kPlugin, std::string(kind_name) + " '" + name +
-                                          "' is already registered by plugin '" +
-                                          it->second.info.plugin + "'");
+    const Key key{kind, backend, name};
+    if (auto it = host_.entries_.find(key); it != host_.entries_.end()) {
+      throw Error(ErrorKind::kPlugin,
+                  what + " is already registered by plugin '" + it->second.info.plugin + "'");
     }
     for (const auto& e : staged_) {
-      if (taken(e.info)) {
-        throw Error(ErrorKind::kPlugin,
-                    std::string(kind_name) + " '" + name + "' registered twice");
-      }
+      if (Key{e.info.kind, e.info.backend, e.info.name} == key)
+        throw Error(ErrorKind::kPlugin, what + " registered twice");
     }
-    staged_.push_back(Entry{ComponentInfo{kind, name, summary, plugin_}, library_, {}, {}, {}});
+    Entry entry;
+    entry.info = ComponentInfo{kind, name, summary, plugin_, backend};
+    entry.library = library_;
+    entry.abi_minor = library_->desc().abi_minor;
+    staged_.push_back(std::move(entry));
     return staged_.back();
   }
 
@@ -280,8 +301,8 @@ PluginRecord PluginHost::load(const fs::path& file) {
 
   for (auto& entry : registrar.staged()) {
     record.components.push_back(entry.info);
-    auto key = std::make_pair(entry.info.kind, entry.info.name);
-    entries_.emplace(key, std::move(entry));
+    Key key{entry.info.kind, entry.info.backend, entry.info.name};
+    entries_.emplace(std::move(key), std::move(entry));
   }
   record.loaded = true;
   libraries_.push_back(std::move(library));
@@ -303,17 +324,67 @@ void PluginHost::load_dirs(const std::vector<fs::path>& dirs) {
 std::vector<ComponentInfo> PluginHost::components(ComponentKind kind) const {
   std::vector<ComponentInfo> out;
   for (const auto& [key, entry] : entries_) {
-    if (key.first == kind) out.push_back(entry.info);
+    if (std::get<0>(key) == kind) out.push_back(entry.info);
   }
   return out;
 }
 
 bool PluginHost::has(ComponentKind kind, const std::string& name) const {
-  return entries_.count({kind, name}) != 0;
+  return entries_.count({kind, "", name}) != 0;
+}
+
+std::vector<ComponentInfo> PluginHost::extensions(ComponentKind kind,
+                                                  const std::string& backend) const {
+  std::vector<ComponentInfo> out;
+  for (const auto& [key, entry] : entries_) {
+    if (std::get<0>(key) == kind && std::get<1>(key) == backend) out.push_back(entry.info);
+  }
+  return out;
+}
+
+uint32_t PluginHost::backend_abi_minor(const std::string& name) const {
+  return find(ComponentKind::kBackend, name).abi_minor;
+}
+
+std::string PluginHost::unavailable_reason(const ComponentInfo& info) const {
+  if (info.backend.empty()) return "";
+  auto it = entries_.find({ComponentKind::kBackend, "", info.backend});
+  if (it == entries_.end()) {
+    std::vector<std::string> loaded;
+    for (const auto& b : components(ComponentKind::kBackend)) loaded.push_back(b.name);
+    return "backend '" + info.backend + "' is not loaded (loaded backends: " + quoted_list(loaded) +
+           ")";
+  }
+  if (it->second.abi_minor < 1) {
+    return "backend '" + info.backend + "' (plugin '" + it->second.info.plugin +
+           "') was built against Duet ABI " + std::to_string(DUET_ABI_MAJOR) + "." +
+           std::to_string(it->second.abi_minor) +
+           "; attention and KV-cache plugins need a backend built against 1.1 or later";
+  }
+  return "";
+}
+
+const PluginHost::Entry& PluginHost::find_extension(ComponentKind kind, const std::string& backend,
+                                                    const std::string& name) const {
+  const char* kind_name = component_kind_name(kind);
+  auto it = entries_.find({kind, backend, name});
+  if (it == entries_.end()) {
+    std::vector<std::string> known;
+    for (const auto& info : extensions(kind, backend)) known.push_back(info.name);
+    throw Error(ErrorKind::kPlugin, std::string("no plugin registers ") + kind_name + " '" + name +
+                                        "' for backend '" + backend + "'" +
+                                        did_you_mean(name, known) +
+                                        "; registered: " + quoted_list(known));
+  }
+  if (std::string why = unavailable_reason(it->second.info); !why.empty()) {
+    throw Error(ErrorKind::kPlugin, std::string(kind_name) + " '" + name + "' of plugin '" +
+                                        it->second.info.plugin + "' cannot be used: " + why);
+  }
+  return it->second;
 }
 
 const PluginHost::Entry& PluginHost::find(ComponentKind kind, const std::string& name) const {
-  auto it = entries_.find({kind, name});
+  auto it = entries_.find({kind, "", name});
   if (it != entries_.end()) return it->second;
   const char* kind_name = component_kind_name(kind);
   // A backend is registered by the plugin of the same name (cuda, onednn):
@@ -336,16 +407,16 @@ namespace {
 
 // Runs a plugin's factory. duet::Error passes through; any other exception
 // is the plugin breaking its contract, reported as a plugin error.
-template <typename Factory>
-auto call_factory(const Factory& factory, const Options& options, const ComponentInfo& info) {
+template <typename Factory, typename... Args>
+auto call_factory(const Factory& factory, const ComponentInfo& info, Args&&... args) {
   try {
-    return factory(options);
+    return factory(std::forward<Args>(args)...);
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {
     throw;  // out of memory, not a broken plugin: exit code 5
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::kPlugin, std::string("plugin '") + info.plugin + "' failed to create " +
+    throw Error(ErrorKind::kPlugin, std::string("plugin '") + info.plugin + "' failed in " +
                                         component_kind_name(info.kind) + " '" + info.name +
                                         "': " + e.what());
   }
@@ -369,19 +440,38 @@ std::shared_ptr<T> keep_loaded(std::unique_ptr<T> object, std::shared_ptr<Lib> l
 std::shared_ptr<Backend> PluginHost::create_backend(const std::string& name,
                                                     const Options& options) const {
   const Entry& e = find(ComponentKind::kBackend, name);
-  return keep_loaded(call_factory(e.backend, options, e.info), e.library, e.info);
+  return keep_loaded(call_factory(e.backend, e.info, options), e.library, e.info);
 }
 
 std::shared_ptr<Sampler> PluginHost::create_sampler(const std::string& name,
                                                     const Options& options) const {
   const Entry& e = find(ComponentKind::kSampler, name);
-  return keep_loaded(call_factory(e.sampler, options, e.info), e.library, e.info);
+  return keep_loaded(call_factory(e.sampler, e.info, options), e.library, e.info);
 }
 
 std::shared_ptr<Stage> PluginHost::create_stage(const std::string& name,
                                                 const Options& options) const {
   const Entry& e = find(ComponentKind::kStage, name);
-  return keep_loaded(call_factory(e.stage, options, e.info), e.library, e.info);
+  return keep_loaded(call_factory(e.stage, e.info, options), e.library, e.info);
+}
+
+std::shared_ptr<Attention> PluginHost::create_attention(Backend& backend, const std::string& name,
+                                                        const AttentionSpec& spec,
+                                                        const Options& options) const {
+  const Entry& e = find_extension(ComponentKind::kAttention, backend.name(), name);
+  return keep_loaded(call_factory(e.attention, e.info, backend, spec, options), e.library, e.info);
+}
+
+Support PluginHost::check_kv_cache(Backend& backend, const KVCacheSpec& spec,
+                                   const Options& options) const {
+  const Entry& e = find_extension(ComponentKind::kKVCache, backend.name(), spec.impl);
+  return call_factory(e.kv_check, e.info, backend, spec, options);
+}
+
+std::shared_ptr<KVCache> PluginHost::create_kv_cache(Backend& backend, const KVCacheSpec& spec,
+                                                     const Options& options) const {
+  const Entry& e = find_extension(ComponentKind::kKVCache, backend.name(), spec.impl);
+  return keep_loaded(call_factory(e.kv_cache, e.info, backend, spec, options), e.library, e.info);
 }
 
 }  // namespace duet

@@ -119,6 +119,8 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::Key << "components" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "attention" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "impl" << YAML::Value << Str{config.attention.impl};
+  out << YAML::Key << "options" << YAML::Value;
+  emit_options(out, config.attention.options);
   out << YAML::EndMap;
   const KVCacheConfig& kv = config.kv_cache;
   out << YAML::Key << "kv_cache" << YAML::Value << YAML::BeginMap;
@@ -126,6 +128,8 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::Key << "capacity_tokens" << YAML::Value << kv.capacity_tokens;
   out << YAML::Key << "block_tokens" << YAML::Value << kv.block_tokens;
   out << YAML::Key << "dtype" << YAML::Value << std::string(dtype_name(kv.dtype));
+  out << YAML::Key << "options" << YAML::Value;
+  emit_options(out, kv.options);
   out << YAML::EndMap;
   out << YAML::Key << "sampler" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "seed" << YAML::Value << config.sampler.seed;

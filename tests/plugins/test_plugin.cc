@@ -2,11 +2,13 @@
 // deviates from a well-formed plugin (see tests/plugin_host_test.cc).
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
 #include "duet/error.h"
 #include "duet/plugin.h"
+#include "duet/row_kv_cache.h"
 
 namespace {
 
@@ -49,6 +51,88 @@ class FailingSampler final : public duet::Sampler {
   bool abort_;
 };
 
+#if defined(VARIANT_extensions)
+// The backend's own 'full' attention under another name, reading f32 only
+// when `f32_only`: enough to prove that a registered attention runs and
+// that its check() reaches `duet validate`.
+class DelegatingAttention final : public duet::Attention {
+ public:
+  DelegatingAttention(std::unique_ptr<duet::Attention> inner, bool f32_only)
+      : inner_(std::move(inner)), f32_only_(f32_only) {}
+  duet::Support check(const duet::KVCacheSpec& kv) const override {
+    duet::Support s = inner_->check(kv);
+    if (f32_only_ && kv.dtype != duet::DType::kF32)
+      s.reasons.push_back(
+          "test_f32_only reads f32 caches only; set components.kv_cache.dtype: f32");
+    return s;
+  }
+  void forward(int32_t layer, const duet::StepBatch& step, const duet::TensorView& q,
+               const duet::TensorView& k, const duet::TensorView& v, duet::KVCache& kv,
+               duet::TensorView out) override {
+    inner_->forward(layer, step, q, k, v, kv, out);
+  }
+
+ private:
+  std::unique_ptr<duet::Attention> inner_;
+  bool f32_only_;
+};
+
+// Core's slot rows in zeroed memory of the backend's (host) device.
+class ZeroedRows final : public duet::RowKVCache {
+ public:
+  ZeroedRows(const duet::KVCacheSpec& spec, duet::Device& device) : RowKVCache(spec, device) {
+    std::memset(storage().data(), 0, storage().size());
+  }
+};
+
+duet::AttentionFactory delegating(bool f32_only) {
+  return
+      [f32_only](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
+        o.finish();
+        return std::unique_ptr<duet::Attention>(
+            new DelegatingAttention(backend.create_attention("full", spec), f32_only));
+      };
+}
+
+void register_extensions(duet::PluginRegistrar& r) {
+  for (const char* backend : {"reference", "onednn"})
+    r.add_attention(backend, "test_full", "the backend's 'full' under another name",
+                    delegating(false));
+  r.add_attention("reference", "test_f32_only", "'full', refusing caches other than f32",
+                  delegating(true));
+  r.add_attention("nosuch", "test_orphan", "for a backend no plugin provides", delegating(false));
+  r.add_attention("test_old", "test_on_old", "for a backend built against ABI 1.0",
+                  delegating(false));
+  r.add_kv_cache(
+      "reference", "test_rows", "core's slot rows, zeroed",
+      [](duet::Backend&, const duet::KVCacheSpec& spec, const duet::Options& o) {
+        o.finish();
+        return duet::check_kv_rows(spec, "KV-cache storage 'test_rows'",
+                                   {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
+      },
+      [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
+        o.finish();
+        return std::unique_ptr<duet::KVCache>(new ZeroedRows(spec, backend.device()));
+      });
+}
+#endif
+
+#if defined(VARIANT_abi_1_0)
+// What a plugin built against ABI 1.0 could register: a sampler, and a
+// backend (never created here) that extensions may not be paired with.
+void register_components(duet::PluginRegistrar& r) {
+  r.add_sampler("test_abi_1_0", "selects the first candidate", [](const duet::Options& o) {
+    o.finish();
+    return std::unique_ptr<duet::Sampler>(new FirstSampler);
+  });
+  r.add_backend("test_old", "never created",
+                [](const duet::Options&) -> std::unique_ptr<duet::Backend> {
+                  throw duet::Error(duet::ErrorKind::kPlugin, "test_old is never created");
+                });
+}
+#elif defined(VARIANT_extensions)
+void register_components(duet::PluginRegistrar& r) { register_extensions(r); }
+#else
 void register_components(duet::PluginRegistrar& r) {
   r.add_sampler("test_throw", "throws duet::Error from apply()", [](const duet::Options& o) {
     o.finish();
@@ -70,6 +154,7 @@ void register_components(duet::PluginRegistrar& r) {
     return std::unique_ptr<duet::Sampler>(new FailingSampler(false));
   });
 }
+#endif
 
 int probe(char* reason, size_t size) {
 #if defined(VARIANT_probe_no)
@@ -104,6 +189,10 @@ void destroy() {
 const char* const kName = "test-good";
 #elif defined(VARIANT_probe_no)
 const char* const kName = "test-no-device";  // a backend's choice names it (tests/cli_test.cc)
+#elif defined(VARIANT_abi_1_0)
+const char* const kName = "test-abi-1-0";
+#elif defined(VARIANT_extensions)
+const char* const kName = "test-extensions";
 #else
 const char* const kName = "test-plugin";
 #endif
@@ -120,6 +209,9 @@ const DuetPluginDescriptor kDescriptor = {
 #elif defined(VARIANT_abi_minor_newer)
     DUET_ABI_MAJOR,
     DUET_ABI_MINOR + 1,
+#elif defined(VARIANT_abi_1_0)
+    1,
+    0,  // the descriptor is laid out as in 1.0: nothing was appended to it
 #else
     DUET_ABI_MAJOR, DUET_ABI_MINOR,
 #endif

@@ -49,6 +49,16 @@ class Backend {
   // Allocates a cache for `spec`. Throws duet::Error(kConfig) for an unknown
   // impl or dtype and duet::Error(kOutOfMemory) when the device lacks room.
   virtual std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) = 0;
+
+  // ABI 1.1. The KVLayerView::tile_slots a cache create_kv_cache(spec) makes
+  // will report: 0 (the default) when it keeps slot rows, which any
+  // attention reads; otherwise the backend's own tiles, which only its own
+  // attention reads. Lets core refuse an attention plugin paired with a tiled
+  // cache before anything is allocated.
+  virtual int32_t kv_cache_tile_slots(const KVCacheSpec& spec) const {
+    (void)spec;
+    return 0;
+  }
 };
 
 }  // namespace duet

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "duet/dtype.h"
+#include "duet/step_batch.h"
 #include "duet/support.h"
+#include "duet/tensor.h"
 
 namespace duet {
 
@@ -29,14 +31,18 @@ struct KVCacheSpec {
   DType dtype = DType::kF32;    // element type of stored K and V
 };
 
-// The checks of a backend whose caches are `contiguous` storage of K and V
-// in one of `dtypes`: the impl and dtype are among those, and the geometry
-// is usable (every count positive, block_tokens divides capacity_tokens,
-// and a block dtype's block size divides head_dim, so no block spans two
-// heads).
-// Each reason names the backend, the value and the key that fixes it, e.g.
-// "backend 'onednn' stores K and V as f32 or f16, not bf16; set
-// components.kv_cache.dtype to f32 or f16".
+// The checks of something that stores or reads K and V as slot rows of one
+// of `dtypes`: the dtype is among those, and the geometry is usable (every
+// count positive, block_tokens divides capacity_tokens, and a block dtype's
+// block size divides head_dim, so no block spans two heads). Each reason
+// names `who`, the value and the key that fixes it, e.g. "backend 'onednn'
+// stores K and V as f32 or f16, not bf16; set components.kv_cache.dtype to
+// f32 or f16".
+Support check_kv_rows(const KVCacheSpec& spec, std::string_view who,
+                      std::initializer_list<DType> dtypes);
+
+// check_kv_rows() for a backend whose one storage is `contiguous`, plus
+// that spec.impl names it.
 Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view backend,
                                   std::initializer_list<DType> dtypes);
 
@@ -88,6 +94,15 @@ class KVCache {
   // overlap; a backend throws duet::Error(kInternal) otherwise
   // (check_kv_block_copy).
   virtual void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) = 0;
+
+  // ABI 1.1. Stores row i of k and v (f32 [step.n_tokens, n_kv_heads,
+  // head_dim], device memory) into slot step.slot_mapping[i] of `layer`, in
+  // the cache's dtype and layout: the store every attention makes before it
+  // reads. A row is converted as duet/quant.h's quantize_row() converts it,
+  // so caches of one dtype hold the same bytes whoever wrote them. Queued on
+  // the device like any op of the forward pass.
+  virtual void write(int32_t layer, const StepBatch& step, const TensorView& k,
+                     const TensorView& v) = 0;
 
   // Moves the contents of `n_slots` slots starting at slot 0 of every layer
   // to or from host memory laid out as [layer][k|v][slot][head][dim] in

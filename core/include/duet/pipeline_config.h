@@ -74,16 +74,21 @@ struct BackendConfig {
   std::vector<BackendCandidate> choice;  // the list, in order; empty when pinned
 };
 
+// `impl` names the backend's own attention or one a plugin registered for
+// the backend; `options` go to a plugin's factory (the backend's own take
+// none).
 struct AttentionConfig {
-  std::string impl = "default";  // "default" = the backend's own
+  std::string impl = "default";  // "default" = the backend's first
+  Options options{"components.attention.options"};
 };
 
 struct KVCacheConfig {
-  std::string impl = "contiguous";
-  int64_t capacity_tokens = 4096;  // 1..16777216
-  int32_t block_tokens = 0;        // 0 = one block of the whole capacity;
-                                   // otherwise divides capacity_tokens
-  DType dtype = DType::kF32;       // f32, f16, bf16 or q8_0
+  std::string impl = "contiguous";                 // the backend's own storage or a plugin's
+  int64_t capacity_tokens = 4096;                  // 1..16777216
+  int32_t block_tokens = 0;                        // 0 = one block of the whole capacity;
+                                                   // otherwise divides capacity_tokens
+  DType dtype = DType::kF32;                       // f32, f16, bf16 or q8_0
+  Options options{"components.kv_cache.options"};  // for a plugin's storage
 };
 
 // One link of the sampling chain, e.g. `- top_k: 40`. A scalar shorthand is

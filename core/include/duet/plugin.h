@@ -35,7 +35,7 @@
 #include "duet/stage.h"
 
 #define DUET_ABI_MAJOR 1
-#define DUET_ABI_MINOR 0
+#define DUET_ABI_MINOR 1
 
 #define DUET_PLUGIN_STR_(x) #x
 #define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
@@ -59,6 +59,21 @@ using BackendFactory = std::function<std::unique_ptr<Backend>(const Options& opt
 using SamplerFactory = std::function<std::unique_ptr<Sampler>(const Options& options)>;
 using StageFactory = std::function<std::unique_ptr<Stage>(const Options& options)>;
 
+// ABI 1.1: attention and KV-cache storage for a backend another plugin
+// provides. `backend` is the backend a pipeline runs on, created by the
+// plugin that registered its name; what the component makes may keep a
+// reference to it (the backend outlives every attention and cache of its
+// pipeline). `options` are the pipeline's components.attention.options or
+// components.kv_cache.options.
+using AttentionFactory = std::function<std::unique_ptr<Attention>(
+    Backend& backend, const AttentionSpec& spec, const Options& options)>;
+// Whether a cache for `spec` can be made with `options`, allocating
+// nothing: `duet validate` calls it. spec.impl is the registered name.
+using KVCacheCheck =
+    std::function<Support(Backend& backend, const KVCacheSpec& spec, const Options& options)>;
+using KVCacheFactory = std::function<std::unique_ptr<KVCache>(
+    Backend& backend, const KVCacheSpec& spec, const Options& options)>;
+
 // What create() receives: the host's registries. A factory must validate its
 // options completely (calling Options::finish()) and throw duet::Error(kConfig)
 // naming the key path on any bad value. Factories run on the host's thread.
@@ -73,6 +88,28 @@ class PluginRegistrar {
   virtual void add_stage(const std::string& name, const std::string& summary,
                          StageFactory factory) = 0;
 
+  // ABI 1.1. An attention implementation or KV-cache storage `name` for the
+  // backend named `backend` (a backend component, usually another
+  // plugin's), chosen in a pipeline by components.attention.impl or
+  // components.kv_cache.impl exactly as the backend's own are. The same
+  // name may be registered for several backends. Contracts:
+  //  - an attention reads slot rows (KVLayerView::tile_slots 0): core
+  //    refuses to pair it with a cache the backend keeps in its own tiles,
+  //    and its check() says which dtypes it reads;
+  //  - a KV-cache storage keeps slot rows in the backend's device memory
+  //    (layer() pointers the backend's ops and attention can use), and
+  //    write() converts rows as quantize_row() does; duet/row_kv_cache.h
+  //    gives all of it but the allocation.
+  // Where `backend` is not loaded, or its plugin was built against ABI 1.0
+  // (its device lacks copy_on_device, its caches write()), the component is
+  // listed as unavailable with that reason and a pipeline naming it is
+  // refused with it.
+  virtual void add_attention(const std::string& backend, const std::string& name,
+                             const std::string& summary, AttentionFactory factory) = 0;
+  virtual void add_kv_cache(const std::string& backend, const std::string& name,
+                            const std::string& summary, KVCacheCheck check,
+                            KVCacheFactory factory) = 0;
+
  protected:
   ~PluginRegistrar() = default;
 };
@@ -81,8 +118,13 @@ class PluginRegistrar {
 
 extern "C" {
 
-// Version 1.0 of the descriptor. New fields are only ever appended (a minor
-// ABI bump); struct_size tells the host which ones a plugin has.
+// The descriptor, unchanged since ABI 1.0. New fields are only ever appended
+// (a minor ABI bump); struct_size tells the host which ones a plugin has.
+// ABI 1.1 appended virtual functions to interfaces instead: the registrar's
+// add_attention/add_kv_cache, Device::copy_on_device, KVCache::write and
+// Backend::kv_cache_tile_slots. A 1.0 plugin never calls the first two, and
+// the host calls the others only on objects of plugins built against 1.1 or
+// later, so 1.0 plugins keep loading and working.
 struct DuetPluginDescriptor {
   uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
   uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with

@@ -14,20 +14,23 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "duet/plugin.h"
 
 namespace duet {
 
-enum class ComponentKind { kBackend, kSampler, kStage };
-const char* component_kind_name(ComponentKind kind);  // "backend", ...
+enum class ComponentKind { kBackend, kSampler, kStage, kAttention, kKVCache };
+// "backend", "sampler", "stage", "attention", "KV-cache storage".
+const char* component_kind_name(ComponentKind kind);
 
 struct ComponentInfo {
   ComponentKind kind;
   std::string name;
   std::string summary;
-  std::string plugin;  // the plugin that registered it, "core" for built-ins
+  std::string plugin;   // the plugin that registered it, "core" for built-ins
+  std::string backend;  // attention and KV-cache storage: the backend it serves
 };
 
 struct PluginRecord {
@@ -68,8 +71,22 @@ class PluginHost {
   void load_dirs(const std::vector<std::filesystem::path>& dirs);
 
   const std::vector<PluginRecord>& records() const { return records_; }
+  // Every component of `kind`; for attention and KV-cache storage, those of
+  // every backend, available or not.
   std::vector<ComponentInfo> components(ComponentKind kind) const;
   bool has(ComponentKind kind, const std::string& name) const;
+
+  // Attention (kind kAttention) or KV-cache storage (kKVCache) that plugins
+  // registered for backend `backend`, available or not, in name order.
+  std::vector<ComponentInfo> extensions(ComponentKind kind, const std::string& backend) const;
+  // Why extension `info` cannot be used now, e.g. "backend 'nosuch' is not
+  // loaded (loaded backends: 'onednn', 'reference')" or "backend 'old' was
+  // built against Duet ABI 1.0; attention and KV-cache plugins need a
+  // backend built against 1.1 or later"; empty when it can.
+  std::string unavailable_reason(const ComponentInfo& info) const;
+  // The Duet ABI minor version backend `name`'s plugin was built against
+  // (DUET_ABI_MINOR for core built-ins). REQUIRES: has(kBackend, name).
+  uint32_t backend_abi_minor(const std::string& name) const;
 
   // Create components by name. Throw duet::Error(kPlugin) for an unknown name
   // (listing the known ones) and pass on the factory's own errors.
@@ -77,20 +94,38 @@ class PluginHost {
   std::shared_ptr<Sampler> create_sampler(const std::string& name, const Options& options) const;
   std::shared_ptr<Stage> create_stage(const std::string& name, const Options& options) const;
 
+  // Create, or check, extension `name` registered for backend.name(). Throw
+  // duet::Error(kPlugin) for an unknown or unavailable one (with the
+  // reason) and pass on the factory's own errors.
+  std::shared_ptr<Attention> create_attention(Backend& backend, const std::string& name,
+                                              const AttentionSpec& spec,
+                                              const Options& options) const;
+  Support check_kv_cache(Backend& backend, const KVCacheSpec& spec, const Options& options) const;
+  std::shared_ptr<KVCache> create_kv_cache(Backend& backend, const KVCacheSpec& spec,
+                                           const Options& options) const;
+
  private:
   class Library;
   class Registrar;
   struct Entry {
     ComponentInfo info;
     std::shared_ptr<Library> library;  // null for core built-ins
+    uint32_t abi_minor = DUET_ABI_MINOR;
     BackendFactory backend;
     SamplerFactory sampler;
     StageFactory stage;
+    AttentionFactory attention;
+    KVCacheCheck kv_check;
+    KVCacheFactory kv_cache;
   };
+  // (kind, backend served — empty but for extensions —, name).
+  using Key = std::tuple<ComponentKind, std::string, std::string>;
   const Entry& find(ComponentKind kind, const std::string& name) const;
+  const Entry& find_extension(ComponentKind kind, const std::string& backend,
+                              const std::string& name) const;
 
   std::vector<PluginRecord> records_;
-  std::map<std::pair<ComponentKind, std::string>, Entry> entries_;
+  std::map<Key, Entry> entries_;
   std::vector<std::shared_ptr<Library>> libraries_;
 };
 
