@@ -156,9 +156,12 @@ class BackendConformance : public ::testing::TestWithParam<BackendCase> {
   }
 
   // Steps of one sequence, each seeing the earlier ones through the cache,
-  // against the reference. Skips when the backend cannot store `dtype`.
+  // against the reference, for every attention the backend provides. Skips
+  // when the backend cannot store `dtype`.
   void check_attention(const std::string& layout, int32_t block_tokens,
                        const std::vector<int32_t>& table, DType dtype);
+  void check_attention_impl(const std::string& impl, const std::string& layout,
+                            int32_t block_tokens, const std::vector<int32_t>& table, DType dtype);
 
   PluginHost host_;
   std::shared_ptr<Backend> reference_;
@@ -349,12 +352,13 @@ KVCacheSpec attention_cache(int32_t block_tokens, DType dtype) {
   return KVCacheSpec{"contiguous", kLayers, kKvHeads, kHeadDim, kCapacity, block_tokens, dtype};
 }
 
-// One backend's attention and cache, fed step by step.
+// One backend's attention `impl` (its first by default) and cache, fed step
+// by step.
 struct AttentionRun {
-  AttentionRun(Backend& b, const KVCacheSpec& spec)
+  AttentionRun(Backend& b, const KVCacheSpec& spec, const std::string& impl = "")
       : backend(b),
         attention(b.create_attention(
-            b.attention_impls().front(),
+            impl.empty() ? b.attention_impls().front() : impl,
             AttentionSpec{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})})),
         kv(b.create_kv_cache(spec)) {}
 
@@ -408,9 +412,19 @@ void BackendConformance::check_attention(const std::string& layout, int32_t bloc
                                          const std::vector<int32_t>& table, DType dtype) {
   const Support s = backend_->check_kv_cache(attention_cache(block_tokens, dtype));
   if (!s.ok()) GTEST_SKIP() << s.reasons.front();
+  // Every attention the backend provides computes the same function.
+  for (const std::string& impl : backend_->attention_impls()) {
+    SCOPED_TRACE("attention '" + impl + "'");
+    check_attention_impl(impl, layout, block_tokens, table, dtype);
+  }
+}
+
+void BackendConformance::check_attention_impl(const std::string& impl, const std::string& layout,
+                                              int32_t block_tokens,
+                                              const std::vector<int32_t>& table, DType dtype) {
   // Both caches store `dtype`, rounding what they are fed the same way.
   AttentionRun want(*reference_, attention_cache(block_tokens, dtype));
-  AttentionRun got(*backend_, attention_cache(block_tokens, dtype));
+  AttentionRun got(*backend_, attention_cache(block_tokens, dtype), impl);
   struct Step {
     int32_t first, n;
   };
@@ -421,9 +435,9 @@ void BackendConformance::check_attention(const std::string& layout, int32_t bloc
                         {607, 1}, {608, 1}, {609, 7}, {616, 1}};
   uint32_t seed = 100;
   for (const Step& st : steps) {
-    const std::string what = "attention " + layout + " " + std::string(dtype_name(dtype)) +
-                             " positions " + std::to_string(st.first) + ".." +
-                             std::to_string(st.first + st.n - 1);
+    const std::string what = "attention " + impl + " " + layout + " " +
+                             std::string(dtype_name(dtype)) + " positions " +
+                             std::to_string(st.first) + ".." + std::to_string(st.first + st.n - 1);
     compare(what, dtype == DType::kQ8_0 ? kInt8Cache : kElementwise, [&](Backend& b) {
       return (&b == reference_.get() ? want : got).step(table, st.first, st.n, seed, dtype);
     });

@@ -216,6 +216,22 @@ TEST_F(Cli, ABackendChoiceRunsOnTheFirstThatCanAndSaysWhyTheOthersCannot) {
       << validate.out;
 }
 
+TEST_F(Cli, ValidateReportsAnAttentionThatCannotReadTheStoragesDtypeWithExit2) {
+  // test_f32_only (tests/plugins) reads f32 caches only.
+  const fs::path p = write("p.yaml", with_backend("backend: {plugin: reference}\n"));
+  Result r = duet("validate " + p.string() +
+                  " --set components.attention.impl=test_f32_only --set "
+                  "components.kv_cache.dtype=q8_0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(p.string() +
+                       ": attention 'test_f32_only' cannot use this KV cache: test_f32_only reads "
+                       "f32 caches only; set components.kv_cache.dtype: f32"),
+            std::string::npos)
+      << r.err;
+  Result ok = duet("validate " + p.string() + " --set components.attention.impl=test_f32_only");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 TEST_F(Cli, ABackendChoiceUsesTheFirstWhenItCan) {
   Result r = duet(
       "run " + write("p.yaml", with_backend("backend: {plugin: [reference, nosuch]}\n")).string());

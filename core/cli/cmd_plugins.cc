@@ -1,5 +1,8 @@
 // duet plugins — what the host finds, loads and refuses, and why.
 #include <iostream>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "cli_options.h"
 #include "commands.h"
@@ -8,6 +11,31 @@
 #include "pipeline_loading.h"
 
 namespace duet::cli {
+
+namespace {
+
+// Attention and KV-cache storage that plugins add to backends, under the
+// backend each serves, with the reason where it cannot serve now.
+void print_extensions(const PluginHost& host) {
+  std::map<std::string, std::vector<ComponentInfo>> by_backend;
+  for (ComponentKind kind : {ComponentKind::kAttention, ComponentKind::kKVCache}) {
+    for (const ComponentInfo& info : host.components(kind))
+      by_backend[info.backend].push_back(info);
+  }
+  if (by_backend.empty()) return;
+  std::cout << "\nAttention and KV-cache storage added to backends (beside each backend's own):\n";
+  for (const auto& [backend, infos] : by_backend) {
+    std::cout << "  " << backend << "\n";
+    for (const ComponentInfo& info : infos) {
+      const std::string why = host.unavailable_reason(info);
+      std::cout << "      " << (info.kind == ComponentKind::kAttention ? "attention" : "kv_cache")
+                << " " << info.name << " (plugin " << info.plugin << ")"
+                << (why.empty() ? "" : "  UNAVAILABLE: " + why) << "\n";
+    }
+  }
+}
+
+}  // namespace
 
 int cmd_plugins(const std::vector<std::string>& args) {
   po::options_description opts("Options");
@@ -51,10 +79,12 @@ int cmd_plugins(const std::vector<std::string>& args) {
     if (!r.loaded) std::cout << "      reason: " << r.refusal << "\n";
     for (const auto& c : r.components) {
       std::cout << "      " << component_kind_name(c.kind) << " " << c.name
+                << (c.backend.empty() ? "" : " for backend " + c.backend)
                 << (c.summary.empty() ? "" : ": " + c.summary) << "\n";
     }
   }
   if (host.records().empty()) std::cout << "  (none found)\n";
+  print_extensions(host);
   return 0;
 }
 

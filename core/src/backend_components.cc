@@ -35,15 +35,15 @@ Error unknown(const Backend& backend, const PluginHost& host, ComponentKind kind
   }
   return Error(ErrorKind::kConfig, key + " '" + impl + "' is not provided by backend '" +
                                        backend.name() + "' or a plugin for it" +
-                                       did_you_mean(impl, known) + "; available: " +
-                                       quoted_list(known));
+                                       did_you_mean(impl, known) +
+                                       "; available: " + quoted_list(known));
 }
 
 void refuse_options(const Options& options, const std::string& what) {
   if (options.values().empty()) return;
-  throw Error(ErrorKind::kConfig, options.path() + ": " + what +
-                                      " takes no options, but '" + options.values().begin()->first +
-                                      "' was given; remove " + options.path());
+  throw Error(ErrorKind::kConfig, options.path() + ": " + what + " takes no options, but '" +
+                                      options.values().begin()->first + "' was given; remove " +
+                                      options.path());
 }
 
 }  // namespace
@@ -106,16 +106,15 @@ std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
   return kv;
 }
 
-std::string layout_mismatch(const Backend& backend, const PluginHost& host,
-                            const std::string& impl, const KVCacheSpec& kv) {
+std::string layout_mismatch(const Backend& backend, const PluginHost& host, const std::string& impl,
+                            const KVCacheSpec& kv) {
   if (contains(backend.attention_impls(), impl)) return "";
   if (!contains(backend.kv_cache_impls(), kv.impl)) return "";  // a plugin's: slot rows
   if (host.backend_abi_minor(backend.name()) < 1) return "";    // no extension runs there
   const int32_t tile = backend.kv_cache_tile_slots(kv);
   if (tile == 0) return "";
-  return "it reads KV caches stored as slot rows, but backend '" + backend.name() +
-         "' keeps a " + std::string(dtype_name(kv.dtype)) + " cache in its own tiles of " +
-         std::to_string(tile) +
+  return "it reads KV caches stored as slot rows, but backend '" + backend.name() + "' keeps a " +
+         std::string(dtype_name(kv.dtype)) + " cache in its own tiles of " + std::to_string(tile) +
          " slots; set components.kv_cache.dtype to another type, or use the backend's own "
          "attention";
 }

@@ -39,7 +39,7 @@ std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
 // an attention a plugin registered reads slot rows only, and a backend's
 // own storage may keep its own tiles (Backend::kv_cache_tile_slots).
 // Empty when it can (the attention's own check() comes on top).
-std::string layout_mismatch(const Backend& backend, const PluginHost& host,
-                            const std::string& impl, const KVCacheSpec& kv);
+std::string layout_mismatch(const Backend& backend, const PluginHost& host, const std::string& impl,
+                            const KVCacheSpec& kv);
 
 }  // namespace duet

@@ -6,8 +6,8 @@
 namespace duet {
 
 uint64_t RowKVCache::slot_bytes(const KVCacheSpec& spec) {
-  return *dtype_row_bytes(spec.dtype, static_cast<uint64_t>(spec.n_kv_heads) *
-                                          static_cast<uint64_t>(spec.head_dim));
+  return *dtype_row_bytes(
+      spec.dtype, static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim));
 }
 
 RowKVCache::RowKVCache(const KVCacheSpec& spec, Device& device, int64_t layer_slots)
@@ -27,14 +27,14 @@ KVLayerView RowKVCache::layer(int32_t layer) {
 void RowKVCache::write(int32_t layer, const StepBatch& step, const TensorView& k,
                        const TensorView& v) {
   if (!device_.host_accessible()) {
-    throw Error(ErrorKind::kInternal, "a KV cache on device " + device_.name() +
-                                          " must override RowKVCache::write");
+    throw Error(ErrorKind::kInternal,
+                "a KV cache on device " + device_.name() + " must override RowKVCache::write");
   }
   const int64_t row = int64_t{spec_.n_kv_heads} * spec_.head_dim;
   const KVLayerView view = this->layer(layer);
   for (int32_t i = 0; i < step.n_tokens; ++i) {
-    const auto offset = static_cast<uint64_t>(step.slot_mapping[static_cast<size_t>(i)]) *
-                        slot_bytes_;
+    const auto offset =
+        static_cast<uint64_t>(step.slot_mapping[static_cast<size_t>(i)]) * slot_bytes_;
     quantize_row(spec_.dtype, k.as<const float>() + i * row, static_cast<uint8_t*>(view.k) + offset,
                  row);
     quantize_row(spec_.dtype, v.as<const float>() + i * row, static_cast<uint8_t*>(view.v) + offset,

@@ -1,0 +1,158 @@
+// Attention and KV-cache storage registered by a plugin for a backend
+// (tests/plugins, VARIANT_extensions) run in a pipeline exactly as the
+// backend's own, and every mismatch is reported before anything runs.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "duet/error.h"
+#include "duet/pipeline.h"
+#include "duet/pipeline_check.h"
+#include "tiny_model.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Extensions : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::make_temp_dir("extensions"));
+    // head_dim 32, so that a q8_0 cache (blocks of 32) can hold a head.
+    testing::TinyLlama shape;
+    shape.n_embd = 128;
+    testing::write_tiny_llama(*dir_ / "tiny.gguf", shape);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  PipelineConfig config(std::vector<std::string> overrides) {
+    const std::string yaml = "model: {path: tiny.gguf}\nplugins: {paths: [\"" +
+                             std::string(DUET_TEST_PLUGIN_DIR) + R"("]}
+backend: {plugin: reference}
+components:
+  kv_cache: {capacity_tokens: 64}
+  sampler: {seed: 7, chain: [greedy]}
+stages:
+  - prefill: {}
+  - decode: {max_new_tokens: 8}
+)";
+    PipelineConfig c = parse_pipeline_config(yaml, "test.yaml", *dir_, overrides);
+    load_pipeline_plugins(c, host_);
+    return c;
+  }
+
+  // Every logit of a prompt and 6 greedy steps.
+  std::vector<float> logits(std::vector<std::string> overrides) {
+    auto pipeline = Pipeline::build(config(std::move(overrides)), host_);
+    const std::vector<int32_t> prompt = {1, 40, 41, 42, 77, 78, 200, 201, 5};
+    auto session = pipeline->new_session(prompt, sink_);
+    session->forward(static_cast<int32_t>(prompt.size()), true);
+    std::vector<float> all(session->logits().begin(), session->logits().end());
+    for (int i = 0; i < 6; ++i) {
+      session->append(session->sample());
+      session->forward(1, false);
+      all.insert(all.end(), session->logits().begin(), session->logits().end());
+    }
+    return all;
+  }
+
+  // The message of the error check_pipeline throws, and its kind.
+  std::pair<ErrorKind, std::string> refusal(std::vector<std::string> overrides) {
+    try {
+      check_pipeline(config(std::move(overrides)), host_);
+    } catch (const Error& e) {
+      return {e.kind(), e.what()};
+    }
+    ADD_FAILURE() << "the pipeline was accepted";
+    return {ErrorKind::kInternal, ""};
+  }
+
+  static inline fs::path* dir_ = nullptr;
+  PluginHost host_;
+  NullSink sink_;
+};
+
+TEST_F(Extensions, ARegisteredAttentionRunsInAPipelineLikeTheBackendsOwn) {
+  const std::vector<float> own = logits({});
+  EXPECT_EQ(check_pipeline(config({"components.attention.impl=test_full"}), host_).attention_impl,
+            "test_full");
+  // test_full hands every call to the backend's 'full': the same bits.
+  EXPECT_EQ(logits({"components.attention.impl=test_full"}), own);
+}
+
+TEST_F(Extensions, ARegisteredStorageGivesTheBuiltInCachesLogitsInEveryDtype) {
+  for (const char* dtype : {"f32", "f16", "q8_0"}) {
+    SCOPED_TRACE(dtype);
+    const std::string d = std::string("components.kv_cache.dtype=") + dtype;
+    EXPECT_EQ(logits({d, "components.kv_cache.impl=test_rows"}), logits({d}));
+  }
+}
+
+TEST_F(Extensions, AnAttentionThatCannotReadTheCachesDtypeIsRefusedBeforeAnythingRuns) {
+  const auto [kind, message] = refusal(
+      {"components.attention.impl=test_f32_only", "components.kv_cache.dtype=q8_0"});
+  EXPECT_EQ(kind, ErrorKind::kConfig);
+  EXPECT_NE(message.find("attention 'test_f32_only' cannot use this KV cache: test_f32_only reads "
+                         "f32 caches only"),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(Extensions, OptionsReachThePluginsFactoryAndTheBackendsOwnTakeNone) {
+  auto [kind, message] = refusal({"components.attention.options.window=4"});
+  EXPECT_EQ(kind, ErrorKind::kConfig);
+  EXPECT_NE(message.find("components.attention.options: attention 'full' of backend 'reference' "
+                         "takes no options, but 'window' was given"),
+            std::string::npos)
+      << message;
+  std::tie(kind, message) = refusal(
+      {"components.kv_cache.impl=test_rows", "components.kv_cache.options.path=/tmp/x"});
+  EXPECT_EQ(kind, ErrorKind::kConfig);
+  EXPECT_NE(message.find("components.kv_cache.options"), std::string::npos) << message;
+  EXPECT_NE(message.find("path"), std::string::npos) << message;
+}
+
+TEST_F(Extensions, AnUnknownNameListsTheBackendsOwnAndThePluginsTogether) {
+  const auto [kind, message] = refusal({"components.kv_cache.impl=test_rowz"});
+  EXPECT_EQ(kind, ErrorKind::kConfig);
+  EXPECT_NE(message.find("components.kv_cache.impl 'test_rowz' is not provided by backend "
+                         "'reference' or a plugin for it; did you mean 'test_rows'?; available: "
+                         "'contiguous', 'test_rows'"),
+            std::string::npos)
+      << message;
+}
+
+// On the VNNI path onednn keeps a q8_0 cache in its own tiles, which an
+// attention from a plugin (reading slot rows) cannot read: refused up
+// front. Elsewhere the same cache is rows, and the pair is accepted.
+TEST_F(Extensions, APluginAttentionIsRefusedACacheKeptInTheBackendsOwnTiles) {
+  if (!fs::exists(fs::path(DUET_BUILD_DIR) / "plugins/duet-onednn.so"))
+    GTEST_SKIP() << "the onednn backend is not built";
+  const std::vector<std::string> pair = {"backend.plugin=onednn",
+                                         "components.attention.impl=test_full",
+                                         "components.kv_cache.dtype=q8_0"};
+  const PipelineConfig c = config(pair);
+  auto backend = host_.create_backend("onednn", Options("backend.options"));
+  KVCacheSpec spec;
+  spec.dtype = DType::kQ8_0;
+  if (backend->kv_cache_tile_slots(spec) == 0) {
+    EXPECT_NO_THROW(check_pipeline(c, host_));
+    return;
+  }
+  const auto [kind, message] = refusal(pair);
+  EXPECT_EQ(kind, ErrorKind::kConfig);
+  EXPECT_NE(message.find("attention 'test_full' cannot use this KV cache: it reads KV caches "
+                         "stored as slot rows, but backend 'onednn' keeps a q8_0 cache in its own "
+                         "tiles of 16 slots"),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace duet
