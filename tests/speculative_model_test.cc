@@ -13,7 +13,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kCode = R"(Rename the function `add_numbers` to `sum_values` in this Python code and repeat the whole code:
+constexpr const char* kCode =
+    R"(Rename the function `add_numbers` to `sum_values` in this Python code and repeat the whole code:
 
 ```python
 def add_numbers(values):
@@ -33,8 +34,8 @@ class SpeculativeModel : public ::testing::TestWithParam<std::string> {
       return nullptr;
     }
     const std::string yaml = "model: {path: '" + testing::model_path().string() +
-                             "', chat: " + (chat ? "true" : "false") + "}\nbackend: {plugin: " +
-                             GetParam() + R"(}
+                             "', chat: " + (chat ? "true" : "false") +
+                             "}\nbackend: {plugin: " + GetParam() + R"(}
 components:
   kv_cache: {capacity_tokens: 1024, dtype: f16}
   sampler: {seed: 42, chain: [greedy]}

@@ -59,7 +59,8 @@ stages:
     load_pipeline_plugins(c, host_);
     return c;
   }
-  std::unique_ptr<Pipeline> make(const std::string& decode, std::vector<std::string> overrides = {}) {
+  std::unique_ptr<Pipeline> make(const std::string& decode,
+                                 std::vector<std::string> overrides = {}) {
     return Pipeline::build(config(decode, std::move(overrides)), host_);
   }
 
@@ -117,8 +118,8 @@ TEST_F(Speculative, LookupDecodeStopsWhereDecodeStops) {
   ASSERT_LT(at + 1, text.size()) << "the tiny model should produce some ASCII text: " << text;
   const std::string stop = "stop: '" + text.substr(at, 2) + "'}";
   RunResult a = make("decode: {max_new_tokens: 40, " + stop)->run_tokens(prompt(2), sink_);
-  RunResult b =
-      make("lookup_decode: {max_new_tokens: 40, ngram_min: 1, " + stop)->run_tokens(prompt(2), sink_);
+  RunResult b = make("lookup_decode: {max_new_tokens: 40, ngram_min: 1, " + stop)
+                    ->run_tokens(prompt(2), sink_);
   EXPECT_EQ(a.finish, FinishReason::kStop);
   EXPECT_EQ(a.text, b.text);
   EXPECT_EQ(a.generated_tokens, b.generated_tokens);

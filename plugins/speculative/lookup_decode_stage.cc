@@ -15,8 +15,7 @@ LookupDecodeOptions LookupDecodeOptions::parse(const Options& options) {
   check_stop_strings(o.stop, options.path() + ".stop");
   o.draft_tokens = static_cast<int32_t>(options.get_int("draft_tokens", 8, 1, 64));
   o.ngram.ngram_max = static_cast<int32_t>(options.get_int("ngram_max", 32, 1, 256));
-  o.ngram.ngram_min =
-      static_cast<int32_t>(options.get_int("ngram_min", 3, 1, o.ngram.ngram_max));
+  o.ngram.ngram_min = static_cast<int32_t>(options.get_int("ngram_min", 3, 1, o.ngram.ngram_max));
   o.backoff_max = static_cast<int32_t>(options.get_int("backoff_max", 16, 0, 1024));
   options.finish();
   return o;
