@@ -95,8 +95,8 @@ TEST_F(Extensions, ARegisteredStorageGivesTheBuiltInCachesLogitsInEveryDtype) {
 }
 
 TEST_F(Extensions, AnAttentionThatCannotReadTheCachesDtypeIsRefusedBeforeAnythingRuns) {
-  const auto [kind, message] = refusal(
-      {"components.attention.impl=test_f32_only", "components.kv_cache.dtype=q8_0"});
+  const auto [kind, message] =
+      refusal({"components.attention.impl=test_f32_only", "components.kv_cache.dtype=q8_0"});
   EXPECT_EQ(kind, ErrorKind::kConfig);
   EXPECT_NE(message.find("attention 'test_f32_only' cannot use this KV cache: test_f32_only reads "
                          "f32 caches only"),
@@ -111,8 +111,8 @@ TEST_F(Extensions, OptionsReachThePluginsFactoryAndTheBackendsOwnTakeNone) {
                          "takes no options, but 'window' was given"),
             std::string::npos)
       << message;
-  std::tie(kind, message) = refusal(
-      {"components.kv_cache.impl=test_rows", "components.kv_cache.options.path=/tmp/x"});
+  std::tie(kind, message) =
+      refusal({"components.kv_cache.impl=test_rows", "components.kv_cache.options.path=/tmp/x"});
   EXPECT_EQ(kind, ErrorKind::kConfig);
   EXPECT_NE(message.find("components.kv_cache.options"), std::string::npos) << message;
   EXPECT_NE(message.find("path"), std::string::npos) << message;
@@ -124,6 +124,17 @@ TEST_F(Extensions, AnUnknownNameListsTheBackendsOwnAndThePluginsTogether) {
   EXPECT_NE(message.find("components.kv_cache.impl 'test_rowz' is not provided by backend "
                          "'reference' or a plugin for it; did you mean 'test_rows'?; available: "
                          "'contiguous', 'test_rows'"),
+            std::string::npos)
+      << message;
+}
+
+// A plugin's factory takes single values (duet/plugin.h's StageFactory): a
+// list for one of its options is an error, not an option dropped unseen.
+TEST_F(Extensions, AListOptionForAPluginStageIsRefusedNotDropped) {
+  const auto [kind, message] = refusal({"stages=[{prefill: {}}, {lookup_decode: {stop: [a, b]}}]"});
+  EXPECT_EQ(kind, ErrorKind::kConfig);
+  EXPECT_NE(message.find("stages[1].lookup_decode.stop: stage 'lookup_decode' comes from a plugin, "
+                         "whose options are single values, not lists; give one value"),
             std::string::npos)
       << message;
 }

@@ -214,6 +214,13 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       } else if (stage.name == "decode") {
         parse_decode_options(stage);
       } else {
+        // A plugin's factory sees scalar options only (duet/plugin.h).
+        for (const auto& [key, values] : stage.lists) {
+          throw Error(ErrorKind::kConfig,
+                      stage.options.path() + "." + key + ": stage '" + stage.name +
+                          "' comes from a plugin, whose options are single values, not lists; "
+                          "give one value");
+        }
         host.create_stage(stage.name, stage.options);
       }
     });
