@@ -196,7 +196,8 @@ TEST_F(Cli, ABackendChoiceRunsOnTheFirstThatCanAndSaysWhyTheOthersCannot) {
     EXPECT_NE(
         r.err.find(
             "passed over onednn: components.attention.impl 'test_f32_only' is not provided by "
-            "backend 'onednn' or a plugin for it; available: 'full', 'test_full'\n"),
+            "backend 'onednn' or a plugin for it; available: 'full', 'sliding_window', "
+            "'test_full'\n"),
         std::string::npos)
         << r.err;
   }
@@ -257,7 +258,8 @@ TEST_F(Cli, ABackendChoiceWithNoneThatCanRunExits4ListingEveryReason) {
   EXPECT_NE(
       r.err.find(
           "duet: error:   reference: components.attention.impl 'flash' is not provided by backend "
-          "'reference' or a plugin for it; available: 'full', 'test_f32_only', 'test_full'\n"),
+          "'reference' or a plugin for it; available: 'full', 'sliding_window', 'test_f32_only', "
+          "'test_full'\n"),
       std::string::npos)
       << r.err;
 }
