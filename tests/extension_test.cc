@@ -123,7 +123,7 @@ TEST_F(Extensions, AnUnknownNameListsTheBackendsOwnAndThePluginsTogether) {
   EXPECT_EQ(kind, ErrorKind::kConfig);
   EXPECT_NE(message.find("components.kv_cache.impl 'test_rowz' is not provided by backend "
                          "'reference' or a plugin for it; did you mean 'test_rows'?; available: "
-                         "'contiguous', 'test_rows'"),
+                         "'contiguous', 'mmap_file', 'test_rows'"),
             std::string::npos)
       << message;
 }

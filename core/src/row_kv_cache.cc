@@ -10,6 +10,24 @@ uint64_t RowKVCache::slot_bytes(const KVCacheSpec& spec) {
       spec.dtype, static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim));
 }
 
+uint64_t RowKVCache::storage_bytes(const KVCacheSpec& spec) {
+  return 2 * static_cast<uint64_t>(spec.n_layers) * static_cast<uint64_t>(spec.capacity_tokens) *
+         slot_bytes(spec);
+}
+
+RowKVCache::RowKVCache(const KVCacheSpec& spec, Device& device, std::unique_ptr<Buffer> storage)
+    : spec_(spec),
+      device_(device),
+      slot_bytes_(slot_bytes(spec)),
+      layer_bytes_(slot_bytes_ * static_cast<uint64_t>(spec.capacity_tokens)),
+      storage_(std::move(storage)) {
+  if (!storage_ || storage_->size() < storage_bytes(spec)) {
+    throw Error(ErrorKind::kInternal,
+                "a KV cache of " + std::to_string(storage_bytes(spec)) + " bytes was given " +
+                    std::to_string(storage_ ? storage_->size() : 0) + " bytes of storage");
+  }
+}
+
 RowKVCache::RowKVCache(const KVCacheSpec& spec, Device& device, int64_t layer_slots)
     : spec_(spec),
       device_(device),

@@ -75,9 +75,7 @@ duet::Support check_mmap_kv_cache(duet::Backend& backend, const duet::KVCacheSpe
   }
   if (std::string problem = path_problem(options); !problem.empty()) s.reasons.push_back(problem);
   if (s.ok()) {
-    const uint64_t bytes = 2 * static_cast<uint64_t>(spec.n_layers) *
-                           static_cast<uint64_t>(spec.capacity_tokens) *
-                           duet::RowKVCache::slot_bytes(spec);
+    const uint64_t bytes = duet::RowKVCache::storage_bytes(spec);
     if (options.max_bytes != 0 && bytes > options.max_bytes) {
       s.reasons.push_back(options.key + ".max_bytes: the cache needs " + std::to_string(bytes) +
                           " bytes but the file may hold " + std::to_string(options.max_bytes) +
@@ -87,14 +85,9 @@ duet::Support check_mmap_kv_cache(duet::Backend& backend, const duet::KVCacheSpe
   return s;
 }
 
-std::unique_ptr<duet::Buffer> FileDevice::allocate(uint64_t bytes) {
-  if (allocated_) {
-    throw duet::Error(duet::ErrorKind::kInternal,
-                      std::string(kWho) + " allocates its one file once; a second allocation of " +
-                          std::to_string(bytes) + " bytes was asked for");
-  }
-  allocated_ = true;
-  return std::make_unique<FileBuffer>(options_, bytes);
-}
+MmapKVCache::MmapKVCache(duet::Backend& backend, const duet::KVCacheSpec& spec,
+                         const MmapOptions& options)
+    : RowKVCache(spec, backend.device(),
+                 std::make_unique<FileBuffer>(options, storage_bytes(spec))) {}
 
 }  // namespace duet_example

@@ -1,10 +1,9 @@
 // mmap_file: KV-cache storage whose slot rows live in a memory-mapped file
 // (mapped_file.h) instead of the backend's memory, for host backends. The
 // rows, their layout and every operation on them are core's RowKVCache: only
-// the allocation differs, made through a Device that forwards everything to
-// the backend's device but allocates from the file. So a cache of one dtype
-// holds the same bytes as the backend's in-memory 'contiguous' cache, and
-// gives the same logits.
+// the storage differs, handed to it as a Buffer over the mapping. So a cache
+// of one dtype holds the same bytes as the backend's in-memory 'contiguous'
+// cache, and gives the same logits.
 #pragma once
 
 #include <duet/backend.h>
@@ -36,47 +35,11 @@ MmapOptions read_mmap_options(const duet::Options& options);
 duet::Support check_mmap_kv_cache(duet::Backend& backend, const duet::KVCacheSpec& spec,
                                   const MmapOptions& options);
 
-// `device`, allocating once from a MappedFile.
-class FileDevice final : public duet::Device {
+class MmapKVCache final : public duet::RowKVCache {
  public:
-  FileDevice(duet::Device& device, MmapOptions options)
-      : device_(device), options_(std::move(options)) {}
-
-  std::string name() const override { return device_.name(); }
-  bool host_accessible() const override { return device_.host_accessible(); }
-  // Creates the file; a second allocation is duet::Error(kInternal).
-  std::unique_ptr<duet::Buffer> allocate(uint64_t bytes) override;
-  void copy_from_host(void* dst, const void* src, uint64_t bytes) override {
-    device_.copy_from_host(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, uint64_t bytes) override {
-    device_.copy_to_host(dst, src, bytes);
-  }
-  void copy_on_device(void* dst, const void* src, uint64_t bytes) override {
-    device_.copy_on_device(dst, src, bytes);
-  }
-  void synchronize() override { device_.synchronize(); }
-  duet::MemoryInfo memory() const override { return device_.memory(); }
-
- private:
-  duet::Device& device_;
-  MmapOptions options_;
-  bool allocated_ = false;
-};
-
-// Holds the FileDevice so that it is built before, and outlives, the
-// RowKVCache base that allocates through it.
-struct FileDeviceHolder {
-  FileDevice file_device;
-};
-
-class MmapKVCache final : private FileDeviceHolder, public duet::RowKVCache {
- public:
-  // REQUIRES: check_mmap_kv_cache(backend, spec, options).ok(). Throws as
-  // MappedFile does.
-  MmapKVCache(duet::Backend& backend, const duet::KVCacheSpec& spec, MmapOptions options)
-      : FileDeviceHolder{FileDevice(backend.device(), std::move(options))},
-        RowKVCache(spec, file_device) {}
+  // REQUIRES: check_mmap_kv_cache(backend, spec, options).ok(). Creates
+  // and maps the file; throws as MappedFile does.
+  MmapKVCache(duet::Backend& backend, const duet::KVCacheSpec& spec, const MmapOptions& options);
 };
 
 }  // namespace duet_example

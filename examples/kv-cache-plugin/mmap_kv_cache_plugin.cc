@@ -26,8 +26,7 @@ void register_components(duet::PluginRegistrar& r) {
           duet_example::MmapOptions options = duet_example::read_mmap_options(o);
           const duet::Support s = duet_example::check_mmap_kv_cache(b, spec, options);
           if (!s.ok()) throw duet::Error(duet::ErrorKind::kConfig, s.reasons.front());
-          return std::unique_ptr<duet::KVCache>(
-              new duet_example::MmapKVCache(b, spec, std::move(options)));
+          return std::unique_ptr<duet::KVCache>(new duet_example::MmapKVCache(b, spec, options));
         });
   }
 }

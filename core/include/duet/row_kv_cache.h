@@ -25,6 +25,8 @@ class RowKVCache : public KVCache {
   // Bytes of one slot's row: n_kv_heads * head_dim elements of spec.dtype.
   // REQUIRES: the dtype can hold such a row (check_kv_rows()).
   static uint64_t slot_bytes(const KVCacheSpec& spec);
+  // Bytes of a cache of `spec` with spec.capacity_tokens slots per layer.
+  static uint64_t storage_bytes(const KVCacheSpec& spec);
 
   // Allocates 2 * n_layers * layer_slots slots on `device` (layer_slots 0
   // means spec.capacity_tokens; a backend rounding the capacity up to whole
@@ -33,6 +35,13 @@ class RowKVCache : public KVCache {
   // least spec.capacity_tokens. Throws duet::Error(kOutOfMemory) when the
   // device lacks room. `device` must outlive the cache.
   RowKVCache(const KVCacheSpec& spec, Device& device, int64_t layer_slots = 0);
+
+  // Keeps its rows in `storage` instead, memory the caller allocated (a
+  // mapped file, say) that the backend's ops and attention can address as
+  // they would memory of `device`, which still makes the copies. REQUIRES:
+  // storage->size() >= storage_bytes(spec). Throws duet::Error(kInternal)
+  // for a smaller buffer.
+  RowKVCache(const KVCacheSpec& spec, Device& device, std::unique_ptr<Buffer> storage);
 
   const KVCacheSpec& spec() const override { return spec_; }
   uint64_t memory_bytes() const override { return storage_->size(); }
