@@ -7,16 +7,7 @@ namespace duet::cuda {
 
 Support CudaAttention::check(const KVCacheSpec& kv) const {
   Support s = check_kv_rows(kv, "backend 'cuda'", {DType::kF32});
-  if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
-    s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
-                        std::to_string(kv.head_dim) + " but attention needs " +
-                        std::to_string(spec_.n_kv_heads) + " heads of " +
-                        std::to_string(spec_.head_dim));
-  }
-  if (spec_.n_kv_heads <= 0 || spec_.n_heads % spec_.n_kv_heads != 0) {
-    s.reasons.push_back("query heads " + std::to_string(spec_.n_heads) +
-                        " are not a multiple of KV heads " + std::to_string(spec_.n_kv_heads));
-  }
+  s.merge(check_attention_geometry(spec_, kv, "attention 'full' of backend 'cuda'"));
   if (spec_.head_dim > kMaxAttentionHeadDim) {
     s.reasons.push_back("head dimension " + std::to_string(spec_.head_dim) +
                         " exceeds the cuda attention's " + std::to_string(kMaxAttentionHeadDim));

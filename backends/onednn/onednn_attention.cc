@@ -15,6 +15,8 @@
 namespace duet::onednn {
 namespace {
 
+constexpr const char* kWho = "attention 'full' of backend 'onednn'";
+
 // Sequences with at least this many rows in a step go through GEMM tiles of
 // kTileRows query rows; the rows of shorter ones are split into stretches.
 constexpr int32_t kMinTiledRows = 16;
@@ -61,29 +63,34 @@ OnednnAttention::OnednnAttention(const AttentionSpec& spec, std::shared_ptr<Thre
                                  CpuPath path)
     : spec_(spec), pool_(std::move(pool)), kernels_(vector_kernels(path)) {}
 
-Support OnednnAttention::check_spec(const AttentionSpec& spec) {
+namespace {
+
+// The kernels' rule on top of check_attention_geometry().
+Support check_head_dim(const AttentionSpec& spec) {
   Support s;
-  if (spec.n_kv_heads <= 0 || spec.n_heads % spec.n_kv_heads != 0) {
-    s.reasons.push_back("query heads " + std::to_string(spec.n_heads) +
-                        " are not a multiple of KV heads " + std::to_string(spec.n_kv_heads));
-  }
   if (spec.head_dim <= 0 || spec.head_dim % 16 != 0) {
-    s.reasons.push_back(
-        "attention 'full' of backend 'onednn' needs head_dim to be a multiple of 16, not " +
-        std::to_string(spec.head_dim) + "; use backend 'reference' for this model");
+    s.reasons.push_back(std::string(kWho) + " needs head_dim to be a multiple of 16, not " +
+                        std::to_string(spec.head_dim) + "; use backend 'reference' for this model");
   }
+  return s;
+}
+
+}  // namespace
+
+Support OnednnAttention::check_spec(const AttentionSpec& spec) {
+  // Against a cache of its own geometry, only the head counts can fail.
+  KVCacheSpec own;
+  own.n_kv_heads = spec.n_kv_heads;
+  own.head_dim = spec.head_dim;
+  Support s = check_attention_geometry(spec, own, kWho);
+  s.merge(check_head_dim(spec));
   return s;
 }
 
 Support OnednnAttention::check(const KVCacheSpec& kv) const {
   Support s = check_kv_rows(kv, "backend 'onednn'", {DType::kF32, DType::kF16, DType::kQ8_0});
-  if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
-    s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
-                        std::to_string(kv.head_dim) + " but attention needs " +
-                        std::to_string(spec_.n_kv_heads) + " heads of " +
-                        std::to_string(spec_.head_dim));
-  }
-  s.merge(check_spec(spec_));
+  s.merge(check_attention_geometry(spec_, kv, kWho));
+  s.merge(check_head_dim(spec_));
   return s;
 }
 

@@ -11,16 +11,7 @@ namespace duet_example {
 duet::Support SlidingWindowAttention::check(const duet::KVCacheSpec& kv) const {
   duet::Support s = duet::check_kv_rows(kv, "attention 'sliding_window'",
                                         {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
-  if (kv.n_kv_heads != spec_.n_kv_heads || kv.head_dim != spec_.head_dim) {
-    s.reasons.push_back("KV cache holds " + std::to_string(kv.n_kv_heads) + " heads of " +
-                        std::to_string(kv.head_dim) + " but attention 'sliding_window' needs " +
-                        std::to_string(spec_.n_kv_heads) + " heads of " +
-                        std::to_string(spec_.head_dim));
-  }
-  if (spec_.n_kv_heads <= 0 || spec_.n_heads % spec_.n_kv_heads != 0) {
-    s.reasons.push_back("attention 'sliding_window': query heads " + std::to_string(spec_.n_heads) +
-                        " are not a multiple of KV heads " + std::to_string(spec_.n_kv_heads));
-  }
+  s.merge(duet::check_attention_geometry(spec_, kv, "attention 'sliding_window'"));
   return s;
 }
 

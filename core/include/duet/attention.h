@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "duet/kv_cache.h"
 #include "duet/step_batch.h"
@@ -16,6 +17,13 @@ struct AttentionSpec {
   int32_t head_dim = 0;
   float scale = 0.0f;  // applied to q·k, usually 1/sqrt(head_dim)
 };
+
+// What every attention checks of a cache against its own spec: the cache
+// holds spec.n_kv_heads heads of spec.head_dim, and n_heads is a positive
+// multiple of n_kv_heads. Reasons name `who`, e.g. "attention 'full' of
+// backend 'onednn'".
+Support check_attention_geometry(const AttentionSpec& spec, const KVCacheSpec& kv,
+                                 std::string_view who);
 
 // Thread-safety: none; one pipeline uses an Attention at a time.
 class Attention {
