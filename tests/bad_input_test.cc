@@ -241,7 +241,7 @@ const Row kRows[] = {
     // Resources.
     {"kv_cache_larger_than_memory",
      "run {dir}/wide.yaml --set components.kv_cache.capacity_tokens=16777216", 5,
-     "cannot allocate"},
+     "MiB KV cache (reference)) but has"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Matrix, BadInput, ::testing::ValuesIn(kRows),

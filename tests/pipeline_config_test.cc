@@ -377,7 +377,7 @@ TEST(PipelineConfigTest, UnknownKeyNamesPositionAndSuggestion) {
 TEST(PipelineConfigTest, UnknownKeyWithoutSuggestionListsKnownKeys) {
   EXPECT_EQ(parse_error(std::string(kMinimal) + "extras: 1\n"),
             "test.yaml:3:1: unknown key 'extras' at the top level; expected one of 'model', "
-            "'plugins', 'backend', 'components', 'stages'");
+            "'plugins', 'backend', 'backends', 'components', 'stages'");
 }
 
 TEST(PipelineConfigTest, WrongTypeNamesPathExpectationAndValue) {
@@ -419,7 +419,7 @@ TEST(PipelineConfigTest, MissingRequiredKeys) {
 TEST(PipelineConfigTest, EmptyDocumentIsNotAPipeline) {
   EXPECT_EQ(parse_error(""),
             "test.yaml:1:1: the document: expected a map with the keys 'model', 'plugins', "
-            "'backend', 'components', 'stages', found nothing");
+            "'backend', 'backends', 'components', 'stages', found nothing");
   EXPECT_EQ(parse_error("# only a comment\n"), parse_error(""));
 }
 
@@ -577,7 +577,7 @@ TEST(PipelineConfigTest, MultipleProblemsReportedTogetherInOrder) {
 TEST(PipelineConfigTest, EachProblemIsOneLine) {
   EXPECT_EQ(parse_error(std::string(kMinimal) + "\"x\\ny\": 1\n", {"model.chat=\"a\\nb\""}),
             "test.yaml:3:1: unknown key 'x y' at the top level; expected one of 'model', "
-            "'plugins', 'backend', 'components', 'stages'\n"
+            "'plugins', 'backend', 'backends', 'components', 'stages'\n"
             "--set model.chat=\"a\\nb\": model.chat: expected true or false, found 'a b'");
 }
 

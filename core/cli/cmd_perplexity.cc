@@ -137,10 +137,11 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   }
   PluginHost& host = cli_plugin_host();
   // The text is scored as written: no chat template, every logit kept, and
-  // nothing generated after it.
+  // nothing generated after it, on the backend of the pipeline's first stage.
   PipelineConfig config = load_pipeline(vm, host, {"model.chat=false"});
+  const std::string backend = config.stages.front().backend;
   config.stages.clear();
-  StageConfig prefill{"prefill", Options("stages[0].prefill"), {}, {}};
+  StageConfig prefill{"prefill", Options("stages[0].prefill"), {}, {}, backend};
   prefill.options.set("all_logits", "true");
   config.stages.push_back(prefill);
   auto pipeline = Pipeline::build(config, host);

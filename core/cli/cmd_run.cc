@@ -47,8 +47,36 @@ std::string json_result(const Pipeline& p, const PipelineConfig& config, const s
   j.field("decode_forward_passes", r.stats.decode_passes);
   j.field("tokens_per_decode_pass", r.stats.tokens_per_decode_pass());
   j.field("kv_cache_bytes", p.kv_cache_bytes());
+  // Where each stage ran (`backends:`), and the caches handed between them.
+  j.key("stage_backends").begin_array();
+  for (size_t i = 0; i < p.check().stages.size(); ++i) {
+    const BackendPlacement& at = p.check().placements[p.check().stage_placement[i]];
+    j.begin_object();
+    j.field("stage", p.check().stages[i]);
+    j.field("backends_name", at.name);
+    j.field("backend", at.backend);
+    j.field("kv_cache_dtype", std::string(dtype_name(at.kv_cache.dtype)));
+    j.end_object();
+  }
+  j.end_array();
+  j.field("kv_handovers", r.stats.handovers);
+  j.field("kv_handover_bytes", r.stats.handover_bytes);
+  j.field("kv_handover_seconds", r.stats.handover_seconds);
   j.end_object();
   return j.str();
+}
+
+// "prefill on fast (onednn), decode on slow (reference)" where stages run
+// on named backends; "" for a pipeline's one backend.
+std::string placement_line(const PipelineCheck& check) {
+  if (check.placements.size() < 2) return "";
+  std::string line;
+  for (size_t i = 0; i < check.stages.size(); ++i) {
+    const BackendPlacement& at = check.placements[check.stage_placement[i]];
+    line += (i ? ", " : "") + check.stages[i] + " on " + at.name + " (" + at.backend + ", " +
+            std::string(dtype_name(at.kv_cache.dtype)) + " cache)";
+  }
+  return line;
 }
 
 }  // namespace
@@ -99,6 +127,12 @@ int cmd_run(const std::vector<std::string>& args) {
     << pipeline->check().attention_impl << ", sampler " << pipeline->sampler_order() << " (seed "
     << config.sampler.seed << "), KV cache " << rounded_mib(pipeline->kv_cache_bytes()) << " MiB\n";
   for (const auto& why : pipeline->check().backends_passed_over) s << "passed over " << why << "\n";
+  if (const std::string line = placement_line(pipeline->check()); !line.empty()) {
+    s << line << "; KV cache handed over " << r.stats.handovers << "x, " << std::setprecision(2)
+      << static_cast<double>(r.stats.handover_bytes) / 1048576.0 << " MiB in "
+      << r.stats.handover_seconds * 1000 << " ms\n"
+      << std::setprecision(1);
+  }
   s << "prompt " << r.stats.prompt_tokens << " tokens, generated " << r.stats.generated_tokens
     << " tokens, finish " << finish_reason_name(r.finish) << "\n"
     << "load " << pipeline->load_seconds() * 1000 << " ms, time to first token "

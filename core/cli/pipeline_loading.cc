@@ -37,13 +37,23 @@ std::string summarize(const PipelineConfig& config, const PipelineCheck& check) 
   s << "model:     " << config.model.path.string() << " (" << h.architecture << ", " << h.n_layers
     << " layers, hidden " << h.n_embd << ", " << h.n_heads << "/" << h.n_kv_heads
     << " heads, vocab " << h.n_vocab << ", context " << h.context_length << ")\n";
-  s << "backend:   " << check.backend << "\n";
-  for (const auto& why : check.backends_passed_over)
-    s << "           (passed over " << why << ")\n";
-  s << "attention: " << check.attention_impl << "\n";
-  s << "kv_cache:  " << check.kv_cache.impl << ", " << check.kv_cache.capacity_tokens
-    << " tokens in blocks of " << check.kv_cache.block_tokens << ", "
-    << dtype_name(check.kv_cache.dtype) << ", " << rounded_mib(check.kv_cache_bytes) << " MiB\n";
+  for (const BackendPlacement& p : check.placements) {
+    if (!p.name.empty()) {
+      s << "backends." << p.name << " runs";
+      for (size_t i = 0; i < check.stages.size(); ++i) {
+        if (check.stage_placement[i] == static_cast<size_t>(&p - check.placements.data()))
+          s << " " << check.stages[i];
+      }
+      s << ":\n  ";
+    }
+    s << "backend:   " << p.backend << "\n";
+    for (const auto& why : check.backends_passed_over)
+      s << "           (passed over " << why << ")\n";
+    s << (p.name.empty() ? "" : "  ") << "attention: " << p.attention_impl << "\n";
+    s << (p.name.empty() ? "" : "  ") << "kv_cache:  " << p.kv_cache.impl << ", "
+      << p.kv_cache.capacity_tokens << " tokens in blocks of " << p.kv_cache.block_tokens << ", "
+      << dtype_name(p.kv_cache.dtype) << ", " << rounded_mib(p.kv_cache_bytes) << " MiB\n";
+  }
   s << "sampler:   seed " << config.sampler.seed << ", chain [";
   for (size_t i = 0; i < check.sampler_chain.size(); ++i)
     s << (i ? ", " : "") << check.sampler_chain[i];

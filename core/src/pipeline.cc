@@ -10,6 +10,7 @@
 #include "duet/device.h"
 #include "duet/error.h"
 #include "duet/gguf.h"
+#include "kv_handover.h"
 #include "session_impl.h"
 #include "stages/decode_stage.h"
 #include "stages/prefill_stage.h"
@@ -21,11 +22,17 @@ struct Pipeline::State {
   std::shared_ptr<const GgufFile> file;
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat;
-  std::shared_ptr<Backend> backend;
-  std::unique_ptr<LlamaModel> model;
-  std::shared_ptr<KVCache> kv;
+  // One per PipelineCheck::placements entry: a backend with the weights
+  // bound, its cache and its attention. Members go in reverse order, so the
+  // backend outlives what was made on it.
+  struct Placement {
+    std::shared_ptr<Backend> backend;
+    std::unique_ptr<LlamaModel> model;
+    std::shared_ptr<KVCache> kv;
+    std::shared_ptr<Attention> attention;
+  };
+  std::vector<Placement> placements;
   std::unique_ptr<KVAllocator> allocator;
-  std::shared_ptr<Attention> attention;
   std::unique_ptr<SamplerChain> chain;
   std::vector<std::shared_ptr<Stage>> stages;
   double load_seconds = 0.0;
@@ -44,15 +51,19 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   s->file = std::make_shared<const GgufFile>(GgufFile::open(config.model.path));
   s->tokenizer = load_tokenizer(*s->file);
   if (config.model.chat) s->chat = ChatTemplate::from_model(*s->file, config.model.chat_template);
-  s->backend = host.create_backend(c.backend, c.backend_options);
-  s->model = std::make_unique<LlamaModel>(s->file, c.hparams, *s->backend);
-  s->kv = make_kv_cache(*s->backend, host, c.kv_cache, config.kv_cache.options);
-  s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
   const ModelHParams& h = c.hparams;
-  s->attention = make_attention(
-      *s->backend, host, c.attention_impl,
-      AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))},
-      config.attention.options);
+  for (const BackendPlacement& p : c.placements) {
+    State::Placement& made = s->placements.emplace_back();
+    made.backend = host.create_backend(p.backend, p.backend_options);
+    made.model = std::make_unique<LlamaModel>(s->file, c.hparams, *made.backend);
+    made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
+    made.attention = make_attention(
+        *made.backend, host, p.attention_impl,
+        AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))},
+        config.attention.options);
+  }
+  // One bookkeeping for every cache: a sequence has the same slots in each.
+  s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
 
   std::vector<std::shared_ptr<Sampler>> links;
   for (const auto& link : config.sampler.chain)
@@ -137,8 +148,32 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
     throw Error(ErrorKind::kInternal, "a session of this pipeline is still open; destroy it first");
   }
   check_prompt_ids(prompt, vocab);
-  return std::make_unique<Session>(std::make_unique<Session::Impl>(
-      *s.model, *s.kv, *s.allocator, *s.attention, *s.chain, *s.tokenizer, sink, prompt));
+  const size_t first = s.check.stage_placement.empty() ? 0 : s.check.stage_placement.front();
+  State::Placement& p = s.placements[first];
+  auto impl = std::make_unique<Session::Impl>(*p.model, *p.kv, *s.allocator, *p.attention, *s.chain,
+                                              *s.tokenizer, sink, prompt);
+  impl->placement = first;
+  return std::make_unique<Session>(std::move(impl));
+}
+
+void Pipeline::move_session(Session& session, size_t to) {
+  Session::Impl& s = *session.impl_;
+  if (s.placement == to) return;
+  State::Placement& dst = state_->placements[to];
+  const int32_t cached = s.allocator.length(Session::Impl::kSequence);
+  if (cached > 0) {
+    int32_t n_slots = 0;  // through the highest slot the sequence holds
+    for (int32_t p = 0; p < cached; ++p)
+      n_slots = std::max(n_slots, s.allocator.slot(Session::Impl::kSequence, p) + 1);
+    const HandoverStats h = hand_over(*s.kv, *dst.kv, n_slots);
+    ++s.stats.handovers;
+    s.stats.handover_bytes += h.bytes;
+    s.stats.handover_seconds += h.seconds;
+  }
+  s.model = dst.model.get();
+  s.kv = dst.kv.get();
+  s.attention = dst.attention.get();
+  s.placement = to;
 }
 
 RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) {
@@ -151,8 +186,10 @@ RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) 
 
 RunResult Pipeline::run_stages(Session& session) {
   const auto turn_start = static_cast<std::ptrdiff_t>(session.tokens().size());
-  for (const auto& stage : state_->stages) {
+  for (size_t i = 0; i < state_->stages.size(); ++i) {
+    const std::shared_ptr<Stage>& stage = state_->stages[i];
     if (session.finish_reason() != FinishReason::kNone) break;
+    move_session(session, state_->check.stage_placement[i]);
     try {
       stage->run(session);
     } catch (const Error&) {
@@ -177,15 +214,22 @@ RunResult Pipeline::run_stages(Session& session) {
 const PipelineCheck& Pipeline::check() const { return state_->check; }
 const Tokenizer& Pipeline::tokenizer() const { return *state_->tokenizer; }
 std::string Pipeline::sampler_order() const { return state_->chain->describe(); }
-uint64_t Pipeline::kv_cache_bytes() const { return state_->kv->memory_bytes(); }
+uint64_t Pipeline::kv_cache_bytes() const {
+  uint64_t bytes = 0;
+  for (const State::Placement& p : state_->placements) bytes += p.kv->memory_bytes();
+  return bytes;
+}
 double Pipeline::load_seconds() const { return state_->load_seconds; }
 
 std::optional<uint64_t> Pipeline::device_memory_in_use() const {
-  const Device& device = state_->backend->device();
-  if (device.host_accessible()) return std::nullopt;
-  const MemoryInfo m = device.memory();
-  if (m.total_bytes == 0 || m.free_bytes > m.total_bytes) return std::nullopt;
-  return m.total_bytes - m.free_bytes;
+  for (const State::Placement& p : state_->placements) {
+    const Device& device = p.backend->device();
+    if (device.host_accessible()) continue;
+    const MemoryInfo m = device.memory();
+    if (m.total_bytes == 0 || m.free_bytes > m.total_bytes) return std::nullopt;
+    return m.total_bytes - m.free_bytes;
+  }
+  return std::nullopt;
 }
 
 }  // namespace duet

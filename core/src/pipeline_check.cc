@@ -51,6 +51,8 @@ class Problems {
   std::vector<std::string> lines_;
 };
 
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
 // Device bytes of a cache, or nullopt when a slot cannot be stored in the
 // dtype (a block-quantized dtype needs n_kv_heads * head_dim to be a whole
 // number of blocks).
@@ -67,8 +69,8 @@ std::optional<uint64_t> kv_cache_bytes(const KVCacheSpec& s) {
 // out.hparams and out.kv_cache). Each problem is added to `problems`, its
 // line starting with `prefix`; sets out.attention_impl.
 void check_backend(Backend& backend, const PluginHost& host, const PipelineConfig& config,
-                   const std::string& prefix, PipelineCheck& out, Problems& problems) {
-  const ModelHParams& h = out.hparams;
+                   const std::string& prefix, const ModelHParams& h, BackendPlacement& out,
+                   Problems& problems) {
   // attempt() adds its own ": ".
   const std::string where = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 2);
   std::vector<std::string> kv_reasons;
@@ -102,13 +104,53 @@ void check_backend(Backend& backend, const PluginHost& host, const PipelineConfi
   });
 }
 
+// Whether each device has room for what is placed on it: the weights (once
+// per device whose memory the host maps — the backends share the file's
+// pages — and once per backend on any other device) and each backend's KV
+// cache. A device that does not report its free memory is not checked.
+void check_memory(const std::vector<std::shared_ptr<Backend>>& backends,
+                  const std::vector<BackendPlacement>& placements, uint64_t weights_bytes,
+                  const std::string& src, Problems& problems) {
+  struct Need {
+    Device* device;
+    uint64_t bytes = 0;
+    std::string parts;
+  };
+  std::vector<Need> needs;
+  for (size_t i = 0; i < backends.size(); ++i) {
+    Device& d = backends[i]->device();
+    auto it = std::find_if(needs.begin(), needs.end(),
+                           [&](const Need& n) { return n.device->name() == d.name(); });
+    const bool first = it == needs.end();
+    if (first) it = needs.insert(needs.end(), Need{&d, 0, ""});
+    const std::string who = placements[i].name.empty() ? placements[i].backend : placements[i].name;
+    if (first || !d.host_accessible()) {
+      it->bytes += weights_bytes;
+      it->parts += (it->parts.empty() ? "" : " + ") + mib(weights_bytes) + " weights (" + who + ")";
+    }
+    it->bytes += placements[i].kv_cache_bytes;
+    it->parts += " + " + mib(placements[i].kv_cache_bytes) + " KV cache (" + who + ")";
+  }
+  for (const Need& n : needs) {
+    const uint64_t free_bytes = n.device->memory().free_bytes;
+    if (free_bytes == 0 || n.bytes <= free_bytes) continue;
+    problems.add(ErrorKind::kOutOfMemory,
+                 src + ": device " + n.device->name() + " needs " + mib(n.bytes) + " (" + n.parts +
+                     ") but has " + mib(free_bytes) +
+                     " free; lower components.kv_cache.capacity_tokens, use a smaller KV-cache "
+                     "dtype, or place fewer stages on it");
+  }
+}
+
 // `backend.plugin: [A, B, ...]`: the first candidate with no problem is
 // used; the reasons the others were passed over go to out.backends_passed_over.
 // Options a backend's factory rejects are the pipeline's problem, not a
 // reason to pass over the backend. No candidate left is one kPlugin problem
 // listing each candidate's reasons.
+// Sets out.placements[0] (and its backend object) to the one chosen.
 void choose_backend(const PipelineConfig& config, const PluginHost& host, bool with_model,
-                    PipelineCheck& out, Problems& problems) {
+                    PipelineCheck& out, std::vector<std::shared_ptr<Backend>>& chosen,
+                    Problems& problems) {
   const std::string src = config.source.string();
   std::string names;
   for (const BackendCandidate& c : config.backend.choice)
@@ -122,10 +164,12 @@ void choose_backend(const PipelineConfig& config, const PluginHost& host, bool w
       return;
     }
     if (backend && !with_model) return;  // the model's own problem is reported already
-    if (backend) check_backend(*backend, host, config, "", out, own);
+    BackendPlacement p{"", candidate.plugin, candidate.options,
+                       "", out.kv_cache,     out.kv_cache_bytes};
+    if (backend) check_backend(*backend, host, config, "", out.hparams, p, own);
     if (own.empty()) {
-      out.backend = candidate.plugin;
-      out.backend_options = candidate.options;
+      out.placements = {p};
+      chosen = {backend};
       return;
     }
     std::string reason;
@@ -182,16 +226,63 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
     }
   }
 
-  if (config.backend.choice.empty()) {
-    out.backend = config.backend.plugin;
-    out.backend_options = config.backend.options;
+  // The backends stages run on, each checked with its own KV cache.
+  std::vector<std::shared_ptr<Backend>> backends;
+  if (!config.backends.empty()) {
+    for (const NamedBackend& named : config.backends) {
+      const bool used = std::any_of(config.stages.begin(), config.stages.end(),
+                                    [&](const StageConfig& s) { return s.backend == named.name; });
+      if (!used) continue;  // created by no one (a stage list replaced, as perplexity does)
+      BackendPlacement p{named.name, named.plugin, named.options, "", out.kv_cache, 0};
+      if (named.kv_dtype) p.kv_cache.dtype = *named.kv_dtype;
+      const std::string at = src + ": backends." + named.name;
+      p.kv_cache_bytes = kv_cache_bytes(p.kv_cache).value_or(0);
+      if (model && !kv_cache_bytes(p.kv_cache)) {
+        problems.add(ErrorKind::kConfig,
+                     at + ".kv_cache.dtype " + std::string(dtype_name(p.kv_cache.dtype)) +
+                         " cannot hold slots of " +
+                         std::to_string(out.hparams.n_kv_heads * out.hparams.head_dim) +
+                         " values (not a whole number of blocks); use f32, f16 or bf16");
+      }
+      std::shared_ptr<Backend> backend;
+      problems.attempt(at, [&] { backend = host.create_backend(named.plugin, named.options); });
+      if (backend && model)
+        check_backend(*backend, host, config, at + ": ", out.hparams, p, problems);
+      if (backend) backends.push_back(backend);
+      out.placements.push_back(std::move(p));
+    }
+  } else if (config.backend.choice.empty()) {
+    BackendPlacement p{"", config.backend.plugin, config.backend.options,
+                       "", out.kv_cache,          out.kv_cache_bytes};
     std::shared_ptr<Backend> backend;
     problems.attempt(src + ": backend", [&] {
       backend = host.create_backend(config.backend.plugin, config.backend.options);
     });
-    if (backend && model) check_backend(*backend, host, config, src + ": ", out, problems);
+    if (backend && model)
+      check_backend(*backend, host, config, src + ": ", out.hparams, p, problems);
+    if (backend) backends.push_back(backend);
+    out.placements.push_back(std::move(p));
   } else {
-    choose_backend(config, host, model.has_value(), out, problems);
+    choose_backend(config, host, model.has_value(), out, backends, problems);
+  }
+  for (const StageConfig& stage : config.stages) {
+    size_t i = 0;
+    while (i + 1 < out.placements.size() && out.placements[i].name != stage.backend) ++i;
+    out.stage_placement.push_back(i);
+  }
+  if (!out.placements.empty()) {
+    const BackendPlacement& first =
+        out.placements[out.stage_placement.empty() ? 0 : out.stage_placement[0]];
+    out.backend = first.backend;
+    out.backend_options = first.backend_options;
+    out.attention_impl = first.attention_impl;
+    out.kv_cache = first.kv_cache;
+    out.kv_cache_bytes = first.kv_cache_bytes;
+  }
+  if (model && problems.empty() && backends.size() == out.placements.size()) {
+    std::error_code ec;
+    const uint64_t weights = std::filesystem::file_size(config.model.path, ec);
+    check_memory(backends, out.placements, ec ? 0 : weights, src, problems);
   }
 
   for (const auto& link : config.sampler.chain) {

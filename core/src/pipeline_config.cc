@@ -48,17 +48,124 @@ class Reader : yaml::SchemaReader {
 
   PipelineConfig read(const Node& root) {
     PipelineConfig config;
-    if (!expect_map(root, "", {"model", "plugins", "backend", "components", "stages"}))
+    if (!expect_map(root, "", {"model", "plugins", "backend", "backends", "components", "stages"}))
       return config;
     read_model(required(root, "", "model"), config.model);
     read_plugins(get(root, "plugins"), config.plugins);
     read_backend(get(root, "backend"), config.backend);
+    if (const Node* backends = get(root, "backends")) {
+      if (const Node* backend = get(root, "backend")) {
+        report(backend->origin, "backend",
+               "a pipeline places its stages either on one `backend:` or on named `backends:`, "
+               "not both; remove one");
+      }
+      read_backends(*backends, config.backends);
+    }
     read_components(get(root, "components"), config);
     read_stages(required(root, "", "stages"), config.stages);
+    place_stages(config);
     return config;
   }
 
  private:
+  // `backends: {NAME: {plugin: P, options: {...}, kv_cache: {dtype: D}}}`.
+  void read_backends(const Node& node, std::vector<NamedBackend>& out) {
+    if (!node.is_map() || node.entries.empty()) {
+      type_error(node, "backends", "a map from a name to {plugin: NAME, options: {...}}");
+      return;
+    }
+    for (const Entry& e : node.entries) {
+      const std::string path = "backends." + e.key;
+      if (!valid_backend_name(e.key)) {
+        report(e.key_origin, path, "a backend's name is [a-z0-9_-]+, at most 64 characters");
+        continue;
+      }
+      if (!expect_map(e.value, path, {"plugin", "options", "kv_cache"})) continue;
+      NamedBackend b{e.key, "", Options(path + ".options"), std::nullopt, pos_of(e.key_origin)};
+      backend_origins_[e.key] = e.key_origin;
+      if (const Node* plugin = required(e.value, path, "plugin")) {
+        if (plugin->is_list()) {
+          type_error(*plugin, path + ".plugin", "one backend's name (a choice is `backend:`'s)");
+        } else {
+          read_name(*plugin, path + ".plugin", b.plugin);
+        }
+      }
+      if (const Node* options = get(e.value, "options")) read_scalar_map(*options, b.options);
+      if (const Node* kv = get(e.value, "kv_cache");
+          kv != nullptr && expect_map(*kv, path + ".kv_cache", {"dtype"})) {
+        if (const Node* dtype = get(*kv, "dtype")) {
+          DType type = DType::kF32;
+          if (read_kv_dtype(*dtype, path + ".kv_cache.dtype", type)) b.kv_dtype = type;
+        }
+      }
+      out.push_back(std::move(b));
+    }
+  }
+
+  static bool valid_backend_name(const std::string& name) {
+    if (name.empty() || name.size() > 64) return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+  }
+
+  bool read_kv_dtype(const Node& node, const std::string& path, DType& out) {
+    const bool listed = node.is_scalar() && std::find(kKVCacheDTypes.begin(), kKVCacheDTypes.end(),
+                                                      node.scalar) != kKVCacheDTypes.end();
+    std::optional<DType> type = listed ? dtype_from_name(node.scalar) : std::nullopt;
+    if (!type) {
+      report(node.origin, path,
+             "expected one of " + quoted_list(kKVCacheDTypes) + ", found " + yaml::found(node) +
+                 (node.is_scalar() ? did_you_mean(node.scalar, kKVCacheDTypes) : ""));
+      return false;
+    }
+    out = *type;
+    return true;
+  }
+
+  // Each stage's `backend:` against `backends:` (StageConfig::backend).
+  void place_stages(PipelineConfig& config) {
+    std::vector<std::string> names;
+    for (const NamedBackend& b : config.backends) names.push_back(b.name);
+    for (size_t i = 0; i < config.stages.size(); ++i) {
+      StageConfig& stage = config.stages[i];
+      const std::string path = stage.options.path() + ".backend";
+      const Origin& at = stage_backend_origins_[i];
+      if (config.backends.empty()) {
+        if (!stage.backend.empty()) {
+          report(at, path,
+                 "names backend '" + stage.backend +
+                     "', but this pipeline has no `backends:` to name; define `backends: {" +
+                     stage.backend + ": {plugin: ...}}` instead of `backend:`, or remove it");
+        }
+        continue;
+      }
+      if (stage.backend.empty()) {
+        if (names.size() == 1) {
+          stage.backend = names.front();
+        } else {
+          report(at, stage.options.path(),
+                 "this pipeline has several backends (" + quoted_list(names) +
+                     "); say which this stage runs on with `backend: NAME`");
+        }
+      } else if (std::find(names.begin(), names.end(), stage.backend) == names.end()) {
+        report(at, path,
+               "'" + stage.backend + "' is not defined under `backends:`" +
+                   did_you_mean(stage.backend, names) + "; defined: " + quoted_list(names));
+      }
+    }
+    for (const NamedBackend& b : config.backends) {
+      const bool used = std::any_of(config.stages.begin(), config.stages.end(),
+                                    [&](const StageConfig& s) { return s.backend == b.name; });
+      if (!used && !config.stages.empty()) {
+        report(
+            backend_origins_.count(b.name) ? backend_origins_.at(b.name) : Origin{},
+            "backends." + b.name,
+            "no stage runs on it; place a stage on it with `backend: " + b.name + "` or remove it");
+      }
+    }
+  }
+
   void read_model(const Node* node, ModelConfig& out) {
     if (node == nullptr || !expect_map(*node, "model", {"path", "chat", "system", "chat_template"}))
       return;
@@ -287,7 +394,9 @@ class Reader : yaml::SchemaReader {
       std::optional<Link> link = read_link(node->items[i], at, "stage", "'- decode: {}'");
       if (!link) continue;
       check_stage_order(*link, at, out);
-      StageConfig stage{link->name, Options(child_path(at, link->name)), {}, pos_of(link->origin)};
+      StageConfig stage{
+          link->name, Options(child_path(at, link->name)), {}, pos_of(link->origin), ""};
+      stage_backend_origins_.push_back(link->origin);
       if (link->value != nullptr) read_stage_options(*link->value, stage);
       out.push_back(std::move(stage));
     }
@@ -319,7 +428,10 @@ class Reader : yaml::SchemaReader {
     }
     for (const Entry& e : node.entries) {
       const std::string key_path = child_path(path, e.key);
-      if (e.value.is_scalar()) {
+      if (e.key == "backend") {  // core's, for every stage
+        read_name(e.value, key_path, stage.backend);
+        stage_backend_origins_.back() = e.value.origin;
+      } else if (e.value.is_scalar()) {
         stage.options.set(e.key, e.value.scalar);
       } else if (e.value.is_list()) {
         std::vector<std::string> values;
@@ -335,6 +447,9 @@ class Reader : yaml::SchemaReader {
       }
     }
   }
+
+  std::map<std::string, Origin> backend_origins_;  // each `backends:` key
+  std::vector<Origin> stage_backend_origins_;      // per stage: its `backend:`, else the stage
 };
 
 }  // namespace

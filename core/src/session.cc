@@ -29,10 +29,10 @@ void check_prompt_ids(std::span<const int32_t> prompt, int32_t n_vocab) {
 
 Session::Impl::Impl(LlamaModel& m, KVCache& k, KVAllocator& a, Attention& att, SamplerChain& c,
                     const Tokenizer& t, TextSink& s, std::span<const int32_t> prompt)
-    : model(m),
-      kv(k),
+    : model(&m),
+      kv(&k),
+      attention(&att),
       allocator(a),
-      attention(att),
       chain(c),
       tokenizer(t),
       sink(s),
@@ -50,7 +50,7 @@ std::span<const int32_t> Session::tokens() const { return impl_->tokens; }
 int32_t Session::prompt_tokens() const { return impl_->prompt_tokens; }
 int32_t Session::cached() const { return impl_->allocator.length(Impl::kSequence); }
 int64_t Session::room() const { return impl_->allocator.room(Impl::kSequence); }
-int32_t Session::n_vocab() const { return impl_->model.hparams().n_vocab; }
+int32_t Session::n_vocab() const { return impl_->model->hparams().n_vocab; }
 std::span<const float> Session::logits() const { return impl_->logits; }
 std::vector<float>& Session::kept_logits() { return impl_->kept_logits; }
 void Session::continue_with(std::span<const int32_t> prompt) {
@@ -111,9 +111,9 @@ void Session::forward(int32_t n, bool all_logits) {
   }
   s.logit_rows = static_cast<int32_t>(rows.size());
   s.logits_position = first + rows.front();
-  s.model.forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first),
-                                                             static_cast<size_t>(n)),
-                  step, s.kv, s.attention, rows, s.logits);
+  s.model->forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first),
+                                                              static_cast<size_t>(n)),
+                   step, *s.kv, *s.attention, rows, s.logits);
 }
 
 int32_t Session::sample() {

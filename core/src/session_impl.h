@@ -24,10 +24,14 @@ class Session::Impl {
        std::span<const int32_t> prompt);
   ~Impl();  // returns the sequence's cache blocks
 
-  LlamaModel& model;
-  KVCache& kv;
+  // Where forward passes run: the backend of the stage now running. A stage
+  // on another backend moves the session there (Pipeline::run_stages), its
+  // cache handed over (kv_handover.h).
+  LlamaModel* model;
+  KVCache* kv;
+  Attention* attention;
+  size_t placement = 0;  // the index of that backend in PipelineCheck::placements
   KVAllocator& allocator;
-  Attention& attention;
   SamplerChain& chain;
   const Tokenizer& tokenizer;
   TextSink& sink;
@@ -42,7 +46,7 @@ class Session::Impl {
 
   // Row `row` of `logits`. REQUIRES: 0 <= row < logit_rows.
   std::span<const float> logits_row(int32_t row) const {
-    const auto vocab = static_cast<size_t>(model.hparams().n_vocab);
+    const auto vocab = static_cast<size_t>(model->hparams().n_vocab);
     return std::span<const float>(logits).subspan(static_cast<size_t>(row) * vocab, vocab);
   }
   FinishReason finish = FinishReason::kNone;

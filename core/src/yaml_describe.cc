@@ -73,6 +73,56 @@ void emit_link(YAML::Emitter& out, const std::string& name, const Options& optio
   out << YAML::EndMap;
 }
 
+// A stage, with core's `backend:` key among its options.
+void emit_stage(YAML::Emitter& out, const StageConfig& stage) {
+  if (stage.backend.empty()) {
+    emit_link(out, stage.name, stage.options, stage.lists);
+    return;
+  }
+  Options options = stage.options;
+  options.set("backend", stage.backend);
+  emit_link(out, stage.name, options, stage.lists);
+}
+
+// `backend:`, one backend or a choice.
+void emit_backend(YAML::Emitter& out, const BackendConfig& backend) {
+  out << YAML::Key << "backend" << YAML::Value << YAML::BeginMap;
+  if (backend.choice.empty()) {
+    out << YAML::Key << "plugin" << YAML::Value << Str{backend.plugin};
+    out << YAML::Key << "options" << YAML::Value;
+    emit_options(out, backend.options);
+  } else {
+    out << YAML::Key << "plugin" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const BackendCandidate& c : backend.choice) out << Str{c.plugin};
+    out << YAML::EndSeq;
+    out << YAML::Key << "options" << YAML::Value << YAML::BeginMap;
+    for (const BackendCandidate& c : backend.choice) {
+      out << YAML::Key << Str{c.plugin} << YAML::Value;
+      emit_options(out, c.options);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+}
+
+// `backends:`, the named backends stages are placed on.
+void emit_backends(YAML::Emitter& out, const std::vector<NamedBackend>& backends) {
+  out << YAML::Key << "backends" << YAML::Value << YAML::BeginMap;
+  for (const NamedBackend& b : backends) {
+    out << YAML::Key << Str{b.name} << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "plugin" << YAML::Value << Str{b.plugin};
+    out << YAML::Key << "options" << YAML::Value;
+    emit_options(out, b.options);
+    if (b.kv_dtype) {
+      out << YAML::Key << "kv_cache" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "dtype" << YAML::Value << std::string(dtype_name(*b.kv_dtype));
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+}
+
 }  // namespace
 
 std::string describe(const PipelineConfig& config) {
@@ -98,23 +148,10 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::EndSeq;
   out << YAML::EndMap;
 
-  out << YAML::Key << "backend" << YAML::Value << YAML::BeginMap;
-  if (config.backend.choice.empty()) {
-    out << YAML::Key << "plugin" << YAML::Value << Str{config.backend.plugin};
-    out << YAML::Key << "options" << YAML::Value;
-    emit_options(out, config.backend.options);
-  } else {
-    out << YAML::Key << "plugin" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-    for (const BackendCandidate& c : config.backend.choice) out << Str{c.plugin};
-    out << YAML::EndSeq;
-    out << YAML::Key << "options" << YAML::Value << YAML::BeginMap;
-    for (const BackendCandidate& c : config.backend.choice) {
-      out << YAML::Key << Str{c.plugin} << YAML::Value;
-      emit_options(out, c.options);
-    }
-    out << YAML::EndMap;
-  }
-  out << YAML::EndMap;
+  if (config.backends.empty())
+    emit_backend(out, config.backend);
+  else
+    emit_backends(out, config.backends);
 
   out << YAML::Key << "components" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "attention" << YAML::Value << YAML::BeginMap;
@@ -141,8 +178,7 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::EndMap;
 
   out << YAML::Key << "stages" << YAML::Value << YAML::BeginSeq;
-  for (const StageConfig& stage : config.stages)
-    emit_link(out, stage.name, stage.options, stage.lists);
+  for (const StageConfig& stage : config.stages) emit_stage(out, stage);
   out << YAML::EndSeq;
 
   out << YAML::EndMap;

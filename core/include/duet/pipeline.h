@@ -63,25 +63,30 @@ class Pipeline {
   RunResult run_tokens(std::span<const int32_t> prompt, TextSink& sink);
 
   // Runs every stage on `session` from where it stands: prefill runs what
-  // is not cached yet, then the decode loop answers. The result's prompt is
-  // the session's current turn; its text is left empty (the session's sink
-  // received it).
+  // is not cached yet, then the decode loop answers. Before a stage placed
+  // on another backend than the one before it, the session's cache is handed
+  // over to that backend's cache (SessionStats counts the bytes and time).
+  // The result's prompt is the session's current turn; its text is left
+  // empty (the session's sink received it).
   RunResult run_stages(Session& session);
 
-  // A session holding `prompt`, with nothing cached yet, for driving stages
-  // or forward passes by hand (tests, tools). At most one session exists at
-  // a time; it must be destroyed before run() or the next new_session().
+  // A session holding `prompt`, with nothing cached yet, on the backend of
+  // the first stage, for driving stages or forward passes by hand (tests,
+  // tools). At most one session exists at a time; it must be destroyed
+  // before run() or the next new_session().
   std::unique_ptr<Session> new_session(std::span<const int32_t> prompt, TextSink& sink);
 
   const PipelineCheck& check() const;
   const Tokenizer& tokenizer() const;
   // The sampler chain in the order it applies, e.g. "top_k -> temperature".
   std::string sampler_order() const;
+  // Bytes of every backend's KV cache.
   uint64_t kv_cache_bytes() const;
   double load_seconds() const;
-  // Bytes in use on the backend's device (total minus free, device-wide, so
-  // including its runtime's context and other processes), or nullopt for a
-  // device that is host memory or that cannot tell.
+  // Bytes in use on the device of the first backend not in host memory
+  // (total minus free, device-wide, so including its runtime's context and
+  // other processes), or nullopt when every device is host memory or that
+  // one cannot tell.
   std::optional<uint64_t> device_memory_in_use() const;
 
  private:
@@ -89,6 +94,9 @@ class Pipeline {
   // `user` in place of the marker and not parsed for control tokens.
   std::vector<int32_t> encode_wrapped(const std::string& wrapped, std::string_view marker,
                                       std::string_view user) const;
+
+  // Points `session` at placement `to`, handing its cache over first.
+  void move_session(Session& session, size_t to);
 
   struct State;
   explicit Pipeline(std::unique_ptr<State> state);

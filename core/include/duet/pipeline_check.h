@@ -12,7 +12,19 @@
 
 namespace duet {
 
+// One backend stages run on, as check_pipeline() established it.
+struct BackendPlacement {
+  std::string name;            // its `backends:` key; "" for a pipeline's one `backend:`
+  std::string backend;         // the backend component (the one chosen, for a choice)
+  Options backend_options;     // its options
+  std::string attention_impl;  // "default" resolved to the real name
+  KVCacheSpec kv_cache;        // components.kv_cache, with the backend's own dtype if given
+  uint64_t kv_cache_bytes = 0;
+};
+
 // What check_pipeline() established, for reports and for building the run.
+// The single-backend fields (backend ... kv_cache_bytes) describe the
+// first stage's placement.
 struct PipelineCheck {
   ModelHParams hparams;
   std::string backend;      // the backend to run on (chosen, where the YAML lists several)
@@ -25,16 +37,23 @@ struct PipelineCheck {
   uint64_t kv_cache_bytes = 0;             // device bytes the cache will take
   std::vector<std::string> sampler_chain;  // link names in order
   std::vector<std::string> stages;         // stage names in order
+  // Every backend a stage runs on, in order of first use, and each stage's
+  // index into it. One entry for a pipeline with `backend:`.
+  std::vector<BackendPlacement> placements;
+  std::vector<size_t> stage_placement;
 };
 
 // Loads the plugins a pipeline can see: plugin_search_dirs() of its
 // plugins.paths (relative to the YAML file's folder) and the defaults.
 void load_pipeline_plugins(const PipelineConfig& config, PluginHost& host);
 
-// Opens the model (metadata only) and creates the backend, the attention
-// implementation, the sampler links and the stages, and checks that the
-// attention accepts the KV-cache spec and that the cache fits the model's
-// context — without loading weights or allocating the cache. Where
+// Opens the model (metadata only) and creates the backend (each of
+// `backends:` a stage runs on), the attention implementation, the sampler
+// links and the stages, and checks that the attention accepts the KV-cache
+// spec, that the cache fits the model's context, and that each device has
+// room for the weights and caches placed on it (kOutOfMemory naming the
+// device, the need and the room) — without loading weights or allocating
+// the cache. Where
 // backend.plugin lists several backends, the first that passes these checks
 // is chosen (BackendConfig); none passing is one kPlugin problem with a line
 // per backend. Every problem

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,6 +78,20 @@ struct BackendConfig {
 // `impl` names the backend's own attention or one a plugin registered for
 // the backend; `options` go to a plugin's factory (the backend's own take
 // none).
+// One entry of `backends:`, a backend a pipeline's stages are placed on by
+// name: `backends: {NAME: {plugin: P, options: {...}, kv_cache: {dtype: D}}}`.
+// Each named backend is created once and binds the weights once; its KV
+// cache has the pipeline's components.kv_cache geometry and, where given,
+// its own dtype (the cache is handed over between backends at a stage that
+// changes backend, converted to the receiving dtype).
+struct NamedBackend {
+  std::string name;               // [a-z0-9_-]+, the key under `backends`
+  std::string plugin;             // the backend component to create
+  Options options;                // its options, path "backends.NAME.options"
+  std::optional<DType> kv_dtype;  // backends.NAME.kv_cache.dtype, else components'
+  SourcePos pos;
+};
+
 struct AttentionConfig {
   std::string impl = "default";  // "default" = the backend's first
   Options options{"components.attention.options"};
@@ -109,18 +124,24 @@ struct SamplerConfig {
 // Scalar options go to `options` (path e.g. "stages[1].decode"), options
 // whose value is a list of scalars go to `lists`; each key is in exactly one.
 // Validated by the stage's factory.
+// `backend: NAME` in a stage's map is core's, for every stage: the entry of
+// `backends:` it runs on (not passed to the stage's factory). Where the
+// pipeline has `backends:` with one entry it may be left out; with several
+// every stage names one. Pipelines using `backend:` give none.
 struct StageConfig {
   std::string name;
   Options options;
   std::map<std::string, std::vector<std::string>> lists;
   SourcePos pos;
+  std::string backend;  // stages[i].NAME.backend; "" = the pipeline's only backend
 };
 
 struct PipelineConfig {
   std::filesystem::path source;  // the file, or the source name given to parse
   ModelConfig model;
   PluginsConfig plugins;
-  BackendConfig backend;
+  BackendConfig backend;               // used when `backends` is empty
+  std::vector<NamedBackend> backends;  // `backends:` in file order; empty unless given
   AttentionConfig attention;
   KVCacheConfig kv_cache;
   SamplerConfig sampler;

@@ -17,6 +17,7 @@
 
 namespace duet {
 
+class Pipeline;
 class Tokenizer;
 
 enum class FinishReason {
@@ -65,6 +66,12 @@ struct SessionStats {
   // Forward passes a decode loop ran after the first token: generated - 1
   // for one token per pass, fewer when a pass verifies several (speculative).
   int32_t decode_passes = 0;
+  // KV caches handed from one backend to another at a stage placed on
+  // another backend (`backends:` in the pipeline YAML), their bytes as the
+  // sender exported them, and the time export, conversion and import took.
+  int32_t handovers = 0;
+  uint64_t handover_bytes = 0;
+  double handover_seconds = 0.0;
 
   double prefill_tokens_per_second() const {
     return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0.0;
@@ -165,6 +172,7 @@ class Session {
   double elapsed_seconds() const;
 
  private:
+  friend class Pipeline;  // moves a session between the backends its stages run on
   std::unique_ptr<Impl> impl_;
 };
 
