@@ -48,6 +48,20 @@ stages:
   - decode: {max_new_tokens: 4}
 )";
 
+// Stages on two named backends (both reference, so the rows need no other
+// plugin), with a cache of its own dtype on one of them.
+constexpr const char* kSplit = R"(model: {path: tiny.gguf}
+backends:
+  fast: {plugin: reference}
+  slow: {plugin: reference, kv_cache: {dtype: f16}}
+components:
+  kv_cache: {capacity_tokens: 64}
+  sampler: {seed: 1, chain: [greedy]}
+stages:
+  - prefill: {backend: fast}
+  - decode: {backend: slow, max_new_tokens: 4}
+)";
+
 class BadInput : public ::testing::TestWithParam<Row> {
  protected:
   static void SetUpTestSuite() {
@@ -85,11 +99,18 @@ class BadInput : public ::testing::TestWithParam<Row> {
     testing::write_tiny_llama(d / "wide.gguf", wide);
 
     spit(d / "p.yaml", kPipeline);
-    auto variant = [&](const std::string& name, const std::string& from, const std::string& to) {
-      std::string text = kPipeline;
+    auto variant_of = [&](const char* base, const std::string& name, const std::string& from,
+                          const std::string& to) {
+      std::string text = base;
       const size_t at = text.find(from);
       if (at == std::string::npos) std::abort();
       spit(d / name, text.replace(at, from.size(), to));
+    };
+    auto variant = [&](const std::string& name, const std::string& from, const std::string& to) {
+      variant_of(kPipeline, name, from, to);
+    };
+    auto split = [&](const std::string& name, const std::string& from, const std::string& to) {
+      variant_of(kSplit, name, from, to);
     };
     variant("unknown-key.yaml", "backend:", "backnd:");
     variant("typo.yaml", "capacity_tokens", "capacity_tokns");
@@ -111,6 +132,24 @@ class BadInput : public ::testing::TestWithParam<Row> {
     variant("kv-bf16.yaml", "capacity_tokens: 64", "capacity_tokens: 64, dtype: bf16");
     variant("backend-option.yaml", "plugin: reference", "plugin: reference, options: {threads: 2}");
     variant("wide.yaml", "path: tiny.gguf", "path: wide.gguf");
+    variant("stage-backend.yaml", "  - prefill: {}", "  - prefill: {backend: fast}");
+    split("split-both.yaml", "backends:", "backend: {plugin: reference}\nbackends:");
+    split("split-undefined.yaml", "backend: slow,", "backend: slo,");
+    split("split-unused.yaml", "{backend: slow, max_new_tokens", "{backend: fast, max_new_tokens");
+    split("split-unplaced.yaml", "{backend: slow, max_new_tokens", "{max_new_tokens");
+    split("split-name.yaml", "  fast: {plugin: reference}", "  Fast!: {plugin: reference}");
+    split("split-no-plugin.yaml", "fast: {plugin: reference}", "fast: {options: {}}");
+    split("split-plugin-list.yaml", "fast: {plugin: reference}",
+          "fast: {plugin: [onednn, reference]}");
+    split("split-dtype.yaml", "dtype: f16", "dtype: q4");
+    split("split-bf16.yaml", "dtype: f16", "dtype: bf16");
+    split("split-kv-key.yaml", "dtype: f16}", "dtype: f16, capacity_tokens: 8}");
+    split("split-plugin.yaml", "fast: {plugin: reference}", "fast: {plugin: cuba}");
+    split("split-option.yaml", "fast: {plugin: reference}",
+          "fast: {plugin: reference, options: {threads: 2}}");
+    split("split-empty.yaml",
+          "  fast: {plugin: reference}\n  slow: {plugin: reference, kv_cache: {dtype: f16}}\n", "");
+    split("split-wide.yaml", "path: tiny.gguf", "path: wide.gguf");
     spit(d / "large.yaml", std::string(2 << 20, '#'));
     for (const char* m : {"empty", "text", "truncated", "version1", "huge-string", "dir", "arch",
                           "missing-tensor", "pre"}) {
@@ -196,6 +235,35 @@ const Row kRows[] = {
     {"yaml_kv_dtype_unsupported", "validate {dir}/kv-bf16.yaml", 2, "f32, f16 or q8_0, not bf16",
      true},
     {"yaml_backend_option", "validate {dir}/backend-option.yaml", 2, "threads"},
+    // Stages on named backends (`backends:`).
+    {"split_both_forms", "validate {dir}/split-both.yaml", 2,
+     "either on one `backend:` or on named `backends:`, not both; remove one"},
+    {"split_undefined_backend", "validate {dir}/split-undefined.yaml", 2,
+     "stages[1].decode.backend: 'slo' is not defined under `backends:`; did you mean 'slow'?"},
+    {"split_unused_backend", "validate {dir}/split-unused.yaml", 2,
+     "backends.slow: no stage runs on it; place a stage on it with `backend: slow` or remove it"},
+    {"split_stage_not_placed", "validate {dir}/split-unplaced.yaml", 2,
+     "stages[1].decode: this pipeline has several backends ('fast', 'slow'); say which this stage "
+     "runs on with `backend: NAME`"},
+    {"split_stage_backend_without_backends", "validate {dir}/stage-backend.yaml", 2,
+     "stages[0].prefill.backend: names backend 'fast', but this pipeline has no `backends:`"},
+    {"split_bad_name", "validate {dir}/split-name.yaml", 2,
+     "backends.Fast!: a backend's name is [a-z0-9_-]+"},
+    {"split_plugin_missing", "validate {dir}/split-no-plugin.yaml", 2,
+     "backends.fast: missing required key 'plugin'"},
+    {"split_plugin_list", "validate {dir}/split-plugin-list.yaml", 2,
+     "backends.fast.plugin: expected one backend's name"},
+    {"split_bad_dtype", "validate {dir}/split-dtype.yaml", 2,
+     "backends.slow.kv_cache.dtype: expected one of 'f32', 'f16', 'bf16', 'q8_0', found 'q4'"},
+    {"split_dtype_unsupported", "validate {dir}/split-bf16.yaml", 2,
+     "backends.slow: components.kv_cache: backend 'reference' stores K and V as f32, f16 or q8_0, "
+     "not bf16"},
+    {"split_kv_cache_unknown_key", "validate {dir}/split-kv-key.yaml", 2,
+     "unknown key 'capacity_tokens' in backends.slow.kv_cache"},
+    {"split_backend_option", "validate {dir}/split-option.yaml", 2,
+     "backends.fast.options.threads: unknown option 'threads'"},
+    {"split_empty_backends", "validate {dir}/split-empty.yaml", 2,
+     "backends: expected a map from a name to {plugin: NAME"},
     // Command line.
     {"cli_no_command", "", 2, "no command given"},
     {"cli_unknown_command", "frobnicate", 2, "unknown command 'frobnicate'"},
@@ -228,6 +296,8 @@ const Row kRows[] = {
     // Plugins.
     {"plugin_unknown_backend", "validate {dir}/p.yaml --set backend.plugin=cuba", 4,
      "no backend named 'cuba'"},
+    {"split_unknown_plugin", "validate {dir}/split-plugin.yaml", 4,
+     "backends.fast: no backend named 'cuba'"},
     {"plugin_create_throws", "plugins --plugin-path " DUET_TEST_PLUGIN_DIR, 0,
      "create() failed: create exploded"},
     {"plugin_not_a_library", "plugins --plugin-path " DUET_TEST_PLUGIN_DIR, 0,
@@ -242,6 +312,9 @@ const Row kRows[] = {
     {"kv_cache_larger_than_memory",
      "run {dir}/wide.yaml --set components.kv_cache.capacity_tokens=16777216", 5,
      "MiB KV cache (reference)) but has"},
+    {"split_device_memory",
+     "run {dir}/split-wide.yaml --set components.kv_cache.capacity_tokens=16777216", 5,
+     "MiB KV cache (fast) + 131072 MiB KV cache (slow)) but has"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Matrix, BadInput, ::testing::ValuesIn(kRows),
