@@ -199,13 +199,16 @@ void run_pp(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t chu
   tps = prefill > 0 ? static_cast<double>(n) / prefill : 0.0;
 }
 
-// One tg run: 1 + depth tokens prefilled untimed, then N timed decode steps.
+// One tg run: 1 + depth tokens prefilled untimed on the first stage's
+// backend, then N timed decode steps on the last stage's (after handing the
+// cache over, untimed, where that is another backend).
 double run_tg(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t depth,
               int64_t chunk) {
   NullSink sink;
   auto session =
       p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(1 + depth)), sink);
   forward_all(*session, chunk > 0 ? chunk : kDepthChunk);
+  p.move_to_stage(*session, p.check().stages.size() - 1);
   const auto start = Clock::now();
   for (int64_t i = 0; i < n; ++i) {
     session->append(session->sample());

@@ -114,7 +114,9 @@ class ExperimentReader : yaml::SchemaReader {
                                         "' is not a key path such as components.kv_cache.dtype");
         continue;
       }
-      if (e.value.is_null()) {
+      // `backend: ~` drops the base's one backend, for a variant that
+      // places its stages on `backends:`; any other key needs a value.
+      if (e.value.is_null() && e.key != "backend") {
         report(e.value.origin, path + "." + e.key, "needs a value");
         continue;
       }

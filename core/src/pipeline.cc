@@ -156,7 +156,8 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
   return std::make_unique<Session>(std::move(impl));
 }
 
-void Pipeline::move_session(Session& session, size_t to) {
+void Pipeline::move_to_stage(Session& session, size_t stage) {
+  const size_t to = state_->check.stage_placement.at(stage);
   Session::Impl& s = *session.impl_;
   if (s.placement == to) return;
   State::Placement& dst = state_->placements[to];
@@ -189,7 +190,7 @@ RunResult Pipeline::run_stages(Session& session) {
   for (size_t i = 0; i < state_->stages.size(); ++i) {
     const std::shared_ptr<Stage>& stage = state_->stages[i];
     if (session.finish_reason() != FinishReason::kNone) break;
-    move_session(session, state_->check.stage_placement[i]);
+    move_to_stage(session, i);
     try {
       stage->run(session);
     } catch (const Error&) {

@@ -52,9 +52,13 @@ class Reader : yaml::SchemaReader {
       return config;
     read_model(required(root, "", "model"), config.model);
     read_plugins(get(root, "plugins"), config.plugins);
-    read_backend(get(root, "backend"), config.backend);
+    // A null `backend:` is no backend: how an experiment's variant (or
+    // --set 'backend=~') turns a base pipeline into one with `backends:`.
+    const Node* backend = get(root, "backend");
+    if (backend != nullptr && backend->is_null()) backend = nullptr;
+    read_backend(backend, config.backend);
     if (const Node* backends = get(root, "backends")) {
-      if (const Node* backend = get(root, "backend")) {
+      if (backend != nullptr) {
         report(backend->origin, "backend",
                "a pipeline places its stages either on one `backend:` or on named `backends:`, "
                "not both; remove one");

@@ -76,6 +76,13 @@ class Pipeline {
   // before run() or the next new_session().
   std::unique_ptr<Session> new_session(std::span<const int32_t> prompt, TextSink& sink);
 
+  // Places `session` on the backend stage `stage` runs on (run_stages does
+  // this before each stage), handing its cache over when that is another
+  // backend: for driving a split pipeline's stages by hand (duet bench's
+  // decode test runs on the last stage's backend). REQUIRES: stage <
+  // check().stages.size().
+  void move_to_stage(Session& session, size_t stage);
+
   const PipelineCheck& check() const;
   const Tokenizer& tokenizer() const;
   // The sampler chain in the order it applies, e.g. "top_k -> temperature".
@@ -94,9 +101,6 @@ class Pipeline {
   // `user` in place of the marker and not parsed for control tokens.
   std::vector<int32_t> encode_wrapped(const std::string& wrapped, std::string_view marker,
                                       std::string_view user) const;
-
-  // Points `session` at placement `to`, handing its cache over first.
-  void move_session(Session& session, size_t to);
 
   struct State;
   explicit Pipeline(std::unique_ptr<State> state);
