@@ -699,3 +699,60 @@ TEST(PipelineOverrideTest, FileAndOverrideProblemsReportedTogether) {
 
 }  // namespace
 }  // namespace duet
+
+namespace duet {
+namespace {
+
+const char* const kSplit = R"(model: {path: m.gguf}
+backends:
+  fast: {plugin: onednn, options: {threads: 2}, kv_cache: {dtype: f16}}
+  slow: {plugin: reference}
+stages:
+  - prefill: {backend: fast, chunk_tokens: 64}
+  - decode: {backend: slow, max_new_tokens: 8}
+)";
+
+TEST(PipelineConfigTest, NamedBackendsPlaceEachStage) {
+  const PipelineConfig c = parse(kSplit);
+  ASSERT_EQ(c.backends.size(), 2u);
+  EXPECT_EQ(c.backends[0].name, "fast");
+  EXPECT_EQ(c.backends[0].plugin, "onednn");
+  EXPECT_EQ(c.backends[0].options.values().at("threads"), "2");
+  EXPECT_EQ(c.backends[0].kv_dtype, DType::kF16);
+  EXPECT_FALSE(c.backends[1].kv_dtype.has_value());
+  EXPECT_EQ(c.stages[0].backend, "fast");
+  EXPECT_EQ(c.stages[1].backend, "slow");
+  // `backend` is core's key, not the stage's option.
+  EXPECT_FALSE(c.stages[0].options.has("backend"));
+  EXPECT_EQ(c.stages[0].options.values().at("chunk_tokens"), "64");
+}
+
+TEST(PipelineConfigTest, OneNamedBackendRunsEveryStageUnnamed) {
+  const PipelineConfig c =
+      parse("model: {path: m.gguf}\nbackends: {only: {plugin: reference}}\nstages: [prefill, "
+            "decode]\n");
+  EXPECT_EQ(c.stages[0].backend, "only");
+  EXPECT_EQ(c.stages[1].backend, "only");
+}
+
+TEST(PipelineConfigTest, DescribeWritesNamedBackendsBack) {
+  const PipelineConfig c = parse(kSplit);
+  const PipelineConfig again = parse(describe(c));
+  ASSERT_EQ(again.backends.size(), 2u);
+  EXPECT_EQ(again.backends[0].kv_dtype, DType::kF16);
+  EXPECT_EQ(again.stages[0].backend, "fast");
+  EXPECT_EQ(again.stages[1].backend, "slow");
+  EXPECT_EQ(describe(again), describe(c));
+}
+
+// A variant of an experiment, or --set, drops a base's one backend with ~.
+TEST(PipelineConfigTest, ANullBackendGivesWayToNamedBackends) {
+  const PipelineConfig c =
+      parse("model: {path: m.gguf}\nbackend: {plugin: onednn}\nstages: [decode: {}]\n",
+            {"backend=~", "backends={a: {plugin: reference}}", "stages.0.decode.backend=a"});
+  ASSERT_EQ(c.backends.size(), 1u);
+  EXPECT_EQ(c.stages[0].backend, "a");
+}
+
+}  // namespace
+}  // namespace duet
