@@ -35,10 +35,13 @@ HandoverStats hand_over(KVCache& from, KVCache& to, int64_t n_slots) {
   from.export_slots(n_slots, rows);
   HandoverStats stats;
   stats.bytes = rows.size();
-  to.import_slots(n_slots,
-                  convert_kv_rows(rows, a.dtype, b.dtype, int64_t{a.n_kv_heads} * a.head_dim));
-  stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (a.dtype == b.dtype) {
+    to.import_slots(n_slots, rows);
+  } else {
+    to.import_slots(n_slots,
+                    convert_kv_rows(rows, a.dtype, b.dtype, int64_t{a.n_kv_heads} * a.head_dim));
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }
 

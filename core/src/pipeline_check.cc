@@ -71,14 +71,26 @@ std::optional<uint64_t> kv_cache_bytes(const KVCacheSpec& s) {
 void check_backend(Backend& backend, const PluginHost& host, const PipelineConfig& config,
                    const std::string& prefix, const ModelHParams& h, BackendPlacement& out,
                    Problems& problems) {
+  // A named backend's cache dtype is its own key: the fix the reasons name.
+  const auto own_keys = [&out](std::string reason) {
+    const std::string shared = "components.kv_cache.dtype";
+    const std::string own = "backends." + out.name + ".kv_cache.dtype";
+    for (size_t at = 0; !out.name.empty() && (at = reason.find(shared, at)) != std::string::npos;
+         at += own.size()) {
+      reason.replace(at, shared.size(), own);
+    }
+    return reason;
+  };
   // attempt() adds its own ": ".
   const std::string where = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 2);
   std::vector<std::string> kv_reasons;
   problems.attempt(where, [&] {
     kv_reasons = check_kv_storage(backend, host, out.kv_cache, config.kv_cache.options).reasons;
   });
-  for (const auto& reason : kv_reasons)
+  for (auto& reason : kv_reasons) {
+    reason = own_keys(reason);
     problems.add(ErrorKind::kConfig, prefix + "components.kv_cache: " + reason);
+  }
 
   const auto attn_impls = attention_names(backend, host);
   out.attention_impl = config.attention.impl;
@@ -94,7 +106,8 @@ void check_backend(Backend& backend, const PluginHost& host, const PipelineConfi
         !why.empty()) {
       s.reasons.push_back(why);
     }
-    for (const auto& reason : s.reasons) {
+    for (std::string reason : s.reasons) {
+      reason = own_keys(reason);
       // An attention that reads what its backend's cache stores repeats
       // the cache's own reasons: each is reported once.
       if (std::find(kv_reasons.begin(), kv_reasons.end(), reason) != kv_reasons.end()) continue;

@@ -74,14 +74,23 @@ class Reader : yaml::SchemaReader {
  private:
   // `backends: {NAME: {plugin: P, options: {...}, kv_cache: {dtype: D}}}`.
   void read_backends(const Node& node, std::vector<NamedBackend>& out) {
-    if (!node.is_map() || node.entries.empty()) {
+    backends_given_ = true;
+    if (!node.is_map()) {
       type_error(node, "backends", "a map from a name to {plugin: NAME, options: {...}}");
+      return;
+    }
+    if (node.entries.empty()) {
+      report(node.origin, "backends",
+             "names no backend; give at least one, e.g. {cpu: {plugin: onednn}}, or use "
+             "`backend:`");
       return;
     }
     for (const Entry& e : node.entries) {
       const std::string path = "backends." + e.key;
       if (!valid_backend_name(e.key)) {
-        report(e.key_origin, path, "a backend's name is [a-z0-9_-]+, at most 64 characters");
+        report(e.key_origin, path,
+               "a backend's name is [a-z0-9_-]+, at most 64 characters; rename it");
+        placement_reported_ = true;
         continue;
       }
       if (!expect_map(e.value, path, {"plugin", "options", "kv_cache"})) continue;
@@ -131,6 +140,9 @@ class Reader : yaml::SchemaReader {
   void place_stages(PipelineConfig& config) {
     std::vector<std::string> names;
     for (const NamedBackend& b : config.backends) names.push_back(b.name);
+    // An unreadable `backends:` has been reported; what depends on it is not.
+    if (backends_given_ && (config.backends.empty() || placement_reported_)) return;
+    bool misplaced = false;
     for (size_t i = 0; i < config.stages.size(); ++i) {
       StageConfig& stage = config.stages[i];
       const std::string path = stage.options.path() + ".backend";
@@ -148,16 +160,19 @@ class Reader : yaml::SchemaReader {
         if (names.size() == 1) {
           stage.backend = names.front();
         } else {
+          misplaced = true;
           report(at, stage.options.path(),
                  "this pipeline has several backends (" + quoted_list(names) +
                      "); say which this stage runs on with `backend: NAME`");
         }
       } else if (std::find(names.begin(), names.end(), stage.backend) == names.end()) {
+        misplaced = true;
         report(at, path,
                "'" + stage.backend + "' is not defined under `backends:`" +
                    did_you_mean(stage.backend, names) + "; defined: " + quoted_list(names));
       }
     }
+    if (misplaced) return;  // which backends are unused is not known yet
     for (const NamedBackend& b : config.backends) {
       const bool used = std::any_of(config.stages.begin(), config.stages.end(),
                                     [&](const StageConfig& s) { return s.backend == b.name; });
@@ -452,6 +467,8 @@ class Reader : yaml::SchemaReader {
     }
   }
 
+  bool backends_given_ = false;                    // the document has `backends:`
+  bool placement_reported_ = false;                // a backend's name was refused
   std::map<std::string, Origin> backend_origins_;  // each `backends:` key
   std::vector<Origin> stage_backend_origins_;      // per stage: its `backend:`, else the stage
 };
