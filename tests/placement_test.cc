@@ -123,5 +123,29 @@ TEST_F(Placement, DecodeStepLogitsAfterAHandoverMatchTheDecodeBackendAlone) {
   }
 }
 
+// The GPU placements (the cuda backend stores f32 caches only): prefill on
+// cuda with decode on onednn, and the reverse, generate what the decode
+// backend alone does. Without a usable GPU the cuda plugin's probe refuses
+// it, and the test says why.
+TEST_F(Placement, PrefillAndDecodeSplitBetweenCudaAndOnednn) {
+  load_pipeline_plugins(parse_pipeline_config("model: {path: m.gguf}\nstages: [decode]\n",
+                                              "probe.yaml", DUET_SOURCE_DIR, {}),
+                        host_);
+  for (const PluginRecord& r : host_.records()) {
+    if (r.name == "cuda" && !r.loaded) GTEST_SKIP() << "cuda plugin refused: " << r.refusal;
+  }
+  if (!host_.has(ComponentKind::kBackend, "cuda")) GTEST_SKIP() << "the cuda plugin is not built";
+  for (const auto& [prefill, decode] : {std::pair{"cuda", "onednn"}, std::pair{"onednn", "cuda"}}) {
+    auto split = make(prefill, "f32", decode, "f32", 8);
+    auto alone = make(decode, "f32", decode, "f32", 8);
+    for (const std::string& prompt : kPrompts) {
+      SCOPED_TRACE(std::string(prefill) + " -> " + decode + ": " + prompt);
+      const RunResult got = split->run(prompt, sink_);
+      EXPECT_EQ(got.generated_tokens, alone->run(prompt, sink_).generated_tokens);
+      EXPECT_EQ(got.stats.handovers, 1);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace duet
