@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "duet/error.h"
+#include "duet/pipeline_config.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -103,6 +104,18 @@ TEST_F(ExperimentTest, TheShippedExamplesLoad) {
     EXPECT_GE(e.variants.size(), 3u) << name;
     EXPECT_FALSE(e.fidelity.text.empty()) << name;
   }
+}
+
+// Each variant of the placement example is a pipeline of its own: stages
+// on named backends where its set drops the base's one backend.
+TEST_F(ExperimentTest, PlacementVariantsPlaceStagesOnNamedBackends) {
+  const Experiment e =
+      load_experiment(fs::path(DUET_SOURCE_DIR) / "configs/compare-placement.yaml");
+  ASSERT_EQ(e.variants.size(), 4u);
+  const PipelineConfig split = load_pipeline_config(e.pipeline, e.variants[2].overrides);
+  ASSERT_EQ(split.backends.size(), 2u);
+  EXPECT_EQ(split.stages[0].backend, "fast");
+  EXPECT_EQ(split.stages[1].backend, "slow");
 }
 
 struct BadFile {
