@@ -64,6 +64,17 @@ std::optional<uint64_t> kv_cache_bytes(const KVCacheSpec& s) {
          *per_slot;
 }
 
+// The device bytes of a cache of `spec`, or 0 after adding a problem at
+// `key` when its dtype cannot hold a slot.
+uint64_t sized_kv_cache(const KVCacheSpec& spec, const std::string& key, Problems& problems) {
+  if (auto bytes = kv_cache_bytes(spec)) return *bytes;
+  problems.add(ErrorKind::kConfig, key + " " + std::string(dtype_name(spec.dtype)) +
+                                       " cannot hold slots of " +
+                                       std::to_string(spec.n_kv_heads * spec.head_dim) +
+                                       " values (not a whole number of blocks); use f32 or f16");
+  return 0;
+}
+
 // Checks that `backend` (or a plugin for it) provides the KV cache and the
 // attention the pipeline names and accepts them for this model (read into
 // out.hparams and out.kv_cache). Each problem is added to `problems`, its
@@ -222,14 +233,8 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
         kc.capacity_tokens,
         kc.block_tokens == 0 ? static_cast<int32_t>(kc.capacity_tokens) : kc.block_tokens,
         kc.dtype};
-    if (auto bytes = kv_cache_bytes(out.kv_cache)) {
-      out.kv_cache_bytes = *bytes;
-    } else {
-      problems.add(ErrorKind::kConfig,
-                   src + ": components.kv_cache.dtype " + std::string(dtype_name(kc.dtype)) +
-                       " cannot hold slots of " + std::to_string(h.n_kv_heads * h.head_dim) +
-                       " values (not a whole number of blocks); use f32, f16 or bf16");
-    }
+    out.kv_cache_bytes =
+        sized_kv_cache(out.kv_cache, src + ": components.kv_cache.dtype", problems);
     if (kc.capacity_tokens > h.context_length) {
       problems.add(ErrorKind::kConfig, src + ": components.kv_cache.capacity_tokens " +
                                            std::to_string(kc.capacity_tokens) +
@@ -249,14 +254,7 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       BackendPlacement p{named.name, named.plugin, named.options, "", out.kv_cache, 0};
       if (named.kv_dtype) p.kv_cache.dtype = *named.kv_dtype;
       const std::string at = src + ": backends." + named.name;
-      p.kv_cache_bytes = kv_cache_bytes(p.kv_cache).value_or(0);
-      if (model && !kv_cache_bytes(p.kv_cache)) {
-        problems.add(ErrorKind::kConfig,
-                     at + ".kv_cache.dtype " + std::string(dtype_name(p.kv_cache.dtype)) +
-                         " cannot hold slots of " +
-                         std::to_string(out.hparams.n_kv_heads * out.hparams.head_dim) +
-                         " values (not a whole number of blocks); use f32, f16 or bf16");
-      }
+      if (model) p.kv_cache_bytes = sized_kv_cache(p.kv_cache, at + ".kv_cache.dtype", problems);
       std::shared_ptr<Backend> backend;
       problems.attempt(at, [&] { backend = host.create_backend(named.plugin, named.options); });
       if (backend && model)
