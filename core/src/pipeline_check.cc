@@ -233,8 +233,10 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
         kc.capacity_tokens,
         kc.block_tokens == 0 ? static_cast<int32_t>(kc.capacity_tokens) : kc.block_tokens,
         kc.dtype};
-    out.kv_cache_bytes =
-        sized_kv_cache(out.kv_cache, src + ": components.kv_cache.dtype", problems);
+    // With `backends:`, each backend's cache is sized below, with its dtype.
+    if (config.backends.empty())
+      out.kv_cache_bytes =
+          sized_kv_cache(out.kv_cache, src + ": components.kv_cache.dtype", problems);
     if (kc.capacity_tokens > h.context_length) {
       problems.add(ErrorKind::kConfig, src + ": components.kv_cache.capacity_tokens " +
                                            std::to_string(kc.capacity_tokens) +
@@ -254,7 +256,12 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       BackendPlacement p{named.name, named.plugin, named.options, "", out.kv_cache, 0};
       if (named.kv_dtype) p.kv_cache.dtype = *named.kv_dtype;
       const std::string at = src + ": backends." + named.name;
-      if (model) p.kv_cache_bytes = sized_kv_cache(p.kv_cache, at + ".kv_cache.dtype", problems);
+      if (model) {
+        p.kv_cache_bytes = sized_kv_cache(
+            p.kv_cache,
+            named.kv_dtype ? at + ".kv_cache.dtype" : src + ": components.kv_cache.dtype",
+            problems);
+      }
       std::shared_ptr<Backend> backend;
       problems.attempt(at, [&] { backend = host.create_backend(named.plugin, named.options); });
       if (backend && model)
@@ -278,7 +285,15 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
   }
   for (const StageConfig& stage : config.stages) {
     size_t i = 0;
-    while (i + 1 < out.placements.size() && out.placements[i].name != stage.backend) ++i;
+    while (i < out.placements.size() && out.placements[i].name != stage.backend) ++i;
+    // No placement at all: no backend of a choice could run (reported).
+    if (i == out.placements.size() && !out.placements.empty()) {
+      // A config built in code; YAML is checked on reading.
+      problems.add(ErrorKind::kConfig, format_source_pos(config.source, stage.pos) + ": stage '" +
+                                           stage.name + "' runs on backend '" + stage.backend +
+                                           "', which `backends:` does not define");
+    }
+    if (i == out.placements.size()) i = 0;
     out.stage_placement.push_back(i);
   }
   if (!out.placements.empty()) {

@@ -44,14 +44,15 @@ class Device {
   virtual void copy_from_host(void* device_dst, const void* host_src, uint64_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, uint64_t bytes) = 0;
 
-  // ABI 1.1. Copies `bytes` from one device range to another (KV-cache
-  // blocks); the ranges must not overlap. Queued like the copies above.
-  virtual void copy_on_device(void* device_dst, const void* device_src, uint64_t bytes) = 0;
-
   // Blocks until all work queued on this device has finished.
   virtual void synchronize() = 0;
 
   virtual MemoryInfo memory() const = 0;
+
+  // ABI 1.1 (appended, so that a 1.0 device's vtable keeps its order).
+  // Copies `bytes` from one device range to another (KV-cache blocks); the
+  // ranges must not overlap. Queued like copy_from_host and copy_to_host.
+  virtual void copy_on_device(void* device_dst, const void* device_src, uint64_t bytes) = 0;
 };
 
 }  // namespace duet

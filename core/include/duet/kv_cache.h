@@ -95,15 +95,6 @@ class KVCache {
   // (check_kv_block_copy).
   virtual void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) = 0;
 
-  // ABI 1.1. Stores row i of k and v (f32 [step.n_tokens, n_kv_heads,
-  // head_dim], device memory) into slot step.slot_mapping[i] of `layer`, in
-  // the cache's dtype and layout: the store every attention makes before it
-  // reads. A row is converted as duet/quant.h's quantize_row() converts it,
-  // so caches of one dtype hold the same bytes whoever wrote them. Queued on
-  // the device like any op of the forward pass.
-  virtual void write(int32_t layer, const StepBatch& step, const TensorView& k,
-                     const TensorView& v) = 0;
-
   // Moves the contents of `n_slots` slots starting at slot 0 of every layer
   // to or from host memory laid out as [layer][k|v][slot][head][dim] in
   // spec().dtype: how a cache travels between backends. REQUIRES:
@@ -112,6 +103,16 @@ class KVCache {
   // check_kv_import).
   virtual void export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) = 0;
   virtual void import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) = 0;
+
+  // ABI 1.1 (appended, so that a 1.0 cache's vtable keeps its order).
+  // Stores row i of k and v (f32 [step.n_tokens, n_kv_heads,
+  // head_dim], device memory) into slot step.slot_mapping[i] of `layer`, in
+  // the cache's dtype and layout: the store every attention makes before it
+  // reads. A row is converted as duet/quant.h's quantize_row() converts it,
+  // so caches of one dtype hold the same bytes whoever wrote them. Queued on
+  // the device like any op of the forward pass.
+  virtual void write(int32_t layer, const StepBatch& step, const TensorView& k,
+                     const TensorView& v) = 0;
 };
 
 }  // namespace duet
