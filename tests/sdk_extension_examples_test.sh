@@ -114,16 +114,21 @@ expect 2 "'/proc/self/kv.bin' cannot be created: its directory '/proc/self' is n
 # shellcheck disable=SC2046
 expect 2 "its directory '$tmp/nosuch' does not exist" "$duet" validate "${ref[@]}" $(mmap "$tmp/nosuch/kv.bin")
 # shellcheck disable=SC2046
-expect 2 "'$tmp' exists and is not a regular file" "$duet" validate "${ref[@]}" $(mmap "$tmp")
+expect 2 "'$tmp' already exists; name a new file" "$duet" validate "${ref[@]}" $(mmap "$tmp")
+# An existing file is never overwritten (a typo naming the model must not
+# destroy it), nor a kept cache reused.
+# shellcheck disable=SC2046
+expect 2 "'$tmp/kv-kept.bin' already exists" "$duet" run "${ref[@]}" $(mmap "$tmp/kv-kept.bin")
+[ "$(stat -c %s "$tmp/kv-kept.bin")" = $((30 * 2 * 64 * 3 * 64 * 2)) ] || fail "an existing file was changed"
 # shellcheck disable=SC2046
 expect 2 "components.kv_cache.options.max_bytes: the cache needs 2949120 bytes but the file may hold 1000" \
   "$duet" validate "${ref[@]}" $(mmap "$tmp/kv.bin") --set components.kv_cache.options.max_bytes=1000
-# A disk that cannot hold the file: posix_fallocate fails (EFBIG under a
-# 100 KiB file-size limit; SIGXFSZ ignored, as a process with such a limit
-# must) before anything is written to the mapping.
+# A file-size limit below the cache is refused before the file is made
+# (posix_fallocate would end the process with SIGXFSZ); a full disk fails
+# posix_fallocate itself, before anything is written to the mapping.
 # shellcheck disable=SC2046
-expect 5 "components.kv_cache.options.path: '$tmp/kv.bin': cannot reserve 2949120 bytes for the KV cache: File too large" \
-  bash -c 'trap "" XFSZ; ulimit -f 100; exec "$@"' limit "$duet" run "${ref[@]}" $(mmap "$tmp/kv.bin")
+expect 5 "components.kv_cache.options.path: '$tmp/kv.bin': the KV cache needs 2949120 bytes but this process may write files of at most 102400 (ulimit -f)" \
+  bash -c 'ulimit -f 100; exec "$@"' limit "$duet" run "${ref[@]}" $(mmap "$tmp/kv.bin")
 [ ! -e "$tmp/kv.bin" ] || fail "a failed reservation left $tmp/kv.bin behind"
 
 "$duet" validate "$src/configs/smollm2-sliding-window.yaml" --set "$paths" >"$tmp/validate.txt" ||

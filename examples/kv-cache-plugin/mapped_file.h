@@ -10,16 +10,17 @@ namespace duet_example {
 
 class MappedFile {
  public:
-  // Creates (or truncates) the regular file `path`, reserves `bytes` with
-  // posix_fallocate — so a full disk or a file-size limit is an error here,
-  // never a SIGBUS on first touch — and maps it read-write, zero-filled. The
-  // file is unlinked at once unless `keep` (its space is freed when the
-  // mapping goes). Errors name `key` (the option's path), `path`, the bytes
-  // and the system's reason, and leave no file behind:
-  //   duet::Error(kConfig)      the file cannot be created or is not regular;
-  //   duet::Error(kOutOfMemory) the space cannot be reserved or mapped.
-  // A process whose RLIMIT_FSIZE is below `bytes` must ignore SIGXFSZ to get
-  // the error rather than the signal's default (termination).
+  // Creates the regular file `path` (which must not exist: no file is ever
+  // overwritten, and no two caches map one file), reserves `bytes` with
+  // posix_fallocate — so a full disk is an error here, never a SIGBUS on
+  // first touch — and maps it read-write, zero-filled. The file is unlinked
+  // at once unless `keep` (its space is freed when the mapping goes).
+  // Errors name `key` (the option's path), `path`, the bytes and the
+  // system's reason, and leave no file behind:
+  //   duet::Error(kConfig)      the file exists or cannot be created;
+  //   duet::Error(kOutOfMemory) the process's file-size limit (ulimit -f)
+  //                             is below `bytes`, or the space cannot be
+  //                             reserved or mapped.
   MappedFile(const std::string& key, const std::string& path, uint64_t bytes, bool keep);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -30,11 +30,10 @@ class FileBuffer final : public duet::Buffer {
 std::string path_problem(const MmapOptions& o) {
   const std::string what = o.key + ".path: '" + o.path + "'";
   struct stat st {};
-  if (::stat(o.path.c_str(), &st) == 0) {
-    if (!S_ISREG(st.st_mode)) return what + " exists and is not a regular file; name a new file";
-    if (::access(o.path.c_str(), W_OK) != 0)
-      return what + " is not writable: " + std::strerror(errno);
-    return "";
+  if (::lstat(o.path.c_str(), &st) == 0) {
+    return what +
+           " already exists; name a new file (mmap_file never overwrites a file, nor reuses "
+           "one kept by an earlier run)";
   }
   std::filesystem::path dir = std::filesystem::path(o.path).parent_path();
   if (dir.empty()) dir = ".";
