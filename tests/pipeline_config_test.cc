@@ -728,9 +728,9 @@ TEST(PipelineConfigTest, NamedBackendsPlaceEachStage) {
 }
 
 TEST(PipelineConfigTest, OneNamedBackendRunsEveryStageUnnamed) {
-  const PipelineConfig c =
-      parse("model: {path: m.gguf}\nbackends: {only: {plugin: reference}}\nstages: [prefill, "
-            "decode]\n");
+  const PipelineConfig c = parse(
+      "model: {path: m.gguf}\nbackends: {only: {plugin: reference}}\nstages: [prefill, "
+      "decode]\n");
   EXPECT_EQ(c.stages[0].backend, "only");
   EXPECT_EQ(c.stages[1].backend, "only");
 }
