@@ -24,8 +24,8 @@ std::vector<uint8_t> convert_kv_rows(const std::vector<uint8_t>& rows, DType fro
                                      int64_t row_elements);
 
 struct HandoverStats {
-  uint64_t bytes = 0;     // bytes exported from the sender (what a transport would carry)
-  double seconds = 0.0;   // export, conversion and import
+  uint64_t bytes = 0;    // bytes exported from the sender (what a transport would carry)
+  double seconds = 0.0;  // export, conversion and import
 };
 
 // Moves slots [0, n_slots) of every layer from `from` to `to`. REQUIRES: the
