@@ -233,6 +233,18 @@ TEST_F(Cli, ValidateReportsAnAttentionThatCannotReadTheStoragesDtypeWithExit2) {
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
+// A plugin storage's bad option is the pipeline's problem (exit 2), not a
+// reason to pass its backend over.
+TEST_F(Cli, ABackendChoiceStopsAtOptionsAPluginStorageRejects) {
+  const fs::path p = write("p.yaml", with_backend("backend: {plugin: [reference, onednn]}\n"));
+  Result r = duet("validate " + p.string() +
+                  " --set components.kv_cache.impl=test_rows --set "
+                  "components.kv_cache.options.size=3");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(p.string() + ": components.kv_cache.options"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("none of"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, ABackendChoiceUsesTheFirstWhenItCan) {
   Result r = duet(
       "run " + write("p.yaml", with_backend("backend: {plugin: [reference, nosuch]}\n")).string());

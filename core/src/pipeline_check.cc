@@ -168,10 +168,10 @@ void check_memory(const std::vector<std::shared_ptr<Backend>>& backends,
 
 // `backend.plugin: [A, B, ...]`: the first candidate with no problem is
 // used; the reasons the others were passed over go to out.backends_passed_over.
-// Options a backend's factory rejects are the pipeline's problem, not a
-// reason to pass over the backend. No candidate left is one kPlugin problem
-// listing each candidate's reasons.
-// Sets out.placements[0] (and its backend object) to the one chosen.
+// Options a backend's factory (or an attention's or storage's) rejects are
+// the pipeline's problem, not a reason to pass over the backend. No candidate left is one kPlugin
+// problem listing each candidate's reasons. Sets out.placements[0] (and its backend object) to the
+// one chosen.
 void choose_backend(const PipelineConfig& config, const PluginHost& host, bool with_model,
                     PipelineCheck& out, std::vector<std::shared_ptr<Backend>>& chosen,
                     Problems& problems) {
@@ -195,6 +195,16 @@ void choose_backend(const PipelineConfig& config, const PluginHost& host, bool w
       out.placements = {p};
       chosen = {backend};
       return;
+    }
+    // Options an attention's or a storage's factory rejects (each error
+    // names its key path) are as much the pipeline's problem as a backend's.
+    for (const std::string& line : own.lines()) {
+      for (const Options* options : {&config.attention.options, &config.kv_cache.options}) {
+        if (line.rfind(options->path(), 0) == 0) {
+          problems.add(ErrorKind::kConfig, src + ": " + line);
+          return;
+        }
+      }
     }
     std::string reason;
     for (const auto& line : own.lines()) reason += (reason.empty() ? "" : "; ") + line;
