@@ -37,12 +37,12 @@ std::string summarize(const PipelineConfig& config, const PipelineCheck& check) 
   s << "model:     " << config.model.path.string() << " (" << h.architecture << ", " << h.n_layers
     << " layers, hidden " << h.n_embd << ", " << h.n_heads << "/" << h.n_kv_heads
     << " heads, vocab " << h.n_vocab << ", context " << h.context_length << ")\n";
-  for (const BackendPlacement& p : check.placements) {
+  for (size_t at = 0; at < check.placements.size(); ++at) {
+    const BackendPlacement& p = check.placements[at];
     if (!p.name.empty()) {
       s << "backends." << p.name << " runs";
       for (size_t i = 0; i < check.stages.size(); ++i) {
-        if (check.stage_placement[i] == static_cast<size_t>(&p - check.placements.data()))
-          s << " " << check.stages[i];
+        if (check.stage_placement[i] == at) s << " " << check.stages[i];
       }
       s << ":\n  ";
     }

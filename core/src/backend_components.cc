@@ -56,19 +56,35 @@ std::vector<std::string> kv_cache_names(const Backend& backend, const PluginHost
   return names(backend.kv_cache_impls(), backend, host, ComponentKind::kKVCache);
 }
 
+namespace {
+
+// Whether `impl` is the backend's own (its options must then be empty) or
+// a plugin's; throws unknown()'s error for neither.
+enum class Source { kOwn, kPlugin };
+Source source_of(const Backend& backend, const PluginHost& host, ComponentKind kind,
+                 const std::string& impl, const Options& options) {
+  const bool attention = kind == ComponentKind::kAttention;
+  const auto own = attention ? backend.attention_impls() : backend.kv_cache_impls();
+  if (contains(own, impl)) {
+    refuse_options(options, std::string(attention ? "attention '" : "KV-cache storage '") + impl +
+                                "' of backend '" + backend.name() + "'");
+    return Source::kOwn;
+  }
+  const auto all = names(own, backend, host, kind);
+  if (contains(all, impl)) return Source::kPlugin;
+  throw unknown(backend, host, kind,
+                attention ? "components.attention.impl" : "components.kv_cache.impl", impl, all);
+}
+
+}  // namespace
+
 std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
                                           const std::string& impl, const AttentionSpec& spec,
                                           const Options& options) {
-  std::shared_ptr<Attention> attention;
-  if (contains(backend.attention_impls(), impl)) {
-    refuse_options(options, "attention '" + impl + "' of backend '" + backend.name() + "'");
-    attention = backend.create_attention(impl, spec);
-  } else if (contains(attention_names(backend, host), impl)) {
-    attention = host.create_attention(backend, impl, spec, options);
-  } else {
-    throw unknown(backend, host, ComponentKind::kAttention, "components.attention.impl", impl,
-                  attention_names(backend, host));
-  }
+  std::shared_ptr<Attention> attention =
+      source_of(backend, host, ComponentKind::kAttention, impl, options) == Source::kOwn
+          ? backend.create_attention(impl, spec)
+          : host.create_attention(backend, impl, spec, options);
   if (!attention) {
     throw Error(ErrorKind::kPlugin,
                 "backend '" + backend.name() + "' returned no attention '" + impl + "'");
@@ -78,30 +94,17 @@ std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& ho
 
 Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
                          const Options& options) {
-  if (contains(backend.kv_cache_impls(), spec.impl)) {
-    refuse_options(options,
-                   "KV-cache storage '" + spec.impl + "' of backend '" + backend.name() + "'");
-    return backend.check_kv_cache(spec);
-  }
-  if (contains(kv_cache_names(backend, host), spec.impl))
-    return host.check_kv_cache(backend, spec, options);
-  throw unknown(backend, host, ComponentKind::kKVCache, "components.kv_cache.impl", spec.impl,
-                kv_cache_names(backend, host));
+  return source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn
+             ? backend.check_kv_cache(spec)
+             : host.check_kv_cache(backend, spec, options);
 }
 
 std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
                                        const KVCacheSpec& spec, const Options& options) {
-  std::shared_ptr<KVCache> kv;
-  if (contains(backend.kv_cache_impls(), spec.impl)) {
-    refuse_options(options,
-                   "KV-cache storage '" + spec.impl + "' of backend '" + backend.name() + "'");
-    kv = backend.create_kv_cache(spec);
-  } else if (contains(kv_cache_names(backend, host), spec.impl)) {
-    kv = host.create_kv_cache(backend, spec, options);
-  } else {
-    throw unknown(backend, host, ComponentKind::kKVCache, "components.kv_cache.impl", spec.impl,
-                  kv_cache_names(backend, host));
-  }
+  std::shared_ptr<KVCache> kv =
+      source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn
+          ? std::shared_ptr<KVCache>(backend.create_kv_cache(spec))
+          : host.create_kv_cache(backend, spec, options);
   if (!kv) throw Error(ErrorKind::kPlugin, "backend '" + backend.name() + "' returned no KV cache");
   return kv;
 }
