@@ -333,6 +333,26 @@ TEST(PipelineConfigTest, KeysAfterAVeryLongKeyStayImplicit) {
 // Found by pipeline_yaml_fuzz: yaml-cpp keeps some invalid UTF-8 bytes and
 // replaces others, so the same text could mean two things (and describe()
 // did not round-trip). Such text is refused where the first bad byte is.
+TEST(PipelineConfigTest, BatchingHasDefaultsAndBounds) {
+  PipelineConfig c = parse(kMinimal);
+  EXPECT_EQ(c.batching.max_sequences, 16);
+  EXPECT_EQ(c.batching.max_step_tokens, 512);
+  EXPECT_TRUE(c.batching.prefix_caching);
+  c = parse(std::string(kMinimal) +
+            "batching: {max_sequences: 64, max_step_tokens: 256, prefix_caching: false}\n");
+  EXPECT_EQ(c.batching.max_sequences, 64);
+  EXPECT_EQ(c.batching.max_step_tokens, 256);
+  EXPECT_FALSE(c.batching.prefix_caching);
+  EXPECT_NE(describe(c).find("max_sequences: 64"), std::string::npos);
+  EXPECT_EQ(describe(parse_pipeline_config(describe(c), "test.yaml", "")), describe(c));
+  EXPECT_EQ(
+      parse_error(std::string(kMinimal) + "batching: {max_sequences: 0}\n"),
+      "test.yaml:3:27: batching.max_sequences: 0 is out of range; expected an integer in 1..1024");
+  EXPECT_NE(parse_error(std::string(kMinimal) + "batching: {max_sequence: 4}\n")
+                .find("did you mean 'max_sequences'"),
+            std::string::npos);
+}
+
 TEST(PipelineConfigTest, InvalidUtf8IsRefusedWithItsPosition) {
   EXPECT_EQ(parse_error("model: {path: m.gguf}\nstages:\n  - dec\xffode\n"),
             "test.yaml:3:8: not valid UTF-8 (byte 0xFF); save the file as UTF-8");
@@ -377,7 +397,7 @@ TEST(PipelineConfigTest, UnknownKeyNamesPositionAndSuggestion) {
 TEST(PipelineConfigTest, UnknownKeyWithoutSuggestionListsKnownKeys) {
   EXPECT_EQ(parse_error(std::string(kMinimal) + "extras: 1\n"),
             "test.yaml:3:1: unknown key 'extras' at the top level; expected one of 'model', "
-            "'plugins', 'backend', 'backends', 'components', 'stages'");
+            "'plugins', 'backend', 'backends', 'components', 'stages', 'batching'");
 }
 
 TEST(PipelineConfigTest, WrongTypeNamesPathExpectationAndValue) {
@@ -419,7 +439,7 @@ TEST(PipelineConfigTest, MissingRequiredKeys) {
 TEST(PipelineConfigTest, EmptyDocumentIsNotAPipeline) {
   EXPECT_EQ(parse_error(""),
             "test.yaml:1:1: the document: expected a map with the keys 'model', 'plugins', "
-            "'backend', 'backends', 'components', 'stages', found nothing");
+            "'backend', 'backends', 'components', 'stages', 'batching', found nothing");
   EXPECT_EQ(parse_error("# only a comment\n"), parse_error(""));
 }
 
@@ -577,7 +597,7 @@ TEST(PipelineConfigTest, MultipleProblemsReportedTogetherInOrder) {
 TEST(PipelineConfigTest, EachProblemIsOneLine) {
   EXPECT_EQ(parse_error(std::string(kMinimal) + "\"x\\ny\": 1\n", {"model.chat=\"a\\nb\""}),
             "test.yaml:3:1: unknown key 'x y' at the top level; expected one of 'model', "
-            "'plugins', 'backend', 'backends', 'components', 'stages'\n"
+            "'plugins', 'backend', 'backends', 'components', 'stages', 'batching'\n"
             "--set model.chat=\"a\\nb\": model.chat: expected true or false, found 'a b'");
 }
 

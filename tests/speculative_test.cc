@@ -156,11 +156,12 @@ struct Rig {
     attention = backend->create_attention(
         c.attention_impl,
         AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))});
-    chain = std::make_unique<SamplerChain>(7, std::vector<std::shared_ptr<Sampler>>{});
   }
   std::unique_ptr<Session> session(std::span<const int32_t> prompt) {
     return std::make_unique<Session>(std::make_unique<Session::Impl>(
-        *model, *kv, *allocator, *attention, *chain, *tokenizer, sink, prompt));
+        *model, *kv, *allocator, kSequence, *attention,
+        std::make_unique<SamplerChain>(7, std::vector<std::shared_ptr<Sampler>>{}), *tokenizer,
+        sink, prompt));
   }
   // The cache rows of the session's positions [0, n), in position order.
   std::vector<uint8_t> rows(int32_t n) {
@@ -171,7 +172,7 @@ struct Rig {
     std::vector<uint8_t> out;
     for (size_t part = 0; part < all.size() / per_part; ++part) {
       for (int32_t p = 0; p < n; ++p) {
-        const auto slot = static_cast<size_t>(allocator->slot(Session::Impl::kSequence, p));
+        const auto slot = static_cast<size_t>(allocator->slot(kSequence, p));
         const auto* at = all.data() + part * per_part + slot * row;
         out.insert(out.end(), at, at + row);
       }
@@ -186,7 +187,7 @@ struct Rig {
   std::unique_ptr<KVCache> kv;
   std::unique_ptr<KVAllocator> allocator;
   std::unique_ptr<Attention> attention;
-  std::unique_ptr<SamplerChain> chain;
+  static constexpr int32_t kSequence = 0;
   NullSink sink;
 };
 

@@ -4,7 +4,7 @@
 
 #include "duet/error.h"
 #include "duet/tokenizer.h"
-#include "utf8_stream.h"
+#include "text_stream.h"
 
 namespace duet {
 namespace {
@@ -44,28 +44,11 @@ void check_stop_strings(const std::vector<std::string>& stop, const std::string&
 
 class Generation::Impl {
  public:
-  Impl(Session& s, std::vector<std::string> stops)
-      : session(s), stop(std::move(stops)), next(static_cast<int32_t>(s.tokens().size())) {}
-
-  // Bytes at the end of `pending` that could begin a stop string, so must wait.
-  size_t held_back() const {
-    size_t keep = 0;
-    for (const auto& s : stop) {
-      for (size_t n = std::min(s.size() - 1, pending.size()); n > keep; --n) {
-        if (pending.compare(pending.size() - n, n, s, 0, n) == 0) {
-          keep = n;
-          break;
-        }
-      }
-    }
-    return keep;
-  }
+  Impl(Session& s, std::vector<std::string> stop)
+      : session(s), text(std::move(stop)), next(static_cast<int32_t>(s.tokens().size())) {}
 
   Session& session;
-  std::vector<std::string> stop;
-  Utf8Stream utf8;
-  std::string pending;  // decoded text not yet sent to the sink
-  bool stopped_by_string = false;
+  TextStream text;
   int32_t next;  // the position confirm() takes next
 };
 
@@ -97,21 +80,11 @@ bool Generation::confirm(int32_t position) {
     session.finish(FinishReason::kStop);
     return false;
   }
-  g.pending += g.utf8.push(session.tokenizer().piece(token));
-
-  size_t stop_at = std::string::npos;
-  for (const auto& stop : g.stop) stop_at = std::min(stop_at, g.pending.find(stop));
-  if (stop_at != std::string::npos) {
-    session.sink().on_text(std::string_view(g.pending).substr(0, stop_at));
-    g.pending.clear();
-    g.stopped_by_string = true;
+  TextStream::Pushed pushed = g.text.push(session.tokenizer().piece(token));
+  if (!pushed.text.empty()) session.sink().on_text(pushed.text);
+  if (pushed.stopped) {
     session.finish(FinishReason::kStop);
     return false;
-  }
-  const size_t ready = g.pending.size() - g.held_back();
-  if (ready > 0) {
-    session.sink().on_text(std::string_view(g.pending).substr(0, ready));
-    g.pending.erase(0, ready);
   }
   return true;
 }
@@ -120,11 +93,8 @@ void Generation::finish() {
   Impl& g = *impl_;
   Session& session = g.session;
   if (session.finish_reason() == FinishReason::kNone) session.finish(FinishReason::kLength);
-  if (!g.stopped_by_string) {
-    g.pending += g.utf8.flush();
-    if (!g.pending.empty()) session.sink().on_text(g.pending);
-    g.pending.clear();
-  }
+  const std::string rest = g.text.flush();
+  if (!rest.empty()) session.sink().on_text(rest);
   // Decode speed counts the tokens after the first, whose cost is the
   // prefill's: generated - 1 tokens over this span.
   if (session.stats().generated_tokens > 0) {

@@ -11,32 +11,36 @@
 #include "duet/error.h"
 #include "duet/gguf.h"
 #include "kv_handover.h"
+#include "pipeline_state.h"
 #include "session_impl.h"
 #include "stages/decode_stage.h"
 #include "stages/prefill_stage.h"
 
 namespace duet {
-struct Pipeline::State {
-  PipelineConfig config;
-  PipelineCheck check;
-  std::shared_ptr<const GgufFile> file;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::optional<ChatTemplate> chat;
-  // One per PipelineCheck::placements entry: a backend with the weights
-  // bound, its cache and its attention. Members go in reverse order, so the
-  // backend outlives what was made on it.
-  struct Placement {
-    std::shared_ptr<Backend> backend;
-    std::unique_ptr<LlamaModel> model;
-    std::shared_ptr<KVCache> kv;
-    std::shared_ptr<Attention> attention;
-  };
-  std::vector<Placement> placements;
-  std::unique_ptr<KVAllocator> allocator;
-  std::unique_ptr<SamplerChain> chain;
-  std::vector<std::shared_ptr<Stage>> stages;
-  double load_seconds = 0.0;
-};
+std::unique_ptr<SamplerChain> Pipeline::State::make_chain(uint64_t seed,
+                                                          const SamplerOverrides& overrides) const {
+  std::vector<std::shared_ptr<Sampler>> links;
+  std::vector<std::string> names;
+  for (const SamplerLink& link : config.sampler.chain) {
+    names.push_back(link.name);
+    Options options = link.options;
+    if (auto it = overrides.find(link.name); it != overrides.end()) {
+      for (const auto& [key, value] : it->second) options.set(key, value);
+    }
+    links.push_back(host->create_sampler(link.name, options));
+  }
+  for (const auto& [name, values] : overrides) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::string chain;
+      for (const std::string& n : names) chain += (chain.empty() ? "" : ", ") + n;
+      throw Error(ErrorKind::kConfig,
+                  "sampler." + name + ": the pipeline's sampler chain has no '" + name +
+                      "' link (it has: " + (chain.empty() ? "none" : chain) +
+                      "); a request can set options of the chain's links, not add links");
+    }
+  }
+  return std::make_unique<SamplerChain>(seed, std::move(links));
+}
 
 Pipeline::Pipeline(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Pipeline::~Pipeline() = default;
@@ -52,10 +56,11 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   s->tokenizer = load_tokenizer(*s->file);
   if (config.model.chat) s->chat = ChatTemplate::from_model(*s->file, config.model.chat_template);
   const ModelHParams& h = c.hparams;
-  for (const BackendPlacement& p : c.placements) {
+  for (BackendPlacement& p : s->check.placements) {
     State::Placement& made = s->placements.emplace_back();
-    made.backend = host.create_backend(p.backend, p.backend_options);
-    made.model = std::make_unique<LlamaModel>(s->file, c.hparams, *made.backend);
+    made.backend =
+        p.instance ? std::move(p.instance) : host.create_backend(p.backend, p.backend_options);
+    made.model = make_model(s->file, c.hparams, *made.backend);
     made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
     made.attention = make_attention(
         *made.backend, host, p.attention_impl,
@@ -65,10 +70,8 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   // One bookkeeping for every cache: a sequence has the same slots in each.
   s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
 
-  std::vector<std::shared_ptr<Sampler>> links;
-  for (const auto& link : config.sampler.chain)
-    links.push_back(host.create_sampler(link.name, link.options));
-  s->chain = std::make_unique<SamplerChain>(config.sampler.seed, std::move(links));
+  s->host = &host;
+  s->make_chain(config.sampler.seed, {});  // every link's options checked once here
   for (const auto& stage : config.stages) {
     if (stage.name == "prefill") {
       s->stages.push_back(std::make_shared<PrefillStage>(parse_prefill_options(stage)));
@@ -144,13 +147,11 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
   State& s = *state_;
   const int32_t vocab = s.check.hparams.n_vocab;
   if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the prompt has no tokens");
-  if (s.allocator->length(Session::Impl::kSequence) != 0) {
-    throw Error(ErrorKind::kInternal, "a session of this pipeline is still open; destroy it first");
-  }
   check_prompt_ids(prompt, vocab);
   const size_t first = s.check.stage_placement.empty() ? 0 : s.check.stage_placement.front();
   State::Placement& p = s.placements[first];
-  auto impl = std::make_unique<Session::Impl>(*p.model, *p.kv, *s.allocator, *p.attention, *s.chain,
+  auto impl = std::make_unique<Session::Impl>(*p.model, *p.kv, *s.allocator, s.next_sequence++,
+                                              *p.attention, s.make_chain(s.config.sampler.seed, {}),
                                               *s.tokenizer, sink, prompt);
   impl->placement = first;
   return std::make_unique<Session>(std::move(impl));
@@ -161,11 +162,11 @@ void Pipeline::move_to_stage(Session& session, size_t stage) {
   Session::Impl& s = *session.impl_;
   if (s.placement == to) return;
   State::Placement& dst = state_->placements[to];
-  const int32_t cached = s.allocator.length(Session::Impl::kSequence);
+  const int32_t cached = s.allocator.length(s.sequence);
   if (cached > 0) {
     int32_t n_slots = 0;  // through the highest slot the sequence holds
     for (int32_t p = 0; p < cached; ++p)
-      n_slots = std::max(n_slots, s.allocator.slot(Session::Impl::kSequence, p) + 1);
+      n_slots = std::max(n_slots, s.allocator.slot(s.sequence, p) + 1);
     const HandoverStats h = hand_over(*s.kv, *dst.kv, n_slots);
     ++s.stats.handovers;
     s.stats.handover_bytes += h.bytes;
@@ -214,7 +215,12 @@ RunResult Pipeline::run_stages(Session& session) {
 
 const PipelineCheck& Pipeline::check() const { return state_->check; }
 const Tokenizer& Pipeline::tokenizer() const { return *state_->tokenizer; }
-std::string Pipeline::sampler_order() const { return state_->chain->describe(); }
+std::string Pipeline::sampler_order() const {
+  std::string out;
+  for (const SamplerLink& link : state_->config.sampler.chain)
+    out += (out.empty() ? "" : " -> ") + link.name;
+  return out.empty() ? "draw" : out;
+}
 uint64_t Pipeline::kv_cache_bytes() const {
   uint64_t bytes = 0;
   for (const State::Placement& p : state_->placements) bytes += p.kv->memory_bytes();

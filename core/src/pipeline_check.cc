@@ -188,8 +188,8 @@ void choose_backend(const PipelineConfig& config, const PluginHost& host, bool w
       return;
     }
     if (backend && !with_model) return;  // the model's own problem is reported already
-    BackendPlacement p{"", candidate.plugin, candidate.options,
-                       "", out.kv_cache,     out.kv_cache_bytes};
+    BackendPlacement p{
+        "", candidate.plugin, candidate.options, "", out.kv_cache, out.kv_cache_bytes, nullptr};
     if (backend) check_backend(*backend, host, config, "", out.hparams, p, own);
     if (own.empty()) {
       out.placements = {p};
@@ -263,7 +263,7 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       const bool used = std::any_of(config.stages.begin(), config.stages.end(),
                                     [&](const StageConfig& s) { return s.backend == named.name; });
       if (!used) continue;  // created by no one (a stage list replaced, as perplexity does)
-      BackendPlacement p{named.name, named.plugin, named.options, "", out.kv_cache, 0};
+      BackendPlacement p{named.name, named.plugin, named.options, "", out.kv_cache, 0, nullptr};
       if (named.kv_dtype) p.kv_cache.dtype = *named.kv_dtype;
       const std::string at = src + ": backends." + named.name;
       if (model) {
@@ -280,8 +280,9 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       out.placements.push_back(std::move(p));
     }
   } else if (config.backend.choice.empty()) {
-    BackendPlacement p{"", config.backend.plugin, config.backend.options,
-                       "", out.kv_cache,          out.kv_cache_bytes};
+    BackendPlacement p{"",     config.backend.plugin, config.backend.options,
+                       "",     out.kv_cache,          out.kv_cache_bytes,
+                       nullptr};
     std::shared_ptr<Backend> backend;
     problems.attempt(src + ": backend", [&] {
       backend = host.create_backend(config.backend.plugin, config.backend.options);
@@ -319,6 +320,7 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
     std::error_code ec;
     const uint64_t weights = std::filesystem::file_size(config.model.path, ec);
     check_memory(backends, out.placements, ec ? 0 : weights, src, problems);
+    for (size_t i = 0; i < backends.size(); ++i) out.placements[i].instance = backends[i];
   }
 
   for (const auto& link : config.sampler.chain) {

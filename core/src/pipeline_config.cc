@@ -48,7 +48,9 @@ class Reader : yaml::SchemaReader {
 
   PipelineConfig read(const Node& root) {
     PipelineConfig config;
-    if (!expect_map(root, "", {"model", "plugins", "backend", "backends", "components", "stages"}))
+    if (!expect_map(
+            root, "",
+            {"model", "plugins", "backend", "backends", "components", "stages", "batching"}))
       return config;
     read_model(required(root, "", "model"), config.model);
     read_plugins(get(root, "plugins"), config.plugins);
@@ -68,6 +70,7 @@ class Reader : yaml::SchemaReader {
     read_components(get(root, "components"), config);
     read_stages(required(root, "", "stages"), config.stages);
     place_stages(config);
+    read_batching(get(root, "batching"), config.batching);
     return config;
   }
 
@@ -299,6 +302,18 @@ class Reader : yaml::SchemaReader {
       }
       read_scalar_map(e.value, it->options);
     }
+  }
+
+  void read_batching(const Node* node, BatchingConfig& out) {
+    if (node == nullptr ||
+        !expect_map(*node, "batching", {"max_sequences", "max_step_tokens", "prefix_caching"}))
+      return;
+    if (const Node* n = get(*node, "max_sequences"))
+      read_integer<int32_t>(*n, "batching.max_sequences", 1, 1024, out.max_sequences);
+    if (const Node* n = get(*node, "max_step_tokens"))
+      read_integer<int32_t>(*n, "batching.max_step_tokens", 1, 65536, out.max_step_tokens);
+    if (const Node* n = get(*node, "prefix_caching"))
+      read_bool(*n, "batching.prefix_caching", out.prefix_caching);
   }
 
   void read_components(const Node* node, PipelineConfig& out) {

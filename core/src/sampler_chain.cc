@@ -85,10 +85,4 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
   return drawn;
 }
 
-std::string SamplerChain::describe() const {
-  std::string out;
-  for (const auto& link : links_) out += (out.empty() ? "" : " -> ") + link->name();
-  return out.empty() ? "draw" : out;
-}
-
 }  // namespace duet

@@ -12,6 +12,12 @@
 
 namespace duet {
 
+// The RNG stream (SamplingContext::sequence) every request draws from: a
+// request's random numbers depend on its seed and its token index only, so
+// the same request gives the same tokens alone, in a batch, or preempted
+// and resumed.
+constexpr uint32_t kRequestStream = 0;
+
 class SamplerChain {
  public:
   SamplerChain(uint64_t seed, std::vector<std::shared_ptr<Sampler>> links);
@@ -23,10 +29,6 @@ class SamplerChain {
   // Throws duet::Error(kPlugin) if a link breaks the Candidates contract.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history, uint32_t sequence,
                  uint64_t step);
-
-  // The links in the order they apply, e.g. "top_k -> top_p -> temperature";
-  // "draw" for an empty chain.
-  std::string describe() const;
 
  private:
   uint64_t seed_;

@@ -13,6 +13,8 @@ const char* finish_reason_name(FinishReason reason) {
       return "stop";
     case FinishReason::kLength:
       return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
   }
   return "none";
 }
@@ -27,13 +29,15 @@ void check_prompt_ids(std::span<const int32_t> prompt, int32_t n_vocab) {
   }
 }
 
-Session::Impl::Impl(LlamaModel& m, KVCache& k, KVAllocator& a, Attention& att, SamplerChain& c,
-                    const Tokenizer& t, TextSink& s, std::span<const int32_t> prompt)
+Session::Impl::Impl(Model& m, KVCache& k, KVAllocator& a, int32_t seq, Attention& att,
+                    std::unique_ptr<SamplerChain> c, const Tokenizer& t, TextSink& s,
+                    std::span<const int32_t> prompt)
     : model(&m),
       kv(&k),
       attention(&att),
       allocator(a),
-      chain(c),
+      sequence(seq),
+      chain(std::move(c)),
       tokenizer(t),
       sink(s),
       tokens(prompt.begin(), prompt.end()),
@@ -41,15 +45,15 @@ Session::Impl::Impl(LlamaModel& m, KVCache& k, KVAllocator& a, Attention& att, S
   stats.prompt_tokens = prompt_tokens;
 }
 
-Session::Impl::~Impl() { allocator.release(kSequence); }
+Session::Impl::~Impl() { allocator.release(sequence); }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
 std::span<const int32_t> Session::tokens() const { return impl_->tokens; }
 int32_t Session::prompt_tokens() const { return impl_->prompt_tokens; }
-int32_t Session::cached() const { return impl_->allocator.length(Impl::kSequence); }
-int64_t Session::room() const { return impl_->allocator.room(Impl::kSequence); }
+int32_t Session::cached() const { return impl_->allocator.length(impl_->sequence); }
+int64_t Session::room() const { return impl_->allocator.room(impl_->sequence); }
 int32_t Session::n_vocab() const { return impl_->model->hparams().n_vocab; }
 std::span<const float> Session::logits() const { return impl_->logits; }
 std::vector<float>& Session::kept_logits() { return impl_->kept_logits; }
@@ -85,7 +89,7 @@ void Session::forward(int32_t n, bool all_logits) {
                                         " but the session holds " +
                                         std::to_string(s.tokens.size()));
   }
-  if (!s.allocator.append(Impl::kSequence, n)) {
+  if (!s.allocator.append(impl_->sequence, n)) {
     throw Error(ErrorKind::kInputRejected,
                 "the KV cache has room for " + std::to_string(room()) + " more tokens but " +
                     std::to_string(n) + " were asked for (" + std::to_string(first) +
@@ -98,10 +102,10 @@ void Session::forward(int32_t n, bool all_logits) {
   step.n_decode_tokens = n > 1 ? 0 : 1;
   for (int32_t i = 0; i < n; ++i) {
     step.positions.push_back(first + i);
-    step.slot_mapping.push_back(s.allocator.slot(Impl::kSequence, first + i));
+    step.slot_mapping.push_back(s.allocator.slot(impl_->sequence, first + i));
   }
   step.sequences.push_back(
-      SequenceStep{Impl::kSequence, 0, n, first + n, s.allocator.block_table(Impl::kSequence)});
+      SequenceStep{impl_->sequence, 0, n, first + n, s.allocator.block_table(impl_->sequence)});
 
   std::vector<int32_t> rows;
   if (all_logits) {
@@ -124,7 +128,7 @@ int32_t Session::sample() {
                 "or truncate() dropped their position)");
   }
   const auto step = static_cast<uint64_t>(s.tokens.size()) - static_cast<uint64_t>(s.prompt_tokens);
-  return s.chain.sample(s.logits_row(s.logit_rows - 1), s.tokens, Impl::kSequence, step);
+  return s.chain->sample(s.logits_row(s.logit_rows - 1), s.tokens, kRequestStream, step);
 }
 
 int32_t Session::sample(int32_t row) {
@@ -138,9 +142,9 @@ int32_t Session::sample(int32_t row) {
                     " and the prompt has " + std::to_string(s.prompt_tokens) + " tokens");
   }
   const auto step = static_cast<uint64_t>(seen - s.prompt_tokens);
-  return s.chain.sample(s.logits_row(row),
-                        std::span<const int32_t>(s.tokens).first(static_cast<size_t>(seen)),
-                        Impl::kSequence, step);
+  return s.chain->sample(s.logits_row(row),
+                         std::span<const int32_t>(s.tokens).first(static_cast<size_t>(seen)),
+                         kRequestStream, step);
 }
 
 void Session::append(int32_t token) {
@@ -161,7 +165,7 @@ void Session::truncate(int32_t n) {
                                         std::to_string(s.prompt_tokens) + " of them the prompt");
   }
   s.tokens.resize(static_cast<size_t>(n));
-  s.allocator.truncate(Impl::kSequence, n);
+  s.allocator.truncate(impl_->sequence, n);
   s.logit_rows = std::clamp(n - s.logits_position, 0, s.logit_rows);
   s.logits.resize(static_cast<size_t>(s.logit_rows) * static_cast<size_t>(n_vocab()));
 }

@@ -8,7 +8,7 @@
 #include "duet/session.h"
 #include "duet/tokenizer.h"
 #include "kv_allocator.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "sampler_chain.h"
 
 namespace duet {
@@ -19,24 +19,26 @@ void check_prompt_ids(std::span<const int32_t> prompt, int32_t n_vocab);
 
 class Session::Impl {
  public:
-  Impl(LlamaModel& model, KVCache& kv, KVAllocator& allocator, Attention& attention,
-       SamplerChain& chain, const Tokenizer& tokenizer, TextSink& sink,
+  // `sequence`: the sequence's id in `allocator`, which no other open
+  // session or scheduled request uses.
+  Impl(Model& model, KVCache& kv, KVAllocator& allocator, int32_t sequence, Attention& attention,
+       std::unique_ptr<SamplerChain> chain, const Tokenizer& tokenizer, TextSink& sink,
        std::span<const int32_t> prompt);
   ~Impl();  // returns the sequence's cache blocks
 
   // Where forward passes run: the backend of the stage now running. A stage
   // on another backend moves the session there (Pipeline::run_stages), its
   // cache handed over (kv_handover.h).
-  LlamaModel* model;
+  Model* model;
   KVCache* kv;
   Attention* attention;
   size_t placement = 0;  // the index of that backend in PipelineCheck::placements
   KVAllocator& allocator;
-  SamplerChain& chain;
+  const int32_t sequence;
+  std::unique_ptr<SamplerChain> chain;  // the session's own: links may keep state
   const Tokenizer& tokenizer;
   TextSink& sink;
 
-  static constexpr int32_t kSequence = 0;
   std::vector<int32_t> tokens;
   int32_t prompt_tokens;
   std::vector<float> logits;

@@ -181,6 +181,13 @@ std::string describe(const PipelineConfig& config) {
   for (const StageConfig& stage : config.stages) emit_stage(out, stage);
   out << YAML::EndSeq;
 
+  const BatchingConfig& b = config.batching;
+  out << YAML::Key << "batching" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "max_sequences" << YAML::Value << b.max_sequences;
+  out << YAML::Key << "max_step_tokens" << YAML::Value << b.max_step_tokens;
+  out << YAML::Key << "prefix_caching" << YAML::Value << b.prefix_caching;
+  out << YAML::EndMap;
+
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

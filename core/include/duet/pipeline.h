@@ -27,8 +27,9 @@ struct RunResult {
   std::vector<float> prompt_logits;  // [prompt, n_vocab] with prefill all_logits
 };
 
-// Thread-safety: none. A pipeline runs one request at a time and reuses its
-// KV cache between requests.
+// Thread-safety: none. A pipeline runs its sessions (or one Scheduler,
+// duet/scheduler.h, for many requests at once) one forward pass at a time,
+// all on one KV cache.
 class Pipeline {
  public:
   // Checks `config` (check_pipeline), then loads the model onto the backend,
@@ -72,8 +73,8 @@ class Pipeline {
 
   // A session holding `prompt`, with nothing cached yet, on the backend of
   // the first stage, for driving stages or forward passes by hand (tests,
-  // tools). At most one session exists at a time; it must be destroyed
-  // before run() or the next new_session().
+  // tools). Several may be open at once; each holds its cache blocks until
+  // it is destroyed.
   std::unique_ptr<Session> new_session(std::span<const int32_t> prompt, TextSink& sink);
 
   // Places `session` on the backend stage `stage` runs on (run_stages does
@@ -97,6 +98,8 @@ class Pipeline {
   std::optional<uint64_t> device_memory_in_use() const;
 
  private:
+  friend class Scheduler;  // runs many sequences through the pipeline's parts
+
   // `wrapped` (chat-template text holding `marker` once) as token ids, with
   // `user` in place of the marker and not parsed for control tokens.
   std::vector<int32_t> encode_wrapped(const std::string& wrapped, std::string_view marker,

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "duet/backend.h"
 #include "duet/kv_cache.h"
 #include "duet/model_hparams.h"
 #include "duet/pipeline_config.h"
@@ -20,6 +22,11 @@ struct BackendPlacement {
   std::string attention_impl;  // "default" resolved to the real name
   KVCacheSpec kv_cache;        // components.kv_cache, with the backend's own dtype if given
   uint64_t kv_cache_bytes = 0;
+  // The backend the check created and found able to run this placement;
+  // Pipeline::build runs on it (and clears it), so a backend — its thread
+  // pool, its GPU context — is made once. Null when the check found
+  // problems. Must not outlive the PluginHost that made it.
+  std::shared_ptr<Backend> instance;
 };
 
 // What check_pipeline() established, for reports and for building the run.

@@ -136,6 +136,14 @@ struct StageConfig {
   std::string backend;  // stages[i].NAME.backend; "" = the pipeline's only backend
 };
 
+// How `duet run --prompts-file` and the server run many requests at once
+// (duet/scheduler.h): `batching: {max_sequences: 16, ...}`.
+struct BatchingConfig {
+  int32_t max_sequences = 16;     // 1..1024 running at once
+  int32_t max_step_tokens = 512;  // 1..65536 rows in one forward pass
+  bool prefix_caching = true;     // reuse cached blocks of a shared prompt prefix
+};
+
 struct PipelineConfig {
   std::filesystem::path source;  // the file, or the source name given to parse
   ModelConfig model;
@@ -146,6 +154,7 @@ struct PipelineConfig {
   KVCacheConfig kv_cache;
   SamplerConfig sampler;
   std::vector<StageConfig> stages;  // at least one; in the order they run
+  BatchingConfig batching;
 };
 
 // Reads, overrides and validates a pipeline file. `overrides` are --set

@@ -21,12 +21,13 @@ class Pipeline;
 class Tokenizer;
 
 enum class FinishReason {
-  kNone,    // still running
-  kStop,    // an end-of-generation token or a stop string
-  kLength,  // max_new_tokens reached, or the KV cache is full
+  kNone,       // still running
+  kStop,       // an end-of-generation token or a stop string
+  kLength,     // max_new_tokens reached, or the KV cache is full
+  kCancelled,  // the caller ended it (Scheduler::cancel)
 };
 
-// "none", "stop", "length".
+// "none", "stop", "length", "cancelled".
 const char* finish_reason_name(FinishReason reason);
 
 // Where generated text goes, piece by piece, as it is produced.

@@ -193,3 +193,14 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
 }
 
 }  // namespace duet
+
+namespace duet {
+
+std::unique_ptr<Model> make_model(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
+                                  Backend& backend) {
+  // Every architecture core supports (supported_architectures()) is Llama's
+  // layer layout.
+  return std::make_unique<LlamaModel>(std::move(file), hparams, backend);
+}
+
+}  // namespace duet

@@ -23,29 +23,26 @@
 #include "duet/backend.h"
 #include "duet/gguf.h"
 #include "duet/model_hparams.h"
+#include "model.h"
 
 namespace duet {
 
-class LlamaModel {
+class LlamaModel final : public Model {
  public:
   // Binds every weight of `file` on `backend`: in place when the device can
   // read host memory (the file stays mapped), else copied to the device.
   // Throws duet::Error(kModelFile) naming a missing tensor, a wrong shape or
   // a type the backend cannot compute with, and kOutOfMemory from the device.
   LlamaModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams, Backend& backend);
-  ~LlamaModel();
+  ~LlamaModel() override;
 
-  const ModelHParams& hparams() const { return hparams_; }
+  const ModelHParams& hparams() const override { return hparams_; }
   // Bytes of weights the backend's device holds (0 when they stay mapped).
-  uint64_t device_weight_bytes() const { return device_weight_bytes_; }
+  uint64_t device_weight_bytes() const override { return device_weight_bytes_; }
 
-  // Runs `tokens` (row i of `step` is tokens[i]) through every layer,
-  // storing each row's K and V in `kv`, and writes the logits of the rows in
-  // `logit_rows` to `logits` ([logit_rows.size(), n_vocab], host memory).
-  // REQUIRES: every token id in [0, n_vocab) and `step` built by core.
   void forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv,
                Attention& attention, std::span<const int32_t> logit_rows,
-               std::vector<float>& logits);
+               std::vector<float>& logits) override;
 
  private:
   struct Layer {

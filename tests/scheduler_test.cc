@@ -1,0 +1,310 @@
+// The batching scheduler on the tiny random model with the reference
+// backend, whose arithmetic for a row depends on that row's sequence only:
+// a batched request must give exactly the tokens and logits it gives alone,
+// under memory pressure (preemption), with its prompt taken from the prefix
+// cache, and after cancellations; the pool must end with every block free.
+#include "duet/scheduler.h"
+
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "duet/error.h"
+#include "duet/pipeline.h"
+#include "tiny_model.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::make_temp_dir("scheduler"));
+    testing::write_tiny_llama(*dir_ / "tiny.gguf");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  // A sampling chain, so that a token depends on the seed and the RNG as
+  // well as on the logits.
+  std::unique_ptr<Pipeline> make(std::vector<std::string> overrides = {},
+                                 const std::string& stages = "[prefill: {}, decode: {}]") {
+    const std::string yaml = R"(model: {path: tiny.gguf}
+backend: {plugin: reference}
+components:
+  kv_cache: {capacity_tokens: 256, block_tokens: 4}
+  sampler: {seed: 7, chain: [{top_k: 40}, {temperature: 0.9}]}
+batching: {max_sequences: 32, max_step_tokens: 64}
+stages: )" + stages + "\n";
+    PipelineConfig c = parse_pipeline_config(yaml, "test.yaml", *dir_, overrides);
+    load_pipeline_plugins(c, host_);
+    return Pipeline::build(c, host_);
+  }
+
+  // Prompt `i`: its own length and tokens (ids of the byte range).
+  static std::vector<int32_t> prompt(int32_t i, int32_t length) {
+    std::vector<int32_t> ids;
+    for (int32_t p = 0; p < length; ++p) ids.push_back(3 + (i * 53 + p * 29) % 250);
+    return ids;
+  }
+
+  static Request request(int32_t i, std::vector<int32_t> prompt, int32_t max_new_tokens) {
+    Request r;
+    r.id = std::to_string(i);
+    r.prompt = std::move(prompt);
+    r.settings.seed = 100 + static_cast<uint64_t>(i);
+    r.settings.max_new_tokens = max_new_tokens;
+    r.settings.keep_logits = true;
+    return r;
+  }
+
+  // Runs `requests` through one scheduler, results by id.
+  static std::map<std::string, RequestResult> run_all(Pipeline& pipeline,
+                                                      const std::vector<Request>& requests,
+                                                      SchedulerStats* stats = nullptr) {
+    Scheduler scheduler(pipeline);
+    for (const Request& r : requests) scheduler.submit(r);
+    scheduler.run();
+    std::map<std::string, RequestResult> out;
+    for (RequestResult& r : scheduler.take_finished()) out[r.id] = std::move(r);
+    EXPECT_EQ(scheduler.used_blocks(), 0);
+    if (stats != nullptr) *stats = scheduler.stats();
+    return out;
+  }
+
+  static void expect_same(const RequestResult& batched, const RequestResult& alone) {
+    EXPECT_EQ(batched.generated_tokens, alone.generated_tokens) << "request " << batched.id;
+    EXPECT_EQ(batched.finish, alone.finish) << "request " << batched.id;
+    ASSERT_EQ(batched.logits.size(), alone.logits.size()) << "request " << batched.id;
+    EXPECT_EQ(0, std::memcmp(batched.logits.data(), alone.logits.data(),
+                             batched.logits.size() * sizeof(float)))
+        << "request " << batched.id << ": logits differ";
+  }
+
+  static inline fs::path* dir_ = nullptr;
+  PluginHost host_;
+};
+
+// 32 requests of different lengths batched, against each one run alone by
+// the scheduler and by the plain session path (Pipeline::run_tokens).
+TEST_F(SchedulerTest, BatchedRequestsGiveWhatEachGivesAlone) {
+  auto pipeline = make();
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < 32; ++i)
+    requests.push_back(request(i, prompt(i, 1 + (i * 7) % 40), 4 + i % 9));
+  SchedulerStats stats;
+  const auto batched = run_all(*pipeline, requests, &stats);
+  ASSERT_EQ(batched.size(), 32u);
+  EXPECT_GT(stats.peak_running, 8) << "the requests should have run side by side";
+  for (int32_t i = 0; i < 32; ++i) {
+    const auto alone = run_all(*pipeline, {requests[static_cast<size_t>(i)]});
+    expect_same(batched.at(std::to_string(i)), alone.at(std::to_string(i)));
+  }
+  // The session path with the same seed draws the same tokens.
+  for (int32_t i : {0, 5, 31}) {
+    auto p = make({"components.sampler.seed=" + std::to_string(100 + i),
+                   "stages.1.decode.max_new_tokens=" + std::to_string(4 + i % 9)});
+    NullSink sink;
+    const RunResult r = p->run_tokens(requests[static_cast<size_t>(i)].prompt, sink);
+    EXPECT_EQ(r.generated_tokens, batched.at(std::to_string(i)).generated_tokens) << i;
+  }
+}
+
+// A pool of 16 blocks of 4 tokens for 8 requests of ~30 positions each: the
+// scheduler must preempt, and every request must still end as it would
+// without pressure.
+TEST_F(SchedulerTest, PreemptionUnderASmallPoolChangesNoToken) {
+  auto roomy = make();
+  auto small = make({"components.kv_cache.capacity_tokens=64", "batching.max_sequences=8"});
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < 8; ++i) {
+    requests.push_back(request(i, prompt(i, 10 + i), 20));
+    requests.back().settings.ignore_end_of_generation = true;
+  }
+  const auto expected = run_all(*roomy, requests);
+  SchedulerStats stats;
+  const auto pressed = run_all(*small, requests, &stats);
+  EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
+  ASSERT_EQ(pressed.size(), 8u);
+  for (const auto& [id, r] : pressed) {
+    expect_same(r, expected.at(id));
+    EXPECT_EQ(r.generated_tokens.size(), 20u) << id;
+  }
+}
+
+// A prompt that starts with another's cached blocks prefills only the rest,
+// and its logits are those of a run with prefix caching off.
+TEST_F(SchedulerTest, PrefixSharingGivesTheLogitsOfNoSharing) {
+  auto shared = make();
+  auto unshared = make({"batching.prefix_caching=false"});
+  const std::vector<int32_t> base = prompt(1, 40);
+  std::vector<int32_t> longer = base;
+  for (int32_t t : prompt(2, 7)) longer.push_back(t);
+  std::vector<Request> requests = {request(0, base, 6)};
+  // The same prompt again (all 40 positions cached: the last block is
+  // copied before its last position is recomputed), and a longer one.
+  const std::vector<Request> later = {request(1, base, 6), request(2, longer, 6)};
+
+  Scheduler scheduler(*shared);
+  scheduler.submit(requests[0]);
+  scheduler.run();
+  for (const Request& r : later) scheduler.submit(r);
+  scheduler.run();
+  std::map<std::string, RequestResult> got;
+  for (RequestResult& r : scheduler.take_finished()) got[r.id] = std::move(r);
+  EXPECT_EQ(got.at("0").cached_prompt_tokens, 0);
+  EXPECT_EQ(got.at("1").cached_prompt_tokens, 39) << "all but the last prompt position";
+  EXPECT_EQ(got.at("2").cached_prompt_tokens, 40);
+  EXPECT_EQ(scheduler.stats().prefix_hit_tokens, 79);
+
+  requests.insert(requests.end(), later.begin(), later.end());
+  const auto expected = run_all(*unshared, requests);
+  for (const auto& [id, r] : got) expect_same(r, expected.at(id));
+}
+
+TEST_F(SchedulerTest, PerRequestSettingsApply) {
+  auto pipeline = make({"stages.1.decode.max_new_tokens=30"});
+  Scheduler scheduler(*pipeline);
+  Request a = request(0, prompt(0, 5), 3);
+  Request b = request(1, prompt(1, 5), 3);
+  b.settings.max_new_tokens.reset();  // the decode stage's 30
+  b.settings.ignore_end_of_generation = true;
+  Request greedy = request(2, prompt(2, 5), 8);
+  greedy.settings.sampler["top_k"]["value"] = "1";
+  scheduler.submit(a);
+  scheduler.submit(b);
+  scheduler.submit(greedy);
+  scheduler.run();
+  std::map<std::string, RequestResult> got;
+  for (RequestResult& r : scheduler.take_finished()) got[r.id] = std::move(r);
+  EXPECT_EQ(got.at("0").generated_tokens.size(), 3u);
+  EXPECT_EQ(got.at("1").generated_tokens.size(), 30u);
+  // top_k 1 draws the largest logit of each row.
+  const RequestResult& g = got.at("2");
+  const auto vocab = g.logits.size() / g.generated_tokens.size();
+  for (size_t t = 0; t < g.generated_tokens.size(); ++t) {
+    const float* row = g.logits.data() + t * vocab;
+    EXPECT_EQ(g.generated_tokens[t], std::max_element(row, row + vocab) - row) << t;
+  }
+}
+
+TEST_F(SchedulerTest, RefusesWhatItCannotRun) {
+  auto pipeline = make();
+  Scheduler scheduler(*pipeline);
+  const auto kind_of = [&](Request r) {
+    try {
+      scheduler.submit(std::move(r));
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::kInternal;  // not refused
+  };
+  EXPECT_EQ(kind_of(request(0, {}, 4)), ErrorKind::kInputRejected);
+  EXPECT_EQ(kind_of(request(0, prompt(0, 256), 4)), ErrorKind::kInputRejected);
+  EXPECT_EQ(kind_of(request(0, {3, 9999}, 4)), ErrorKind::kInputRejected);
+  Request bad_link = request(0, prompt(0, 4), 4);
+  bad_link.settings.sampler["min_p"]["value"] = "0.1";
+  EXPECT_EQ(kind_of(bad_link), ErrorKind::kConfig);
+  Request bad_value = request(0, prompt(0, 4), 4);
+  bad_value.settings.sampler["top_k"]["value"] = "-3";
+  EXPECT_EQ(kind_of(bad_value), ErrorKind::kConfig);
+  Request empty_stop = request(0, prompt(0, 4), 4);
+  empty_stop.settings.stop = std::vector<std::string>{""};
+  EXPECT_EQ(kind_of(empty_stop), ErrorKind::kConfig);
+  EXPECT_EQ(scheduler.waiting(), 0u) << "a refused request must leave nothing queued";
+
+  // Pipelines it cannot batch.
+  const auto build_kind = [&](std::vector<std::string> overrides, const std::string& stages) {
+    auto p = make(std::move(overrides), stages);
+    try {
+      Scheduler s(*p);
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::kInternal;
+  };
+  EXPECT_EQ(build_kind({"components.kv_cache.block_tokens=0"}, "[prefill: {}, decode: {}]"),
+            ErrorKind::kConfig);
+  EXPECT_EQ(build_kind({}, "[prefill: {}]"), ErrorKind::kConfig);
+  EXPECT_EQ(build_kind({}, "[prefill: {all_logits: true}, decode: {}]"), ErrorKind::kConfig);
+}
+
+TEST_F(SchedulerTest, CancelFreesBlocksAtOnce) {
+  auto pipeline = make();
+  Scheduler scheduler(*pipeline);
+  const uint64_t a = scheduler.submit(request(0, prompt(0, 30), 50));
+  const uint64_t b = scheduler.submit(request(1, prompt(1, 30), 50));
+  scheduler.step();
+  scheduler.step();
+  const int64_t before = scheduler.used_blocks();
+  scheduler.cancel(a);
+  EXPECT_LT(scheduler.used_blocks(), before);
+  scheduler.cancel(b);
+  EXPECT_EQ(scheduler.used_blocks(), 0);
+  EXPECT_FALSE(scheduler.step());
+  const auto results = scheduler.take_finished();
+  ASSERT_EQ(results.size(), 2u);
+  for (const RequestResult& r : results) EXPECT_EQ(r.finish, FinishReason::kCancelled);
+}
+
+long rss_kb() {
+  malloc_trim(0);
+  std::ifstream in("/proc/self/status");
+  for (std::string key; in >> key;) {
+    if (key == "VmRSS:") {
+      long kb = 0;
+      in >> kb;
+      return kb;
+    }
+  }
+  return -1;
+}
+
+// 1,000 requests of random lengths with shared prefixes, a fifth cancelled
+// at a random step: every request ends, every block is free again, and RSS
+// after the last 800 is that after the first 200.
+TEST_F(SchedulerTest, SoakLeavesEveryBlockFreeAndMemoryFlat) {
+  auto pipeline = make({"components.kv_cache.capacity_tokens=128", "batching.max_sequences=12"});
+  Scheduler scheduler(*pipeline);
+  std::mt19937 rng(5);
+  const std::vector<int32_t> shared = prompt(9, 24);
+  std::vector<uint64_t> live;
+  size_t ended = 0;
+  long baseline = 0;
+  for (int32_t i = 0; i < 1000; ++i) {
+    std::vector<int32_t> p;
+    if (rng() % 2 == 0) p.assign(shared.begin(), shared.begin() + 1 + rng() % shared.size());
+    for (int32_t t : prompt(i, 1 + static_cast<int32_t>(rng() % 30))) p.push_back(t);
+    Request r = request(i, p, 1 + static_cast<int32_t>(rng() % 24));
+    r.settings.keep_logits = false;
+    live.push_back(scheduler.submit(std::move(r)));
+    if (rng() % 5 == 0) scheduler.cancel(live[rng() % live.size()]);
+    if (i % 4 == 3) {
+      for (int s = 0; s < 6; ++s) scheduler.step();
+    }
+    ended += scheduler.take_finished().size();
+    if (i == 199) {
+      scheduler.run();
+      ended += scheduler.take_finished().size();
+      baseline = rss_kb();
+    }
+  }
+  scheduler.run();
+  ended += scheduler.take_finished().size();
+  EXPECT_EQ(ended, 1000u);
+  EXPECT_EQ(scheduler.used_blocks(), 0);
+  EXPECT_EQ(scheduler.running() + scheduler.waiting(), 0u);
+  EXPECT_GT(scheduler.stats().prefix_hit_tokens, 0);
+  EXPECT_LT(rss_kb() - baseline, 2048) << "RSS grew by more than 2 MiB over 800 requests";
+}
+
+}  // namespace
+}  // namespace duet
