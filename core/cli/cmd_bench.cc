@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -17,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_batch.h"
+#include "bench_context.h"
 #include "bench_stats.h"
 #include "bench_system.h"
 #include "commands.h"
@@ -30,7 +33,8 @@ namespace {
 
 constexpr const char* kSynopsis =
     "duet bench PIPELINE.yaml [-p N[,N...]] [-n N[,N...]] [-r R] [--warmup W] [--depth D[,D...]] "
-    "[--tests pp,tg] [--interleave] [-o table|json|csv] [--set key.path=value]...";
+    "[--tests pp,tg] [--batch N[,N...]] [--interleave] [-o table|json|csv] "
+    "[--set key.path=value]...";
 
 // The largest token count a test may ask for: the KV cache's own limit.
 constexpr int64_t kMaxTokens = 16777216;
@@ -103,37 +107,6 @@ struct TestResult {
   uint64_t peak_rss_bytes = 0;  // VmHWM after this test's runs
 };
 
-struct Context {
-  std::string pipeline;
-  std::string model;
-  uint64_t model_bytes = 0;
-  std::string backend;
-  std::string plugin_version;
-  std::string threads;  // backend.options.threads, or "-"
-  std::string cpu_model;
-  std::vector<std::string> cpu_features;
-  std::string sampler_order;
-  int64_t repetitions = 0;
-  int64_t warmup = 0;
-  bool interleave = false;  // repetitions in rounds across the tests
-  double load_seconds = 0.0;
-  uint64_t kv_cache_bytes = 0;
-  int64_t kv_cache_tokens = 0;
-  std::string kv_cache_dtype;
-  uint64_t peak_rss_bytes = 0;
-  std::optional<uint64_t> device_memory_bytes;  // in use on a non-host device, after the runs
-};
-
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
-  return out;
-}
-
-std::string features_text(const Context& c) {
-  return c.cpu_features.empty() ? "-" : join(c.cpu_features, " ");
-}
-
 // The version of the plugin that registered backend `name`; the core's
 // version for a built-in.
 std::string backend_plugin_version(const PluginHost& host, const std::string& name) {
@@ -145,20 +118,6 @@ std::string backend_plugin_version(const PluginHost& host, const std::string& na
     }
   }
   return "-";
-}
-
-// Deterministic pseudo-random token ids in [0, vocab) (splitmix64).
-std::vector<int32_t> bench_tokens(size_t n, int32_t vocab) {
-  std::vector<int32_t> ids(n);
-  uint64_t state = 0x6475657462656e63ULL;  // "duetbenc"
-  for (auto& id : ids) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    id = static_cast<int32_t>(z % static_cast<uint64_t>(vocab));
-  }
-  return ids;
 }
 
 // The prefill stage's chunk_tokens (0 = the whole prompt in one pass), so
@@ -218,17 +177,7 @@ double run_tg(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t d
   return elapsed > 0 ? static_cast<double>(n) / elapsed : 0.0;
 }
 
-std::string fixed(double v, int digits) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(digits) << v;
-  return s.str();
-}
-
-std::string mib(uint64_t bytes) {
-  return fixed(static_cast<double>(bytes) / (1 << 20), 1) + " MiB";
-}
-
-std::string print_table(const Context& c, const std::vector<TestResult>& results) {
+std::string print_table(const BenchContext& c, const std::vector<TestResult>& results) {
   const std::vector<std::string> header = {"test",         "backend",    "version", "threads",
                                            "cpu features", "t/s median", "stddev",  "min",
                                            "max",          "reps",       "ttft ms"};
@@ -273,7 +222,7 @@ std::string print_table(const Context& c, const std::vector<TestResult>& results
   return s.str();
 }
 
-std::string print_json(const Context& c, const std::vector<TestResult>& results) {
+std::string print_json(const BenchContext& c, const std::vector<TestResult>& results) {
   JsonWriter j;
   j.begin_object();
   j.field("duet_version", DUET_VERSION);
@@ -333,14 +282,7 @@ std::string print_json(const Context& c, const std::vector<TestResult>& results)
   return j.str() + "\n";
 }
 
-std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
-  std::string out = "\"";
-  for (char ch : v) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return out + "\"";
-}
-
-std::string print_csv(const Context& c, const std::vector<TestResult>& results) {
+std::string print_csv(const BenchContext& c, const std::vector<TestResult>& results) {
   std::ostringstream s;
   s << "test,backend,plugin_version,threads,cpu_features,"
        "tokens_per_second_median,tokens_per_second_stddev,tokens_per_second_min,"
@@ -356,6 +298,32 @@ std::string print_csv(const Context& c, const std::vector<TestResult>& results) 
       << "," << csv_field(c.kv_cache_dtype) << "\n";
   }
   return s.str();
+}
+
+// Calls run(t, i) for run i (warm-ups first) of every test t, one test's
+// runs after another's or in rounds (`interleave`), with progress on stderr
+// when it is a terminal.
+void run_all(const std::vector<std::string>& names, int64_t warmup, int64_t repetitions,
+             bool interleave, const std::function<void(size_t, int64_t)>& run) {
+  const bool progress = isatty(STDERR_FILENO) != 0;
+  const auto one = [&](size_t t, int64_t i) {
+    if (progress) {
+      std::cerr << "\rduet bench: " << names[t] << (i < warmup ? " warm-up " : " run ")
+                << (i < warmup ? i + 1 : i - warmup + 1) << "/"
+                << (i < warmup ? warmup : repetitions) << "    " << std::flush;
+    }
+    run(t, i);
+  };
+  if (interleave) {
+    for (int64_t i = 0; i < warmup + repetitions; ++i) {
+      for (size_t t = 0; t < names.size(); ++t) one(t, i);
+    }
+  } else {
+    for (size_t t = 0; t < names.size(); ++t) {
+      for (int64_t i = 0; i < warmup + repetitions; ++i) one(t, i);
+    }
+  }
+  if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
 }
 
 }  // namespace
@@ -377,13 +345,21 @@ int cmd_bench(const std::vector<std::string>& args) {
       "interleave",
       "run the tests in rounds, each test once per round, instead of one test's runs after "
       "another's: ratios between tests (depths, prompt lengths) then see the same machine")(
+      "batch,b", po::value<std::vector<std::string>>()->composing(),
+      "instead of pp and tg tests: N[,N...] sequences decoding at once through the batching "
+      "scheduler, each with a -p token prompt (default 32) generating -n tokens (default 64)")(
       "output,o", po::value<std::string>(), "table (default), json or csv");
   add_pipeline_options(opts);
   po::variables_map vm;
   if (!parse_command_line("bench", kSynopsis, opts, {"pipeline"}, args, vm)) return 0;
 
-  const auto pp_sizes = parse_counts(vm, "prompt-tokens", "--prompt-tokens", 512, 1);
-  const auto tg_sizes = parse_counts(vm, "gen-tokens", "--gen-tokens", 128, 1);
+  const bool batch = vm.count("batch") != 0;
+  if (batch && (vm.count("depth") || vm.count("tests"))) {
+    usage_error(std::string(vm.count("depth") ? "--depth" : "--tests") +
+                " does not go with --batch, whose tests are set by --batch, -p and -n");
+  }
+  const auto pp_sizes = parse_counts(vm, "prompt-tokens", "--prompt-tokens", batch ? 32 : 512, 1);
+  const auto tg_sizes = parse_counts(vm, "gen-tokens", "--gen-tokens", batch ? 64 : 128, 1);
   const auto depths = parse_counts(vm, "depth", "--depth", 0, 0);
   const int64_t repetitions =
       vm.count("repetitions") ? parse_count("--repetitions", vm["repetitions"].as<std::string>(), 1)
@@ -407,6 +383,15 @@ int cmd_bench(const std::vector<std::string>& args) {
   }
 
   std::vector<TestSpec> specs;
+  std::vector<BatchTest> batch_tests;
+  if (batch) {
+    for (int64_t b : parse_counts(vm, "batch", "--batch", 1, 1)) {
+      for (int64_t p : pp_sizes) {
+        for (int64_t n : tg_sizes) batch_tests.push_back({b, p, n});
+      }
+    }
+    want_pp = want_tg = false;
+  }
   if (want_pp) {
     for (int64_t n : pp_sizes) specs.push_back({"pp" + std::to_string(n), "pp", n, 0});
   }
@@ -422,12 +407,13 @@ int cmd_bench(const std::vector<std::string>& args) {
   PluginHost& host = cli_plugin_host();
   PipelineConfig config = load_pipeline(vm, host);
 
+  if (batch) check_batch_tests(batch_tests, config);
   // The cache must hold the largest test; say which and how to make room.
-  const TestSpec* largest = &specs.front();
+  const TestSpec* largest = specs.empty() ? nullptr : &specs.front();
   for (const auto& s : specs) {
     if (s.cache_tokens() > largest->cache_tokens()) largest = &s;
   }
-  if (largest->cache_tokens() > config.kv_cache.capacity_tokens) {
+  if (largest && largest->cache_tokens() > config.kv_cache.capacity_tokens) {
     int64_t needed = largest->cache_tokens();
     const int64_t block = config.kv_cache.block_tokens;
     if (block > 0) needed = (needed + block - 1) / block * block;
@@ -441,7 +427,7 @@ int cmd_bench(const std::vector<std::string>& args) {
 
   const auto load_start = Clock::now();
   auto pipeline = Pipeline::build(config, host);
-  Context c;
+  BenchContext c;
   c.load_seconds = seconds_since(load_start);
   c.pipeline = config.source.string();
   c.model = config.model.path.string();
@@ -463,24 +449,42 @@ int cmd_bench(const std::vector<std::string>& args) {
   c.kv_cache_tokens = config.kv_cache.capacity_tokens;
   c.kv_cache_dtype = std::string(dtype_name(config.kv_cache.dtype));
 
+  if (batch) {
+    std::vector<BatchResult> results(batch_tests.size());
+    std::vector<std::string> names;
+    for (size_t t = 0; t < batch_tests.size(); ++t) {
+      results[t].test = batch_tests[t];
+      names.push_back(batch_tests[t].name());
+    }
+    run_all(names, warmup, repetitions, c.interleave, [&](size_t t, int64_t i) {
+      // Every run's prompts are its own, so no run finds another's in the prefix cache.
+      const auto stream = static_cast<uint64_t>(t) * static_cast<uint64_t>(warmup + repetitions) +
+                          static_cast<uint64_t>(i);
+      run_batch_test(*pipeline, batch_tests[t], stream, i >= warmup, results[t]);
+      if (i + 1 == warmup + repetitions) results[t].peak_rss_bytes = peak_rss_bytes();
+    });
+    c.peak_rss_bytes = peak_rss_bytes();
+    std::cout << (output == "json"  ? batch_json(c, results)
+                  : output == "csv" ? batch_csv(c, results)
+                                    : batch_table(c, results));
+    return 0;
+  }
+
   int64_t max_ids = 1;
   for (const auto& s : specs) max_ids = std::max(max_ids, s.kind == "pp" ? s.tokens : 1 + s.depth);
   const std::vector<int32_t> ids =
       bench_tokens(static_cast<size_t>(max_ids), pipeline->check().hparams.n_vocab);
 
   const int64_t chunk = prefill_chunk(config);
-  const bool progress = isatty(STDERR_FILENO) != 0;
   std::vector<TestResult> results(specs.size());
-  for (size_t t = 0; t < specs.size(); ++t) results[t].spec = specs[t];
-  // Run i (warm-ups first) of test t.
-  const auto run = [&](size_t t, int64_t i) {
+  std::vector<std::string> names;
+  for (size_t t = 0; t < specs.size(); ++t) {
+    results[t].spec = specs[t];
+    names.push_back(specs[t].name);
+  }
+  run_all(names, warmup, repetitions, c.interleave, [&](size_t t, int64_t i) {
     const TestSpec& spec = specs[t];
     TestResult& r = results[t];
-    if (progress) {
-      std::cerr << "\rduet bench: " << spec.name << (i < warmup ? " warm-up " : " run ")
-                << (i < warmup ? i + 1 : i - warmup + 1) << "/"
-                << (i < warmup ? warmup : repetitions) << "    " << std::flush;
-    }
     double tps = 0.0, ttft = 0.0;
     if (spec.kind == "pp") {
       run_pp(*pipeline, ids, spec.tokens, chunk, tps, ttft);
@@ -496,17 +500,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       r.ttft = summarize_values(r.first_token_seconds);
       r.peak_rss_bytes = peak_rss_bytes();
     }
-  };
-  if (c.interleave) {
-    for (int64_t i = 0; i < warmup + repetitions; ++i) {
-      for (size_t t = 0; t < specs.size(); ++t) run(t, i);
-    }
-  } else {
-    for (size_t t = 0; t < specs.size(); ++t) {
-      for (int64_t i = 0; i < warmup + repetitions; ++i) run(t, i);
-    }
-  }
-  if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
+  });
   c.peak_rss_bytes = peak_rss_bytes();
   c.device_memory_bytes = pipeline->device_memory_in_use();
 

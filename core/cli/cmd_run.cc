@@ -5,7 +5,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "batch_run.h"
 #include "commands.h"
+#include "duet/error.h"
 #include "duet/pipeline.h"
 #include "json_writer.h"
 #include "pipeline_loading.h"
@@ -79,6 +81,29 @@ std::string placement_line(const PipelineCheck& check) {
   return line;
 }
 
+// --prompts-file: the file's requests through the batching scheduler.
+int run_batch(const po::variables_map& vm) {
+  std::string clash;
+  if (vm.count("prompt") && !vm["prompt"].defaulted()) clash = "prompt";
+  for (const char* flag : {"prompt-file", "chat", "json", "parse-special"}) {
+    if (clash.empty() && vm.count(flag)) clash = flag;
+  }
+  if (!clash.empty()) {
+    throw Error(ErrorKind::kUsage, "duet run: --prompts-file and --" + clash +
+                                       " both given; a prompts file gives each request's prompt "
+                                       "and settings (docs/batching.md): drop --" +
+                                       clash);
+  }
+  std::vector<std::string> extra;
+  if (vm.count("system"))
+    extra.push_back("model.system=" + yaml_quoted(vm["system"].as<std::string>()));
+  PluginHost& host = cli_plugin_host();
+  PipelineConfig config = load_pipeline(vm, host, extra);
+  auto pipeline = Pipeline::build(config, host);
+  return run_prompts_file(*pipeline, config, vm["prompts-file"].as<std::string>(),
+                          vm.count("output") ? vm["output"].as<std::string>() : "");
+}
+
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
@@ -90,15 +115,27 @@ int cmd_run(const std::vector<std::string>& args) {
       "parse-special",
       "parse control tokens such as <|im_start|> written in a raw prompt (model.chat: false) as "
       "those tokens")("system", po::value<std::string>(), "system message for the chat template")(
-      "json", "print one JSON result on stdout instead of streaming text and a summary");
+      "json", "print one JSON result on stdout instead of streaming text and a summary")(
+      "prompts-file", po::value<std::string>(),
+      "run every line of this JSONL file as a request, batched (see docs/batching.md)")(
+      "output,o", po::value<std::string>(),
+      "with --prompts-file: write the JSONL results to this file instead of stdout");
   add_pipeline_options(opts);
   po::variables_map vm;
   if (!parse_command_line(
           "run",
           "duet run PIPELINE.yaml [--prompt TEXT | --prompt - | --prompt-file FILE] [--chat] "
-          "[--json] [--set key.path=value]...",
+          "[--json] [--set key.path=value]...\n"
+          "       duet run PIPELINE.yaml --prompts-file PROMPTS.jsonl [--output RESULTS.jsonl] "
+          "[--set key.path=value]...",
           opts, {"pipeline"}, args, vm)) {
     return 0;
+  }
+  if (vm.count("prompts-file")) return run_batch(vm);
+  if (vm.count("output")) {
+    throw Error(ErrorKind::kUsage,
+                "duet run: --output goes with --prompts-file; without it "
+                "the answer streams to stdout (redirect it)");
   }
   std::vector<std::string> extra;
   if (vm.count("chat")) extra.push_back("model.chat=true");
