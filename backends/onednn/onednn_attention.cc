@@ -24,6 +24,12 @@ constexpr int32_t kTileRows = 32;
 // A decode row's positions are split into stretches of at least this many,
 // so that merging partials and the GEMM calls' overhead stay small.
 constexpr int32_t kMinStretch = 256;
+// Batch-invariant mode: stretch c of every row covers positions
+// [c * kInvariantStretch, (c + 1) * kInvariantStretch), and the stretches of
+// rows run as tasks of their own only while the step has fewer (row, KV
+// head) pairs than this many per thread.
+constexpr int32_t kInvariantStretch = 256;
+constexpr int64_t kInvariantPairsPerThread = 4;
 
 // Calls fn(first_position, end_position, first_slot) for each run of
 // positions in [begin, end) that lie in consecutive cache slots.
@@ -39,6 +45,20 @@ void for_each_run(const std::vector<int32_t>& table, int32_t block, int32_t begi
     }
     fn(p, run_end, int64_t{table[static_cast<size_t>(b)]} * block + p % block);
     p = run_end;
+  }
+}
+
+// Calls fn(first_position, end_position, first_slot) for the positions of
+// [begin, end) in each block: cut at every block boundary, wherever the
+// blocks lie (batch-invariant mode).
+template <typename Fn>
+void for_each_block(const std::vector<int32_t>& table, int32_t block, int32_t begin, int32_t end,
+                    const Fn& fn) {
+  for (int32_t p = begin; p < end;) {
+    const int32_t b = p / block;
+    const int32_t block_end = std::min(end, (b + 1) * block);
+    fn(p, block_end, int64_t{table[static_cast<size_t>(b)]} * block + p % block);
+    p = block_end;
   }
 }
 
@@ -60,8 +80,11 @@ void sgemm(char transb, int64_t m, int64_t n, int64_t k, float alpha, const floa
 }  // namespace
 
 OnednnAttention::OnednnAttention(const AttentionSpec& spec, std::shared_ptr<ThreadPool> pool,
-                                 CpuPath path)
-    : spec_(spec), pool_(std::move(pool)), kernels_(vector_kernels(path)) {}
+                                 CpuPath path, bool batch_invariant)
+    : spec_(spec),
+      pool_(std::move(pool)),
+      kernels_(vector_kernels(path)),
+      batch_invariant_(batch_invariant) {}
 
 namespace {
 
@@ -141,6 +164,47 @@ void OnednnAttention::plan(const StepBatch& step) {
   scratch_floats_ = per_thread;
   states_.resize(tasks_.size() * static_cast<size_t>(spec_.n_heads * (2 + hd)));
   scratch_.resize(static_cast<size_t>(threads * scratch_floats_));
+}
+
+void OnednnAttention::plan_invariant(const StepBatch& step) {
+  tasks_.clear();
+  const int32_t n_kv = spec_.n_kv_heads;
+  const int32_t group = spec_.n_heads / n_kv;
+  const int64_t hd = spec_.head_dim;
+  const int32_t threads = pool_->threads();
+  // Splitting a row's stretches into tasks only spreads work over threads;
+  // the arithmetic is the same either way. Their partials then wait in
+  // states_ until all are done, so only few rows are split.
+  const bool split =
+      static_cast<int64_t>(step.positions.size()) * n_kv < kInvariantPairsPerThread * threads;
+  int64_t most_stretches = 1;
+  for (const SequenceStep& seq : step.sequences) {
+    for (int32_t row = seq.first_token; row < seq.first_token + seq.n_tokens; ++row) {
+      const int32_t seen = step.positions[static_cast<size_t>(row)] + 1;
+      const int32_t stretches = (seen + kInvariantStretch - 1) / kInvariantStretch;
+      most_stretches = std::max<int64_t>(most_stretches, stretches);
+      for (int32_t g = 0; g < n_kv; ++g) {
+        if (!split || stretches == 1) {
+          tasks_.push_back(Task{&seq, g, 1, row, row + 1, 0, seen, false, true});
+          continue;
+        }
+        for (int32_t c = 0; c < stretches; ++c) {
+          tasks_.push_back(Task{&seq, g, 1, row, row + 1, c * kInvariantStretch,
+                                std::min(seen, (c + 1) * kInvariantStretch), false, false});
+        }
+      }
+    }
+  }
+  state_floats_ = group * (2 + hd);
+  // A run's scores and attend's staging (VectorKernels::attend), then the
+  // partials of a whole task's stretches.
+  scratch_floats_ = group * (kInvariantStretch + hd) + 16 * hd + most_stretches * state_floats_;
+  states_.resize(split ? tasks_.size() * static_cast<size_t>(state_floats_) : 0);
+  scratch_.resize(static_cast<size_t>(threads * scratch_floats_));
+  thread_parts_.resize(static_cast<size_t>(threads));
+  for (std::vector<SoftmaxPart>& parts : thread_parts_) {
+    parts.reserve(static_cast<size_t>(most_stretches));
+  }
 }
 
 void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>& table,
@@ -266,24 +330,87 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   // place, once, in order, straight from the slots (widened in registers).
   for_each_run(task.seq->block_table, cache.block_tokens, task.begin, task.end,
                [&](int32_t p0, int32_t p1, int64_t slot) {
-                 if (cache.tiled) {
-                   const int64_t first = tile_offset(slot, cache.slot_bytes) +
-                                         task.kv_head * tile_head_bytes(spec_.head_dim);
-                   kernels_.attend_tiles(qr, task.kv_heads, group, hd, spec_.scale,
-                                         static_cast<const uint8_t*>(cache.k) + first,
-                                         static_cast<const uint8_t*>(cache.v) + first,
-                                         kTileSlots * cache.slot_bytes, tile_lane(slot), p1 - p0,
-                                         scores, state);
-                   return;
-                 }
-                 const int64_t first = slot * cache.slot_bytes +
-                                       task.kv_head * cache_head_bytes(cache.dtype, spec_.head_dim);
-                 kernels_.attend(qr, task.kv_heads, group, hd, spec_.scale,
-                                 static_cast<const uint8_t*>(cache.k) + first,
-                                 static_cast<const uint8_t*>(cache.v) + first, cache.dtype,
-                                 cache.slot_bytes, p1 - p0, scores, state);
+                 attend_run(task, cache, qr, p0, p1, slot, scores, state);
                });
   if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row + first_head * hd);
+}
+
+void OnednnAttention::attend_run(const Task& task, const LayerCache& cache, const float* qr,
+                                 int32_t p0, int32_t p1, int64_t slot, float* scores,
+                                 const SoftmaxPart& state) const {
+  const int32_t hd = spec_.head_dim;
+  const int32_t group = spec_.n_heads / spec_.n_kv_heads;
+  if (cache.tiled) {
+    const int64_t first =
+        tile_offset(slot, cache.slot_bytes) + task.kv_head * tile_head_bytes(spec_.head_dim);
+    kernels_.attend_tiles(qr, task.kv_heads, group, hd, spec_.scale,
+                          static_cast<const uint8_t*>(cache.k) + first,
+                          static_cast<const uint8_t*>(cache.v) + first,
+                          kTileSlots * cache.slot_bytes, tile_lane(slot), p1 - p0, scores, state);
+    return;
+  }
+  const int64_t first =
+      slot * cache.slot_bytes + task.kv_head * cache_head_bytes(cache.dtype, spec_.head_dim);
+  kernels_.attend(qr, task.kv_heads, group, hd, spec_.scale,
+                  static_cast<const uint8_t*>(cache.k) + first,
+                  static_cast<const uint8_t*>(cache.v) + first, cache.dtype, cache.slot_bytes,
+                  p1 - p0, scores, state);
+}
+
+void OnednnAttention::run_invariant(const Task& task, size_t index, const LayerCache& cache,
+                                    const float* q, float* out, int thread) {
+  const int32_t hd = spec_.head_dim;
+  const int32_t group = spec_.n_heads / spec_.n_kv_heads;
+  const int64_t q_row = int64_t{spec_.n_heads} * hd;
+  const int64_t first_head = int64_t{task.kv_head} * group;
+  float* scores = scratch_.data() + thread * scratch_floats_;
+  float* states = task.whole ? scores + group * (kInvariantStretch + hd) + 16 * hd
+                             : states_.data() + index * static_cast<size_t>(state_floats_);
+  std::vector<SoftmaxPart>& parts = thread_parts_[static_cast<size_t>(thread)];
+  parts.clear();
+  const float* qr = q + task.row * q_row + first_head * hd;
+  for (int32_t s0 = task.begin; s0 < task.end; s0 += kInvariantStretch) {
+    float* st = states + static_cast<int64_t>(parts.size()) * state_floats_;
+    const SoftmaxPart state{st, st + group, st + 2 * group};
+    std::fill(state.max, state.max + group, -INFINITY);
+    std::fill(state.sum, state.sum + group, 0.0f);
+    std::fill(state.acc, state.acc + int64_t{group} * hd, 0.0f);
+    for_each_block(task.seq->block_table, cache.block_tokens, s0,
+                   std::min(task.end, s0 + kInvariantStretch),
+                   [&](int32_t p0, int32_t p1, int64_t slot) {
+                     attend_run(task, cache, qr, p0, p1, slot, scores, state);
+                   });
+    parts.push_back(state);
+  }
+  if (task.whole) {
+    kernels_.merge(parts.data(), static_cast<int64_t>(parts.size()), group, hd,
+                   out + task.row * q_row + first_head * hd);
+  }
+}
+
+void OnednnAttention::merge_stretches(float* out) {
+  const int32_t hd = spec_.head_dim;
+  const int32_t group = spec_.n_heads / spec_.n_kv_heads;
+  const int64_t q_row = int64_t{spec_.n_heads} * hd;
+  for (size_t i = 0; i < tasks_.size();) {
+    const Task& t = tasks_[i];
+    size_t j = i + 1;
+    if (!t.whole) {
+      // A row's stretches for one KV head are consecutive tasks, in order.
+      while (j < tasks_.size() && !tasks_[j].whole && tasks_[j].row == t.row &&
+             tasks_[j].kv_head == t.kv_head) {
+        ++j;
+      }
+      parts_.clear();
+      for (size_t s = i; s < j; ++s) {
+        float* st = states_.data() + s * static_cast<size_t>(state_floats_);
+        parts_.push_back(SoftmaxPart{st, st + group, st + 2 * group});
+      }
+      kernels_.merge(parts_.data(), static_cast<int64_t>(parts_.size()), group, hd,
+                     out + t.row * q_row + int64_t{t.kv_head} * group * hd);
+    }
+    i = j;
+  }
 }
 
 void OnednnAttention::forward(int32_t layer, const StepBatch& step, const TensorView& q,
@@ -306,11 +433,21 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
                     std::to_string(kTileSlots) + ", on the avx512_vnni path");
   }
 
-  plan(step);
   const LayerCache cache{view.k, view.v, dtype, kv.spec().block_tokens, slot_bytes, tiled};
-  gather_tiled(step, cache);
   const float* qf = q.as<const float>();
   float* of = out.as<float>();
+  if (batch_invariant_) {
+    plan_invariant(step);
+    pool_->parallel_tasks(static_cast<int64_t>(tasks_.size()), [&](int64_t index, int thread) {
+      run_invariant(tasks_[static_cast<size_t>(index)], static_cast<size_t>(index), cache, qf, of,
+                    thread);
+    });
+    merge_stretches(of);
+    return;
+  }
+
+  plan(step);
+  gather_tiled(step, cache);
   pool_->parallel_tasks(static_cast<int64_t>(tasks_.size()), [&](int64_t index, int thread) {
     const Task& task = tasks_[static_cast<size_t>(index)];
     if (task.tile) {

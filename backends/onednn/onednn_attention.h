@@ -18,6 +18,20 @@
 // out of order) is gathered once per step for all tiles of the sequence.
 // A q8_0 cache in tiles (the VNNI path, kernels/kv_tiles.h) is read by
 // VectorKernels::attend_tiles in decode and row by row for prompt tiles.
+//
+// Batch-invariant mode (BackendOptions::batch_invariant) gives up the GEMM
+// tiles and the thread-dependent splits: every row, prompt or decode, is computed
+// like a decode row, each KV head on its own, its positions cut into
+// stretches at fixed multiples of kInvariantStretch (256) and, within a
+// stretch, read in runs cut at every block boundary (not only where blocks
+// happen not to be consecutive); each stretch starts from a fresh partial
+// and the partials are merged in position order. So a row's arithmetic
+// follows from its position, its sequence's cached keys and values, the
+// spec and block_tokens alone — not from other sequences, from how many
+// rows its own sequence has in the step, from where its blocks lie or from
+// the number of threads (which only decides whether a task covers one
+// stretch or all of a row's). It still depends on the CPU path: the same
+// row on an AVX2 and an AVX-512 machine may differ in the last bits.
 #pragma once
 
 #include <memory>
@@ -32,7 +46,8 @@ namespace duet::onednn {
 class OnednnAttention final : public Attention {
  public:
   // REQUIRES: path ≤ hardware_cpu_path().
-  OnednnAttention(const AttentionSpec& spec, std::shared_ptr<ThreadPool> pool, CpuPath path);
+  OnednnAttention(const AttentionSpec& spec, std::shared_ptr<ThreadPool> pool, CpuPath path,
+                  bool batch_invariant = false);
 
   // Why this attention cannot serve `spec`; empty when it can.
   static Support check_spec(const AttentionSpec& spec);
@@ -47,7 +62,9 @@ class OnednnAttention final : public Attention {
   // of one KV head and every position they see; a stretch covers positions
   // [begin, end) of the single row `row`, and is `whole` when that is every
   // position the row sees (a row split into several stretches has one task
-  // per stretch, each for all KV heads).
+  // per stretch, each for all KV heads). In batch-invariant mode every task
+  // is a stretch task of one KV head whose [begin, end) is one stretch, or
+  // all of them (`whole`: it merges them itself).
   struct Task {
     const SequenceStep* seq;
     int32_t kv_head;
@@ -79,6 +96,7 @@ class OnednnAttention final : public Attention {
   };
 
   void plan(const StepBatch& step);
+  void plan_invariant(const StepBatch& step);
   // Copies (widening f16, expanding q8_0) the keys and values of KV heads [first_head,
   // first_head + heads) at positions [begin, end) to k_out and v_out, rows
   // of heads * head_dim floats.
@@ -92,13 +110,25 @@ class OnednnAttention final : public Attention {
                 float* out, int thread);
   void run_stretch(const Task& task, size_t index, const LayerCache& cache, const float* q,
                    float* out, int thread);
+  // Folds positions [p0, p1) of the task's row, in consecutive slots from
+  // `slot`, into `state` (attend, or attend_tiles for a tiled cache).
+  void attend_run(const Task& task, const LayerCache& cache, const float* qr, int32_t p0,
+                  int32_t p1, int64_t slot, float* scores, const SoftmaxPart& state) const;
+  void run_invariant(const Task& task, size_t index, const LayerCache& cache, const float* q,
+                     float* out, int thread);
+  // Merges the partials of rows whose stretches ran as separate tasks.
+  void merge_stretches(float* out);
 
   AttentionSpec spec_;
   std::shared_ptr<ThreadPool> pool_;
   const VectorKernels& kernels_;
+  bool batch_invariant_;
   std::vector<Task> tasks_;
   std::vector<float> states_;       // per task: max[group], sum[group], acc[group][head_dim]
   std::vector<SoftmaxPart> parts_;  // the stretches of one row being merged
+  // Batch-invariant mode, per thread: the partials of a whole task's stretches.
+  std::vector<std::vector<SoftmaxPart>> thread_parts_;
+  int64_t state_floats_ = 0;  // floats of one task's partial in states_
   // Per thread: a task's scores.
   std::vector<float> scratch_;
   // Per tiled sequence: keys then values of every position it sees, or

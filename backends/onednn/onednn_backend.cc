@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <string>
 #include <thread>
 
 #include "duet/error.h"
@@ -35,14 +36,25 @@ BackendOptions BackendOptions::parse(const Options& options) {
   o.min_gemm_rows = options.get_int(
       "matmul_min_rows", o.gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2 : kDefaultMinGemmRowsQ8, 1,
       1 << 20);
+  o.batch_invariant = options.get_bool("batch_invariant", false);
   options.finish();
+  if (o.batch_invariant && options.has("matmul_min_rows")) {
+    // GEMM's summation order for a row depends on how many rows it multiplies.
+    const std::string at = options.path().empty() ? "" : options.path() + ".";
+    throw Error(ErrorKind::kConfig,
+                at +
+                    "matmul_min_rows: batch_invariant: true sends every matmul row through "
+                    "the per-row gemv kernels, which fixes matmul_min_rows; remove one of " +
+                    at + "batch_invariant and " + at + "matmul_min_rows");
+  }
   return o;
 }
 
 OnednnBackend::OnednnBackend(const BackendOptions& options, CpuPath path)
     : path_(path),
+      batch_invariant_(options.batch_invariant),
       pool_(std::make_shared<ThreadPool>(options.threads)),
-      ops_(pool_, path, options.min_gemm_rows, options.gemv_terms) {}
+      ops_(pool_, path, options.min_gemm_rows, options.gemv_terms, options.batch_invariant) {}
 
 std::unique_ptr<Attention> OnednnBackend::create_attention(const std::string& impl,
                                                            const AttentionSpec& spec) {
@@ -53,7 +65,7 @@ std::unique_ptr<Attention> OnednnBackend::create_attention(const std::string& im
   }
   Support s = OnednnAttention::check_spec(spec);
   if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
-  return std::make_unique<OnednnAttention>(spec, pool_, path_);
+  return std::make_unique<OnednnAttention>(spec, pool_, path_, batch_invariant_);
 }
 
 Support OnednnBackend::check_kv_cache(const KVCacheSpec& spec) const {
@@ -63,11 +75,11 @@ Support OnednnBackend::check_kv_cache(const KVCacheSpec& spec) const {
 std::unique_ptr<KVCache> OnednnBackend::create_kv_cache(const KVCacheSpec& spec) {
   Support s = OnednnKVCache::check(spec);
   if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
-  return std::make_unique<OnednnKVCache>(spec, device_, path_);
+  return std::make_unique<OnednnKVCache>(spec, device_, path_, batch_invariant_);
 }
 
 int32_t OnednnBackend::kv_cache_tile_slots(const KVCacheSpec& spec) const {
-  return OnednnKVCache::tile_slots(spec, path_);
+  return OnednnKVCache::tile_slots(spec, path_, batch_invariant_);
 }
 
 }  // namespace duet::onednn

@@ -26,10 +26,23 @@ namespace duet::onednn {
 //   matmul_min_rows   1..2^20, default 16 with q8x2 and 24 with q8 (measured
 //                     crossovers): matmuls with at least this many activation
 //                     rows expand weight panels to f32 for oneDNN GEMM.
+//   batch_invariant   false (default) or true: each row's results — hence a
+//                     sequence's logits — are bit-identical whatever else
+//                     shares the step (other sequences, how a prompt is cut
+//                     into chunks) and whatever `threads` is (issue 17). Every
+//                     matmul then takes the per-row gemv kernels (bf16 weights:
+//                     expanded to f32 and through the f32 gemv kernel), never
+//                     GEMM, so it fixes matmul_min_rows (setting both is an
+//                     error); attention splits every row, prompt or decode,
+//                     into stretches at fixed positions (onednn_attention.h);
+//                     a q8_0 cache is kept in VNNI tiles only when
+//                     block_tokens is a multiple of 16. Costs prefill speed:
+//                     docs/performance.md, "Batch-invariant mode (onednn)".
 struct BackendOptions {
-  int threads = 1;            // threads of the pool, the caller included
-  int64_t min_gemm_rows = 1;  // matmuls with at least this many rows use GEMM
-  int gemv_terms = 2;         // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
+  int threads = 1;               // threads of the pool, the caller included
+  int64_t min_gemm_rows = 1;     // matmuls with at least this many rows use GEMM
+  int gemv_terms = 2;            // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
+  bool batch_invariant = false;  // see above; min_gemm_rows is then unused
 
   // Reads and validates `options` (calling finish()). Throws
   // duet::Error(kConfig) naming the key path for a bad or unknown key.
@@ -57,6 +70,7 @@ class OnednnBackend final : public Backend {
 
  private:
   CpuPath path_;
+  bool batch_invariant_;
   std::shared_ptr<ThreadPool> pool_;
   OnednnDevice device_;
   OnednnOps ops_;

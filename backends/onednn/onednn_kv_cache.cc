@@ -9,16 +9,18 @@ Support OnednnKVCache::check(const KVCacheSpec& spec) {
   return check_contiguous_kv_cache(spec, "onednn", {DType::kF32, DType::kF16, DType::kQ8_0});
 }
 
-int32_t OnednnKVCache::tile_slots(const KVCacheSpec& spec, CpuPath path) {
+int32_t OnednnKVCache::tile_slots(const KVCacheSpec& spec, CpuPath path, bool batch_invariant) {
+  if (batch_invariant && spec.block_tokens % kTileSlots != 0) return 0;
   return spec.dtype == DType::kQ8_0 && path == CpuPath::kAvx512Vnni ? kTileSlots : 0;
 }
 
-OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path)
+OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path,
+                             bool batch_invariant)
     : RowKVCache(spec, device,
-                 tile_slots(spec, path) != 0
+                 tile_slots(spec, path, batch_invariant) != 0
                      ? (spec.capacity_tokens + kTileSlots - 1) / kTileSlots * kTileSlots
                      : spec.capacity_tokens),
-      tiled_(tile_slots(spec, path) != 0),
+      tiled_(tile_slots(spec, path, batch_invariant) != 0),
       kernels_(vector_kernels(path)) {}
 
 KVLayerView OnednnKVCache::layer(int32_t layer) {

@@ -29,12 +29,17 @@ class OnednnKVCache final : public RowKVCache {
  public:
   // Why `spec` cannot be stored here; empty when it can.
   static Support check(const KVCacheSpec& spec);
-  // The tile_slots layer() reports for a cache of `spec` on `path`.
-  static int32_t tile_slots(const KVCacheSpec& spec, CpuPath path);
+  // The tile_slots layer() reports for a cache of `spec` on `path`. With
+  // `batch_invariant`, 0 (rows) unless block_tokens is a multiple of 16:
+  // attention's arithmetic over a tile depends on which of its slots a run
+  // covers, so a position's tile lane must follow from the position alone,
+  // not from where its block lies.
+  static int32_t tile_slots(const KVCacheSpec& spec, CpuPath path, bool batch_invariant = false);
 
   // REQUIRES: check(spec).ok(). Throws duet::Error(kOutOfMemory) when the
   // host cannot hold it.
-  OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path);
+  OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path,
+                bool batch_invariant = false);
 
   KVLayerView layer(int32_t layer) override;
   void write(int32_t layer, const StepBatch& step, const TensorView& k,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "duet/error.h"
@@ -45,11 +46,13 @@ void sgemm_nt(int64_t n, int64_t cols, int64_t k, const float* a, const float* b
 
 }  // namespace
 
-Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int terms)
+Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int terms,
+               bool batch_invariant)
     : pool_(std::move(pool)),
       path_(path),
-      min_gemm_rows_(min_gemm_rows),
+      min_gemm_rows_(batch_invariant ? std::numeric_limits<int64_t>::max() : min_gemm_rows),
       terms_(terms),
+      batch_invariant_(batch_invariant),
       kernels_(vector_kernels(path)),
       panels_(static_cast<size_t>(pool_->threads())) {}
 
@@ -62,6 +65,8 @@ int64_t Matmul::panel_rows(int64_t k) {
 void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
   if (x.shape[0] < min_gemm_rows_ && gemv_supports(w.dtype)) {
     gemv(x, w, out);
+  } else if (batch_invariant_) {
+    gemv_expanded(x, w, out);
   } else {
     gemm(x, w, out);
   }
@@ -127,6 +132,27 @@ void Matmul::gemm(const TensorView& x, const TensorView& w, TensorView out) {
       wp = scratch.data();
     }
     sgemm_nt(n, rows, k, x.as<const float>(), wp, out.as<float>() + r, m);
+  });
+}
+
+void Matmul::gemv_expanded(const TensorView& x, const TensorView& w, TensorView out) {
+  const int64_t n = x.shape[0];
+  const int64_t k = x.shape[1];
+  const int64_t m = w.shape[0];
+  const uint64_t row_bytes = *dtype_row_bytes(w.dtype, static_cast<uint64_t>(k));
+  // A fixed panel size; the rows of one are independent products anyway.
+  const int64_t panel = panel_rows(k);
+  const auto* wbytes = static_cast<const uint8_t*>(w.data);
+  float* y = out.as<float>();
+  pool_->parallel_tasks((m + panel - 1) / panel, [&](int64_t i, int t) {
+    const int64_t r = i * panel;
+    const int64_t rows = std::min(panel, m - r);
+    std::vector<float>& scratch = panels_[static_cast<size_t>(t)];
+    scratch.resize(static_cast<size_t>(panel * k));
+    expand_weights(kernels_, w.dtype, wbytes + static_cast<uint64_t>(r) * row_bytes, scratch.data(),
+                   rows * k);
+    gemv_batch(path_, DType::kF32, scratch.data(), k, nullptr, x.as<const float>(), n, y + r, m, 0,
+               rows);
   });
 }
 

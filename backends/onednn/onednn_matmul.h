@@ -29,6 +29,15 @@
 // matrix, so memory stays at the mapped file plus a few MiB. bf16 weights,
 // which the gemv kernels lack, always go this way.
 //
+// Batch-invariant mode (BackendOptions::batch_invariant): every product
+// takes the gemv kernels, whatever its number of rows, since they compute
+// each activation row on its own with the same arithmetic (integer block
+// sums, then one fixed float order per weight row) whichever rows share the
+// call and however the weight rows are split among threads; GEMM does not
+// promise that (its blocking, hence its summation order, follows n). bf16
+// weights, which those kernels lack, are expanded to f32 a panel at a time
+// and go through the f32 gemv kernel.
+//
 // Thread-safety: none; one thread calls run() at a time.
 #pragma once
 
@@ -47,7 +56,9 @@ class Matmul {
  public:
   // REQUIRES: path ≤ hardware_cpu_path(), min_gemm_rows ≥ 1, terms 1 or 2
   // (the 8-bit terms each activation row is sent to the gemv kernels as).
-  Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int terms);
+  // With batch_invariant, min_gemm_rows is unused (see above).
+  Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int terms,
+         bool batch_invariant = false);
 
   // The op of duet/ops.h; shapes and dtypes are checked by core.
   void run(const TensorView& x, const TensorView& w, TensorView out);
@@ -65,11 +76,15 @@ class Matmul {
   // panels per thread, a multiple of the kernels' grain.
   int64_t task_rows(int64_t m) const;
   void gemm(const TensorView& x, const TensorView& w, TensorView out);
+  // Batch-invariant mode's product for weights the gemv kernels lack: f32
+  // panels of them through the f32 gemv kernel.
+  void gemv_expanded(const TensorView& x, const TensorView& w, TensorView out);
 
   std::shared_ptr<ThreadPool> pool_;
   CpuPath path_;
   int64_t min_gemm_rows_;
   int terms_;
+  bool batch_invariant_;
   const VectorKernels& kernels_;
   std::vector<Q8Activations> xq_;  // one per activation row
   // A copy of the activations xq_ holds (empty when none), compared whole

@@ -20,10 +20,11 @@ bool is_weight_type(DType t) {
 }  // namespace
 
 OnednnOps::OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows,
-                     int gemv_terms)
+                     int gemv_terms, bool batch_invariant)
     : pool_(pool),
       kernels_(vector_kernels(path)),
-      matmul_(std::move(pool), path, min_gemm_rows, gemv_terms) {}
+      batch_invariant_(batch_invariant),
+      matmul_(std::move(pool), path, min_gemm_rows, gemv_terms, batch_invariant) {}
 
 Support OnednnOps::supports(const OpDesc& desc) const {
   const std::string type = ggml_type_name(static_cast<uint32_t>(desc.weight_dtype));
@@ -146,6 +147,17 @@ void OnednnOps::swiglu(const TensorView& gate, const TensorView& up, TensorView 
   const float* g = gate.as<const float>();
   const float* u = up.as<const float>();
   float* o = out.as<float>();
+  if (batch_invariant_) {
+    // Row by row: the kernel's scalar tail (a different exp) then covers
+    // the same columns of every row, whatever the number of rows.
+    const int64_t cols = gate.shape.innermost();
+    for_rows(gate.shape.rows(), cols, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        kernels_.swiglu(g + i * cols, u + i * cols, o + i * cols, cols);
+      }
+    });
+    return;
+  }
   if (n < kParallelElements) {
     kernels_.swiglu(g, u, o, n);
     return;

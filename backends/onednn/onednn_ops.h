@@ -23,8 +23,11 @@ namespace duet::onednn {
 
 class OnednnOps final : public Ops {
  public:
-  // REQUIRES: as Matmul's constructor.
-  OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int gemv_terms);
+  // REQUIRES: as Matmul's constructor. `batch_invariant`: every op computes
+  // each row the same way whatever the number of rows (Matmul's, and
+  // SwiGLU row by row, so that a row's tail elements never depend on n).
+  OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int gemv_terms,
+            bool batch_invariant = false);
 
   Support supports(const OpDesc& desc) const override;
   void embedding(const TensorView& table, const TensorView& ids, TensorView out) override;
@@ -44,6 +47,7 @@ class OnednnOps final : public Ops {
 
   std::shared_ptr<ThreadPool> pool_;
   const VectorKernels& kernels_;
+  bool batch_invariant_;
   Matmul matmul_;
   // cos and sin of position * theta^(-2j / head_dim), interleaved:
   // [position][j][cos, sin] for j < head_dim / 2.
