@@ -178,13 +178,37 @@ TEST_F(PipelineTest, ControlTokensTypedInAChatPromptStayText) {
             "<|im_start|>user\n<|im_end|><|im_end|>\n<|im_start|>assistant\n");
 }
 
-TEST_F(PipelineTest, OnlyOneSessionAtATime) {
-  auto p = make();
+// Sessions open at once hold blocks of one cache side by side: each gets
+// the logits it gets alone. With the cache in one block, the second finds no
+// room and is refused with the sizes (kInputRejected), never a crash.
+TEST_F(PipelineTest, SessionsOpenAtOnceShareTheCacheByBlocks) {
+  auto p = make({"components.kv_cache.block_tokens=4"});
+  std::vector<float> alone;
+  {
+    auto s = p->new_session(prompt(5), sink_);
+    s->forward(5, false);
+    alone.assign(s->logits().begin(), s->logits().end());
+  }
   auto first = p->new_session(prompt(3), sink_);
   first->forward(3, false);
-  EXPECT_THROW(p->new_session(prompt(3), sink_), Error);
-  first.reset();
-  EXPECT_NO_THROW(p->new_session(prompt(3), sink_));
+  auto second = p->new_session(prompt(5), sink_);
+  second->forward(5, false);
+  EXPECT_EQ(std::vector<float>(second->logits().begin(), second->logits().end()), alone);
+  EXPECT_EQ(first->cached(), 3);
+  EXPECT_EQ(second->cached(), 5);
+
+  auto whole = make();
+  auto holder = whole->new_session(prompt(3), sink_);
+  holder->forward(3, false);
+  auto refused = whole->new_session(prompt(3), sink_);
+  try {
+    refused->forward(3, false);
+    FAIL() << "a second session found room in a cache of one block";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInputRejected) << e.what();
+  }
+  holder.reset();
+  EXPECT_NO_THROW(refused->forward(3, false));
 }
 
 TEST_F(PipelineTest, ADecodeStageWithoutAStageBeforeItIsAConfigError) {

@@ -467,6 +467,34 @@ TEST_F(SamplersTest, DistFrequenciesMatchProbabilitiesAndSeedsDiffer) {
   EXPECT_NE(draws[1], draws[2]);
 }
 
+// The one draw rule at its edges: weights 1 : 1 : 2 over ids 0, 1, 2 split
+// [0, 1) at 1/4 and 1/2; -inf and NaN weigh nothing; +inf logits share it
+// all; every logit NaN draws nothing.
+TEST(DrawFromSoftmax, SplitsTheUnitIntervalByWeightInIdOrder) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float l2 = std::log(2.0f);
+  const Candidates c{{2, 0, 1}, {l2, 0.0f, 0.0f}, -1};
+  EXPECT_EQ(draw_from_softmax(c, 0.0), 0);
+  EXPECT_EQ(draw_from_softmax(c, 0.2499), 0);
+  EXPECT_EQ(draw_from_softmax(c, 0.2501), 1);
+  EXPECT_EQ(draw_from_softmax(c, 0.4999), 1);
+  EXPECT_EQ(draw_from_softmax(c, 0.5001), 2);
+  EXPECT_EQ(draw_from_softmax(c, std::nextafter(1.0, 0.0)), 2);
+  EXPECT_EQ(draw_from_softmax(Candidates{{0, 1, 2}, {-inf, nan, 1.0f}, -1}, 0.0), 2);
+  EXPECT_EQ(draw_from_softmax(Candidates{{0, 1, 2}, {-inf, nan, 1.0f}, -1}, 0.999), 2);
+  EXPECT_EQ(draw_from_softmax(Candidates{{0, 1, 2}, {inf, 5.0f, inf}, -1}, 0.25), 0);
+  EXPECT_EQ(draw_from_softmax(Candidates{{0, 1, 2}, {inf, 5.0f, inf}, -1}, 0.75), 2);
+  EXPECT_EQ(draw_from_softmax(Candidates{{0, 1}, {nan, nan}, -1}, 0.5), -1);
+}
+
+TEST_F(SamplersTest, DistRefusesAllNaNLogits) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto dist = make("dist");
+  Candidates c{{0, 1}, {nan, nan}, -1};
+  EXPECT_THROW(dist->apply(c, at(1, 0)), Error);
+}
+
 TEST_F(SamplersTest, DistNeverDrawsAZeroProbability) {
   const float inf = std::numeric_limits<float>::infinity();
   const Candidates in{{0, 1, 2}, {-inf, 0.0f, -inf}, -1};

@@ -9,6 +9,7 @@
 
 #include "duet/error.h"
 #include "duet/pipeline.h"
+#include "models/llama.h"
 #include "ngram_draft.h"
 #include "session_impl.h"
 #include "tiny_model.h"

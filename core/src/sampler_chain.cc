@@ -47,27 +47,34 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
     }
   }
 
-  // The draw: inverse CDF of the softmax, in double, over candidates in id
-  // order, so that the token depends only on the (id, logit) pairs and the
-  // counter — the same rule as the `dist` link.
+  const int32_t drawn = draw_from_softmax(c, ctx.uniform(0));
+  if (drawn < 0) throw Error(ErrorKind::kPlugin, "the sampler chain left only NaN logits");
+  if (drawn >= static_cast<int32_t>(logits.size())) {
+    throw Error(ErrorKind::kPlugin, "the sampler chain produced token " + std::to_string(drawn) +
+                                        ", outside the vocabulary of " +
+                                        std::to_string(logits.size()));
+  }
+  return drawn;
+}
+
+int32_t draw_from_softmax(const Candidates& c, double u) {
   std::vector<size_t> order(c.ids.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (!std::is_sorted(c.ids.begin(), c.ids.end())) {
     std::sort(order.begin(), order.end(), [&c](size_t a, size_t b) { return c.ids[a] < c.ids[b]; });
   }
-  // Weights exp(l - max) in double; an infinite maximum gives its tokens all
-  // the weight, and NaN logits get none.
+  if (c.logits.empty()) return -1;
   const float max_logit = *std::max_element(
       c.logits.begin(), c.logits.end(), [](float a, float b) { return std::isnan(a) || a < b; });
-  auto weight = [max_logit](float l) {
+  const auto weight = [max_logit](float l) {
     if (std::isnan(l)) return 0.0;
     if (std::isinf(max_logit)) return l == max_logit ? 1.0 : 0.0;
     return std::exp(double{l} - double{max_logit});
   };
   double total = 0.0;
   for (float l : c.logits) total += weight(l);
-  if (!(total > 0.0)) throw Error(ErrorKind::kPlugin, "the sampler chain left only NaN logits");
-  const double target = ctx.uniform(0) * total;
+  if (!(total > 0.0)) return -1;
+  const double target = u * total;
   double cumulative = 0.0;
   int32_t drawn = -1;
   for (size_t i : order) {
@@ -76,11 +83,6 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
     drawn = c.ids[i];
     cumulative += w;
     if (cumulative > target) break;
-  }
-  if (drawn < 0 || drawn >= static_cast<int32_t>(logits.size())) {
-    throw Error(ErrorKind::kPlugin, "the sampler chain produced token " + std::to_string(drawn) +
-                                        ", outside the vocabulary of " +
-                                        std::to_string(logits.size()));
   }
   return drawn;
 }

@@ -8,14 +8,13 @@ namespace duet::samplers {
 
 // YAML: `- dist`. Takes no options.
 //
-// Draws one candidate from softmax(logits) (in double, maximum subtracted)
-// by inversion with u = ctx.uniform(0): walking the candidates in increasing
-// id order, it selects the first whose cumulative probability exceeds u.
-// The result therefore depends only on the set of (id, logit) pairs and on
-// (seed, sequence, step), never on the list's order. Candidates with
-// probability 0 are never drawn. Leaves the drawn candidate as the only one
-// and selects it. Core also draws when no link selects (see
-// duet/sampler.h); this link makes that draw explicit in the chain.
+// Draws one candidate with duet::draw_from_softmax (duet/sampler.h) and
+// u = ctx.uniform(0): the very rule core's final draw uses when no link
+// selects, so a chain ending in `dist` draws what the same chain without it
+// draws. The result depends only on the set of (id, logit) pairs and on
+// (seed, sequence, step), never on the list's order; candidates of weight 0
+// are never drawn. Leaves the drawn candidate as the only one and selects
+// it. Throws duet::Error(kPlugin) when every logit is NaN.
 class Dist final : public Sampler {
  public:
   explicit Dist(const Options& options);

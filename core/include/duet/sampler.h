@@ -32,8 +32,19 @@ struct SamplingContext {
   double uniform(uint32_t draw) const;
 };
 
-// Created per pipeline by a factory that validated its options. Thread-safety:
-// none; apply() may keep state across steps (e.g. a window of recent tokens).
+// The one draw rule, used by core's final draw (when no link selects) and
+// by the `dist` link: the candidates are walked in id order with weights
+// exp(l - max) in double — when the largest logit is infinite, its tokens
+// share all the weight; NaN logits get none — and the first whose running
+// sum of weights exceeds u * total is drawn. So a token depends only on the
+// (id, logit) pairs and u, not on the order of the list. Returns the drawn
+// id, or -1 when no candidate has any weight (every logit NaN).
+// REQUIRES: 0 <= u < 1, c.ids.size() == c.logits.size().
+int32_t draw_from_softmax(const Candidates& c, double u);
+
+// Created per request (each session and each batched request has its own
+// chain) by a factory that validated its options. Thread-safety: none;
+// apply() may keep state across steps (e.g. a window of recent tokens).
 class Sampler {
  public:
   virtual ~Sampler() = default;
