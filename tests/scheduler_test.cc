@@ -255,6 +255,27 @@ TEST_F(SchedulerTest, CancelFreesBlocksAtOnce) {
   for (const RequestResult& r : results) EXPECT_EQ(r.finish, FinishReason::kCancelled);
 }
 
+// generated_tokens counts a request's tokens while it waits or runs, one
+// more per decode step, and forgets it once it finished.
+TEST_F(SchedulerTest, GeneratedTokensCountsUntilTheRequestEnds) {
+  auto pipeline = make();
+  Scheduler scheduler(*pipeline);
+  Request r = request(0, prompt(0, 10), 3);
+  r.settings.ignore_end_of_generation = true;
+  const uint64_t a = scheduler.submit(std::move(r));
+  EXPECT_EQ(scheduler.generated_tokens(a), 0);
+  EXPECT_EQ(scheduler.generated_tokens(a + 1), std::nullopt);
+  scheduler.step();  // the whole prompt and its first token
+  EXPECT_EQ(scheduler.generated_tokens(a), 1);
+  scheduler.step();
+  EXPECT_EQ(scheduler.generated_tokens(a), 2);
+  scheduler.run();
+  EXPECT_EQ(scheduler.generated_tokens(a), std::nullopt);
+  const auto results = scheduler.take_finished();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].generated_tokens.size(), 3u);
+}
+
 long rss_kb() {
   malloc_trim(0);
   std::ifstream in("/proc/self/status");

@@ -436,6 +436,16 @@ std::vector<RequestResult> Scheduler::take_finished() {
   return out;
 }
 
+std::optional<int32_t> Scheduler::generated_tokens(uint64_t handle) const {
+  for (const Impl::Sequence& seq : impl_->running) {
+    if (seq.handle == handle) return seq.generated();
+  }
+  for (const Impl::Sequence& seq : impl_->waiting) {
+    if (seq.handle == handle) return seq.generated();
+  }
+  return std::nullopt;
+}
+
 size_t Scheduler::waiting() const { return impl_->waiting.size(); }
 size_t Scheduler::running() const { return impl_->running.size(); }
 const SchedulerStats& Scheduler::stats() const { return impl_->stats; }

@@ -132,6 +132,11 @@ class Scheduler {
   // Results of requests finished since the last call, in finishing order.
   std::vector<RequestResult> take_finished();
 
+  // Tokens generated so far by a waiting or running request (a preempted
+  // one keeps its count); nullopt once it finished or for an unknown handle.
+  // For per-token timing: a caller compares it across step() calls.
+  std::optional<int32_t> generated_tokens(uint64_t handle) const;
+
   size_t waiting() const;
   size_t running() const;
   const SchedulerStats& stats() const;
