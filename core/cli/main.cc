@@ -24,6 +24,7 @@ constexpr const char* kUsage =
     "                          score a text with the pipeline's model and backend\n"
     "  bench PIPELINE.yaml     measure prompt-processing and generation tokens/s\n"
     "  compare EXPERIMENT.yaml compare pipeline variants: speed, memory, fidelity\n"
+    "  serve PIPELINE.yaml     an OpenAI-compatible HTTP server on the batching scheduler\n"
     "\n"
     "'duet COMMAND --help' describes a command's options.\n"
     "Exit codes: 0 ok, 2 usage or config, 3 model file, 4 plugin or backend,\n"
@@ -51,6 +52,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "perplexity") return cmd_perplexity(args);
   if (command == "bench") return cmd_bench(args);
   if (command == "compare") return cmd_compare(args);
+  if (command == "serve") return cmd_serve(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
@@ -59,9 +61,10 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
     std::cout << "duet " DUET_VERSION "\n";
     return 0;
   }
-  throw duet::Error(duet::ErrorKind::kUsage, "unknown command '" + command +
-                                                 "'; commands: run, chat, validate, plugins, "
-                                                 "inspect, tokenize, perplexity, bench, compare");
+  throw duet::Error(duet::ErrorKind::kUsage,
+                    "unknown command '" + command +
+                        "'; commands: run, chat, validate, plugins, "
+                        "inspect, tokenize, perplexity, bench, compare, serve");
 }
 
 }  // namespace

@@ -1,0 +1,160 @@
+// duet serve — the pipeline behind an OpenAI-compatible HTTP API, every
+// connection served by one batching scheduler (docs/serve.md).
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <limits>
+#include <optional>
+
+#include "commands.h"
+#include "duet/chat_template.h"
+#include "duet/error.h"
+#include "duet/gguf.h"
+#include "duet/pipeline.h"
+#include "http_server.h"
+#include "pipeline_loading.h"
+#include "serve_engine.h"
+#include "serve_handler.h"
+#include "serve_metrics.h"
+
+namespace duet::cli {
+namespace {
+
+namespace net = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kSynopsis =
+    "duet serve PIPELINE.yaml [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-queue N] "
+    "[--idle-timeout S] [--shutdown-timeout S] [--set key.path=value]...";
+// After the engine drained on a signal: how long answers still being written
+// get before every connection closes.
+constexpr std::chrono::seconds kFlushTime{2};
+
+int64_t checked(const po::variables_map& vm, const char* flag, int64_t min, int64_t max) {
+  const int64_t v = vm[flag].as<int64_t>();
+  if (v < min || v > max) {
+    throw Error(ErrorKind::kUsage, "duet serve: --" + std::string(flag) + " " + std::to_string(v) +
+                                       " is outside [" + std::to_string(min) + ", " +
+                                       std::to_string(max) + "]; give a value in that range");
+  }
+  return v;
+}
+
+// Once the engine has drained: waits (up to kFlushTime) for the answers
+// still being written, then closes every connection and stops the loop.
+void finish_when_flushed(net::io_context& io, HttpServer& server,
+                         std::shared_ptr<net::steady_timer> timer, Clock::time_point until) {
+  if (server.active_exchanges() == 0 || Clock::now() >= until) {
+    server.close_all();
+    io.stop();
+    return;
+  }
+  timer->expires_after(std::chrono::milliseconds(20));
+  timer->async_wait([&io, &server, timer, until](const boost::system::error_code&) {
+    finish_when_flushed(io, server, timer, until);
+  });
+}
+
+}  // namespace
+
+int cmd_serve(const std::vector<std::string>& args) {
+  po::options_description opts("Options");
+  opts.add_options()("help,h", "show this help")(
+      "host", po::value<std::string>()->default_value("127.0.0.1"),
+      "address to listen on (0.0.0.0 for every interface)")(
+      "port", po::value<int64_t>()->default_value(8080), "TCP port (0 picks a free one)")(
+      "api-key", po::value<std::string>(),
+      "require 'Authorization: Bearer KEY' on /v1 routes (default: $DUET_API_KEY, else none)")(
+      "max-queue", po::value<int64_t>()->default_value(128),
+      "requests that may wait for a place in the batch; one more gets 429")(
+      "idle-timeout", po::value<int64_t>()->default_value(30),
+      "seconds a connection may take to send a request (or stay idle between requests), and a "
+      "client to take one write of a response")(
+      "shutdown-timeout", po::value<int64_t>()->default_value(10),
+      "on SIGTERM or SIGINT, seconds running requests get to finish before they are cancelled");
+  add_pipeline_options(opts);
+  po::variables_map vm;
+  if (!parse_command_line("serve", kSynopsis, opts, {"pipeline"}, args, vm)) return 0;
+  const auto port = static_cast<uint16_t>(checked(vm, "port", 0, 65535));
+  ServeOptions options;
+  options.max_queue = checked(vm, "max-queue", 1, 1 << 20);
+  const std::chrono::seconds idle(checked(vm, "idle-timeout", 1, 3600));
+  const std::chrono::seconds grace(checked(vm, "shutdown-timeout", 0, 3600));
+  if (vm.count("api-key")) {
+    options.api_key = vm["api-key"].as<std::string>();
+    if (options.api_key.empty())
+      throw Error(ErrorKind::kUsage, "duet serve: --api-key is empty; give a key or leave it out");
+  } else if (const char* key = std::getenv("DUET_API_KEY"); key != nullptr) {
+    options.api_key = key;
+  }
+  const std::string host = vm["host"].as<std::string>();
+
+  PluginHost& plugins = cli_plugin_host();
+  const PipelineConfig config = load_pipeline(vm, plugins);
+  auto pipeline = Pipeline::build(config, plugins);
+  std::optional<ChatTemplate> chat;
+  std::string chat_error;
+  try {
+    chat = ChatTemplate::from_model(GgufFile::open(config.model.path), config.model.chat_template);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kConfig) throw;
+    chat_error = std::string("messages: ") + e.what();
+  }
+  ServedModel model;
+  model.id = config.model.path.stem().string();
+  model.chain = config.sampler.chain;
+  model.n_vocab = pipeline->check().hparams.n_vocab;
+  model.created = static_cast<int64_t>(std::time(nullptr));
+
+  ServeMetrics metrics;
+  net::io_context io;
+  ServeEngine engine(*pipeline, metrics);  // throws kConfig when the pipeline cannot batch
+  ServeHandler handler(io, *pipeline, config, engine, metrics, model, chat ? &*chat : nullptr,
+                       chat_error, options);
+  HttpLimits limits;
+  limits.read_timeout = idle;
+  limits.write_timeout = idle;
+  HttpServer server(io, host, port, handler, limits);
+  server.start();
+
+  net::signal_set signals(io, SIGINT, SIGTERM);
+  bool stopping = false;
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int signal) {
+        if (ec) return;
+        if (stopping) {
+          std::cerr << "duet serve: second signal, stopping now\n";
+          io.stop();
+          return;
+        }
+        stopping = true;
+        std::cerr << "duet serve: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+                  << ": no new requests; running ones get " << grace.count()
+                  << " s to finish, then are cancelled\n";
+        handler.stop_taking_requests();
+        server.stop_accepting();
+        engine.shut_down(Clock::now() + grace, [&io, &server] {
+          net::post(io, [&io, &server] {
+            finish_when_flushed(io, server, std::make_shared<net::steady_timer>(io),
+                                Clock::now() + kFlushTime);
+          });
+        });
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+
+  std::cerr << "duet serve: listening on http://" << host << ":" << server.port() << " (model "
+            << model.id << ", backend " << pipeline->check().backend << ", "
+            << config.batching.max_sequences << " sequences at once, "
+            << config.kv_cache.capacity_tokens << "-token KV cache"
+            << (options.api_key.empty() ? "" : ", API key required") << ")" << std::endl;
+  io.run();
+  std::cerr << "duet serve: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace duet::cli

@@ -1,0 +1,119 @@
+// serve_engine.h — the thread that runs the batching scheduler for
+// `duet serve`: jobs come in from any thread, one thread tokenizes them,
+// submits them and steps every running sequence, and each job's text and
+// result go back through its listener. All use of the pipeline happens on
+// that thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "duet/error.h"
+#include "duet/pipeline.h"
+#include "duet/scheduler.h"
+#include "serve_metrics.h"
+
+namespace duet::cli {
+
+// Where a job's events go. Called on the engine thread, in this order:
+// on_text any number of times, then exactly one of on_finished and
+// on_refused. An implementation hands the events to its own thread.
+class JobListener {
+ public:
+  virtual ~JobListener() = default;
+  virtual void on_text(std::string_view text) = 0;
+  virtual void on_finished(const RequestResult& result) = 0;
+  // The job never ran: its tokenizer or Scheduler::submit threw `error`
+  // (kInputRejected or kConfig), with `settings` as submitted.
+  virtual void on_refused(const Error& error, const RequestSettings& settings) = 0;
+};
+
+struct Job {
+  // Makes the prompt's token ids; runs on the engine thread. Throws
+  // duet::Error(kInputRejected) for a prompt it refuses.
+  std::function<std::vector<int32_t>()> tokenize;
+  RequestSettings settings;
+  std::shared_ptr<JobListener> listener;
+};
+
+class ServeEngine {
+ public:
+  // Makes the scheduler (throws kConfig when `pipeline` cannot batch) and
+  // starts the thread. `pipeline` and `metrics` must outlive the engine.
+  ServeEngine(Pipeline& pipeline, ServeMetrics& metrics);
+  // Cancels whatever still runs, then joins the thread.
+  ~ServeEngine();
+  ServeEngine(const ServeEngine&) = delete;
+  ServeEngine& operator=(const ServeEngine&) = delete;
+
+  // Queues `job`; returns its id for cancel(). Thread-safe.
+  uint64_t enqueue(Job job);
+  // Ends job `id` (its listener gets on_finished with kCancelled, or nothing
+  // when it already finished). Thread-safe.
+  void cancel(uint64_t id);
+  // Jobs accepted and not yet running (queued, tokenizing or waiting in the
+  // scheduler). Thread-safe.
+  int64_t waiting() const;
+  // False once a step failed (an error from the backend, printed on
+  // stderr): every job then ended, and later ones are refused with
+  // kInternal. Thread-safe.
+  bool healthy() const;
+  // From now on: refuse nothing already queued, let jobs run until
+  // `deadline`, then cancel those left; `drained` runs on the engine thread
+  // once none is left. Thread-safe; the first call counts.
+  void shut_down(std::chrono::steady_clock::time_point deadline, std::function<void()> drained);
+
+ private:
+  struct Live {
+    uint64_t handle = 0;  // the scheduler's
+    std::shared_ptr<JobListener> listener;
+    std::unique_ptr<TextSink> sink;
+    std::chrono::steady_clock::time_point arrived;
+    std::chrono::steady_clock::time_point last_token;
+    int32_t tokens = 0;
+  };
+  struct Queued {
+    uint64_t id = 0;
+    Job job;
+    std::chrono::steady_clock::time_point arrived;
+  };
+
+  void loop();
+  void admit(Queued queued);
+  void step();
+  // Times the tokens `live` has now (`count` in all) in the histograms.
+  void observe(Live& live, int32_t count);
+  void observe_tokens();
+  void deliver_finished();
+  void cancel_all();
+  void publish_gauges();
+
+  ServeMetrics& metrics_;
+  Scheduler scheduler_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Queued> inbox_;
+  std::vector<uint64_t> cancels_;
+  uint64_t next_id_ = 1;
+  bool stopping_ = false;
+  bool quit_ = false;  // the destructor: cancel all and end the thread
+  std::chrono::steady_clock::time_point deadline_;
+  std::function<void()> drained_;
+  bool drained_called_ = false;
+  std::atomic<int64_t> scheduler_waiting_{0};
+  std::atomic<bool> healthy_{true};
+  // Engine thread only. Request::id is the job id in decimal.
+  std::map<uint64_t, Live> live_;  // by job id
+  std::thread thread_;
+};
+
+}  // namespace duet::cli
