@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config python3 python3-pip python3-venv
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libyaml-cpp-dev libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libgtest-dev libgmock-dev
-  nlohmann-json3-dev
+  nlohmann-json3-dev curl
 )
 # Extra packages a script needs for itself, e.g. clang-format for check-format.sh.
 packages+=("$@")

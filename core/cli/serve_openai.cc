@@ -267,8 +267,12 @@ ApiError refused_error(const Error& error, const RequestSettings& settings) {
                     too_long ? "context_length_exceeded" : "invalid_value"};
   }
   if (error.kind() == ErrorKind::kConfig) {
-    return ApiError{400, message, "invalid_request_error",
-                    field_of_sampler_error(message, settings), "invalid_value"};
+    // "temperature: components.sampler.chain[4].temperature.t: ..." — the
+    // field first, then the link's own words.
+    const std::string field = field_of_sampler_error(message, settings);
+    const bool named = field.empty() || message.rfind(field + ":", 0) == 0;
+    return ApiError{400, named ? message : field + ": " + message, "invalid_request_error", field,
+                    "invalid_value"};
   }
   return ApiError{500, message, "server_error", "", "internal_error"};
 }

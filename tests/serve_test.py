@@ -1,0 +1,529 @@
+"""`duet serve` end to end on the real model, through real clients: the
+`openai` package (pinned in scripts/python-env.sh), curl, and raw sockets for
+what clients hide. Every server listens on 127.0.0.1 on a port it picks
+itself (--port 0) and is stopped with SIGTERM, which must end it with exit
+code 0.
+
+usage: serve_test.py DUET SOURCE_DIR [unittest arguments, e.g. ServeApi]
+
+Runs on the onednn backend in batch-invariant mode, where a request's
+tokens do not depend on what else runs, so that a batched answer can be
+compared with the same request sent alone. The model missing is a failure.
+"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import openai
+
+DUET = sys.argv[1]
+SOURCE = sys.argv[2]
+MODEL = os.environ.get("DUET_MODEL") or os.path.join(
+    SOURCE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+CONFIG = os.path.join(SOURCE, "configs", "smollm2-serve.yaml")
+MODEL_ID = os.path.splitext(os.path.basename(MODEL))[0]
+BASE_SETS = [
+    "backend.plugin=onednn",
+    "backend.options.threads=1",
+    "backend.options.batch_invariant=true",
+    "model.path=" + MODEL,
+]
+START_TIMEOUT = 60  # seconds for the model to load and the port to open
+KEY = "test-key-1234"
+
+
+class Server:
+    """A `duet serve` process; its port is read from its first stderr line."""
+
+    def __init__(self, *args, sets=()):
+        cmd = [DUET, "serve", CONFIG, "--port", "0"]
+        for s in BASE_SETS + list(sets):
+            cmd += ["--set", s]
+        cmd += list(args)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        self.log = []
+        self.signalled = False
+        deadline = time.monotonic() + START_TIMEOUT
+        self.port = None
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            self.proc.kill()
+            raise AssertionError("duet serve did not start: " + "".join(self.log) +
+                                 self.proc.stderr.read())
+        # The rest of stderr is read in the background, so that the server
+        # never blocks on a full pipe.
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def url(self, path=""):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def client(self, key=KEY):
+        return openai.OpenAI(base_url=self.url("/v1"), api_key=key, max_retries=0, timeout=120)
+
+    def request(self, method, path, body=None, headers=None):
+        """(status, headers, body bytes) of one request on a new connection."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        try:
+            data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+            conn.request(method, path, body=data, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            conn.close()
+
+    def metrics(self):
+        status, _, body = self.request("GET", "/metrics")
+        assert status == 200, status
+        values = {}
+        for line in body.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def wait_metrics(self, predicate, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self.metrics()
+            if predicate(m):
+                return m
+            if time.monotonic() > deadline:
+                raise AssertionError("metrics never reached the state waited for: %r" % m)
+            time.sleep(0.05)
+
+    def terminate(self):
+        self.signalled = True
+        self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self, timeout=20):
+        """SIGTERM (once); returns the exit code (the test asserts it)."""
+        if not self.signalled and self.proc.poll() is None:
+            self.terminate()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("duet serve did not exit within %d s of SIGTERM" % timeout)
+        self.reader.join(timeout=5)
+        return code
+
+
+def curl(*args):
+    """curl's (exit code, stdout) for `args`."""
+    r = subprocess.run(["curl", "-sS", "--max-time", "120"] + list(args), capture_output=True,
+                       text=True, timeout=180)
+    return r.returncode, r.stdout
+
+
+def sse_events(text):
+    """The data lines of a server-sent event stream, in order."""
+    return [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
+
+
+def open_stream(server, path, body):
+    """A raw connection streaming `body`'s answer: (socket, file to read lines from)."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    data = json.dumps(body).encode()
+    sock.sendall(("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  "Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n" %
+                  (path, KEY, len(data))).encode() + data)
+    return sock, sock.makefile("rb")
+
+
+def read_until_event(stream, count):
+    """Reads the stream until `count` data events arrived."""
+    seen = 0
+    while seen < count:
+        line = stream.readline()
+        if not line:
+            raise AssertionError("the stream ended after %d events" % seen)
+        if line.startswith(b"data: "):
+            seen += 1
+
+
+def chat(text):
+    return [{"role": "user", "content": text}]
+
+
+def setUpModule():
+    if not os.path.isfile(MODEL):
+        raise AssertionError("model file %s is missing; run `bash scripts/fetch-model.sh` "
+                             "(or set DUET_MODEL)" % MODEL)
+
+
+class ServeApi(unittest.TestCase):
+    """The endpoints, through the openai client and curl, with an API key."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--api-key", KEY, "--idle-timeout", "2")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
+
+    def test_health_and_models(self):
+        status, _, body = self.server.request("GET", "/health")
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body), {"status": "ok"})
+        models = self.server.client().models.list()
+        self.assertEqual([m.id for m in models.data], [MODEL_ID])
+
+    def test_chat_non_streaming_and_streaming_agree(self):
+        client = self.server.client()
+        messages = chat("What is the capital of France?")
+        whole = client.chat.completions.create(model=MODEL_ID, messages=messages, max_tokens=12)
+        answer = whole.choices[0].message.content
+        self.assertTrue(answer)
+        self.assertEqual(whole.choices[0].message.role, "assistant")
+        self.assertIn(whole.choices[0].finish_reason, ("stop", "length"))
+        u = whole.usage
+        self.assertGreater(u.prompt_tokens, 5)
+        self.assertTrue(1 <= u.completion_tokens <= 12)
+        self.assertEqual(u.total_tokens, u.prompt_tokens + u.completion_tokens)
+
+        pieces, finish, usage, roles = [], None, None, []
+        for chunk in client.chat.completions.create(model=MODEL_ID, messages=messages,
+                                                    max_tokens=12, stream=True,
+                                                    stream_options={"include_usage": True}):
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for c in chunk.choices:
+                if c.delta.role:
+                    roles.append(c.delta.role)
+                pieces.append(c.delta.content or "")
+                finish = c.finish_reason or finish
+        self.assertEqual("".join(pieces), answer)
+        self.assertEqual(roles, ["assistant"])
+        self.assertEqual(finish, whole.choices[0].finish_reason)
+        self.assertEqual(usage.completion_tokens, u.completion_tokens)
+        self.assertEqual(usage.prompt_tokens, u.prompt_tokens)
+
+    def test_completions_non_streaming_and_streaming_agree(self):
+        client = self.server.client()
+        whole = client.completions.create(model=MODEL_ID, prompt="The capital of France is",
+                                          max_tokens=8)
+        self.assertEqual(whole.choices[0].finish_reason, "length")
+        self.assertEqual(whole.usage.completion_tokens, 8)
+        text = "".join(c.choices[0].text for c in client.completions.create(
+            model=MODEL_ID, prompt="The capital of France is", max_tokens=8, stream=True)
+            if c.choices)
+        self.assertEqual(text, whole.choices[0].text)
+        self.assertTrue(text.strip())
+
+    def test_sampling_fields_reach_the_chain(self):
+        client = self.server.client()
+        prompt = "Write a word:"
+
+        def run(**kw):
+            return client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=10,
+                                             **kw).choices[0].text
+
+        greedy = run()
+        # Banning the greedy answer's first token changes the answer.
+        first = client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=1)
+        self.assertEqual(first.usage.completion_tokens, 1)
+        ids = json.loads(subprocess.run(
+            [DUET, "tokenize", MODEL, "--prompt", first.choices[0].text, "--no-bos", "--ids"],
+            capture_output=True, text=True, check=True).stdout)
+        self.assertEqual(len(ids), 1)
+        self.assertNotEqual(run(logit_bias={str(ids[0]): -100}), greedy)
+        # A seed fixes a sampled answer; the same seed gives it again.
+        a = run(temperature=1.5, seed=7)
+        self.assertEqual(run(temperature=1.5, seed=7), a)
+        others = {run(temperature=1.5, seed=s) for s in range(8, 12)}
+        self.assertGreater(len(others | {a}), 1)
+        # A stop string ends the text before it.
+        stopped = client.completions.create(model=MODEL_ID, prompt="1, 2, 3, 4,", max_tokens=20,
+                                            stop=[" 7"])
+        self.assertEqual(stopped.choices[0].finish_reason, "stop")
+        self.assertNotIn(" 7", stopped.choices[0].text)
+
+    def test_curl_streams_server_sent_events(self):
+        code, out = curl("-N", self.server.url("/v1/chat/completions"),
+                         "-H", "Authorization: Bearer " + KEY, "-H",
+                         "Content-Type: application/json", "-d",
+                         json.dumps({"messages": chat("Say hello."), "max_tokens": 6,
+                                     "stream": True}))
+        self.assertEqual(code, 0)
+        events = sse_events(out)
+        self.assertEqual(events[-1], "[DONE]")
+        chunks = [json.loads(e) for e in events[:-1]]
+        self.assertEqual(len({c["id"] for c in chunks}), 1)
+        self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
+        self.assertIn(chunks[-1]["choices"][0]["finish_reason"], ("stop", "length"))
+        # Text chunks (all but the role and the finish) hold one token's text
+        # each, or none for an end-of-turn token.
+        self.assertTrue(len(chunks) - 2 <= chunks[-1]["usage"]["completion_tokens"] <= 6)
+        self.assertTrue(out.endswith("data: [DONE]\n\n"))
+
+    def test_metrics(self):
+        self.server.client().completions.create(model=MODEL_ID, prompt="Hi", max_tokens=3)
+        m = self.server.metrics()
+        for name in ("duet_prompt_tokens_total", "duet_generation_tokens_total",
+                     "duet_requests_waiting", "duet_requests_running", "duet_kv_blocks_total",
+                     "duet_kv_blocks_used", "duet_kv_blocks_free",
+                     "duet_time_to_first_token_seconds_count",
+                     "duet_inter_token_latency_seconds_count"):
+            self.assertIn(name, m)
+        self.assertGreaterEqual(m["duet_generation_tokens_total"], 3)
+        self.assertGreaterEqual(m["duet_time_to_first_token_seconds_count"], 1)
+        self.assertGreaterEqual(m["duet_inter_token_latency_seconds_count"], 2)
+        self.assertGreater(m['duet_time_to_first_token_seconds_bucket{le="+Inf"}'], 0)
+        self.assertGreaterEqual(m['duet_http_responses_total{code="200"}'], 1)
+        self.assertEqual(m["duet_kv_blocks_used"], 0)
+        self.assertEqual(m["duet_kv_blocks_free"], m["duet_kv_blocks_total"])
+        code, out = curl(self.server.url("/metrics"))
+        self.assertEqual(code, 0)
+        self.assertIn("# TYPE duet_time_to_first_token_seconds histogram", out)
+
+    def error(self, path, body, status, param, code=None, headers=None):
+        h = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
+        h.update(headers or {})
+        got, response_headers, raw = self.server.request("POST", path, body, h)
+        self.assertEqual(got, status, raw)
+        e = json.loads(raw)["error"]
+        self.assertEqual(set(e), {"message", "type", "param", "code"})
+        self.assertEqual(e["param"], param, e)
+        if code is not None:
+            self.assertEqual(e["code"], code, e)
+        self.assertTrue(e["message"])
+        return e, response_headers
+
+    def test_bad_requests_get_400_naming_the_field(self):
+        c = "/v1/completions"
+        self.error(c, b"{not json", 400, None, "invalid_json")
+        self.error(c, b"[1, 2]", 400, None, "invalid_json")
+        self.error(c, {"prompt": 5}, 400, "prompt")
+        self.error(c, {"prompt": "x", "temperature": "hot"}, 400, "temperature")
+        self.error(c, {"prompt": "x", "max_tokens": 0}, 400, "max_tokens")
+        self.error(c, {"prompt": "x", "top_p": 0}, 400, "top_p")
+        self.error(c, {"prompt": "x", "temperature": -1}, 400, "temperature")
+        self.error(c, {"prompt": "x", "seed": -3}, 400, "seed")
+        self.error(c, {"prompt": "x", "logit_bias": {"13": 500}}, 400, "logit_bias.13")
+        self.error(c, {"prompt": "x", "stop": [""]}, 400, "stop")
+        self.error(c, {"prompt": "x", "n": 3}, 400, "n", "unsupported_value")
+        self.error(c, {"prompt": "x", "temprature": 1}, 400, "temprature", "unknown_field")
+        self.error(c, {"prompt": "x", "stream_options": {"include_usage": True}}, 400,
+                   "stream_options")
+        self.error(c, {"prompt": "x", "model": "gpt-4"}, 404, "model", "model_not_found")
+        self.error("/v1/chat/completions", {"messages": [{"role": "assistant", "content": "x"}]},
+                   400, "messages[0]")
+        self.error("/v1/chat/completions", {"messages": [{"role": "user", "content": 3}]}, 400,
+                   "messages[0].content")
+        self.error(c, {"prompt": "hello " * 9000}, 400, "prompt", "context_length_exceeded")
+        self.error(c, b"{" + b" " * (1 << 20) + b"}", 400, None)
+        # Through the client, as its users meet it.
+        with self.assertRaises(openai.BadRequestError) as caught:
+            self.server.client().completions.create(model=MODEL_ID, prompt="x", top_p=2)
+        self.assertEqual(caught.exception.status_code, 400)
+        # The server still answers.
+        self.assertEqual(self.server.request("GET", "/health")[0], 200)
+
+    def test_routes_methods_and_keys(self):
+        status, _, raw = self.server.request("GET", "/v2/nothing")
+        self.assertEqual(status, 404)
+        self.assertEqual(json.loads(raw)["error"]["code"], "not_found")
+        status, headers, _ = self.server.request("GET", "/v1/completions",
+                                                 headers={"Authorization": "Bearer " + KEY})
+        self.assertEqual(status, 405)
+        self.assertEqual(headers.get("Allow"), "POST")
+        self.assertEqual(self.server.request("DELETE", "/health")[0], 405)
+        self.error("/v1/completions", {"prompt": "x"}, 401, None, "invalid_api_key",
+                   headers={"Authorization": "Bearer wrong"})
+        status, _, _ = self.server.request("POST", "/v1/completions", {"prompt": "x"})
+        self.assertEqual(status, 401)
+        with self.assertRaises(openai.AuthenticationError):
+            self.server.client(key="wrong").models.list()
+        code, out = curl("-o", "/dev/null", "-w", "%{http_code}", self.server.url("/v1/models"))
+        self.assertEqual((code, out), (0, "401"))
+
+    def test_idle_and_slow_connections_time_out(self):
+        started = time.monotonic()
+        idle = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        self.assertEqual(idle.recv(100), b"")  # closed by the server, no answer
+        slow = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")  # never finished
+        self.assertEqual(slow.recv(100), b"")
+        self.assertLess(time.monotonic() - started, 8)  # --idle-timeout 2, twice
+        idle.close()
+        slow.close()
+
+
+class ServeQueueAndDisconnect(unittest.TestCase):
+    """One sequence at a time and a queue of one: 429, and a client that
+    goes away mid-stream gives its blocks back."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--api-key", KEY, "--max-queue", "1",
+                            sets=["batching.max_sequences=1"])
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
+
+    def cancelled(self):
+        return self.server.metrics()['duet_requests_finished_total{finish_reason="cancelled"}']
+
+    def test_disconnect_mid_stream_frees_every_block(self):
+        before = self.cancelled()
+        generated = self.server.metrics()["duet_generation_tokens_total"]
+        sock, stream = open_stream(self.server, "/v1/completions",
+                                   {"prompt": "Once upon a time", "max_tokens": 2000,
+                                    "stream": True})
+        read_until_event(stream, 3)
+        m = self.server.metrics()
+        self.assertEqual(m["duet_requests_running"], 1)
+        self.assertGreater(m["duet_kv_blocks_used"], 0)
+        stream.close()
+        sock.close()
+        m = self.server.wait_metrics(
+            lambda m: m['duet_requests_finished_total{finish_reason="cancelled"}'] == before + 1)
+        self.assertEqual(m["duet_kv_blocks_used"], 0)
+        self.assertEqual(m["duet_kv_blocks_free"], m["duet_kv_blocks_total"])
+        self.assertEqual(m["duet_requests_running"], 0)
+        self.assertLess(m["duet_generation_tokens_total"] - generated, 2000)
+
+    def test_a_full_queue_gets_429_with_retry_after(self):
+        sock, stream = open_stream(self.server, "/v1/completions",
+                                   {"prompt": "Once upon a time", "max_tokens": 2000,
+                                    "stream": True})
+        read_until_event(stream, 1)  # running: the one place is taken
+        queued = {}
+
+        def wait_in_queue():
+            queued["result"] = self.server.request(
+                "POST", "/v1/completions", {"prompt": "Hello", "max_tokens": 2},
+                {"Authorization": "Bearer " + KEY})
+
+        t = threading.Thread(target=wait_in_queue)
+        t.start()
+        self.server.wait_metrics(lambda m: m["duet_requests_waiting"] == 1)
+        status, headers, raw = self.server.request("POST", "/v1/completions",
+                                                   {"prompt": "Hi", "max_tokens": 2},
+                                                   {"Authorization": "Bearer " + KEY})
+        self.assertEqual(status, 429)
+        self.assertEqual(headers.get("Retry-After"), "1")
+        self.assertEqual(json.loads(raw)["error"]["code"], "queue_full")
+        stream.close()  # the running one goes away; the queued one runs
+        sock.close()
+        t.join(timeout=60)
+        self.assertEqual(queued["result"][0], 200)
+        self.assertEqual(json.loads(queued["result"][2])["usage"]["completion_tokens"], 2)
+        self.server.wait_metrics(lambda m: m["duet_kv_blocks_used"] == 0)
+
+
+class ServeConcurrency(unittest.TestCase):
+    """Streaming clients at once each get the answer the same request gets
+    alone: complete, in order, not mixed with another's."""
+
+    CLIENTS = 12
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
+
+    def request(self, i):
+        # Prompts of different lengths; every third samples with its own seed.
+        body = {"model": MODEL_ID, "messages": chat("Tell me about the number %d. " % i * (1 + i % 4)),
+                "max_tokens": 12}
+        if i % 3 == 0:
+            body.update(temperature=0.9, seed=1000 + i)
+        return body
+
+    def test_concurrent_streams_equal_solo_answers(self):
+        client = openai.OpenAI(base_url=self.server.url("/v1"), api_key="unused", max_retries=0,
+                               timeout=120)
+        solo = [client.chat.completions.create(**self.request(i)).choices[0].message.content
+                for i in range(self.CLIENTS)]
+        results = [None] * self.CLIENTS
+        barrier = threading.Barrier(self.CLIENTS)
+
+        def stream(i):
+            c = openai.OpenAI(base_url=self.server.url("/v1"), api_key="unused", max_retries=0,
+                              timeout=120)
+            barrier.wait()
+            pieces, ids, finish = [], set(), None
+            for chunk in c.chat.completions.create(stream=True, **self.request(i)):
+                ids.add(chunk.id)
+                for ch in chunk.choices:
+                    pieces.append(ch.delta.content or "")
+                    finish = ch.finish_reason or finish
+            results[i] = ("".join(pieces), ids, finish)
+
+        threads = [threading.Thread(target=stream, args=(i,)) for i in range(self.CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=180)
+        ids = set()
+        for i, r in enumerate(results):
+            self.assertIsNotNone(r, "client %d got no answer" % i)
+            text, chunk_ids, finish = r
+            self.assertEqual(text, solo[i], "client %d" % i)
+            self.assertEqual(len(chunk_ids), 1, "client %d saw chunks of several responses" % i)
+            self.assertIn(finish, ("stop", "length"))
+            ids |= chunk_ids
+        self.assertEqual(len(ids), self.CLIENTS)
+        self.assertGreater(len(set(solo)), 1)  # the prompts differ, so do the answers
+        m = self.server.metrics()
+        self.assertEqual(m["duet_kv_blocks_used"], 0)
+
+
+class ServeShutdown(unittest.TestCase):
+    """SIGTERM: the listening socket closes, a running request past the
+    bound is cancelled (its stream says so and ends), exit code 0."""
+
+    def test_sigterm_cancels_past_the_bound_and_exits_0(self):
+        server = Server("--shutdown-timeout", "1")
+        sock, stream = open_stream(server, "/v1/completions",
+                                   {"prompt": "Once upon a time", "max_tokens": 4000,
+                                    "stream": True})
+        read_until_event(stream, 2)
+        started = time.monotonic()
+        server.terminate()
+        rest = stream.read().decode()  # until the server closes the connection
+        events = sse_events(rest)
+        self.assertEqual(events[-1], "[DONE]")
+        self.assertEqual(json.loads(events[-2])["error"]["code"], "shutting_down")
+        self.assertEqual(server.stop(), 0)
+        self.assertLess(time.monotonic() - started, 6)  # 1 s bound, 2 s to flush, slack
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", server.port), timeout=2)
+        stream.close()
+        sock.close()
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]] + sys.argv[3:], verbosity=2)
