@@ -362,6 +362,20 @@ class ServeApi(unittest.TestCase):
         code, out = curl("-o", "/dev/null", "-w", "%{http_code}", self.server.url("/v1/models"))
         self.assertEqual((code, out), (0, "401"))
 
+    def test_expect_100_continue_is_answered(self):
+        body = json.dumps({"prompt": "Hello", "max_tokens": 2}).encode()
+        sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
+        sock.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                      "Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" %
+                      (KEY, len(body))).encode())
+        stream = sock.makefile("rb")
+        self.assertEqual(stream.readline(), b"HTTP/1.1 100 Continue\r\n")
+        self.assertEqual(stream.readline(), b"\r\n")
+        sock.sendall(body)
+        self.assertTrue(stream.readline().startswith(b"HTTP/1.1 200"))
+        stream.close()
+        sock.close()
+
     def test_idle_and_slow_connections_time_out(self):
         started = time.monotonic()
         idle = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)

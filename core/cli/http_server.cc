@@ -78,6 +78,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   bool current(uint64_t serial) const { return serial == serial_ && answering_ && !broken_; }
   bool keep_alive() const { return keep_alive_ && !state_->draining; }
   void read_request();
+  void read_body();
   void on_request(beast::error_code ec);
   void refuse_unreadable(const std::string& message);
   void watch();
@@ -153,10 +154,39 @@ void HttpServer::Connection::read_request() {
   parser_.emplace();
   parser_->body_limit(state_->limits.max_body_bytes);
   parser_->header_limit(static_cast<uint32_t>(state_->limits.max_header_bytes));
+  // One deadline for the headers, a 100 Continue and the body together.
   stream_.expires_after(state_->limits.read_timeout);
-  http::async_read(
-      stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_request(ec); });
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec) {
+                              self->on_request(ec);
+                            } else {
+                              self->read_body();
+                            }
+                          });
+}
+
+void HttpServer::Connection::read_body() {
+  const auto read = [self = shared_from_this()] {
+    http::async_read(self->stream_, self->buffer_, *self->parser_,
+                     [self](beast::error_code ec, size_t) { self->on_request(ec); });
+  };
+  const auto expect = parser_->get().find(http::field::expect);
+  if (expect == parser_->get().end() || !beast::iequals(expect->value(), "100-continue") ||
+      parser_->is_done()) {
+    read();
+    return;
+  }
+  // curl, for one, waits a second for this before it sends a long body.
+  static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  net::async_write(stream_, net::buffer(kContinue),
+                   [self = shared_from_this(), read](beast::error_code ec, size_t) {
+                     if (ec) {
+                       self->close_now();
+                     } else {
+                       read();
+                     }
+                   });
 }
 
 void HttpServer::Connection::on_request(beast::error_code ec) {

@@ -281,6 +281,14 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
     exchange->reply(error_response(e, version));
     return;
   }
+  if (parsed.stream && version < 11) {
+    exchange->reply(error_response(
+        ApiError{400,
+                 "stream: a streamed answer needs HTTP/1.1 (chunked); this request is HTTP/1.0",
+                 "invalid_request_error", "stream", "invalid_value"},
+        version));
+    return;
+  }
   const uint64_t serial = next_response_++;
   Completed completed{(endpoint == Endpoint::kCompletions ? "cmpl-duet-" : "chatcmpl-duet-") +
                           std::to_string(serial),
