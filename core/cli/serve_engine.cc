@@ -135,6 +135,8 @@ void ServeEngine::admit(Queued q) {
     live_.emplace(q.id, std::move(live));
   } catch (const Error& e) {
     job.listener->on_refused(e, job.settings);
+  } catch (const std::exception& e) {
+    job.listener->on_refused(Error(ErrorKind::kInternal, e.what()), job.settings);
   }
 }
 

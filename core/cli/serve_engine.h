@@ -33,7 +33,8 @@ class JobListener {
   virtual void on_text(std::string_view text) = 0;
   virtual void on_finished(const RequestResult& result) = 0;
   // The job never ran: its tokenizer or Scheduler::submit threw `error`
-  // (kInputRejected or kConfig), with `settings` as submitted.
+  // (kInputRejected or kConfig for the request; another exception arrives
+  // as kInternal), with `settings` as submitted.
   virtual void on_refused(const Error& error, const RequestSettings& settings) = 0;
 };
 

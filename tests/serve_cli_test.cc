@@ -1,0 +1,143 @@
+// `duet serve` on the tiny model and the reference backend, without the real
+// model: its options are checked before anything loads, a pipeline that
+// cannot batch stops it before it listens, and a server answers curl on
+// 127.0.0.1 and exits 0 on SIGTERM. tests/serve_test.py covers the API on
+// the real model.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "tiny_model.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string tiny_pipeline(const std::string& kv_cache) {
+  return R"(model:
+  path: tiny.gguf
+backend:
+  plugin: reference
+components:
+  kv_cache: )" +
+         kv_cache + R"(
+  sampler: {chain: [{temperature: 0}]}
+stages:
+  - prefill: {chunk_tokens: 16}
+  - decode: {max_new_tokens: 4}
+batching: {max_sequences: 4, max_step_tokens: 32}
+)";
+}
+
+class ServeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::make_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::write_tiny_llama(dir_ / "tiny.gguf");
+    pipeline_ = write("p.yaml", tiny_pipeline("{capacity_tokens: 256, block_tokens: 16}"));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs `script` with bash, $DUET the duet binary and the test's folder as
+  // the working directory.
+  Result bash(const std::string& script) {
+    write("script.sh", script);
+    const std::string cmd = "cd " + dir_.string() + " && DUET=" + DUET_BUILD_DIR +
+                            "/bin/duet bash script.sh >stdout 2>stderr </dev/null";
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+            slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
+  }
+
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name, std::ios::binary) << text;
+    return (dir_ / name).string();
+  }
+
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path dir_;
+  std::string pipeline_;
+};
+
+TEST_F(ServeCli, BadOptionsExit2NamingTheValue) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--port 70000", "--port 70000 is outside [0, 65535]"},
+      {"--max-queue 0", "--max-queue 0 is outside [1, 1048576]"},
+      {"--idle-timeout 0", "--idle-timeout 0 is outside [1, 3600]"},
+      {"--shutdown-timeout -1", "--shutdown-timeout -1 is outside [0, 3600]"},
+      {"--api-key ''", "--api-key is empty"},
+      {"--host localhost", "--host localhost: not an IP address"},
+      {"--port eighty", "duet serve: the argument ('eighty') for option '--port' is invalid"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = bash("\"$DUET\" serve p.yaml " + std::string(args));
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find("listening"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(ServeCli, APipelineThatCannotBatchStopsBeforeListening) {
+  write("one_block.yaml", tiny_pipeline("{capacity_tokens: 256}"));
+  const Result r = bash("\"$DUET\" serve one_block.yaml --port 0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("set components.kv_cache.block_tokens to 16"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("listening"), std::string::npos) << r.err;
+}
+
+// The server on a port of its own choosing, a completion and a health check
+// through curl, then SIGTERM: exit code 0.
+TEST_F(ServeCli, AnswersCurlAndExits0OnSigterm) {
+  const Result r = bash(R"(
+"$DUET" serve p.yaml --port 0 2>server.log &
+pid=$!
+for _ in $(seq 300); do grep -q 'listening on' server.log && break; sleep 0.1; done
+port=$(grep -o 'http://127.0.0.1:[0-9]*' server.log | cut -d: -f3)
+[ -n "$port" ] || { cat server.log >&2; kill $pid; exit 90; }
+curl -sS --max-time 60 "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "hello", "max_tokens": 3}'
+echo
+curl -sS --max-time 60 "http://127.0.0.1:$port/health"
+echo
+kill -TERM $pid
+wait $pid
+echo "exit $?"
+cat server.log >&2
+)");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string completion, health, exit_line;
+  std::getline(lines, completion);
+  std::getline(lines, health);
+  std::getline(lines, exit_line);
+  const nlohmann::json c = nlohmann::json::parse(completion);
+  EXPECT_EQ(c["object"], "text_completion");
+  EXPECT_EQ(c["model"], "tiny");
+  EXPECT_EQ(c["usage"]["completion_tokens"].get<int>() + c["usage"]["prompt_tokens"].get<int>(),
+            c["usage"]["total_tokens"].get<int>());
+  EXPECT_LE(c["usage"]["completion_tokens"].get<int>(), 3);
+  EXPECT_EQ(nlohmann::json::parse(health)["status"], "ok");
+  EXPECT_EQ(exit_line, "exit 0") << r.err;
+  EXPECT_NE(r.err.find("SIGTERM: no new requests"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace duet
