@@ -257,6 +257,15 @@ class ServeApi(unittest.TestCase):
         self.assertEqual(run(temperature=1.5, seed=7), a)
         others = {run(temperature=1.5, seed=s) for s in range(8, 12)}
         self.assertGreater(len(others | {a}), 1)
+        # The frequency penalty reaches its link: a prompt that greedy
+        # decoding repeats is not repeated under it (presence_penalty's -2 at
+        # most is too weak to change this; its range check is in
+        # test_bad_requests_get_400_naming_the_field).
+        counting = "1, 1, 1, 1, 1, 1, 1, 1,"
+        plain = client.completions.create(model=MODEL_ID, prompt=counting, max_tokens=6)
+        penalized = client.completions.create(model=MODEL_ID, prompt=counting, max_tokens=6,
+                                              frequency_penalty=2.0)
+        self.assertNotEqual(penalized.choices[0].text, plain.choices[0].text)
         # A stop string ends the text before it.
         stopped = client.completions.create(model=MODEL_ID, prompt="1, 2, 3, 4,", max_tokens=20,
                                             stop=[" 7"])
@@ -323,6 +332,8 @@ class ServeApi(unittest.TestCase):
         self.error(c, {"prompt": "x", "max_tokens": 0}, 400, "max_tokens")
         self.error(c, {"prompt": "x", "top_p": 0}, 400, "top_p")
         self.error(c, {"prompt": "x", "temperature": -1}, 400, "temperature")
+        self.error(c, {"prompt": "x", "presence_penalty": 3}, 400, "presence_penalty")
+        self.error(c, {"prompt": "x", "frequency_penalty": -2.5}, 400, "frequency_penalty")
         self.error(c, {"prompt": "x", "seed": -3}, 400, "seed")
         self.error(c, {"prompt": "x", "logit_bias": {"13": 500}}, 400, "logit_bias.13")
         self.error(c, {"prompt": "x", "stop": [""]}, 400, "stop")
@@ -516,8 +527,38 @@ class ServeConcurrency(unittest.TestCase):
 
 
 class ServeShutdown(unittest.TestCase):
-    """SIGTERM: the listening socket closes, a running request past the
-    bound is cancelled (its stream says so and ends), exit code 0."""
+    """SIGTERM or SIGINT: the listening socket closes, a running request
+    finishes within the bound or is cancelled past it (its stream says so and
+    ends), exit code 0."""
+
+    def test_sigint_lets_a_running_request_finish_and_exits_0(self):
+        server = Server("--shutdown-timeout", "30")
+        sock, stream = open_stream(server, "/v1/completions",
+                                   {"prompt": "Once upon a time", "max_tokens": 24,
+                                    "stream": True, "logit_bias": {"0": -100, "2": -100}})
+        read_until_event(stream, 1)
+        started = time.monotonic()
+        server.signalled = True
+        server.proc.send_signal(signal.SIGINT)
+        status, _, _ = server.request("GET", "/health") if self.accepts(server) else (None, 0, 0)
+        self.assertIn(status, (None, 503))  # refused, or told it is stopping
+        events = sse_events(stream.read().decode())
+        self.assertEqual(events[-1], "[DONE]")
+        last = json.loads(events[-2])
+        self.assertEqual(last["choices"][0]["finish_reason"], "length")
+        self.assertEqual(last["usage"]["completion_tokens"], 24)
+        self.assertEqual(server.stop(), 0)
+        self.assertLess(time.monotonic() - started, 20)  # drained early, not at the bound
+        stream.close()
+        sock.close()
+
+    @staticmethod
+    def accepts(server):
+        try:
+            socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+            return True
+        except OSError:
+            return False
 
     def test_sigterm_cancels_past_the_bound_and_exits_0(self):
         server = Server("--shutdown-timeout", "1")
