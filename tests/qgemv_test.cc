@@ -469,9 +469,9 @@ TEST_P(QgemvTest, WritesOnlyItsRowRange) {
 }
 
 // Every vector of a batch gets gemv's bits, whatever the batch: one and two
-// terms alternating (each vector alone in its run), and runs of 7 and 6
-// (passes of 4 + 2 + 1 and 4 + 2 vectors) and 16 (two passes of 8) of one
-// term count, which the AVX-512 paths take through their many-vector kernels.
+// terms alternating (each vector alone in its run), and runs of one term
+// count, which the AVX-512 paths take through their many-vector kernels in
+// passes of at most 8: 7 then 6, 3, 9 (5 + 4) and 16 (8 + 8).
 TEST_P(QgemvTest, BatchEqualsOneProductPerVector) {
   const auto [type, k] = GetParam();
   const Matrix m = random_matrix(type, kRowsInTest, k, 40);
@@ -479,6 +479,8 @@ TEST_P(QgemvTest, BatchEqualsOneProductPerVector) {
   const std::vector<std::vector<int>> batches = {
       {1, 2, 1},
       {2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1},
+      std::vector<int>(3, 2),
+      std::vector<int>(9, 1),
       std::vector<int>(16, 2),
   };
   for (const std::vector<int>& terms : batches) {

@@ -508,26 +508,46 @@ void rows_many(const GemvArgs& a, int64_t v0) {
   }
 }
 
-// `count` vectors from v0, all of `Terms`, in passes of 8, 4, 2 and 1; a
+// `count` vectors from v0, all of `Terms`, in as few passes of at most
+// kMaxVectors as there can be, of sizes that differ by at most one (9 = 5 +
+// 4: a pass of one vector more costs far less than a pass of its own). A
 // single vector takes the one-vector kernel (kRows rows at a time).
 template <int Terms>
 void vectors_many(const GemvArgs& a, int64_t v0, int64_t count) {
-  for (; count >= 8; v0 += 8, count -= 8) rows_many<8, Terms>(a, v0);
-  if (count >= 4) {
-    rows_many<4, Terms>(a, v0);
-    v0 += 4;
-    count -= 4;
-  }
-  if (count >= 2) {
-    rows_many<2, Terms>(a, v0);
-    v0 += 2;
-    count -= 2;
-  }
   if (count == 1) {
     GemvArgs one = a;
     one.xq = a.xq + v0;
     one.y = a.y + v0 * a.ldy;
     gemv_quantized_terms<Terms>(one);
+    return;
+  }
+  const int64_t passes = (count + kMaxVectors - 1) / kMaxVectors;
+  for (int64_t p = 0; p < passes; ++p) {
+    const int64_t nv = count / passes + (p < count % passes ? 1 : 0);
+    switch (nv) {
+      case 2:
+        rows_many<2, Terms>(a, v0);
+        break;
+      case 3:
+        rows_many<3, Terms>(a, v0);
+        break;
+      case 4:
+        rows_many<4, Terms>(a, v0);
+        break;
+      case 5:
+        rows_many<5, Terms>(a, v0);
+        break;
+      case 6:
+        rows_many<6, Terms>(a, v0);
+        break;
+      case 7:
+        rows_many<7, Terms>(a, v0);
+        break;
+      default:
+        rows_many<kMaxVectors, Terms>(a, v0);
+        break;
+    }
+    v0 += nv;
   }
 }
 
