@@ -1,122 +1,218 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317  # functions run through step(), which it cannot follow
 # bench/gpu-check.sh — the cuda backend's checks on a machine with an
-# NVIDIA GPU, in one run: build, the gpu-labelled tests, op conformance
-# against the reference backend, and prefill/decode throughput on a
-# SmolLM2-shaped random Q4_1 model (the real model need not be present).
+# NVIDIA GPU, in one run of a few minutes: the gpu-labelled tests, op
+# conformance against the reference backend, the batching scheduler on cuda,
+# prefill/decode throughput on SmolLM2-shaped and 1B-class random models
+# (the real model need not be present), decode at depth, and the card's own
+# copy bandwidth to set the 1B decode figure against.
 #
-#   OUT=/tmp/gpu-check bash bench/gpu-check.sh
+# Two ways to get a build:
+#   - A build made elsewhere and copied over (the GPU machine may lack Boost,
+#     yaml-cpp, PCRE2 and oneDNN and reach no registry). On the development
+#     machine, from the project root:
+#       bash ../shared/tools/gpu-bundle.sh $(bash bench/gpu-check.sh --targets)
+#     then on the GPU machine, from the copy's root:
+#       source .gpu/env.sh && OUT=/tmp/gpu-check bash bench/gpu-check.sh
+#     ($DUET_GPU_BUILD, which env.sh sets, is the build used.)
+#   - Without $DUET_GPU_BUILD it configures and builds those targets itself
+#     in $BUILD (default ./build-gpu) for sm_$CUDA_ARCH (90) with $JOBS jobs.
 #
-# Everything it produces goes to $OUT (default $BUILD/gpu-check):
-#   summary.txt           one line per step with its exit status and time
-#   summary.json          the same, machine-readable
-#   nvidia-smi.txt        the device and driver
-#   configure.log, build.log
-#   ctest-gpu.log/.xml    ctest -L gpu (JUnit XML)
-#   conformance.log/.json backend_conformance_test, cuda cases, if built
-#   bench-*.json          `duet bench` results (graphs+PDL+fusion, without PDL,
-#                         without fusion, without graphs),
-#                         or run-*.json from `duet run --json` without duet bench
-#   graph-stats.txt       how many decode passes were captured and replayed
-#
-# It builds in $BUILD (default ./build-gpu) for sm_90 only ($CUDA_ARCH),
-# with every core ($JOBS), only the targets it needs: a few minutes on 16
-# cores. (Carrying a build from another machine does not work: the test
-# binaries have the build folder's absolute path compiled in, and the
-# build folder is far over 64 MiB.) A step that fails is recorded and the
-# script goes on where it can; it exits non-zero if any step failed. The
-# whole run needs about 5-8 minutes; give it a 560 s limit.
+# Everything it produces goes to $OUT (default $BUILD/gpu-check), six files:
+#   summary.txt    one line per step: exit status and seconds; then the
+#                  headline figures (tok/s of every bench, the bandwidth)
+#   summary.json   the same, machine-readable
+#   logs.txt       every step's output, each under a "==== step" header
+#                  (nvidia-smi, duet plugins, ctest, the benches' stderr)
+#   bench.jsonl    one line per benchmark: {"name", "result"} with duet
+#                  bench's JSON, or the bandwidth measurement
+#   ctest-gpu.xml  ctest -L gpu as JUnit XML
+#   conformance.json  backend_conformance_test's cuda cases (gtest JSON)
+# A step that fails is recorded and the script goes on where it can; it
+# exits non-zero if any step failed. Steps that need what is absent (the
+# conformance test, PyTorch for the bandwidth) are recorded as skipped.
+# SANITIZE=1 adds compute-sanitizer memcheck and racecheck on cuda_test
+# (several minutes more).
 set -u -o pipefail
 
+targets="duet_cli duet_plugin_cuda duet_plugin_reference duet_plugin_samplers cuda_test
+  backend_conformance_test scheduler_test duet_make_random_model"
+if [ "${1:-}" = "--targets" ]; then
+  # shellcheck disable=SC2086  # one line of words
+  echo $targets
+  exit 0
+fi
+
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${BUILD:-$root/build-gpu}
+build=${DUET_GPU_BUILD:-${BUILD:-$root/build-gpu}}
 out=${OUT:-$build/gpu-check}
 jobs=${JOBS:-$(nproc)}
 arch=${CUDA_ARCH:-90}
 mkdir -p "$out"
 : >"$out/summary.txt"
+: >"$out/logs.txt"
+: >"$out/bench.jsonl"
 steps_json=()
 failed=0
 
-# step NAME COMMAND...: runs the command, records its status and duration.
+# step NAME COMMAND...: runs the command with its output appended to
+# logs.txt under a header, and records its status and duration.
 step() {
   local name=$1
   shift
-  local start end rc
+  local start end rc secs
+  printf '\n==== %s\n' "$name" >>"$out/logs.txt"
   start=$(date +%s.%N)
-  "$@"
+  "$@" >>"$out/logs.txt" 2>&1
   rc=$?
   end=$(date +%s.%N)
-  local secs
   secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
-  printf '%-28s rc=%-3d %6ss\n' "$name" "$rc" "$secs" | tee -a "$out/summary.txt"
+  printf '%-28s rc=%-3d %6ss\n' "$name" "$rc" "$secs" >>"$out/summary.txt"
   steps_json+=("{\"step\": \"$name\", \"rc\": $rc, \"seconds\": $secs}")
   [ "$rc" -eq 0 ] || failed=1
   return "$rc"
 }
 
+skip() {
+  printf '%-28s skipped: %s\n' "$1" "$2" >>"$out/summary.txt"
+  steps_json+=("{\"step\": \"$1\", \"skipped\": \"$2\"}")
+}
+
 write_summary() {
   local IFS=,
   printf '{"steps": [%s], "failed": %s}\n' "${steps_json[*]}" "$failed" >"$out/summary.json"
+  # Headline figures: every bench result's tests and tokens/s.
+  python3 - "$out/bench.jsonl" >>"$out/summary.txt" 2>/dev/null <<'PY'
+import json, sys
+print()
+def rate(t):  # pp/tg tests, or batch tests (aggregate decode tokens/s)
+    v = t.get("tokens_per_second_median", t.get("aggregate_tokens_per_second_median"))
+    return f'{t["test"]} {v:.1f} t/s'
+for line in open(sys.argv[1]):
+    b = json.loads(line)
+    r = b["result"]
+    if "results" in r:
+        print(f'{b["name"]:<24} ' + ", ".join(rate(t) for t in r["results"]))
+    else:
+        print(f'{b["name"]:<24} {json.dumps(r)}')
+PY
 }
 trap write_summary EXIT
 
-step nvidia-smi bash -c "nvidia-smi >'$out/nvidia-smi.txt' 2>&1"
+step nvidia-smi nvidia-smi
 
-configure() {
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    >"$out/configure.log" 2>&1
-}
-step configure configure || exit 1
-
-targets="duet_cli duet_plugin_cuda duet_plugin_reference duet_plugin_samplers cuda_test duet_make_random_model"
-step build bash -c "ninja -C '$build' -j '$jobs' $targets >'$out/build.log' 2>&1" || exit 1
-# Optional: it also builds every other backend the machine has libraries for.
-if grep -q '^backend_conformance_test:' <(ninja -C "$build" -t targets all 2>/dev/null); then
-  step build-conformance bash -c "ninja -C '$build' -j '$jobs' backend_conformance_test \
-    >'$out/build-conformance.log' 2>&1"
+if [ -z "${DUET_GPU_BUILD:-}" ]; then
+  step configure cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" || exit 1
+  # shellcheck disable=SC2086  # the target list is words
+  step build ninja -C "$build" -j "$jobs" $targets || exit 1
 fi
 
 duet=$build/bin/duet
-step plugins bash -c "'$duet' plugins >'$out/plugins.txt' 2>&1"
+step plugins "$duet" plugins
 
-step ctest-gpu bash -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 900 \
-  --output-junit '$out/ctest-gpu.xml' >'$out/ctest-gpu.log' 2>&1"
+step ctest-gpu bash -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 600 \
+  --output-junit '$out/ctest-gpu.xml'"
 
 if [ -x "$build/tests/backend_conformance_test" ]; then
-  step conformance bash -c "'$build/tests/backend_conformance_test' --gtest_filter='*cuda*' \
-    --gtest_output=json:'$out/conformance.json' >'$out/conformance.log' 2>&1"
+  step conformance "$build/tests/backend_conformance_test" --gtest_filter='*cuda*' \
+    --gtest_output=json:"$out/conformance.json"
+else
+  skip conformance "backend_conformance_test was not built"
 fi
 
-model=$build/random-smollm2-q4_1.gguf
-step make-model bash -c "'$build/bin/duet_make_random_model' '$model' >'$out/make-model.log' 2>&1" || exit 1
+if [ -x "$build/tests/scheduler_test" ]; then
+  step scheduler-cuda "$build/tests/scheduler_test" --gtest_filter='*/cuda'
+else
+  skip scheduler-cuda "scheduler_test was not built"
+fi
+
+if [ "${SANITIZE:-0}" = 1 ]; then
+  for tool in memcheck racecheck; do
+    step "sanitizer-$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      "$build/tests/cuda_test"
+  done
+fi
+
+# bench NAME ARGS...: duet bench ARGS -o json, its result appended to
+# bench.jsonl as {"name": NAME, "result": ...}.
+bench() {
+  step "bench-$1" bench_json "$@"
+}
+bench_json() {
+  local name=$1 json
+  shift
+  json=$("$duet" bench "$@" -o json) || return
+  printf '{"name": "%s", "result": %s}\n' "$name" "$(tr -d '\n' <<<"$json")" >>"$out/bench.jsonl"
+}
+
+models=$build/gpu-check-models
+mkdir -p "$models"
+smol=$models/random-smollm2-q4_1.gguf
+step make-smollm2 "$build/bin/duet_make_random_model" "$smol" --type q4_1 || exit 1
 
 config=$root/configs/smollm2-cuda.yaml
-# name, then --set overrides for the backend
+# The decode pass's variants: name, then --set overrides for the backend.
 variants=(
   "graphs-pdl backend.options.cuda_graphs=true backend.options.pdl=true backend.options.fuse=true"
   "graphs backend.options.cuda_graphs=true backend.options.pdl=false backend.options.fuse=true"
   "unfused backend.options.cuda_graphs=true backend.options.pdl=true backend.options.fuse=false"
   "eager backend.options.cuda_graphs=false backend.options.pdl=false backend.options.fuse=true"
 )
-if "$duet" bench --help >/dev/null 2>&1; then
-  for v in "${variants[@]}"; do
-    read -r name a b c <<<"$v"
-    step "bench-$name" bash -c "'$duet' bench '$config' --set model.path='$model' --set $a --set $b --set $c \
-      -p 512 -n 128 -r 5 -o json >'$out/bench-$name.json' 2>'$out/bench-$name.log'"
-  done
+for v in "${variants[@]}"; do
+  read -r name a b c <<<"$v"
+  bench "smollm2-$name" "$config" --set model.path="$smol" --set "$a" --set "$b" --set "$c" \
+    -p 512 -n 128 -r 5
+done
+bench smollm2-depth "$config" --set model.path="$smol" --tests tg -n 128 -d 0,1919 -r 3 --interleave
+bench smollm2-prompts "$config" --set model.path="$smol" --tests pp -p 128,512,1024,2000 -r 3
+bench smollm2-batch "$config" --set model.path="$smol" --set components.kv_cache.block_tokens=16 \
+  --set components.kv_cache.capacity_tokens=8192 --set batching.max_sequences=64 \
+  --batch 1,16,64 -r 3
+
+for type in q4_1 f16; do
+  big=$models/random-llama-1b-$type.gguf
+  if step "make-llama-1b-$type" "$build/bin/duet_make_random_model" "$big" --shape llama-1b \
+    --type "$type"; then
+    bench "llama-1b-$type" "$config" --set model.path="$big" --set components.kv_cache.capacity_tokens=2048 \
+      -p 512 -n 128 -r 3
+  fi
+  rm -f "$big"
+done
+
+# The card's device-to-device copy bandwidth (bytes read + written per
+# second), the yardstick for a decode that reads every weight each token.
+bandwidth() {
+  python3 - "$out/bench.jsonl" <<'PY'
+import json, sys, torch
+n = 1 << 30
+src = torch.empty(n, dtype=torch.uint8, device="cuda")
+dst = torch.empty_like(src)
+for _ in range(3):
+    dst.copy_(src)
+torch.cuda.synchronize()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+reps = 20
+start.record()
+for _ in range(reps):
+    dst.copy_(src)
+end.record()
+torch.cuda.synchronize()
+seconds = start.elapsed_time(end) / 1e3 / reps
+result = {"bytes": n, "copy_seconds": seconds, "read_plus_write_bytes_per_second": 2 * n / seconds,
+          "device": torch.cuda.get_device_name()}
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps({"name": "copy-bandwidth", "result": result}) + "\n")
+print(result)
+PY
+}
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  step copy-bandwidth bandwidth
 else
-  # Without duet bench: one run of a ~500-token prompt and 128 new tokens.
-  prompt=$(for i in $(seq 1 250); do printf 'ab cd '; done)
-  for v in "${variants[@]}"; do
-    read -r name a b c <<<"$v"
-    step "run-$name" bash -c "'$duet' run '$config' --set model.path='$model' --set $a --set $b --set $c \
-      --set model.chat=false --set stages.1.decode.max_new_tokens=128 --json --prompt '$prompt' \
-      >'$out/run-$name.json' 2>'$out/run-$name.log'"
-  done
+  skip copy-bandwidth "no python3 with CUDA PyTorch"
 fi
 
-step graph-stats bash -c "'$duet' run '$config' --set model.path='$model' --set backend.options.graph_stats=true \
-  --set model.chat=false --set stages.1.decode.max_new_tokens=64 --prompt 'ab cd ef gh' \
-  >/dev/null 2>'$out/graph-stats.txt'"
+step graph-stats "$duet" run "$config" --set model.path="$smol" --set backend.options.graph_stats=true \
+  --set model.chat=false --set stages.1.decode.max_new_tokens=64 --prompt 'ab cd ef gh'
 
 exit "$failed"

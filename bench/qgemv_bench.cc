@@ -12,6 +12,9 @@
 //           product reads its weights from L3/DRAM as decode does (the whole
 //           model does not fit in the caches).
 //
+//   batch:  gemv_batch of n vectors on a hot matrix; per_vector_ns is one
+//           product's share of the batch.
+//
 //   build-kern/backends/onednn/kernels/qgemv_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
@@ -89,6 +92,28 @@ void bench_gemv(benchmark::State& state, Shape s, CpuPath path, bool stream) {
   state.counters["best_GB/s"] = static_cast<double>(bytes) / best * 1e-9;
 }
 
+// gemv_batch of n vectors (two terms each, as the backend sends them) over a
+// hot matrix: per_vector_ns is the time of one product within the batch, to
+// set against gemv's time for one vector alone.
+void bench_gemv_batch(benchmark::State& state, Shape s, CpuPath path, int64_t n) {
+  const std::vector<uint8_t> w = make_weights(s, 1);
+  std::vector<duet::onednn::Q8Activations> xq(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<float> x = random_floats(s.k, static_cast<uint32_t>(10 + i));
+    xq[static_cast<size_t>(i)].quantize(x.data(), s.k, path, 2);
+  }
+  std::vector<float> y(static_cast<size_t>(n * s.rows));
+  for (auto _ : state) {
+    duet::onednn::gemv_batch(path, s.type, w.data(), s.k, xq.data(), nullptr, n, y.data(), s.rows,
+                             0, s.rows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["per_vector_ns"] = benchmark::Counter(
+      static_cast<double>(n) * 1e9,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void bench_quantize(benchmark::State& state, int64_t k, CpuPath path) {
   const std::vector<float> x = random_floats(k, 3);
   duet::onednn::Q8Activations xq;
@@ -115,6 +140,13 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(
             ("gemv/" + std::string(s.name) + "/" + p + (stream ? "/stream" : "/hot")).c_str(),
             bench_gemv, s, path, stream);
+      }
+    }
+    for (const Shape& s : kShapes) {
+      for (int64_t n : {1, 2, 4, 8, 16}) {
+        benchmark::RegisterBenchmark(
+            ("gemv_batch/" + std::string(s.name) + "/" + p + "/n" + std::to_string(n)).c_str(),
+            bench_gemv_batch, s, path, n);
       }
     }
     for (int64_t k : {576, 1536}) {

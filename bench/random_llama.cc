@@ -1,6 +1,7 @@
 #include "random_llama.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,6 +109,22 @@ class TensorMaker {
 };
 
 }  // namespace
+
+std::optional<RandomLlama> random_llama_shape(std::string_view name) {
+  RandomLlama shape;
+  if (name == "smollm2-135m") return shape;
+  if (name != "llama-1b") return std::nullopt;
+  shape.n_embd = 2048;
+  shape.n_layers = 16;
+  shape.n_heads = 32;
+  shape.n_kv_heads = 8;
+  shape.n_ff = 8192;
+  const float narrower = std::sqrt(576.0f / 2048.0f);
+  shape.qk_scale *= narrower;
+  shape.vo_scale *= narrower;
+  shape.ffn_scale *= narrower;
+  return shape;
+}
 
 int32_t random_llama_next(int32_t token, int32_t n_vocab) {
   const int64_t span = n_vocab - kControlTokens;

@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <string_view>
 
 #include "duet/dtype.h"
 
@@ -44,6 +46,17 @@ struct RandomLlama {
   float vo_scale = 0.03f;
   float ffn_scale = 0.05f;
 };
+
+// The shapes duet_make_random_model --shape names, or nullopt:
+//   smollm2-135m  the defaults above (~110 MB in q4_1);
+//   llama-1b      Llama-3.2-1B's body — 2048 wide, 16 layers, 32 query and 8
+//                 KV heads of 64, ffn 8192 — on SmolLM2's 49,152-token
+//                 vocabulary: 1.07 G weights, 0.67 GB in q4_1, 2.15 GB in
+//                 f16. Its weight scales are SmolLM2's times sqrt(576 / 2048),
+//                 so that each product adds about what a SmolLM2-shaped one
+//                 does to its 2048-wide input.
+// matrix_type and seed keep their defaults.
+std::optional<RandomLlama> random_llama_shape(std::string_view name);
 
 // The token the LM head favours after `token` when the layers are quiet:
 // a permutation of [3, n_vocab); control tokens 0..2 map into it too.

@@ -353,6 +353,36 @@ TEST(QgemvActivations, ATinyBlockGetsNoSecondTerm) {
   }
 }
 
+// The many-vector kernels' inputs: q and q_lo regrouped per 4 blocks (first
+// halves, then second halves) and the -128 * Σ of each 4 values, over the
+// padded length too (zeros there).
+TEST(QgemvActivations, DerivedFormsFollowTheirDefinition) {
+  constexpr int64_t k = 32 * 11;  // 11 blocks, padded to 16
+  const std::vector<float> x = random_activations(k, 7);
+  Q8Activations xq;
+  xq.quantize(x.data(), k, CpuPath::kScalar, 2);
+  const int64_t padded = 16 * 32;
+  auto check = [&](const int8_t* q, const int8_t* regrouped, const int32_t* bias,
+                   const char* name) {
+    for (int64_t i = 0; i < padded; ++i) {
+      const int64_t group = i / 128, within = i % 128;
+      const int64_t block = 4 * group + within % 64 / 16;
+      const int64_t value = within / 64 * 16 + within % 16;
+      ASSERT_EQ(regrouped[i], q[block * 32 + value]) << name << " regrouped byte " << i;
+    }
+    for (int64_t i = 0; i < padded / 4; ++i) {
+      ASSERT_EQ(bias[i], -128 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]))
+          << name << " bias " << i;
+    }
+    EXPECT_EQ(bias[padded / 4 - 1], 0) << name << ": padding";
+  };
+  check(xq.q(), xq.q_regrouped(), xq.q_bias(), "q");
+  check(xq.q_lo(), xq.q_lo_regrouped(), xq.q_lo_bias(), "q_lo");
+  xq.quantize(x.data(), k, CpuPath::kScalar, 1);
+  EXPECT_EQ(xq.q_lo_regrouped(), nullptr);
+  EXPECT_EQ(xq.q_lo_bias(), nullptr);
+}
+
 TEST(QgemvActivations, ReuseForAShorterVectorRepadsIt) {
   const std::vector<float> x = random_activations(1536, 4);
   Q8Activations xq;
@@ -438,35 +468,47 @@ TEST_P(QgemvTest, WritesOnlyItsRowRange) {
   }
 }
 
+// Every vector of a batch gets gemv's bits, whatever the batch: one and two
+// terms alternating (each vector alone in its run), and runs of one term
+// count, which the AVX-512 paths take through their many-vector kernels in
+// passes of at most 8: 7 then 6, 3, 9 (5 + 4) and 16 (8 + 8).
 TEST_P(QgemvTest, BatchEqualsOneProductPerVector) {
   const auto [type, k] = GetParam();
   const Matrix m = random_matrix(type, kRowsInTest, k, 40);
-  constexpr int64_t n = 3;
   const int64_t ldy = kRowsInTest + 2;
-  std::vector<float> xs;
-  for (int64_t i = 0; i < n; ++i) {
-    const std::vector<float> x = random_activations(k, static_cast<uint32_t>(41 + i));
-    xs.insert(xs.end(), x.begin(), x.end());
-  }
-  for (CpuPath path : runnable_paths()) {
-    SCOPED_TRACE(cpu_path_name(path));
-    // Vectors of one and two terms in one batch.
-    std::vector<Q8Activations> xq(n);
-    if (is_quantized(type)) {
-      for (int64_t i = 0; i < n; ++i)
-        xq[i].quantize(xs.data() + i * k, k, path, static_cast<int>(1 + i % 2));
-    }
-    std::vector<float> y(static_cast<size_t>(n * ldy), kNaN);
-    gemv_batch(path, type, m.bytes.data(), k, xq.data(), xs.data(), n, y.data(), ldy, 2, 17);
+  const std::vector<std::vector<int>> batches = {
+      {1, 2, 1},
+      {2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1},
+      std::vector<int>(3, 2),
+      std::vector<int>(9, 1),
+      std::vector<int>(16, 2),
+  };
+  for (const std::vector<int>& terms : batches) {
+    const auto n = static_cast<int64_t>(terms.size());
+    SCOPED_TRACE("batch of " + std::to_string(n));
+    std::vector<float> xs;
     for (int64_t i = 0; i < n; ++i) {
-      const std::vector<float> x(xs.begin() + i * k, xs.begin() + (i + 1) * k);
-      const std::vector<float> one = product(path, m, x, 2, 17, static_cast<int>(1 + i % 2));
-      for (int64_t r = 0; r < ldy; ++r) {
-        const float got = y[i * ldy + r];
-        if (r >= 2 && r < 17) {
-          EXPECT_EQ(got, one[r]) << "vector " << i << " row " << r;
-        } else {
-          EXPECT_TRUE(std::isnan(got)) << "vector " << i << " row " << r;
+      const std::vector<float> x = random_activations(k, static_cast<uint32_t>(41 + i));
+      xs.insert(xs.end(), x.begin(), x.end());
+    }
+    for (CpuPath path : runnable_paths()) {
+      SCOPED_TRACE(cpu_path_name(path));
+      std::vector<Q8Activations> xq(static_cast<size_t>(n));
+      if (is_quantized(type)) {
+        for (int64_t i = 0; i < n; ++i) xq[i].quantize(xs.data() + i * k, k, path, terms[i]);
+      }
+      std::vector<float> y(static_cast<size_t>(n * ldy), kNaN);
+      gemv_batch(path, type, m.bytes.data(), k, xq.data(), xs.data(), n, y.data(), ldy, 2, 17);
+      for (int64_t i = 0; i < n; ++i) {
+        const std::vector<float> x(xs.begin() + i * k, xs.begin() + (i + 1) * k);
+        const std::vector<float> one = product(path, m, x, 2, 17, terms[i]);
+        for (int64_t r = 0; r < ldy; ++r) {
+          const float got = y[i * ldy + r];
+          if (r >= 2 && r < 17) {
+            EXPECT_EQ(got, one[r]) << "vector " << i << " row " << r;
+          } else {
+            EXPECT_TRUE(std::isnan(got)) << "vector " << i << " row " << r;
+          }
         }
       }
     }
@@ -518,7 +560,25 @@ TEST_P(QgemvTest, NeverReadsPastTheLastRow) {
       if (is_quantized(type)) xq.quantize(x.data(), k, path, terms);
       std::vector<float> y(static_cast<size_t>(kRowsInTest));
       gemv(path, type, guarded.data(), k, xq, x.data(), y.data(), 0, kRowsInTest);
-      EXPECT_EQ(y, product(path, m, x, 0, kRowsInTest, is_quantized(type) ? terms : 1));
+      const std::vector<float> expected =
+          product(path, m, x, 0, kRowsInTest, is_quantized(type) ? terms : 1);
+      EXPECT_EQ(y, expected);
+      // The many-vector kernels: 8 copies of the vector, the last row for all.
+      std::vector<Q8Activations> xqs(8);
+      std::vector<float> xs(8 * static_cast<size_t>(k));
+      std::vector<float> ys(8 * static_cast<size_t>(kRowsInTest));
+      for (int64_t i = 0; i < 8; ++i) {
+        std::copy(x.begin(), x.end(), xs.begin() + i * k);
+        if (is_quantized(type)) xqs[i].quantize(x.data(), k, path, terms);
+      }
+      gemv_batch(path, type, guarded.data(), k, xqs.data(), xs.data(), 8, ys.data(), kRowsInTest, 0,
+                 kRowsInTest);
+      for (int64_t i = 0; i < 8; ++i) {
+        EXPECT_EQ(
+            std::vector<float>(ys.begin() + i * kRowsInTest, ys.begin() + (i + 1) * kRowsInTest),
+            expected)
+            << "vector " << i << " of a batch of 8";
+      }
     }
   }
 }

@@ -83,6 +83,26 @@ TEST_F(SchedulerModel, BatchInvariantModeGivesEachRequestItsSoloLogits) {
   }
 }
 
+// Regression: a prompt longer than batching.max_step_tokens alone in the
+// scheduler makes steps whose chunk does not end the prompt, so no row wants
+// logits; the LM head then had 0 rows, and onednn's matmul read the
+// quantized activations of a row that did not exist (SIGSEGV in duet run
+// --prompts-file). Its tokens must be the session path's (batch-invariant
+// mode: chunking changes no bit).
+TEST_F(SchedulerModel, APromptLongerThanAStepRunsInChunksAsTheSessionPathRunsIt) {
+  auto pipeline = make(true);
+  std::string text = "Summarise:";
+  for (int w = 0; w < 150; ++w) text += " the river runs past the mill";
+  Request r;
+  r.id = "long";
+  r.prompt = pipeline->tokenize_prompt(text);
+  ASSERT_GT(r.prompt.size(), 2u * 256u) << "the prompt must take three steps of 256 rows";
+  const RequestResult batched = run(*pipeline, {r}).at("long");
+  NullSink sink;
+  const RunResult alone = pipeline->run_tokens(r.prompt, sink);
+  EXPECT_EQ(batched.generated_tokens, alone.generated_tokens);
+}
+
 // The default mode picks kernels by the number of rows in a step (GEMM for
 // many, gemv for few), so logits differ in the last bits; greedy tokens
 // differ only where two candidates are that close. docs/batching.md states

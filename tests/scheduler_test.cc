@@ -1,8 +1,10 @@
-// The batching scheduler on the tiny random model with the reference
-// backend, whose arithmetic for a row depends on that row's sequence only:
-// a batched request must give exactly the tokens and logits it gives alone,
-// under memory pressure (preemption), with its prompt taken from the prefix
-// cache, and after cancellations; the pool must end with every block free.
+// The batching scheduler on the tiny random model, on each backend whose
+// arithmetic for a row depends on that row's sequence only — reference, and
+// onednn in batch-invariant mode — and on cuda where a GPU is usable (else
+// skipped with the cuda plugin's reason): a batched request must give
+// exactly the tokens and logits it gives alone, under memory pressure
+// (preemption), with its prompt taken from the prefix cache, and after
+// cancellations; the pool must end with every block free.
 #include "duet/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -22,8 +24,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class SchedulerTest : public ::testing::Test {
- protected:
+// Each case's backend: its plugin and the pipeline's backend line.
+struct SchedulerBackend {
+  const char* name;
+  const char* plugin;
+  const char* yaml;
+};
+
+const SchedulerBackend kBackends[] = {
+    {"reference", "reference", "{plugin: reference}"},
+    {"onednn_batch_invariant", "onednn",
+     "{plugin: onednn, options: {threads: 2, batch_invariant: true}}"},
+    {"cuda", "cuda", "{plugin: cuda}"},
+};
+
+class SchedulerTest : public ::testing::TestWithParam<SchedulerBackend> {
+ public:
   static void SetUpTestSuite() {
     dir_ = new fs::path(testing::make_temp_dir("scheduler"));
     testing::write_tiny_llama(*dir_ / "tiny.gguf");
@@ -33,12 +49,28 @@ class SchedulerTest : public ::testing::Test {
     delete dir_;
   }
 
+ protected:
+  // Skips, saying why, where the case's plugin is not built or refuses to
+  // load here (cuda without a usable GPU).
+  void SetUp() override {
+    const std::string plugin = GetParam().plugin;
+    load_pipeline_plugins(parse_pipeline_config("model: {path: tiny.gguf}\nstages: [decode]\n",
+                                                "probe.yaml", *dir_, {}),
+                          host_);
+    for (const PluginRecord& r : host_.records()) {
+      if (r.name == plugin && !r.loaded) GTEST_SKIP() << plugin << " plugin refused: " << r.refusal;
+    }
+    if (!host_.has(ComponentKind::kBackend, plugin)) {
+      GTEST_SKIP() << "the " << plugin << " plugin is not built";
+    }
+  }
+
   // A sampling chain, so that a token depends on the seed and the RNG as
   // well as on the logits.
   std::unique_ptr<Pipeline> make(std::vector<std::string> overrides = {},
                                  const std::string& stages = "[prefill: {}, decode: {}]") {
-    const std::string yaml = R"(model: {path: tiny.gguf}
-backend: {plugin: reference}
+    const std::string yaml = std::string("model: {path: tiny.gguf}\nbackend: ") + GetParam().yaml +
+                             R"(
 components:
   kv_cache: {capacity_tokens: 256, block_tokens: 4}
   sampler: {seed: 7, chain: [{top_k: 40}, {temperature: 0.9}]}
@@ -95,7 +127,7 @@ stages: )" + stages + "\n";
 
 // 32 requests of different lengths batched, against each one run alone by
 // the scheduler and by the plain session path (Pipeline::run_tokens).
-TEST_F(SchedulerTest, BatchedRequestsGiveWhatEachGivesAlone) {
+TEST_P(SchedulerTest, BatchedRequestsGiveWhatEachGivesAlone) {
   auto pipeline = make();
   std::vector<Request> requests;
   for (int32_t i = 0; i < 32; ++i)
@@ -121,7 +153,7 @@ TEST_F(SchedulerTest, BatchedRequestsGiveWhatEachGivesAlone) {
 // A pool of 16 blocks of 4 tokens for 8 requests of ~30 positions each: the
 // scheduler must preempt, and every request must still end as it would
 // without pressure.
-TEST_F(SchedulerTest, PreemptionUnderASmallPoolChangesNoToken) {
+TEST_P(SchedulerTest, PreemptionUnderASmallPoolChangesNoToken) {
   auto roomy = make();
   auto small = make({"components.kv_cache.capacity_tokens=64", "batching.max_sequences=8"});
   std::vector<Request> requests;
@@ -142,7 +174,7 @@ TEST_F(SchedulerTest, PreemptionUnderASmallPoolChangesNoToken) {
 
 // A prompt that starts with another's cached blocks prefills only the rest,
 // and its logits are those of a run with prefix caching off.
-TEST_F(SchedulerTest, PrefixSharingGivesTheLogitsOfNoSharing) {
+TEST_P(SchedulerTest, PrefixSharingGivesTheLogitsOfNoSharing) {
   auto shared = make();
   auto unshared = make({"batching.prefix_caching=false"});
   const std::vector<int32_t> base = prompt(1, 40);
@@ -170,7 +202,7 @@ TEST_F(SchedulerTest, PrefixSharingGivesTheLogitsOfNoSharing) {
   for (const auto& [id, r] : got) expect_same(r, expected.at(id));
 }
 
-TEST_F(SchedulerTest, PerRequestSettingsApply) {
+TEST_P(SchedulerTest, PerRequestSettingsApply) {
   auto pipeline = make({"stages.1.decode.max_new_tokens=30"});
   Scheduler scheduler(*pipeline);
   Request a = request(0, prompt(0, 5), 3);
@@ -196,7 +228,7 @@ TEST_F(SchedulerTest, PerRequestSettingsApply) {
   }
 }
 
-TEST_F(SchedulerTest, RefusesWhatItCannotRun) {
+TEST_P(SchedulerTest, RefusesWhatItCannotRun) {
   auto pipeline = make();
   Scheduler scheduler(*pipeline);
   const auto kind_of = [&](Request r) {
@@ -237,7 +269,7 @@ TEST_F(SchedulerTest, RefusesWhatItCannotRun) {
   EXPECT_EQ(build_kind({}, "[prefill: {all_logits: true}, decode: {}]"), ErrorKind::kConfig);
 }
 
-TEST_F(SchedulerTest, CancelFreesBlocksAtOnce) {
+TEST_P(SchedulerTest, CancelFreesBlocksAtOnce) {
   auto pipeline = make();
   Scheduler scheduler(*pipeline);
   const uint64_t a = scheduler.submit(request(0, prompt(0, 30), 50));
@@ -292,7 +324,7 @@ long rss_kb() {
 // 1,000 requests of random lengths with shared prefixes, a fifth cancelled
 // at a random step: every request ends, every block is free again, and RSS
 // after the last 800 is that after the first 200.
-TEST_F(SchedulerTest, SoakLeavesEveryBlockFreeAndMemoryFlat) {
+TEST_P(SchedulerTest, SoakLeavesEveryBlockFreeAndMemoryFlat) {
   auto pipeline = make({"components.kv_cache.capacity_tokens=128", "batching.max_sequences=12"});
   Scheduler scheduler(*pipeline);
   std::mt19937 rng(5);
@@ -326,6 +358,11 @@ TEST_F(SchedulerTest, SoakLeavesEveryBlockFreeAndMemoryFlat) {
   EXPECT_GT(scheduler.stats().prefix_hit_tokens, 0);
   EXPECT_LT(rss_kb() - baseline, 2048) << "RSS grew by more than 2 MiB over 800 requests";
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, SchedulerTest, ::testing::ValuesIn(kBackends),
+                         [](const ::testing::TestParamInfo<SchedulerBackend>& p) {
+                           return std::string(p.param.name);
+                         });
 
 }  // namespace
 }  // namespace duet

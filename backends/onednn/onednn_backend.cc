@@ -15,11 +15,24 @@ namespace {
 
 // Rows from which expanding weight panels to f32 for oneDNN GEMM beats the
 // gemv kernels, whose cost grows with every row, measured with `duet bench
-// configs/smollm2-onednn.yaml --tests pp -p 12,16,24` and matmul_min_rows
-// 1 (always GEMM) against 10^6 (never), 2 threads, AVX-512 VNNI: with two
-// activation terms the two tie at 16 rows, with one GEMM is ahead from 24.
+// configs/smollm2-onednn.yaml --tests pp -p 16,24,32,48,64` and
+// matmul_min_rows 1 (always GEMM) against 10^5 (never), 2 threads.
+// AVX-512 paths, whose gemv_batch unpacks each weight block once for up to 8
+// rows: with two activation terms the two tie at 32 rows (pp32 310 against
+// 315 t/s, GEMM ahead at 64: 418 against 315), with one gemv stays ahead to
+// about 48. AVX2 and scalar, which multiply one row at a time: tie at 16 with
+// two terms, GEMM ahead from 24 with one.
 constexpr int64_t kDefaultMinGemmRowsQ8x2 = 16;
 constexpr int64_t kDefaultMinGemmRowsQ8 = 24;
+constexpr int64_t kDefaultMinGemmRowsQ8x2Avx512 = 32;
+constexpr int64_t kDefaultMinGemmRowsQ8Avx512 = 48;
+
+int64_t default_min_gemm_rows(int gemv_terms, CpuPath path) {
+  if (path >= CpuPath::kAvx512) {
+    return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Avx512 : kDefaultMinGemmRowsQ8Avx512;
+  }
+  return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2 : kDefaultMinGemmRowsQ8;
+}
 
 }  // namespace
 
@@ -29,13 +42,12 @@ int BackendOptions::available_cpus() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-BackendOptions BackendOptions::parse(const Options& options) {
+BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
   BackendOptions o;
   o.threads = static_cast<int>(options.get_int("threads", std::min(available_cpus(), 256), 1, 256));
   o.gemv_terms = options.get_choice("gemv_activations", "q8x2", {"q8x2", "q8"}) == "q8x2" ? 2 : 1;
-  o.min_gemm_rows = options.get_int(
-      "matmul_min_rows", o.gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2 : kDefaultMinGemmRowsQ8, 1,
-      1 << 20);
+  o.min_gemm_rows =
+      options.get_int("matmul_min_rows", default_min_gemm_rows(o.gemv_terms, path), 1, 1 << 20);
   o.batch_invariant = options.get_bool("batch_invariant", false);
   options.finish();
   if (o.batch_invariant && options.has("matmul_min_rows")) {

@@ -23,9 +23,11 @@ namespace duet::onednn {
 //                     terms (about 16-bit precision; the kernels unpack the
 //                     weights once for both) or one, as llama.cpp does (~1e-4
 //                     normalised MSE per product).
-//   matmul_min_rows   1..2^20, default 16 with q8x2 and 24 with q8 (measured
-//                     crossovers): matmuls with at least this many activation
+//   matmul_min_rows   1..2^20: matmuls with at least this many activation
 //                     rows expand weight panels to f32 for oneDNN GEMM.
+//                     Default, the measured crossovers: on the AVX-512 paths
+//                     (whose gemv kernels take up to 8 rows at once) 32 with
+//                     q8x2 and 48 with q8; on AVX2 and scalar 16 and 24.
 //   batch_invariant   false (default) or true: each row's results — hence a
 //                     sequence's logits — are bit-identical whatever else
 //                     shares the step (other sequences, how a prompt is cut
@@ -44,9 +46,10 @@ struct BackendOptions {
   int gemv_terms = 2;            // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
   bool batch_invariant = false;  // see above; min_gemm_rows is then unused
 
-  // Reads and validates `options` (calling finish()). Throws
-  // duet::Error(kConfig) naming the key path for a bad or unknown key.
-  static BackendOptions parse(const Options& options);
+  // Reads and validates `options` (calling finish()); defaults that follow
+  // the CPU take `path`'s. Throws duet::Error(kConfig) naming the key path
+  // for a bad or unknown key.
+  static BackendOptions parse(const Options& options, CpuPath path);
   // CPUs this process may run on (its affinity mask), at least 1.
   static int available_cpus();
 };

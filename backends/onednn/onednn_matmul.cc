@@ -63,6 +63,7 @@ int64_t Matmul::panel_rows(int64_t k) {
 }
 
 void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
+  if (x.shape[0] == 0) return;  // nothing to write (and no activation row to quantize)
   if (x.shape[0] < min_gemm_rows_ && gemv_supports(w.dtype)) {
     gemv(x, w, out);
   } else if (batch_invariant_) {

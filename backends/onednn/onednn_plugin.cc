@@ -39,7 +39,7 @@ void register_onednn(duet::PluginRegistrar& registrar) {
   registrar.add_backend("onednn", summary(path),
                         [path](const duet::Options& options) -> std::unique_ptr<duet::Backend> {
                           return std::make_unique<duet::onednn::OnednnBackend>(
-                              duet::onednn::BackendOptions::parse(options), path);
+                              duet::onednn::BackendOptions::parse(options, path), path);
                         });
 }
 

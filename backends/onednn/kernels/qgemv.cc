@@ -74,6 +74,23 @@ void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_
   }
 }
 
+// Q8Activations' derived forms (qgemv.h) of one term's values over the
+// padded length: the q4 grouping and the unsigned-product correction.
+void derive_forms(const int8_t* q, int64_t padded_blocks, int8_t* regrouped, int32_t* bias) {
+  constexpr int64_t kHalf = kBlock / 2;
+  for (int64_t g = 0; g < padded_blocks / 4; ++g) {
+    const int8_t* src = q + g * 4 * kBlock;
+    int8_t* dst = regrouped + g * 4 * kBlock;
+    for (int64_t j = 0; j < 4; ++j) {
+      std::memcpy(dst + j * kHalf, src + j * kBlock, kHalf);
+      std::memcpy(dst + 4 * kHalf + j * kHalf, src + j * kBlock + kHalf, kHalf);
+    }
+  }
+  for (int64_t i = 0; i < padded_blocks * kBlock / 4; ++i) {
+    bias[i] = -128 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+  }
+}
+
 detail::GemvArgs make_args(CpuPath path, DType wtype, const void* w, int64_t k,
                            const Q8Activations* xq, const float* x, float* y, int64_t row_begin,
                            int64_t row_end) {
@@ -97,6 +114,18 @@ detail::GemvArgs make_args(CpuPath path, DType wtype, const void* w, int64_t k,
           y,
           row_begin,
           row_end};
+}
+
+// a.n vectors through the path's many-vector kernel; false where it has none.
+bool run_many(CpuPath path, const detail::GemvArgs& a) {
+  switch (path) {
+    case CpuPath::kAvx512:
+      return detail::gemv_many_avx512(a);
+    case CpuPath::kAvx512Vnni:
+      return detail::gemv_many_avx512_vnni(a);
+    default:
+      return false;
+  }
 }
 
 void run(CpuPath path, const detail::GemvArgs& a) {
@@ -133,6 +162,10 @@ void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms)
     q_.reset(aligned_array<int8_t>(padded * kBlock));
     q_lo_.reset(aligned_array<int8_t>(padded * kBlock));
     scales_.reset(aligned_array<float>(padded * 2));
+    q_regrouped_.reset(aligned_array<int8_t>(padded * kBlock));
+    q_lo_regrouped_.reset(aligned_array<int8_t>(padded * kBlock));
+    q_bias_.reset(aligned_array<int32_t>(padded * kBlock / 4));
+    q_lo_bias_.reset(aligned_array<int32_t>(padded * kBlock / 4));
     capacity_blocks_ = padded;
   }
   k_ = k;
@@ -154,6 +187,8 @@ void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms)
       break;
   }
   if (terms == 2) quantize_second_term(x, k, q_.get(), q_lo_.get(), scales_.get());
+  derive_forms(q_.get(), padded, q_regrouped_.get(), q_bias_.get());
+  if (terms == 2) derive_forms(q_lo_.get(), padded, q_lo_regrouped_.get(), q_lo_bias_.get());
 }
 
 void gemv(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Activations& xq,
@@ -176,17 +211,21 @@ void gemv_batch(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Act
   // products' (which decode-sized matrices leave idle anyway). A multiple of
   // 4 rows, the kernels' widest pass.
   const int64_t tile = std::max<int64_t>(4, 16384 / a.row_bytes / 4 * 4);
+  a.n = n;
+  a.ldy = ldy;
   for (int64_t r0 = row_begin; r0 < row_end; r0 += tile) {
     a.row_begin = r0;
     a.row_end = std::min(row_end, r0 + tile);
+    if (n > 1 && run_many(path, a)) continue;
+    detail::GemvArgs one = a;
     for (int64_t i = 0; i < n; ++i) {
       if (is_quantized(wtype)) {
-        a.xq = xq + i;
+        one.xq = xq + i;
       } else {
-        a.x = x + i * k;
+        one.x = x + i * k;
       }
-      a.y = y + i * ldy;
-      run(path, a);
+      one.y = y + i * ldy;
+      run(path, one);
     }
   }
 }

@@ -69,6 +69,21 @@ class Q8Activations {
   // those values (Σq, or Σ(256*q + q_lo)).
   const float* scales() const { return scales_.get(); }
 
+  // Derived forms for the kernels that take many vectors at once, filled by
+  // quantize() for the whole padded length:
+  // q() regrouped as the q4 kernels pair values with weight nibbles: in each
+  // group of 4 blocks (128 bytes from block 4g on), the first 16 values of
+  // blocks 0, 1, 2, 3, then their last 16.
+  const int8_t* q_regrouped() const { return q_regrouped_.get(); }
+  // q_lo() regrouped the same way; null with one term.
+  const int8_t* q_lo_regrouped() const { return terms_ == 2 ? q_lo_regrouped_.get() : nullptr; }
+  // One int32 per 4 values: -128 * (q[4i] + ... + q[4i + 3]), the correction
+  // a product with unsigned weight bytes (w + 128) needs; k / 4 entries plus
+  // padding, 64-byte aligned.
+  const int32_t* q_bias() const { return q_bias_.get(); }
+  // The same for q_lo(); null with one term.
+  const int32_t* q_lo_bias() const { return terms_ == 2 ? q_lo_bias_.get() : nullptr; }
+
  private:
   struct AlignedFree {
     void operator()(void* p) const;
@@ -79,6 +94,10 @@ class Q8Activations {
   std::unique_ptr<int8_t[], AlignedFree> q_;
   std::unique_ptr<int8_t[], AlignedFree> q_lo_;
   std::unique_ptr<float[], AlignedFree> scales_;
+  std::unique_ptr<int8_t[], AlignedFree> q_regrouped_;
+  std::unique_ptr<int8_t[], AlignedFree> q_lo_regrouped_;
+  std::unique_ptr<int32_t[], AlignedFree> q_bias_;
+  std::unique_ptr<int32_t[], AlignedFree> q_lo_bias_;
 };
 
 // y[r] = Σ_c W[r, c] * x[c] for every r in [row_begin, row_end), where W is a
@@ -101,7 +120,10 @@ void gemv(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Activatio
 // in [row_begin, row_end), where x_i is xq[i] for quantized weights and
 // x + i * k for f32/f16 (the other may be null). Each weight row is read from
 // memory once for all n vectors, so n vectors cost about as much memory
-// traffic as one. Same requirements and errors as gemv; n ≥ 1, ldy ≥ rows.
+// traffic as one; on the AVX-512 paths the quantized kernels also unpack each
+// weight block once for up to 8 vectors. Every y is bit-identical to gemv's
+// for the same vector, whatever n and whichever vectors share the call. Same
+// requirements and errors as gemv; n ≥ 1, ldy ≥ rows.
 void gemv_batch(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Activations* xq,
                 const float* x, int64_t n, float* y, int64_t ldy, int64_t row_begin,
                 int64_t row_end);

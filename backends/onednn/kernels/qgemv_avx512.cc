@@ -241,19 +241,33 @@ __m512i q8_bias(__m512i x) {
   return _mm512_sub_epi32(_mm512_setzero_si512(),
                           _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), x));
 }
+// The same correction as Q8Activations stores it (q_bias), for 64 values.
+__m512i q8_bias_at(const int32_t* bias) { return _mm512_load_si512(bias); }
+// A q8_0 weight vector in the form the byte products take it: made once per
+// weight group and used against any number of activation vectors.
+struct Q8Weights {
+  __m512i u;  // w + 128
+};
+Q8Weights q8_weights(__m512i w) { return {_mm512_xor_si512(w, _mm512_set1_epi8(-128))}; }
 // start + Σ w*x per 32-bit lane, where start includes x's q8_bias.
-__m512i dot_q8(__m512i w, __m512i x, __m512i start) {
-  return _mm512_dpbusd_epi32(start, _mm512_xor_si512(w, _mm512_set1_epi8(-128)), x);
+__m512i dot_q8(const Q8Weights& w, __m512i x, __m512i start) {
+  return _mm512_dpbusd_epi32(start, w.u, x);
 }
 #else
 __m512i q8_bias(__m512i) { return _mm512_setzero_si512(); }
-// start + Σ w*x per 32-bit lane. vpmaddubsw multiplies unsigned by signed
-// bytes: |w| * (x with w's sign). Pairs stay within int16: 2 * 128 * 127 <
+__m512i q8_bias_at(const int32_t*) { return _mm512_setzero_si512(); }
+// vpmaddubsw multiplies unsigned by signed bytes: |w| * (x with w's sign).
+struct Q8Weights {
+  __m512i magnitude;  // |w|
+  __mmask64 negative;
+};
+Q8Weights q8_weights(__m512i w) { return {_mm512_abs_epi8(w), _mm512_movepi8_mask(w)}; }
+// start + Σ w*x per 32-bit lane. Pairs stay within int16: 2 * 128 * 127 <
 // 2^15 (x is never -128).
-__m512i dot_q8(__m512i w, __m512i x, __m512i start) {
-  const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+__m512i dot_q8(const Q8Weights& w, __m512i x, __m512i start) {
+  const __m512i sx = _mm512_mask_sub_epi8(x, w.negative, _mm512_setzero_si512(), x);
   return _mm512_add_epi32(
-      start, _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1)));
+      start, _mm512_madd_epi16(_mm512_maddubs_epi16(w.magnitude, sx), _mm512_set1_epi16(1)));
 }
 #endif
 
@@ -293,14 +307,15 @@ void rows_q8_0(const GemvArgs& a, int64_t r0) {
       const uint8_t* blk = row[r] + b * Layout<T>::kBytes;
       prefetch_next_pass<T, R>(blk, a.row_bytes);
       const Group g = load_group<T>(blk, t, index);
-      __m512i s01 = dot_q8(g.q, x01, bias01);
-      if constexpr (Terms == 2) s01 = dot_q8(g.q, y01, _mm512_add_epi32(times256(s01), bias_y01));
+      const Q8Weights w01 = q8_weights(g.q);
+      __m512i s01 = dot_q8(w01, x01, bias01);
+      if constexpr (Terms == 2) s01 = dot_q8(w01, y01, _mm512_add_epi32(times256(s01), bias_y01));
       const __m256 p = _mm256_mul_ps(g.dm, xs);
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), block_scales(p, scale_index01), acc[r]);
       if (t > 2) {  // a short last group often has just one pair (k = 576: 18 blocks)
-        __m512i s23 = dot_q8(g.q23, x23, bias23);
-        if constexpr (Terms == 2)
-          s23 = dot_q8(g.q23, y23, _mm512_add_epi32(times256(s23), bias_y23));
+        const Q8Weights w23 = q8_weights(g.q23);
+        __m512i s23 = dot_q8(w23, x23, bias23);
+        if constexpr (Terms == 2) s23 = dot_q8(w23, y23, _mm512_add_epi32(times256(s23), bias_y23));
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), block_scales(p, scale_index23), acc[r]);
       }
     }
@@ -370,6 +385,189 @@ bool gemv_quantized(const GemvArgs& a) {
   return a.xq->terms() == 2 ? gemv_quantized_terms<2>(a) : gemv_quantized_terms<1>(a);
 }
 
+// Many vectors at once (gemv_batch). One weight row against NV activation
+// vectors: each group of the row is loaded and unpacked once for all of them,
+// and each vector's part is then the one-vector kernels' arithmetic,
+// operation for operation (the same integer lane sums, the same float
+// products and additions in the same order), so every result is bit-identical
+// to theirs. The activations' per-vector work that those kernels share among
+// rows (regrouping, the q8 correction) comes precomputed from Q8Activations.
+constexpr int kMaxVectors = 8;
+
+template <DType T, int NV, int Terms>
+void row_q4_many(const GemvArgs& a, int64_t r, int64_t v0) {
+  const int64_t nb = a.xq[v0].blocks();
+  const uint8_t* row = a.w + r * a.row_bytes;
+  const int8_t* xg[NV];
+  const int8_t* xg_lo[NV];
+  const float* sx[NV];
+  __m512 acc[NV];
+  __m256 acc_min[NV];
+  for (int v = 0; v < NV; ++v) {
+    const Q8Activations& x = a.xq[v0 + v];
+    xg[v] = x.q_regrouped();
+    xg_lo[v] = x.q_lo_regrouped();
+    sx[v] = x.scales();
+    acc[v] = _mm512_setzero_ps();
+    acc_min[v] = _mm256_setzero_ps();
+  }
+  const GroupIndex<T> index;
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const __m512i scale_index = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+
+  auto group = [&](int64_t b, int t) __attribute__((always_inline)) {
+    const uint8_t* blk = row + b * Layout<T>::kBytes;
+    prefetch_next_pass<T, 1>(blk, a.row_bytes);
+    const Group g = load_group<T>(blk, t, index);
+    const __m512i lo = _mm512_and_si512(g.q, nibble);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(g.q, 4), nibble);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const int8_t* xb = xg[v] + b * kBlock;
+      __m512i sums = dot2_q4(_mm512_setzero_si512(), lo, _mm512_load_si512(xb), hi,
+                             _mm512_load_si512(xb + 64));
+      if constexpr (Terms == 2) {
+        const int8_t* yb = xg_lo[v] + b * kBlock;
+        sums = dot2_q4(times256(sums), lo, _mm512_load_si512(yb), hi, _mm512_load_si512(yb + 64));
+      }
+      const __m256 p = _mm256_mul_ps(g.dm, _mm256_load_ps(sx[v] + 2 * b));
+      acc_min[v] = _mm256_mask_add_ps(acc_min[v], 0xaa, acc_min[v], p);
+      acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), block_scales(p, scale_index), acc[v]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + kGroup <= nb; b += kGroup) group(b, kGroup);
+  if (b < nb) group(b, static_cast<int>(nb - b));
+  for (int v = 0; v < NV; ++v) {
+    a.y[(v0 + v) * a.ldy + r] =
+        _mm512_reduce_add_ps(acc[v]) + _mm512_reduce_add_ps(_mm512_castps256_ps512(acc_min[v]));
+  }
+}
+
+template <int NV, int Terms>
+void row_q8_0_many(const GemvArgs& a, int64_t r, int64_t v0) {
+  constexpr DType T = DType::kQ8_0;
+  const int64_t nb = a.xq[v0].blocks();
+  const uint8_t* row = a.w + r * a.row_bytes;
+  const Q8Activations* xq = a.xq + v0;
+  __m512 acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
+  const GroupIndex<T> index;
+  const __m512i scale_index01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+  const __m512i scale_index23 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+
+  // One pair of blocks (j = 0: blocks 0-1 of the group, 1: blocks 2-3) of
+  // vector v: its integer lane sums, both terms.
+  auto pair_sums = [&](const Q8Weights& w, int v, int64_t b, int j) __attribute__((always_inline)) {
+    const int64_t at = b * kBlock + 64 * j;
+    __m512i s = dot_q8(w, _mm512_load_si512(xq[v].q() + at), q8_bias_at(xq[v].q_bias() + at / 4));
+    if constexpr (Terms == 2) {
+      s = dot_q8(w, _mm512_load_si512(xq[v].q_lo() + at),
+                 _mm512_add_epi32(times256(s), q8_bias_at(xq[v].q_lo_bias() + at / 4)));
+    }
+    return s;
+  };
+  auto group = [&](int64_t b, int t) __attribute__((always_inline)) {
+    const uint8_t* blk = row + b * Layout<T>::kBytes;
+    prefetch_next_pass<T, 1>(blk, a.row_bytes);
+    const Group g = load_group<T>(blk, t, index);
+    const Q8Weights w01 = q8_weights(g.q);
+    const Q8Weights w23 = q8_weights(g.q23);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const __m256 p = _mm256_mul_ps(g.dm, _mm256_load_ps(xq[v].scales() + 2 * b));
+      acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair_sums(w01, v, b, 0)),
+                               block_scales(p, scale_index01), acc[v]);
+      if (t > 2) {
+        acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pair_sums(w23, v, b, 1)),
+                                 block_scales(p, scale_index23), acc[v]);
+      }
+    }
+  };
+  int64_t b = 0;
+  for (; b + kGroup <= nb; b += kGroup) group(b, kGroup);
+  if (b < nb) group(b, static_cast<int>(nb - b));
+  for (int v = 0; v < NV; ++v) a.y[(v0 + v) * a.ldy + r] = _mm512_reduce_add_ps(acc[v]);
+}
+
+// Rows [row_begin, row_end) against vectors [v0, v0 + NV), all of `Terms`.
+template <int NV, int Terms>
+void rows_many(const GemvArgs& a, int64_t v0) {
+  switch (a.wtype) {
+    case DType::kQ4_0:
+      for (int64_t r = a.row_begin; r < a.row_end; ++r)
+        row_q4_many<DType::kQ4_0, NV, Terms>(a, r, v0);
+      return;
+    case DType::kQ4_1:
+      for (int64_t r = a.row_begin; r < a.row_end; ++r)
+        row_q4_many<DType::kQ4_1, NV, Terms>(a, r, v0);
+      return;
+    default:
+      for (int64_t r = a.row_begin; r < a.row_end; ++r) row_q8_0_many<NV, Terms>(a, r, v0);
+      return;
+  }
+}
+
+// `count` vectors from v0, all of `Terms`, in as few passes of at most
+// kMaxVectors as there can be, of sizes that differ by at most one (9 = 5 +
+// 4: a pass of one vector more costs far less than a pass of its own). A
+// single vector takes the one-vector kernel (kRows rows at a time).
+template <int Terms>
+void vectors_many(const GemvArgs& a, int64_t v0, int64_t count) {
+  if (count == 1) {
+    GemvArgs one = a;
+    one.xq = a.xq + v0;
+    one.y = a.y + v0 * a.ldy;
+    gemv_quantized_terms<Terms>(one);
+    return;
+  }
+  const int64_t passes = (count + kMaxVectors - 1) / kMaxVectors;
+  for (int64_t p = 0; p < passes; ++p) {
+    const int64_t nv = count / passes + (p < count % passes ? 1 : 0);
+    switch (nv) {
+      case 2:
+        rows_many<2, Terms>(a, v0);
+        break;
+      case 3:
+        rows_many<3, Terms>(a, v0);
+        break;
+      case 4:
+        rows_many<4, Terms>(a, v0);
+        break;
+      case 5:
+        rows_many<5, Terms>(a, v0);
+        break;
+      case 6:
+        rows_many<6, Terms>(a, v0);
+        break;
+      case 7:
+        rows_many<7, Terms>(a, v0);
+        break;
+      default:
+        rows_many<kMaxVectors, Terms>(a, v0);
+        break;
+    }
+    v0 += nv;
+  }
+}
+
+bool gemv_quantized_many(const GemvArgs& a) {
+  if (a.wtype != DType::kQ4_0 && a.wtype != DType::kQ4_1 && a.wtype != DType::kQ8_0) return false;
+  // Runs of vectors with one number of terms (a caller may mix them).
+  for (int64_t v = 0; v < a.n;) {
+    const int terms = a.xq[v].terms();
+    int64_t end = v + 1;
+    while (end < a.n && a.xq[end].terms() == terms) ++end;
+    if (terms == 2) {
+      vectors_many<2>(a, v, end - v);
+    } else {
+      vectors_many<1>(a, v, end - v);
+    }
+    v = end;
+  }
+  return true;
+}
+
 }  // namespace
 
 #if DUET_QGEMV_VNNI
@@ -377,7 +575,11 @@ void gemv_avx512_vnni(const GemvArgs& a) {
   // f32/f16 have no byte products: the kAvx512 kernels are the same.
   if (!gemv_quantized(a)) gemv_avx512(a);
 }
+
+bool gemv_many_avx512_vnni(const GemvArgs& a) { return gemv_quantized_many(a); }
 #else
+bool gemv_many_avx512(const GemvArgs& a) { return gemv_quantized_many(a); }
+
 void gemv_avx512(const GemvArgs& a) {
   if (gemv_quantized(a)) return;
   if (a.wtype == DType::kF32) {

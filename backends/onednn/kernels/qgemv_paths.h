@@ -27,12 +27,22 @@ struct GemvArgs {
   float* y;
   int64_t row_begin;
   int64_t row_end;
+  // Vectors: xq[0..n) (or x + i * k) with results at y + i * ldy. The
+  // one-vector entry points read only the first.
+  int64_t n = 1;
+  int64_t ldy = 0;
 };
 
 void gemv_scalar(const GemvArgs& a);
 void gemv_avx2(const GemvArgs& a);
 void gemv_avx512(const GemvArgs& a);
 void gemv_avx512_vnni(const GemvArgs& a);
+
+// All a.n vectors at once, bit-identical per vector to the one-vector entry
+// point of the same path. False (nothing written) where the path has no such
+// kernel for a.wtype; the caller then runs the vectors one at a time.
+bool gemv_many_avx512(const GemvArgs& a);
+bool gemv_many_avx512_vnni(const GemvArgs& a);
 
 // Q8Activations::quantize's work: fills q[0..k) and scales[0..2k/32) as
 // qgemv.h describes (the padding is the caller's). All bit-identical.

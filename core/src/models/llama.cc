@@ -185,7 +185,8 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
                  rows(final_h, j, 1));
   }
   TensorView out = TensorView{s.logits.view.data, DType::kF32, Shape{m, h.n_vocab}};
-  ops_.matmul(final_h, output_, out);
+  // A step of prompt chunks that all go on in the next step wants no logits.
+  if (m > 0) ops_.matmul(final_h, output_, out);
   backend_.end_forward();
   logits.resize(static_cast<size_t>(m) * static_cast<size_t>(h.n_vocab));
   device.copy_to_host(logits.data(), out.data, out.bytes());

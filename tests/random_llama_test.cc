@@ -1,0 +1,53 @@
+// The named shapes of bench/random_llama.h (duet_make_random_model --shape):
+// llama-1b is Llama-3.2-1B's body on SmolLM2's vocabulary, about 1.07 G
+// weights, with the layer scales narrowed for its width; unknown names are
+// refused.
+#include "random_llama.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace duet::testing {
+namespace {
+
+int64_t weights(const RandomLlama& s) {
+  const int64_t head_dim = s.n_embd / s.n_heads;
+  const int64_t kv = int64_t{s.n_kv_heads} * head_dim;
+  const int64_t layer = 2 * int64_t{s.n_embd} * s.n_embd + 2 * kv * s.n_embd +
+                        3 * int64_t{s.n_embd} * s.n_ff + 2 * int64_t{s.n_embd};
+  return int64_t{s.n_vocab} * s.n_embd + s.n_layers * layer + s.n_embd;
+}
+
+TEST(RandomLlamaShape, SmolLM2IsTheDefault) {
+  const auto s = random_llama_shape("smollm2-135m");
+  ASSERT_TRUE(s.has_value());
+  const RandomLlama d;
+  EXPECT_EQ(s->n_embd, d.n_embd);
+  EXPECT_EQ(s->n_layers, d.n_layers);
+  EXPECT_EQ(s->qk_scale, d.qk_scale);
+  EXPECT_NEAR(static_cast<double>(weights(*s)), 134.5e6, 1e6);
+}
+
+TEST(RandomLlamaShape, Llama1BIsLlama32sBodyOnSmolLM2sVocabulary) {
+  const auto s = random_llama_shape("llama-1b");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->n_vocab, 49152);
+  EXPECT_EQ(s->n_embd, 2048);
+  EXPECT_EQ(s->n_layers, 16);
+  EXPECT_EQ(s->n_heads, 32);
+  EXPECT_EQ(s->n_kv_heads, 8);
+  EXPECT_EQ(s->n_ff, 8192);
+  EXPECT_EQ(s->n_embd / s->n_heads, 64);
+  EXPECT_NEAR(static_cast<double>(weights(*s)), 1.07e9, 0.01e9);
+  const RandomLlama d;
+  EXPECT_FLOAT_EQ(s->vo_scale, d.vo_scale * std::sqrt(576.0f / 2048.0f));
+}
+
+TEST(RandomLlamaShape, UnknownNamesAreRefused) {
+  EXPECT_FALSE(random_llama_shape("llama-8b").has_value());
+  EXPECT_FALSE(random_llama_shape("").has_value());
+}
+
+}  // namespace
+}  // namespace duet::testing
