@@ -289,7 +289,7 @@ TEST_P(SchedulerTest, CancelFreesBlocksAtOnce) {
 
 // generated_tokens counts a request's tokens while it waits or runs, one
 // more per decode step, and forgets it once it finished.
-TEST_F(SchedulerTest, GeneratedTokensCountsUntilTheRequestEnds) {
+TEST_P(SchedulerTest, GeneratedTokensCountsUntilTheRequestEnds) {
   auto pipeline = make();
   Scheduler scheduler(*pipeline);
   Request r = request(0, prompt(0, 10), 3);
