@@ -77,6 +77,14 @@ class Server:
         for line in self.proc.stderr:
             self.log.append(line)
 
+    def wait_log(self, text, timeout=10):
+        """Waits until the server has written a stderr line holding `text`."""
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.log):
+            if time.monotonic() > deadline:
+                raise AssertionError("the server never wrote %r: %s" % (text, "".join(self.log)))
+            time.sleep(0.02)
+
     def url(self, path=""):
         return "http://127.0.0.1:%d%s" % (self.port, path)
 
@@ -128,6 +136,7 @@ class Server:
             self.proc.kill()
             raise AssertionError("duet serve did not exit within %d s of SIGTERM" % timeout)
         self.reader.join(timeout=5)
+        self.proc.stderr.close()
         return code
 
 
@@ -540,6 +549,7 @@ class ServeShutdown(unittest.TestCase):
         started = time.monotonic()
         server.signalled = True
         server.proc.send_signal(signal.SIGINT)
+        server.wait_log("SIGINT: no new requests")
         try:
             status = server.request("GET", "/health")[0]
         except OSError:  # refused or reset: the port is closed
