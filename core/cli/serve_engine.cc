@@ -150,8 +150,10 @@ void ServeEngine::step() {
     cancel_all();
   }
   observe_tokens();
-  deliver_finished();
+  // Gauges and counters first: a client that reads /metrics after its
+  // answer sees the state the answer left.
   publish_gauges();
+  deliver_finished();
 }
 
 void ServeEngine::observe(Live& live, int32_t count) {
