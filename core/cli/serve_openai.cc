@@ -205,9 +205,10 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   const std::vector<std::string> known = known_keys(endpoint);
   for (const auto& [key, value] : object.items()) {
     if (!contains(known, key)) {
+      const std::string hint = did_you_mean(key, known);  // "; did you mean 'x'?" or ""
       fail(key,
-           "unknown field '" + key + "'" + did_you_mean(key, known) +
-               "; the fields duet serve takes are listed in docs/serve.md",
+           "unknown field '" + key + "'" +
+               (hint.empty() ? "; the fields duet serve takes are listed in docs/serve.md" : hint),
            "unknown_field");
     }
   }
