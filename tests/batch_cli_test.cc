@@ -123,6 +123,24 @@ TEST_F(BatchCli, BadLinesAreReportedAndTheRestRunInFileOrder) {
   }
 }
 
+// A number no double holds made nlohmann throw out_of_range, which the
+// reader did not catch: the whole run ended with exit code 70 (found by
+// serve_request_fuzz on the same reader).
+TEST_F(BatchCli, ANumberBeyondADoubleRefusesItsLineOnly) {
+  const std::string prompts = write("p.jsonl",
+                                    "{\"prompt\": \"hi\", \"max_tokens\": 1e999}\n"
+                                    "{\"prompt\": \"hello\", \"max_tokens\": 2}\n");
+  Result r = duet("run " + write("p.yaml", tiny_pipeline()) + " --prompts-file " + prompts);
+  EXPECT_EQ(r.code, 6) << r.err;
+  EXPECT_NE(r.err.find("p.jsonl:1: not valid JSON: number overflow parsing '1e999'"),
+            std::string::npos)
+      << r.err;
+  const std::vector<json> out = lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  EXPECT_TRUE(out[0].contains("error"));
+  EXPECT_EQ(out[1]["generated_tokens"], 2);
+}
+
 TEST_F(BatchCli, OutputFileAndPerRequestMaxTokens) {
   const std::string prompts = write("p.jsonl",
                                     "{\"id\": \"two\", \"prompt\": \"hello\", \"max_tokens\": 2}\n"

@@ -36,6 +36,9 @@ ApiError refusal(const std::string& body, Endpoint endpoint = Endpoint::kComplet
 TEST(ServeOpenAi, RefusalsNameTheField) {
   EXPECT_EQ(refusal("{").code, "invalid_json");
   EXPECT_EQ(refusal("{").param, "");
+  // nlohmann throws out_of_range, not parse_error, for a number beyond a
+  // double (found by serve_request_fuzz).
+  EXPECT_EQ(refusal(R"({"prompt": "x", "max_tokens": 1e999})").code, "invalid_json");
   EXPECT_EQ(refusal(R"({"prompt": 1})").param, "prompt");
   EXPECT_EQ(refusal(R"({"prompt": ""})").param, "prompt");
   EXPECT_EQ(refusal(R"({"prompt": ["a", "b"]})").param, "prompt");

@@ -74,8 +74,9 @@ json parse_request_object(std::string_view text) {
   json object;
   try {
     object = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+  } catch (const json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ...",
+    // or out_of_range.406 for a number beyond a double ("1e999").
     std::string what = e.what();
     if (const size_t at = what.find("] "); at != std::string::npos) what.erase(0, at + 2);
     const std::string one_line = "at line 1, ";
