@@ -1,0 +1,80 @@
+// Fuzz target: `duet serve`'s request path from body to sampler settings.
+// Input: one byte choosing the endpoint (even: /v1/completions, odd:
+// /v1/chat/completions), then the request body. A body is either refused
+// with an ApiError (status 400 or 404, a message) or read into settings;
+// then every link of configs/smollm2-serve.yaml's chain is made with the
+// request's options over the pipeline's, as Scheduler::submit makes them,
+// and a link that refuses them does so with duet::Error(kConfig), which
+// refused_error turns into a 400. Anything else is a finding.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "duet/error.h"
+#include "duet/plugin_host.h"
+#include "fuzz_input.h"
+#include "serve_openai.h"
+
+namespace {
+
+duet::PluginHost* g_host = nullptr;
+duet::cli::ServedModel* g_model = nullptr;
+
+duet::SamplerLink link(const std::string& name, const std::string& key, const std::string& value) {
+  duet::SamplerLink l;
+  l.name = name;
+  l.options = duet::Options("components.sampler.chain[0]." + name);
+  if (!key.empty()) l.options.set(key, value);
+  return l;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  g_host = new duet::PluginHost;
+  const auto plugin =
+      duet::fuzz::env_or("DUET_FUZZ_PLUGIN_DIR", DUET_BUILD_PLUGIN_DIR) + "/duet-samplers.so";
+  if (!g_host->load(plugin).loaded) std::abort();
+  g_model = new duet::cli::ServedModel;
+  g_model->id = "SmolLM2-135M-Instruct.Q4_1";
+  g_model->n_vocab = 49152;
+  g_model->chain = {link("logit_bias", "", ""),
+                    link("repetition_penalty", "penalty", "1"),
+                    link("presence_penalty", "penalty", "0"),
+                    link("frequency_penalty", "penalty", "0"),
+                    link("temperature", "value", "0"),
+                    link("top_k", "value", "0"),
+                    link("top_p", "value", "1"),
+                    link("min_p", "value", "0")};
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const auto endpoint =
+      data[0] % 2 == 0 ? duet::cli::Endpoint::kCompletions : duet::cli::Endpoint::kChatCompletions;
+  const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  duet::cli::CompletionRequest request;
+  try {
+    request = duet::cli::parse_completion_request(endpoint, body, *g_model);
+  } catch (const duet::cli::ApiError& e) {
+    if ((e.status != 400 && e.status != 404) || e.message.empty()) std::abort();
+    (void)duet::cli::error_body(e);
+    return 0;
+  }
+  for (const duet::SamplerLink& l : g_model->chain) {
+    duet::Options options = l.options;
+    if (const auto it = request.settings.sampler.find(l.name);
+        it != request.settings.sampler.end()) {
+      for (const auto& [key, value] : it->second) options.set(key, value);
+    }
+    try {
+      g_host->create_sampler(l.name, options);
+    } catch (const duet::Error& e) {
+      if (e.kind() != duet::ErrorKind::kConfig) std::abort();
+      const duet::cli::ApiError api = duet::cli::refused_error(e, request.settings);
+      if (api.status != 400 || api.param.empty()) std::abort();
+    }
+  }
+  return 0;
+}
