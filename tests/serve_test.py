@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -49,8 +50,8 @@ class Server:
         for s in BASE_SETS + list(sets):
             cmd += ["--set", s]
         cmd += list(args)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
         self.log = []
         self.signalled = False
         deadline = time.monotonic() + START_TIMEOUT
@@ -143,7 +144,7 @@ class Server:
 def curl(*args):
     """curl's (exit code, stdout) for `args`."""
     r = subprocess.run(["curl", "-sS", "--max-time", "120"] + list(args), capture_output=True,
-                       text=True, timeout=180)
+                       text=True, timeout=180, stdin=subprocess.DEVNULL)
     return r.returncode, r.stdout
 
 
@@ -256,9 +257,13 @@ class ServeApi(unittest.TestCase):
         # Banning the greedy answer's first token changes the answer.
         first = client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=1)
         self.assertEqual(first.usage.completion_tokens, 1)
-        ids = json.loads(subprocess.run(
-            [DUET, "tokenize", MODEL, "--prompt", first.choices[0].text, "--no-bos", "--ids"],
-            capture_output=True, text=True, check=True).stdout)
+        # Through a file, as the text could start with '-' or be '-'.
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+            f.write(first.choices[0].text)
+            f.flush()
+            ids = json.loads(subprocess.run(
+                [DUET, "tokenize", MODEL, "--prompt-file", f.name, "--no-bos", "--ids"],
+                capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL).stdout)
         self.assertEqual(len(ids), 1)
         self.assertNotEqual(run(logit_bias={str(ids[0]): -100}), greedy)
         # A seed fixes a sampled answer; the same seed gives it again.
