@@ -80,11 +80,6 @@ void ServeMetrics::set_gauges(const EngineGauges& gauges) {
   gauges_ = gauges;
 }
 
-EngineGauges ServeMetrics::gauges() const {
-  std::lock_guard lock(mutex_);
-  return gauges_;
-}
-
 std::string ServeMetrics::render() const {
   std::lock_guard lock(mutex_);
   std::ostringstream o;

@@ -3,7 +3,6 @@
 // connection thread update it, any thread renders it.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -47,7 +46,6 @@ class ServeMetrics {
   void observe_first_token(double seconds);  // from arrival to the first token
   void observe_inter_token(double seconds);  // between two tokens of a request
   void set_gauges(const EngineGauges& gauges);
-  EngineGauges gauges() const;
 
   // Every metric, each with its # HELP and # TYPE lines.
   std::string render() const;

@@ -172,6 +172,20 @@ json chunk_base(Endpoint endpoint, const Completed& c) {
       {"model", c.model}};
 }
 
+// "stop" or "length" as the API names a finish reason.
+const char* api_finish_reason(FinishReason reason) {
+  return reason == FinishReason::kLength ? "length" : "stop";
+}
+
+// {"prompt_tokens", "completion_tokens", "total_tokens"}.
+json result_usage(const RequestResult& r) {
+  const auto prompt = static_cast<int64_t>(r.prompt_tokens.size());
+  const auto completion = static_cast<int64_t>(r.generated_tokens.size());
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
 // The field a refusal's message starts with: "messages[2]: ...", "prompt: ...".
 std::string leading_field(const std::string& message) {
   size_t end = 0;
@@ -277,25 +291,6 @@ ApiError refused_error(const Error& error, const RequestSettings& settings) {
   }
   return ApiError{500, message, "server_error", "", "internal_error"};
 }
-
-const char* api_finish_reason(FinishReason reason) {
-  return reason == FinishReason::kLength ? "length" : "stop";
-}
-
-json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
-}
-
-namespace {
-
-json result_usage(const RequestResult& r) {
-  return usage_json(static_cast<int64_t>(r.prompt_tokens.size()),
-                    static_cast<int64_t>(r.generated_tokens.size()));
-}
-
-}  // namespace
 
 json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& r) {
   json choice = {

@@ -71,9 +71,6 @@ struct Completed {
   std::string model;
 };
 
-// {"prompt_tokens", "completion_tokens", "total_tokens"}.
-nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
-
 // The whole (non-streamed) response for `result`.
 nlohmann::json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& result);
 
@@ -88,9 +85,6 @@ std::string stream_finish_event(Endpoint endpoint, const Completed& c, const Req
 std::string stream_usage_event(Endpoint endpoint, const Completed& c, const RequestResult& result);
 std::string stream_error_event(const ApiError& error);
 constexpr const char* kStreamDone = "data: [DONE]\n\n";
-
-// "stop" or "length" as the API names a finish reason.
-const char* api_finish_reason(FinishReason reason);
 
 // Compact JSON; bytes that are not UTF-8 become U+FFFD.
 std::string dump(const nlohmann::json& j);
