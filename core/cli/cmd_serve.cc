@@ -112,7 +112,8 @@ int cmd_serve(const std::vector<std::string>& args) {
 
   ServeMetrics metrics;
   net::io_context io;
-  ServeEngine engine(*pipeline, metrics);  // throws kConfig when the pipeline cannot batch
+  // Throws kConfig when the pipeline cannot batch.
+  ServeEngine engine(*pipeline, config.batching.max_sequences, metrics);
   ServeHandler handler(io, *pipeline, config, engine, metrics, model, chat ? &*chat : nullptr,
                        chat_error, options);
   HttpLimits limits;

@@ -1,5 +1,6 @@
 #include "serve_engine.h"
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -23,8 +24,8 @@ class ListenerSink final : public TextSink {
 
 }  // namespace
 
-ServeEngine::ServeEngine(Pipeline& pipeline, ServeMetrics& metrics)
-    : metrics_(metrics), scheduler_(pipeline) {
+ServeEngine::ServeEngine(Pipeline& pipeline, int32_t max_sequences, ServeMetrics& metrics)
+    : metrics_(metrics), scheduler_(pipeline), max_sequences_(max_sequences) {
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
 }
@@ -61,6 +62,8 @@ int64_t ServeEngine::waiting() const {
   std::lock_guard lock(mutex_);
   return static_cast<int64_t>(inbox_.size()) + scheduler_waiting_.load();
 }
+
+int64_t ServeEngine::queued() const { return std::max<int64_t>(0, waiting() - free_places_); }
 
 bool ServeEngine::healthy() const { return healthy_.load(); }
 
@@ -195,6 +198,7 @@ void ServeEngine::cancel_all() {
 
 void ServeEngine::publish_gauges() {
   scheduler_waiting_ = static_cast<int64_t>(scheduler_.waiting());
+  free_places_ = max_sequences_ - static_cast<int64_t>(scheduler_.running());
   EngineGauges g;
   g.waiting = waiting();
   g.running = static_cast<int64_t>(scheduler_.running());

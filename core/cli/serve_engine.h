@@ -49,8 +49,9 @@ struct Job {
 class ServeEngine {
  public:
   // Makes the scheduler (throws kConfig when `pipeline` cannot batch) and
-  // starts the thread. `pipeline` and `metrics` must outlive the engine.
-  ServeEngine(Pipeline& pipeline, ServeMetrics& metrics);
+  // starts the thread. `max_sequences` is the pipeline's
+  // batching.max_sequences. `pipeline` and `metrics` must outlive the engine.
+  ServeEngine(Pipeline& pipeline, int32_t max_sequences, ServeMetrics& metrics);
   // Cancels whatever still runs, then joins the thread.
   ~ServeEngine();
   ServeEngine(const ServeEngine&) = delete;
@@ -64,6 +65,11 @@ class ServeEngine {
   // Jobs accepted and not yet running (queued, tokenizing or waiting in the
   // scheduler). Thread-safe.
   int64_t waiting() const;
+  // Of those, the ones that will wait for a place: beyond the places the
+  // running batch had free after the latest step (batching.max_sequences
+  // less the sequences running). A burst that fits the batch queues for
+  // nothing. Thread-safe.
+  int64_t queued() const;
   // False once a step failed (an error from the backend, printed on
   // stderr): every job then ended, and later ones are refused with
   // kInternal. Thread-safe.
@@ -111,6 +117,8 @@ class ServeEngine {
   std::function<void()> drained_;
   bool drained_called_ = false;
   std::atomic<int64_t> scheduler_waiting_{0};
+  std::atomic<int64_t> free_places_{0};
+  const int64_t max_sequences_;
   std::atomic<bool> healthy_{true};
   // Engine thread only. Request::id is the job id in decimal.
   std::map<uint64_t, Live> live_;  // by job id

@@ -265,7 +265,7 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
         version));
     return;
   }
-  if (const int64_t waiting = engine_.waiting(); waiting >= options_.max_queue) {
+  if (const int64_t waiting = engine_.queued(); waiting >= options_.max_queue) {
     HttpResponse response = error_response(
         ApiError{429,
                  std::to_string(waiting) + " requests are waiting, the limit (--max-queue) is " +

@@ -16,8 +16,10 @@
 namespace duet::cli {
 
 struct ServeOptions {
-  std::string api_key;      // empty: no key asked for
-  int64_t max_queue = 128;  // a request finding this many waiting gets 429
+  std::string api_key;  // empty: no key asked for
+  // A request that finds this many waiting beyond the batch's free places
+  // (ServeEngine::queued) gets 429.
+  int64_t max_queue = 128;
 };
 
 class ServeHandler final : public HttpHandler {
