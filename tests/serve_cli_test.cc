@@ -139,5 +139,28 @@ cat server.log >&2
   EXPECT_NE(r.err.find("SIGTERM: no new requests"), std::string::npos) << r.err;
 }
 
+// --max-queue counts only requests beyond the batch's free places: four at
+// once on an idle server with four places and a queue of one all run.
+TEST_F(ServeCli, ABurstTheBatchCanTakeIsNotRefused) {
+  const Result r = bash(R"(
+"$DUET" serve p.yaml --port 0 --max-queue 1 2>server.log &
+pid=$!
+for _ in $(seq 300); do grep -q 'listening on' server.log && break; sleep 0.1; done
+port=$(grep -o 'http://127.0.0.1:[0-9]*' server.log | cut -d: -f3)
+[ -n "$port" ] || { cat server.log >&2; kill $pid; exit 90; }
+pids=()
+for i in 1 2 3 4; do
+  curl -sS --max-time 60 -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$port/v1/completions" \
+    -d '{"prompt": "hello", "max_tokens": 3}' &
+  pids+=($!)
+done
+wait "${pids[@]}"
+kill -TERM $pid
+wait $pid
+)");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "200\n200\n200\n200\n");
+}
+
 }  // namespace
 }  // namespace duet
