@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <random>
 
 #include "duet/error.h"
@@ -30,6 +31,8 @@ struct SchedulerBackend {
   const char* plugin;
   const char* yaml;
 };
+
+void PrintTo(const SchedulerBackend& b, std::ostream* os) { *os << b.name; }
 
 const SchedulerBackend kBackends[] = {
     {"reference", "reference", "{plugin: reference}"},
