@@ -414,11 +414,10 @@ TEST_F(Cli, PerplexityAgainstSavedBaselineLogits) {
   Result same =
       duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --json --kl-base " + base);
   ASSERT_EQ(same.code, 0) << same.err;
-  EXPECT_NE(
-      same.out.find(
-          "\"perplexity_ratio\":1,\"kld_mean\":0,\"kld_median\":0,\"kld_p99\":0,\"kld_max\":0,"
-          "\"top1_agreement\":1,\"rms_delta_p\":0,\"logits_nmse\":0}"),
-      std::string::npos)
+  EXPECT_NE(same.out.find(
+                "\"perplexity_ratio\":1.0,\"kld_mean\":0.0,\"kld_median\":0.0,\"kld_p99\":0.0,"
+                "\"kld_max\":0.0,\"top1_agreement\":1.0,\"rms_delta_p\":0.0,\"logits_nmse\":0.0}"),
+            std::string::npos)
       << same.out;
   // An f16 cache differs a little.
   Result f16 = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " + base +
@@ -669,8 +668,8 @@ TEST_F(Cli, CompareMeasuresEveryVariantAndReportsThoseThatFailWithTheirReasons) 
             std::string::npos)
       << r.out;
   // The baseline against itself is exact; the f16 cache is measured.
-  EXPECT_NE(r.out.find("\"perplexity_ratio\":1,"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"kld_max\":0,\"kld_mean\":0,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"perplexity_ratio\":1.0,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"kld_max\":0.0,\"kld_mean\":0.0,"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"top1_agreement\":1"), std::string::npos) << r.out;
   EXPECT_EQ(count(r.out, "\"test\":\"pp8\""), 2u) << "ref and f16: " << r.out;
   // The reference backend computes in host memory: no device figure.

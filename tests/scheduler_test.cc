@@ -10,9 +10,11 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <random>
 
 #include "duet/error.h"
@@ -30,6 +32,8 @@ struct SchedulerBackend {
   const char* plugin;
   const char* yaml;
 };
+
+void PrintTo(const SchedulerBackend& b, std::ostream* os) { *os << b.name; }
 
 const SchedulerBackend kBackends[] = {
     {"reference", "reference", "{plugin: reference}"},
@@ -308,6 +312,15 @@ TEST_P(SchedulerTest, GeneratedTokensCountsUntilTheRequestEnds) {
   EXPECT_EQ(results[0].generated_tokens.size(), 3u);
 }
 
+// Under AddressSanitizer RSS is not the test's memory: freed blocks wait in
+// its quarantine (256 MiB by default) before they are reused, so RSS climbs
+// over any long run; LeakSanitizer checks for leaks at exit instead.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRssMeasuresMemory = false;
+#else
+constexpr bool kRssMeasuresMemory = true;
+#endif
+
 long rss_kb() {
   malloc_trim(0);
   std::ifstream in("/proc/self/status");
@@ -356,7 +369,11 @@ TEST_P(SchedulerTest, SoakLeavesEveryBlockFreeAndMemoryFlat) {
   EXPECT_EQ(scheduler.used_blocks(), 0);
   EXPECT_EQ(scheduler.running() + scheduler.waiting(), 0u);
   EXPECT_GT(scheduler.stats().prefix_hit_tokens, 0);
-  EXPECT_LT(rss_kb() - baseline, 2048) << "RSS grew by more than 2 MiB over 800 requests";
+  if (kRssMeasuresMemory) {
+    EXPECT_LT(rss_kb() - baseline, 2048) << "RSS grew by more than 2 MiB over 800 requests";
+  } else {
+    std::printf("RSS not compared: AddressSanitizer's quarantine holds freed memory\n");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SchedulerTest, ::testing::ValuesIn(kBackends),

@@ -1,11 +1,18 @@
 #include "json_writer.h"
 
 #include <cmath>
-#include <cstdio>
-
-#include "utf8.h"
+#include <nlohmann/json.hpp>
 
 namespace duet::cli {
+namespace {
+
+// Strings and numbers are serialized by nlohmann-json: RFC 8259 escapes,
+// bytes that are not UTF-8 replaced by U+FFFD, and doubles in the shortest
+// form that reads back as the same value.
+using Json = nlohmann::json;
+
+}  // namespace
+
 void JsonWriter::separate() {
   if (after_key_) {
     after_key_ = false;
@@ -52,36 +59,7 @@ JsonWriter& JsonWriter::key(std::string_view k) {
 
 JsonWriter& JsonWriter::value(std::string_view v) {
   separate();
-  out_ += '"';
-  for (size_t i = 0; i < v.size();) {
-    const char c = v[i];
-    const size_t n = utf8_length(v, i);
-    if (n == 0) {
-      out_ += "\\ufffd";
-      ++i;
-      continue;
-    }
-    if (n > 1) {
-      out_.append(v.substr(i, n));
-    } else if (c == '"' || c == '\\') {
-      out_ += '\\';
-      out_ += c;
-    } else if (c == '\n') {
-      out_ += "\\n";
-    } else if (c == '\t') {
-      out_ += "\\t";
-    } else if (c == '\r') {
-      out_ += "\\r";
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out_ += buf;
-    } else {
-      out_ += c;
-    }
-    i += n;
-  }
-  out_ += '"';
+  out_ += Json(v).dump(-1, ' ', false, Json::error_handler_t::replace);
   return *this;
 }
 
@@ -103,9 +81,7 @@ JsonWriter& JsonWriter::value(double v) {
     out_ += "null";
     return *this;
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  out_ += buf;
+  out_ += Json(v).dump();
   return *this;
 }
 

@@ -8,9 +8,13 @@
 
 namespace duet::cli {
 
-// Writes compact JSON. Callers pair begin_/end_ calls; key() precedes each
-// value inside an object. Strings are escaped per RFC 8259; bytes that are not
-// valid UTF-8 are written as U+FFFD so the output is always valid JSON.
+// Writes compact JSON, in the order of the calls (a streaming front to
+// nlohmann-json's serializer). Callers pair begin_/end_ calls; key() precedes
+// each value inside an object. Strings are escaped per RFC 8259; bytes that
+// are not valid UTF-8 (overlong forms and surrogates included) are written
+// as U+FFFD so the output is always valid JSON. Doubles are written in the
+// shortest form that reads back as the same double; NaN and infinities as
+// null.
 class JsonWriter {
  public:
   JsonWriter& begin_object();

@@ -6,8 +6,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "../src/utf8.h"  // core's UTF-8 check, exported by libduet
 #include "duet/error.h"
-#include "utf8.h"
 
 namespace duet::cli {
 namespace {

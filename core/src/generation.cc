@@ -5,30 +5,9 @@
 #include "duet/error.h"
 #include "duet/tokenizer.h"
 #include "text_stream.h"
+#include "utf8.h"
 
 namespace duet {
-namespace {
-
-// Whether `s` is well-formed UTF-8 (no overlong forms or surrogates).
-bool is_valid_utf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    uint32_t cp = n == 1 ? c : c & (0x7Fu >> n);
-    for (size_t k = 1; k < n; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n;
-  }
-  return true;
-}
-
-}  // namespace
 
 void check_stop_strings(const std::vector<std::string>& stop, const std::string& path) {
   for (const auto& s : stop) {
@@ -36,7 +15,7 @@ void check_stop_strings(const std::vector<std::string>& stop, const std::string&
       throw Error(ErrorKind::kConfig,
                   path + ": an empty stop string would stop at once; remove it");
     }
-    if (!is_valid_utf8(s)) {
+    if (invalid_utf8_at(s)) {
       throw Error(ErrorKind::kConfig, path + ": a stop string must be valid UTF-8 text");
     }
   }

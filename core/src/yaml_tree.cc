@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "duet/error.h"
+#include "utf8.h"
 
 namespace duet::yaml {
 
@@ -220,45 +221,6 @@ bool indented_with_tab(std::string_view text, int line) {
 
 }  // namespace
 
-namespace {
-
-// The offset of the first byte of `text` that is not part of a well-formed
-// UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, at most
-// U+10FFFF), or nothing when all of it is.
-std::optional<size_t> first_invalid_utf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    int len = 0;
-    unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-    if (b < 0x80) {
-      ++i;
-      continue;
-    } else if (b >= 0xc2 && b <= 0xdf) {
-      len = 2;
-    } else if (b >= 0xe0 && b <= 0xef) {
-      len = 3;
-      if (b == 0xe0) lo = 0xa0;  // no overlong forms
-      if (b == 0xed) hi = 0x9f;  // no surrogates
-    } else if (b >= 0xf0 && b <= 0xf4) {
-      len = 4;
-      if (b == 0xf0) lo = 0x90;  // no overlong forms
-      if (b == 0xf4) hi = 0x8f;  // nothing above U+10FFFF
-    } else {
-      return i;
-    }
-    if (i + len > text.size()) return i;
-    for (int k = 1; k < len; ++k) {
-      const auto c = static_cast<unsigned char>(text[i + k]);
-      if (k == 1 ? (c < lo || c > hi) : (c < 0x80 || c > 0xbf)) return i;
-    }
-    i += len;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 bool refuse_unreadable_text(std::string_view text, int override_index, Problems& problems) {
   // YAML allows no raw C0 control character but tab and line breaks
   // (yaml-cpp turned a NUL and the byte after it into a lone 0xA0). DEL is
@@ -267,7 +229,7 @@ bool refuse_unreadable_text(std::string_view text, int override_index, Problems&
     const auto u = static_cast<unsigned char>(c);
     return u < 0x20 && u != '\t' && u != '\n' && u != '\r';
   });
-  const std::optional<size_t> invalid = first_invalid_utf8(text);
+  const std::optional<size_t> invalid = invalid_utf8_at(text);
   std::optional<size_t> bad = invalid;
   if (control != text.end() && (!bad || static_cast<size_t>(control - text.begin()) < *bad))
     bad = static_cast<size_t>(control - text.begin());

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-namespace duet::cli {
+namespace duet {
 
 size_t utf8_length(std::string_view s, size_t i) {
   const auto lead = static_cast<unsigned char>(s[i]);
@@ -37,4 +37,4 @@ std::optional<size_t> invalid_utf8_at(std::string_view text) {
   return std::nullopt;
 }
 
-}  // namespace duet::cli
+}  // namespace duet

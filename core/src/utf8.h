@@ -1,11 +1,12 @@
-// utf8.h — well-formed UTF-8, as the CLI's text input and JSON output need it.
+// utf8.h — well-formed UTF-8 (RFC 3629), the one definition core and the
+// CLI check text against: YAML files, stop strings, prompts.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string_view>
 
-namespace duet::cli {
+namespace duet {
 
 // The length (1-4) of the well-formed UTF-8 character starting at s[i], or 0
 // when none does: a stray continuation byte, a sequence cut short, an
@@ -17,4 +18,4 @@ size_t utf8_length(std::string_view s, size_t i);
 // character, or nullopt when the whole text is valid UTF-8.
 std::optional<size_t> invalid_utf8_at(std::string_view text);
 
-}  // namespace duet::cli
+}  // namespace duet
