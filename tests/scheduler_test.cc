@@ -10,10 +10,12 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <ostream>
 #include <random>
 
@@ -310,6 +312,81 @@ TEST_P(SchedulerTest, GeneratedTokensCountsUntilTheRequestEnds) {
   const auto results = scheduler.take_finished();
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].generated_tokens.size(), 3u);
+}
+
+// Log-probabilities of the model's distribution, checked against a plain
+// log-softmax of the logits each token was drawn from; streamed entries
+// (Scheduler::logprobs) are the result's, and a request without
+// top_logprobs gets none.
+TEST_P(SchedulerTest, LogprobsAreTheLogSoftmaxOfTheDrawnLogits) {
+  auto pipeline = make();
+  Scheduler scheduler(*pipeline);
+  Request with = request(0, prompt(0, 9), 6);
+  with.settings.ignore_end_of_generation = true;
+  with.settings.top_logprobs = 5;
+  const uint64_t a = scheduler.submit(std::move(with));
+  const uint64_t b = scheduler.submit(request(1, prompt(1, 7), 6));
+  std::vector<TokenLogprobs> streamed;
+  while (scheduler.step()) {
+    const std::span<const TokenLogprobs> now = scheduler.logprobs(a);
+    if (!scheduler.generated_tokens(a)) {  // finished: its entries are in its result
+      EXPECT_TRUE(now.empty());
+      continue;
+    }
+    ASSERT_EQ(now.size(), static_cast<size_t>(*scheduler.generated_tokens(a)));
+    ASSERT_GE(now.size(), streamed.size());
+    streamed.insert(streamed.end(), now.begin() + static_cast<ptrdiff_t>(streamed.size()),
+                    now.end());
+    EXPECT_TRUE(scheduler.logprobs(b).empty());
+  }
+  std::map<std::string, RequestResult> results;
+  for (RequestResult& r : scheduler.take_finished()) results[r.id] = std::move(r);
+  const RequestResult& r = results.at("0");
+  EXPECT_TRUE(results.at("1").logprobs.empty());
+  ASSERT_EQ(r.logprobs.size(), r.generated_tokens.size());
+  const auto vocab = static_cast<int32_t>(r.logits.size() / r.generated_tokens.size());
+  ASSERT_EQ(streamed.size(), r.generated_tokens.size() - 1);  // the last one ends it
+  for (size_t i = 0; i < r.logprobs.size(); ++i) {
+    const float* row = r.logits.data() + i * static_cast<size_t>(vocab);
+    double norm = 0.0;
+    for (int32_t t = 0; t < vocab; ++t) norm += std::exp(static_cast<double>(row[t]));
+    const auto expected = [&](int32_t t) { return std::log(std::exp(double{row[t]}) / norm); };
+    const TokenLogprobs& e = r.logprobs[i];
+    EXPECT_EQ(e.chosen.token, r.generated_tokens[i]);
+    EXPECT_NEAR(e.chosen.logprob, expected(e.chosen.token), 1e-4) << "token " << i;
+    std::vector<int32_t> order(static_cast<size_t>(vocab));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t x, int32_t y) { return row[x] > row[y]; });
+    ASSERT_EQ(e.top.size(), 5u);
+    for (size_t k = 0; k < 5; ++k) {
+      EXPECT_EQ(e.top[k].token, order[k]) << "token " << i << " rank " << k;
+      EXPECT_NEAR(e.top[k].logprob, expected(order[k]), 1e-4);
+    }
+    if (i < streamed.size()) {
+      EXPECT_EQ(streamed[i].chosen.token, e.chosen.token);
+      EXPECT_EQ(streamed[i].chosen.logprob, e.chosen.logprob);
+    }
+  }
+}
+
+TEST_P(SchedulerTest, RefusesTopLogprobsOutsideItsRange) {
+  auto pipeline = make();
+  Scheduler scheduler(*pipeline);
+  for (int32_t bad : {-1, kMaxTopLogprobs + 1}) {
+    Request r = request(0, prompt(0, 4), 2);
+    r.settings.top_logprobs = bad;
+    try {
+      scheduler.submit(std::move(r));
+      ADD_FAILURE() << "top_logprobs " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInputRejected);
+      EXPECT_NE(std::string(e.what()).find("top_logprobs " + std::to_string(bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(scheduler.waiting(), 0u);
 }
 
 // Under AddressSanitizer RSS is not the test's memory: freed blocks wait in

@@ -49,7 +49,19 @@ TEST(ServeOpenAi, RefusalsNameTheField) {
   EXPECT_EQ(refusal(R"({"prompt": "x", "seed": -1})").param, "seed");
   EXPECT_EQ(refusal(R"({"prompt": "x", "logit_bias": {"07": 1}})").param, "logit_bias.07");
   EXPECT_EQ(refusal(R"({"prompt": "x", "logit_bias": {"7": -101}})").param, "logit_bias.7");
-  EXPECT_EQ(refusal(R"({"prompt": "x", "logprobs": true})").code, "unsupported_value");
+  // /v1/completions counts alternatives; chat takes a boolean and top_logprobs.
+  EXPECT_EQ(refusal(R"({"prompt": "x", "logprobs": true})").param, "logprobs");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "logprobs": 21})").param, "logprobs");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "top_logprobs": 2})").code, "unknown_field");
+  EXPECT_EQ(refusal(R"({"messages": [], "logprobs": 3})", Endpoint::kChatCompletions).param,
+            "logprobs");
+  EXPECT_EQ(refusal(R"({"messages": [], "top_logprobs": 2})", Endpoint::kChatCompletions).param,
+            "top_logprobs");  // without "logprobs": true
+  EXPECT_EQ(refusal(R"({"messages": [], "logprobs": true, "top_logprobs": -1})",
+                    Endpoint::kChatCompletions)
+                .param,
+            "top_logprobs");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "n": 2})").code, "unsupported_value");
   EXPECT_EQ(refusal(R"({"prompt": "x", "stream": "yes"})").param, "stream");
   EXPECT_EQ(refusal(R"({"prompt": "x", "messages": []})").code, "unknown_field");
   EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": "x", "name": "a"}]})",
@@ -97,6 +109,67 @@ TEST(ServeOpenAi, FieldsLandInTheSettings) {
   ASSERT_EQ(c.messages.size(), 1u);
   EXPECT_EQ(c.messages[0].content, "x");
   EXPECT_EQ(c.settings.max_new_tokens, 4);
+  EXPECT_FALSE(c.settings.top_logprobs.has_value());
+}
+
+TEST(ServeOpenAi, LogprobsFieldsSetTheirCount) {
+  const auto top = [](Endpoint e, const std::string& body) {
+    return parse_completion_request(e, body, model()).settings.top_logprobs;
+  };
+  EXPECT_EQ(top(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 0})"), 0);
+  EXPECT_EQ(top(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 20})"), 20);
+  EXPECT_EQ(top(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": null})"), std::nullopt);
+  EXPECT_EQ(top(Endpoint::kChatCompletions, R"({"messages": [], "logprobs": true})"), 0);
+  EXPECT_EQ(top(Endpoint::kChatCompletions, R"({"messages": [], "logprobs": false})"),
+            std::nullopt);
+  EXPECT_EQ(
+      top(Endpoint::kChatCompletions, R"({"messages": [], "logprobs": true, "top_logprobs": 4})"),
+      4);
+}
+
+// Pieces "a", "é" split over two tokens (0xC3, 0xA9), "b".
+std::string piece_of(int32_t id) {
+  switch (id) {
+    case 1:
+      return "a";
+    case 2:
+      return "\xC3";
+    case 3:
+      return "\xA9";
+    default:
+      return "b";
+  }
+}
+
+TEST(ServeOpenAi, CompletionLogprobsListTokensOffsetsAndAlternatives) {
+  const std::vector<TokenLogprobs> entries = {
+      {{1, -0.5f}, {{1, -0.5f}, {4, -1.5f}}},
+      {{2, -0.25f}, {{4, -0.125f}, {1, -3.0f}}},  // the chosen one is not among the best
+      {{3, -1.0f}, {}},
+  };
+  int64_t offset = 7;
+  const nlohmann::json j = logprobs_json(Endpoint::kCompletions, entries, piece_of, offset);
+  EXPECT_EQ(j.at("token_logprobs"), nlohmann::json::parse("[-0.5, -0.25, -1.0]"));
+  EXPECT_EQ(j.at("text_offset"), nlohmann::json::parse("[7, 8, 9]"));
+  EXPECT_EQ(offset, 9);  // the continuation byte starts no character
+  EXPECT_EQ(j.at("top_logprobs")[0], nlohmann::json::parse(R"({"a": -0.5, "b": -1.5})"));
+  EXPECT_EQ(j.at("top_logprobs")[1].size(), 3u);  // b, a and the chosen one
+  EXPECT_EQ(j.at("top_logprobs")[2].size(), 1u);
+  EXPECT_EQ(j.at("tokens")[0], "a");
+}
+
+TEST(ServeOpenAi, ChatLogprobsCarryEachTokensBytes) {
+  const std::vector<TokenLogprobs> entries = {{{2, -0.25f}, {{4, -0.125f}, {2, -0.25f}}}};
+  int64_t offset = 0;
+  const nlohmann::json j = logprobs_json(Endpoint::kChatCompletions, entries, piece_of, offset);
+  const nlohmann::json& first = j.at("content").at(0);
+  EXPECT_EQ(first.at("bytes"), nlohmann::json::parse("[195]"));
+  EXPECT_EQ(first.at("logprob"), -0.25);
+  ASSERT_EQ(first.at("top_logprobs").size(), 2u);  // exactly the top ones
+  EXPECT_EQ(first.at("top_logprobs")[0].at("token"), "b");
+  EXPECT_EQ(first.at("top_logprobs")[1].at("bytes"), nlohmann::json::parse("[195]"));
+  // The lone byte is not UTF-8: the response's text shows U+FFFD, bytes keep it.
+  EXPECT_NE(dump(j).find("\"token\":\"\xEF\xBF\xBD\""), std::string::npos) << dump(j);
 }
 
 TEST(ServeOpenAi, SamplerErrorsAtSubmitNameTheRequestField) {

@@ -245,6 +245,51 @@ class ServeApi(unittest.TestCase):
         self.assertEqual(text, whole.choices[0].text)
         self.assertTrue(text.strip())
 
+    def test_logprobs_follow_the_tokens_streamed_or_not(self):
+        client = self.server.client()
+        prompt = "The capital of France is"
+        whole = client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=6, logprobs=3)
+        lp = whole.choices[0].logprobs
+        self.assertEqual(len(lp.tokens), whole.usage.completion_tokens)
+        self.assertEqual("".join(lp.tokens), whole.choices[0].text)
+        self.assertEqual(lp.text_offset[0], 0)
+        for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+            self.assertLess(logprob, 0.0)
+            # Greedy: the chosen token is the most likely one, listed among the
+            # three alternatives.
+            self.assertIn(len(top), (3, 4))
+            self.assertEqual(max(top.values()), logprob)
+            self.assertEqual(top[token], logprob)
+        # The request's sampling settings do not change the model's numbers.
+        hot = client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=1, logprobs=3,
+                                        temperature=1.5, seed=3)
+        first_top = lp.top_logprobs[0]
+        for token, logprob in hot.choices[0].logprobs.top_logprobs[0].items():
+            if token in first_top:
+                self.assertAlmostEqual(logprob, first_top[token], places=5)
+
+        messages = chat("Name a colour.")
+        answer = client.chat.completions.create(model=MODEL_ID, messages=messages, max_tokens=6,
+                                                logprobs=True, top_logprobs=2)
+        content = answer.choices[0].logprobs.content
+        self.assertEqual(len(content), answer.usage.completion_tokens)
+        for entry in content:
+            self.assertEqual(len(entry.top_logprobs), 2)
+            self.assertEqual(entry.top_logprobs[0].token, entry.token)
+            self.assertEqual(entry.top_logprobs[0].logprob, entry.logprob)
+            self.assertGreaterEqual(entry.top_logprobs[0].logprob, entry.top_logprobs[1].logprob)
+        streamed = []
+        for chunk in client.chat.completions.create(model=MODEL_ID, messages=messages,
+                                                    max_tokens=6, logprobs=True, top_logprobs=2,
+                                                    stream=True):
+            for c in chunk.choices:
+                if c.logprobs is not None:
+                    streamed += c.logprobs.content
+        self.assertEqual([(e.token, e.logprob, e.bytes) for e in streamed],
+                         [(e.token, e.logprob, e.bytes) for e in content])
+        plain = client.chat.completions.create(model=MODEL_ID, messages=messages, max_tokens=2)
+        self.assertIsNone(plain.choices[0].logprobs)
+
     def test_sampling_fields_reach_the_chain(self):
         client = self.server.client()
         prompt = "Write a word:"

@@ -13,15 +13,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-class ListenerSink final : public TextSink {
- public:
-  explicit ListenerSink(JobListener& listener) : listener_(listener) {}
-  void on_text(std::string_view text) override { listener_.on_text(text); }
-
- private:
-  JobListener& listener_;
-};
-
 }  // namespace
 
 ServeEngine::ServeEngine(Pipeline& pipeline, int32_t max_sequences, ServeMetrics& metrics)
@@ -131,7 +122,7 @@ void ServeEngine::admit(Queued q) {
     request.settings = job.settings;
     Live live;
     live.listener = job.listener;
-    live.sink = std::make_unique<ListenerSink>(*job.listener);
+    live.sink = std::make_unique<PendingText>();
     live.arrived = q.arrived;
     request.sink = live.sink.get();
     live.handle = scheduler_.submit(std::move(request));
@@ -172,10 +163,21 @@ void ServeEngine::observe(Live& live, int32_t count) {
   live.last_token = now;
 }
 
+void ServeEngine::forward(Live& live, std::span<const TokenLogprobs> all) {
+  const std::string text = live.sink->take();
+  const std::span<const TokenLogprobs> fresh =
+      all.subspan(std::min(live.logprobs_sent, all.size()));
+  if (text.empty() && fresh.empty()) return;
+  live.logprobs_sent += fresh.size();
+  live.listener->on_tokens(text, fresh);
+}
+
 void ServeEngine::observe_tokens() {
   for (auto& [id, live] : live_) {
-    if (const std::optional<int32_t> n = scheduler_.generated_tokens(live.handle))
+    if (const std::optional<int32_t> n = scheduler_.generated_tokens(live.handle)) {
       observe(live, *n);
+      forward(live, scheduler_.logprobs(live.handle));
+    }
   }
 }
 
@@ -184,6 +186,7 @@ void ServeEngine::deliver_finished() {
     const auto it = live_.find(std::stoull(r.id));
     if (it == live_.end()) continue;
     observe(it->second, static_cast<int32_t>(r.generated_tokens.size()));
+    forward(it->second, r.logprobs);
     metrics_.count_finished(finish_reason_name(r.finish),
                             static_cast<int64_t>(r.prompt_tokens.size()),
                             static_cast<int64_t>(r.generated_tokens.size()));

@@ -14,7 +14,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "duet/error.h"
@@ -25,12 +28,17 @@
 namespace duet::cli {
 
 // Where a job's events go. Called on the engine thread, in this order:
-// on_text any number of times, then exactly one of on_finished and
+// on_tokens any number of times, then exactly one of on_finished and
 // on_refused. An implementation hands the events to its own thread.
 class JobListener {
  public:
   virtual ~JobListener() = default;
-  virtual void on_text(std::string_view text) = 0;
+  // After a step that released text or (with RequestSettings::top_logprobs)
+  // generated tokens: the text since the previous call and the
+  // log-probabilities of the tokens since then (one call may carry a
+  // token's entry before its text, which the stop strings held back).
+  // Together the calls carry the result's whole text and logprobs.
+  virtual void on_tokens(std::string_view text, std::span<const TokenLogprobs> logprobs) = 0;
   virtual void on_finished(const RequestResult& result) = 0;
   // The job never ran: its tokenizer or Scheduler::submit threw `error`
   // (kInputRejected or kConfig for the request; another exception arrives
@@ -80,10 +88,21 @@ class ServeEngine {
   void shut_down(std::chrono::steady_clock::time_point deadline, std::function<void()> drained);
 
  private:
+  // Keeps the text the scheduler emits for one job until the step ends.
+  class PendingText final : public TextSink {
+   public:
+    void on_text(std::string_view text) override { text_ += text; }
+    std::string take() { return std::exchange(text_, {}); }
+
+   private:
+    std::string text_;
+  };
+
   struct Live {
     uint64_t handle = 0;  // the scheduler's
     std::shared_ptr<JobListener> listener;
-    std::unique_ptr<TextSink> sink;
+    std::unique_ptr<PendingText> sink;  // the text since on_tokens last ran
+    size_t logprobs_sent = 0;
     std::chrono::steady_clock::time_point arrived;
     std::chrono::steady_clock::time_point last_token;
     int32_t tokens = 0;
@@ -95,6 +114,9 @@ class ServeEngine {
   };
 
   void loop();
+  // Hands `live` its text and the log-probabilities past the ones sent,
+  // of `all` it has now.
+  static void forward(Live& live, std::span<const TokenLogprobs> all);
   void admit(Queued queued);
   void step();
   // Times the tokens `live` has now (`count` in all) in the histograms.

@@ -8,6 +8,7 @@ namespace duet::cli {
 namespace {
 
 namespace net = boost::asio;
+using nlohmann::json;
 
 constexpr const char* kJson = "application/json";
 
@@ -16,22 +17,29 @@ constexpr const char* kJson = "application/json";
 class RequestRun final : public JobListener, public std::enable_shared_from_this<RequestRun> {
  public:
   RequestRun(net::io_context& io, std::shared_ptr<HttpExchange> exchange, ServeMetrics& metrics,
-             const CompletionRequest& request, Completed completed)
+             const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer)
       : io_(io),
         exchange_(std::move(exchange)),
         metrics_(metrics),
+        tokenizer_(tokenizer),
         endpoint_(request.endpoint),
         stream_(request.stream),
         include_usage_(request.include_usage),
         completed_(std::move(completed)) {}
 
-  // Engine thread.
-  void on_text(std::string_view text) override {
+  // Engine thread, which alone uses the tokenizer; the logprobs are made
+  // JSON here.
+  void on_tokens(std::string_view text, std::span<const TokenLogprobs> logprobs) override {
     if (!stream_) return;
-    net::post(io_, [self = shared_from_this(), piece = std::string(text)] { self->send(piece); });
+    json entries = logprobs.empty() ? json(nullptr) : render(logprobs);
+    net::post(io_, [self = shared_from_this(), piece = std::string(text),
+                    entries = std::move(entries)] { self->send(piece, entries); });
   }
   void on_finished(const RequestResult& result) override {
-    net::post(io_, [self = shared_from_this(), result] { self->finish(result); });
+    json entries = stream_ || result.logprobs.empty() ? json(nullptr) : render(result.logprobs);
+    net::post(io_, [self = shared_from_this(), result, entries = std::move(entries)] {
+      self->finish(result, entries);
+    });
   }
   void on_refused(const Error& error, const RequestSettings& settings) override {
     net::post(io_,
@@ -49,13 +57,20 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
       exchange_->stream_write(stream_role_event(completed_));
   }
 
-  void send(const std::string& piece) {
-    if (exchange_->closed()) return;
-    begin_stream();
-    exchange_->stream_write(stream_text_event(endpoint_, completed_, piece));
+  // Engine thread.
+  json render(std::span<const TokenLogprobs> logprobs) {
+    return logprobs_json(
+        endpoint_, logprobs, [this](int32_t id) { return tokenizer_.piece(id); }, text_offset_);
   }
 
-  void finish(const RequestResult& r) {
+  // Connection thread.
+  void send(const std::string& piece, const json& logprobs) {
+    if (exchange_->closed()) return;
+    begin_stream();
+    exchange_->stream_write(stream_text_event(endpoint_, completed_, piece, logprobs));
+  }
+
+  void finish(const RequestResult& r, const json& logprobs) {
     if (exchange_->closed()) return;
     const ApiError stopped{503, "the server is shutting down and ended this request; retry it",
                            "server_error", "", "shutting_down"};
@@ -67,7 +82,7 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
       metrics_.count_response(200);
       HttpResponse response(http::status::ok, 11);
       response.set(http::field::content_type, kJson);
-      response.body() = dump(completion_json(endpoint_, completed_, r));
+      response.body() = dump(completion_json(endpoint_, completed_, r, logprobs));
       exchange_->reply(std::move(response));
       return;
     }
@@ -98,11 +113,13 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   net::io_context& io_;
   const std::shared_ptr<HttpExchange> exchange_;
   ServeMetrics& metrics_;
+  const Tokenizer& tokenizer_;
   const Endpoint endpoint_;
   const bool stream_;
   const bool include_usage_;
   const Completed completed_;
   bool started_ = false;
+  int64_t text_offset_ = 0;  // engine thread: code points the logprobs covered so far
 };
 
 ApiError not_found(const std::string& method, const std::string& target) {
@@ -301,7 +318,8 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
   Completed completed{(endpoint == Endpoint::kCompletions ? "cmpl-duet-" : "chatcmpl-duet-") +
                           std::to_string(serial),
                       static_cast<int64_t>(std::time(nullptr)), model_.id};
-  auto run = std::make_shared<RequestRun>(io_, exchange, metrics_, parsed, std::move(completed));
+  auto run = std::make_shared<RequestRun>(io_, exchange, metrics_, parsed, std::move(completed),
+                                          pipeline_.tokenizer());
   const uint64_t id = engine_.enqueue(Job{tokenizer_for(parsed), parsed.settings, run});
   ServeEngine& engine = engine_;
   exchange->on_close([&engine, id] { engine.cancel(id); });

@@ -30,9 +30,8 @@ const std::vector<std::string> kSettingKeys = {"max_tokens",
 // Fields accepted and not used.
 const std::vector<std::string> kIgnoredKeys = {"user"};
 // Fields accepted only with the value that means "off".
-const std::vector<std::string> kDefaultOnlyKeys = {"n",        "best_of",      "echo",
-                                                   "logprobs", "top_logprobs", "suffix",
-                                                   "tools",    "tool_choice",  "response_format"};
+const std::vector<std::string> kDefaultOnlyKeys = {
+    "n", "best_of", "echo", "suffix", "tools", "tool_choice", "response_format"};
 
 [[noreturn]] void fail(const std::string& param, const std::string& message,
                        const std::string& code = "invalid_value") {
@@ -40,9 +39,12 @@ const std::vector<std::string> kDefaultOnlyKeys = {"n",        "best_of",      "
 }
 
 std::vector<std::string> known_keys(Endpoint endpoint) {
-  std::vector<std::string> keys = {"model", "stream", "stream_options", "logit_bias"};
+  std::vector<std::string> keys = {"model", "stream", "stream_options", "logit_bias", "logprobs"};
   keys.push_back(endpoint == Endpoint::kCompletions ? "prompt" : "messages");
-  if (endpoint == Endpoint::kChatCompletions) keys.push_back("max_completion_tokens");
+  if (endpoint == Endpoint::kChatCompletions) {
+    keys.push_back("max_completion_tokens");
+    keys.push_back("top_logprobs");
+  }
   for (const auto* list : {&kSettingKeys, &kIgnoredKeys, &kDefaultOnlyKeys})
     keys.insert(keys.end(), list->begin(), list->end());
   return keys;
@@ -59,12 +61,9 @@ void check_default_only(const std::string& key, const json& v) {
   if (key == "n" || key == "best_of") {
     off = v.is_number_integer() && v.get<int64_t>() == 1;
     want = "1 (one choice per request)";
-  } else if (key == "echo" || key == "logprobs") {
+  } else if (key == "echo") {
     off = v.is_boolean() && !v.get<bool>();
     want = "false";
-  } else if (key == "top_logprobs") {
-    off = v.is_number_integer() && v.get<int64_t>() == 0;
-    want = "0";
   } else if (key == "tool_choice") {
     off = v.is_string() && v.get<std::string>() == "none";
     want = "\"none\"";
@@ -131,6 +130,52 @@ void read_prompt(const json& v, const ServedModel& model, CompletionRequest& out
              (v.is_array() ? " (one prompt per request; send several requests)" : ""));
   }
   if (out.prompt.empty()) fail("prompt", "prompt is empty; give some text");
+}
+
+// An integer in [0, kMaxTopLogprobs] for `field`.
+int32_t read_logprob_count(const json& v, const char* field) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxTopLogprobs) {
+    fail(field, std::string(field) + ": " + dump(v) + " is not an integer in [0, " +
+                    std::to_string(kMaxTopLogprobs) + "]");
+  }
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+// /v1/completions: "logprobs": N alternatives. /v1/chat/completions:
+// "logprobs": true, with "top_logprobs": N (0 when left out).
+void read_logprobs(Endpoint endpoint, const json& object, RequestSettings& s) {
+  if (endpoint == Endpoint::kCompletions) {
+    if (object.contains("logprobs"))
+      s.top_logprobs = read_logprob_count(object.at("logprobs"), "logprobs");
+    return;
+  }
+  bool wanted = false;
+  if (object.contains("logprobs")) {
+    const json& v = object.at("logprobs");
+    if (!v.is_boolean()) fail("logprobs", "logprobs: expected true or false, got " + dump(v));
+    wanted = v.get<bool>();
+  }
+  if (object.contains("top_logprobs")) {
+    const int32_t n = read_logprob_count(object.at("top_logprobs"), "top_logprobs");
+    if (!wanted) fail("top_logprobs", "top_logprobs: only with \"logprobs\": true");
+    s.top_logprobs = n;
+  } else if (wanted) {
+    s.top_logprobs = 0;
+  }
+}
+
+// Code points in `text`, counting a piece's stray bytes of a split
+// character as they come (continuation bytes count nothing).
+int64_t code_points(const std::string& text) {
+  int64_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+json piece_bytes(const std::string& piece) {
+  json bytes = json::array();
+  for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+  return bytes;
 }
 
 void read_stream_options(const json& object, CompletionRequest& out) {
@@ -267,6 +312,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
     fail(param, e.message);
   }
   if (object.contains("logit_bias")) read_logit_bias(object.at("logit_bias"), model, out.settings);
+  read_logprobs(endpoint, object, out.settings);
   read_stream_options(object, out);
   return out;
 }
@@ -292,9 +338,48 @@ ApiError refused_error(const Error& error, const RequestSettings& settings) {
   return ApiError{500, message, "server_error", "", "internal_error"};
 }
 
-json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& r) {
+json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> entries, const PieceOf& piece,
+                   int64_t& text_offset) {
+  if (endpoint == Endpoint::kChatCompletions) {
+    const auto item = [&](const TokenLogprob& t) {
+      const std::string text = piece(t.token);
+      return json{{"token", text}, {"logprob", t.logprob}, {"bytes", piece_bytes(text)}};
+    };
+    json content = json::array();
+    for (const TokenLogprobs& e : entries) {
+      json one = item(e.chosen);
+      one["top_logprobs"] = json::array();
+      for (const TokenLogprob& t : e.top) one["top_logprobs"].push_back(item(t));
+      content.push_back(std::move(one));
+    }
+    return {{"content", std::move(content)}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (const TokenLogprobs& e : entries) {
+    const std::string text = piece(e.chosen.token);
+    tokens.push_back(text);
+    token_logprobs.push_back(e.chosen.logprob);
+    json alternatives = json::object();
+    for (const TokenLogprob& t : e.top) {
+      const std::string key = piece(t.token);
+      if (!alternatives.contains(key)) alternatives[key] = t.logprob;
+    }
+    if (!alternatives.contains(text)) alternatives[text] = e.chosen.logprob;
+    top.push_back(std::move(alternatives));
+    offsets.push_back(text_offset);
+    text_offset += code_points(text);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
+}
+
+json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& r,
+                     const json& logprobs) {
   json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", api_finish_reason(r.finish)}};
+      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", api_finish_reason(r.finish)}};
   if (endpoint == Endpoint::kCompletions) {
     choice["text"] = r.text;
   } else {
@@ -317,9 +402,10 @@ std::string stream_role_event(const Completed& c) {
   return event(j);
 }
 
-std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::string& text) {
+std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::string& text,
+                              const json& logprobs) {
   json j = chunk_base(endpoint, c);
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
   if (endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
   } else {

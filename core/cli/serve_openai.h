@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,14 +73,31 @@ struct Completed {
   std::string model;
 };
 
-// The whole (non-streamed) response for `result`.
-nlohmann::json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& result);
+// A token's text (Tokenizer::piece).
+using PieceOf = std::function<std::string(int32_t)>;
+
+// A choice's "logprobs" for `entries` (docs/serve.md): /v1/completions'
+// {tokens, token_logprobs, top_logprobs, text_offset}, each token's
+// top_logprobs holding the chosen token too, text offsets in code points
+// counted on from `text_offset` (which is advanced past these tokens);
+// /v1/chat/completions' {content: [{token, logprob, bytes, top_logprobs}]}.
+nlohmann::json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> entries,
+                             const PieceOf& piece, int64_t& text_offset);
+
+// The whole (non-streamed) response for `result`; `logprobs` is the
+// choice's (null when the request asked for none).
+nlohmann::json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& result,
+                               const nlohmann::json& logprobs = nullptr);
 
 // One server-sent event, "data: JSON\n\n", of a stream: the assistant role
 // (chat only; the first event), a piece of text, or the end (finish reason
 // and usage). JSON that would not be valid UTF-8 gets U+FFFD.
 std::string stream_role_event(const Completed& c);
-std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::string& text);
+// `logprobs` (logprobs_json) is for the tokens generated since the
+// previous event, whose text may come later (while it could still be a stop
+// string's start).
+std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::string& text,
+                              const nlohmann::json& logprobs = nullptr);
 std::string stream_finish_event(Endpoint endpoint, const Completed& c, const RequestResult& result);
 // The OpenAI usage-only chunk (empty choices) sent before [DONE] when
 // stream_options.include_usage is set.

@@ -77,6 +77,8 @@ class Scheduler::Impl {
     bool ignore_end_of_generation = false;
     bool keep_logits = false;
     std::vector<float> kept_logits;
+    int32_t top_logprobs = -1;  // -1: none kept
+    std::vector<TokenLogprobs> logprobs;
     std::unique_ptr<SamplerChain> chain;
     std::unique_ptr<TextStream> text_stream;
     std::string text;
@@ -188,6 +190,14 @@ uint64_t Scheduler::Impl::submit(Request request) {
   seq.text_stream = std::make_unique<TextStream>(std::move(stop));
   seq.ignore_end_of_generation = settings.ignore_end_of_generation;
   seq.keep_logits = settings.keep_logits;
+  if (settings.top_logprobs) {
+    if (*settings.top_logprobs < 0 || *settings.top_logprobs > kMaxTopLogprobs) {
+      throw Error(ErrorKind::kInputRejected,
+                  "top_logprobs " + std::to_string(*settings.top_logprobs) + " is outside [0, " +
+                      std::to_string(kMaxTopLogprobs) + "]");
+    }
+    seq.top_logprobs = *settings.top_logprobs;
+  }
   seq.handle = next_handle++;
   seq.alloc_id = state.next_sequence++;
   seq.id = std::move(request.id);
@@ -383,6 +393,8 @@ void Scheduler::Impl::advance(Sequence& seq, int32_t row) {
     seq.kept_logits.insert(seq.kept_logits.end(), row_logits.begin(), row_logits.end());
   const auto index = static_cast<uint64_t>(seq.generated());
   const int32_t token = seq.chain->sample(row_logits, seq.tokens, kRequestStream, index);
+  if (seq.top_logprobs >= 0)
+    seq.logprobs.push_back(token_logprobs(row_logits, token, seq.top_logprobs));
   seq.tokens.push_back(token);
   ++stats.generated_tokens;
   if (seq.generated() == 1) seq.first_token_seconds = seconds_between(seq.submitted, Clock::now());
@@ -416,6 +428,7 @@ void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {
   r.first_token_seconds = seq.first_token_seconds;
   r.total_seconds = seconds_between(seq.submitted, Clock::now());
   r.logits = std::move(seq.kept_logits);
+  r.logprobs = std::move(seq.logprobs);
   finished.push_back(std::move(r));
 }
 
@@ -444,6 +457,16 @@ std::optional<int32_t> Scheduler::generated_tokens(uint64_t handle) const {
     if (seq.handle == handle) return seq.generated();
   }
   return std::nullopt;
+}
+
+std::span<const TokenLogprobs> Scheduler::logprobs(uint64_t handle) const {
+  for (const Impl::Sequence& seq : impl_->running) {
+    if (seq.handle == handle) return seq.logprobs;
+  }
+  for (const Impl::Sequence& seq : impl_->waiting) {
+    if (seq.handle == handle) return seq.logprobs;
+  }
+  return {};
 }
 
 size_t Scheduler::waiting() const { return impl_->waiting.size(); }

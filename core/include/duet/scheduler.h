@@ -32,10 +32,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "duet/session.h"
+#include "duet/token_logprobs.h"
 
 namespace duet {
 
@@ -56,6 +58,10 @@ struct RequestSettings {
   // Keep the logits each generated token was drawn from (RequestResult::
   // logits): for fidelity checks; n_vocab floats per token.
   bool keep_logits = false;
+  // Report each generated token's log-probability and this many most
+  // likely alternatives (0..kMaxTopLogprobs; see duet/token_logprobs.h) in
+  // RequestResult::logprobs; nullopt reports none.
+  std::optional<int32_t> top_logprobs;
 };
 
 struct Request {
@@ -82,6 +88,8 @@ struct RequestResult {
   // With keep_logits: [generated_tokens.size(), n_vocab], row i the logits
   // generated token i was drawn from.
   std::vector<float> logits;
+  // With top_logprobs: one entry per generated token, in order.
+  std::vector<TokenLogprobs> logprobs;
   // Its tokens after the first over the time they took (0 with fewer than 2).
   double decode_tokens_per_second() const;
 };
@@ -136,6 +144,12 @@ class Scheduler {
   // one keeps its count); nullopt once it finished or for an unknown handle.
   // For per-token timing: a caller compares it across step() calls.
   std::optional<int32_t> generated_tokens(uint64_t handle) const;
+
+  // The log-probabilities of a waiting or running request's tokens so far
+  // (RequestSettings::top_logprobs; empty when it asked for none, or for a
+  // finished or unknown handle). Valid until the next submit, cancel or
+  // step: for streaming them as they come.
+  std::span<const TokenLogprobs> logprobs(uint64_t handle) const;
 
   size_t waiting() const;
   size_t running() const;
