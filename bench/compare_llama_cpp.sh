@@ -16,8 +16,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 VENV="${BENCH_VENV:-$ROOT/build/bench-venv}"
+source "$ROOT/bench/llama_cpp_venv.sh"
 
 usage() {
   cat <<EOF
@@ -103,35 +103,11 @@ fi
 command -v python3 >/dev/null || die "python3 is needed (for the venv and the report)"
 
 # --- llama-cpp-python, built once into the venv --------------------------
-# -march=native (GGML_NATIVE) but without AMX: ggml's AMX matmul dies with
-# SIGILL (tileloadd) in ggml_backend_amx_mul_mat on the VMs this project runs
-# on, though cpuinfo lists amx_int8. Set LLAMA_CPP_CFLAGS="" to keep AMX.
-LLAMA_CPP_CMAKE_ARGS="${LLAMA_CPP_CMAKE_ARGS:--DGGML_NATIVE=ON -DLLAVA_BUILD=OFF}"
-LLAMA_CPP_CFLAGS="${LLAMA_CPP_CFLAGS--mno-amx-tile -mno-amx-int8 -mno-amx-bf16}"
-STAMP="$VENV/.llama-cpp-python-build"
-WANT_STAMP="llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION CMAKE_ARGS=$LLAMA_CPP_CMAKE_ARGS CFLAGS=$LLAMA_CPP_CFLAGS"
-mkdir -p "$ROOT/build/bench-logs"
-if ! "$VENV/bin/python" -c 'import llama_cpp' >/dev/null 2>&1 || [[ "$(cat "$STAMP" 2>/dev/null)" != "$WANT_STAMP" ]]; then
-  log="$ROOT/build/bench-logs/llama-cpp-python-install.log"
-  echo "Building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION (llama.cpp from source: $LLAMA_CPP_CMAKE_ARGS," >&2
-  echo "CFLAGS '$LLAMA_CPP_CFLAGS') into $VENV; about 15 minutes on 2 cores, once. Log: $log" >&2
-  [[ -x "$VENV/bin/pip" ]] || python3 -m venv "$VENV" || die "cannot create the venv $VENV (apt-get install python3-venv?)"
-  command -v cmake >/dev/null || die "cmake is needed to build llama.cpp"
-  rm -f "$STAMP"
-  if ! CMAKE_ARGS="$LLAMA_CPP_CMAKE_ARGS" CFLAGS="$LLAMA_CPP_CFLAGS" CXXFLAGS="$LLAMA_CPP_CFLAGS" \
-      CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/pip" install --no-cache-dir --force-reinstall -v \
-      "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >"$log" 2>&1; then
-    tail -n 20 "$log" >&2
-    die "installing llama-cpp-python failed; the full log is $log"
-  fi
-  "$VENV/bin/python" -c 'import llama_cpp' || die "llama_cpp does not import after the install; see $log"
-  echo "$WANT_STAMP" >"$STAMP"
-fi
+ensure_llama_cpp_python
 if ((INSTALL_ONLY)); then
   "$VENV/bin/python" -c 'import llama_cpp; print(llama_cpp.__version__, llama_cpp.llama_print_system_info().decode())'
   exit 0
 fi
-PY="$VENV/bin/python"
 
 # --- Duet's settings ---------------------------------------------------------
 DUET_SET=()
