@@ -2,16 +2,14 @@
 // on the tiny model and the reference backend: refused lines, results in
 // file order, per-request settings, exit codes. No timing is asserted.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli_fixture.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -19,12 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
 
 // Greedy unless a test sets another chain; 16 blocks of 16 tokens.
 std::string tiny_pipeline(const std::string& chain = "[greedy]") {
@@ -45,36 +37,10 @@ batching: {max_sequences: 4, max_step_tokens: 32}
 )";
 }
 
-class BatchCli : public ::testing::Test {
+using Result = testing::CommandResult;
+
+class BatchCli : public testing::CliFixture {
  protected:
-  void SetUp() override {
-    dir_ = testing::make_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    testing::write_tiny_llama(dir_ / "tiny.gguf");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Runs build/bin/duet with `args` (shell-quoted where needed).
-  Result duet(const std::string& args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" +
-                            out.string() + " 2>" + err.string() + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out),
-            slurp(err)};
-  }
-
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name, std::ios::binary) << text;
-    return (dir_ / name).string();
-  }
-
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
   // One JSON object per line of `text`.
   static std::vector<json> lines(const std::string& text) {
     std::vector<json> out;
@@ -82,8 +48,6 @@ class BatchCli : public ::testing::Test {
     for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
     return out;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(BatchCli, BadLinesAreReportedAndTheRestRunInFileOrder) {

@@ -6,9 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <optional>
-#include <sstream>
 
+#include "cli_fixture.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -16,49 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = testing::CommandResult;
 
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = testing::make_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    testing::write_tiny_llama(dir_ / "tiny.gguf");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Runs build/bin/duet with `args` (already shell-quoted where needed),
-  // standard input from /dev/null or, when given, `input`.
-  Result duet(const std::string& args, const std::optional<std::string>& input = std::nullopt) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string in = input ? write("stdin", *input).string() : "/dev/null";
-    std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet " + args + " >" + out.string() +
-                      " 2>" + err.string() + " <" + in;
-    int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  fs::path write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name, std::ios::binary) << text;
-    return dir_ / name;
-  }
-
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
-  fs::path dir_;
-};
+class Cli : public testing::CliFixture {};
 
 constexpr const char* kTinyPipeline = R"(model:
   path: tiny.gguf
@@ -113,13 +72,13 @@ TEST_F(Cli, InspectRejectsMissingAndMalformedFilesWithExit3) {
   Result r = duet("inspect " + (dir_ / "absent.gguf").string());
   EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.err.find("absent.gguf"), std::string::npos) << r.err;
-  r = duet("inspect " + write("text.gguf", "not a model at all").string());
+  r = duet("inspect " + write("text.gguf", "not a model at all"));
   EXPECT_EQ(r.code, 3);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
 }
 
 TEST_F(Cli, ValidateAcceptsAGoodPipeline) {
-  Result r = duet("validate " + write("p.yaml", kTinyPipeline).string());
+  Result r = duet("validate " + write("p.yaml", kTinyPipeline));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("valid: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("chain [greedy]"), std::string::npos) << r.out;
@@ -128,7 +87,7 @@ TEST_F(Cli, ValidateAcceptsAGoodPipeline) {
 TEST_F(Cli, ValidateReportsYamlErrorsWithPositionAndExit2) {
   std::string yaml = kTinyPipeline;
   yaml.replace(yaml.find("capacity_tokens"), 15, "capacity_tokns");
-  Result r = duet("validate " + write("p.yaml", yaml).string());
+  Result r = duet("validate " + write("p.yaml", yaml));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("p.yaml:6:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("did you mean 'capacity_tokens'"), std::string::npos) << r.err;
@@ -147,7 +106,7 @@ TEST_F(Cli, ValidateReportsEveryProblemAtOnce) {
   std::string yaml = kTinyPipeline;
   yaml.replace(yaml.find("[greedy]"), 8, "[greedy: {bogus: 1}]");
   yaml.replace(yaml.find("capacity_tokens: 128"), 20, "capacity_tokens: 100000");
-  Result r = duet("validate " + write("p.yaml", yaml).string());
+  Result r = duet("validate " + write("p.yaml", yaml));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("exceeds the model's context_length 256"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
@@ -156,7 +115,7 @@ TEST_F(Cli, ValidateReportsEveryProblemAtOnce) {
 TEST_F(Cli, UnknownBackendIsAPluginError) {
   std::string yaml = kTinyPipeline;
   yaml.replace(yaml.find("plugin: reference"), 17, "plugin: refrence");
-  Result r = duet("validate " + write("p.yaml", yaml).string());
+  Result r = duet("validate " + write("p.yaml", yaml));
   EXPECT_EQ(r.code, 4);
   EXPECT_NE(r.err.find("no backend named 'refrence'; did you mean 'reference'?"), std::string::npos)
       << r.err;
@@ -246,8 +205,8 @@ TEST_F(Cli, ABackendChoiceStopsAtOptionsAPluginStorageRejects) {
 }
 
 TEST_F(Cli, ABackendChoiceUsesTheFirstWhenItCan) {
-  Result r = duet(
-      "run " + write("p.yaml", with_backend("backend: {plugin: [reference, nosuch]}\n")).string());
+  Result r =
+      duet("run " + write("p.yaml", with_backend("backend: {plugin: [reference, nosuch]}\n")));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("backend reference,"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("passed over"), std::string::npos) << r.err;
@@ -277,8 +236,7 @@ TEST_F(Cli, ABackendChoiceWithNoneThatCanRunExits4ListingEveryReason) {
 }
 
 TEST_F(Cli, APinnedBackendThatCannotRunExits4WithTheReason) {
-  Result r =
-      duet("run " + write("p.yaml", with_backend("backend: {plugin: test-no-device}\n")).string());
+  Result r = duet("run " + write("p.yaml", with_backend("backend: {plugin: test-no-device}\n")));
   EXPECT_EQ(r.code, 4) << r.err;
   EXPECT_NE(r.err.find(": backend: no backend named 'test-no-device': plugin 'test-no-device' ("),
             std::string::npos)
@@ -290,14 +248,13 @@ TEST_F(Cli, APinnedBackendThatCannotRunExits4WithTheReason) {
 TEST_F(Cli, ABackendChoiceStopsAtOptionsABackendRejects) {
   // A misspelt option is the pipeline's error, not a reason to move on.
   Result r = duet("run " + write("p.yaml", with_backend("backend:\n  plugin: [reference]\n"
-                                                        "  options: {reference: {thread: 2}}\n"))
-                               .string());
+                                                        "  options: {reference: {thread: 2}}\n")));
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("backend.options.reference"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, RunStreamsTextAndSummarizesOnStderr) {
-  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt 'hello there'");
+  Result r = duet("run " + write("p.yaml", kTinyPipeline) + " --prompt 'hello there'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("prompt 11 tokens"), std::string::npos)
       << r.err;  // byte-level BPE, tiny vocabulary
@@ -306,7 +263,7 @@ TEST_F(Cli, RunStreamsTextAndSummarizesOnStderr) {
 }
 
 TEST_F(Cli, RunJsonIsOneObjectWithTheResult) {
-  Result r = duet("run --json " + write("p.yaml", kTinyPipeline).string() +
+  Result r = duet("run --json " + write("p.yaml", kTinyPipeline) +
                   " --prompt hi --chat --system 'Be \"brief\"'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.front(), '{');
@@ -318,7 +275,7 @@ TEST_F(Cli, RunJsonIsOneObjectWithTheResult) {
 }
 
 TEST_F(Cli, RunRejectsAnEmptyPromptWithExit6) {
-  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt ''");
+  Result r = duet("run " + write("p.yaml", kTinyPipeline) + " --prompt ''");
   EXPECT_EQ(r.code, 6);
   EXPECT_NE(r.err.find("the prompt is empty"), std::string::npos) << r.err;
 }
@@ -326,8 +283,7 @@ TEST_F(Cli, RunRejectsAnEmptyPromptWithExit6) {
 TEST_F(Cli, RunRejectsAPromptLongerThanTheCacheWithExit6) {
   std::string long_prompt;
   for (int i = 0; i < 200; ++i) long_prompt += "x ";
-  Result r =
-      duet("run " + write("p.yaml", kTinyPipeline).string() + " --prompt '" + long_prompt + "'");
+  Result r = duet("run " + write("p.yaml", kTinyPipeline) + " --prompt '" + long_prompt + "'");
   EXPECT_EQ(r.code, 6);
   EXPECT_NE(r.err.find("raise components.kv_cache.capacity_tokens or shorten the prompt"),
             std::string::npos)
@@ -335,14 +291,14 @@ TEST_F(Cli, RunRejectsAPromptLongerThanTheCacheWithExit6) {
 }
 
 TEST_F(Cli, RunRejectsAChatTemplateItCannotApplyWithExit2) {
-  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() +
+  Result r = duet("run " + write("p.yaml", kTinyPipeline) +
                   " --chat --set 'model.chat_template=\"{{ messages | join }}\"'");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("not a ChatML template"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, RunRejectsAnImpossibleSamplerValueWithItsKeyPath) {
-  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() +
+  Result r = duet("run " + write("p.yaml", kTinyPipeline) +
                   " --set 'components.sampler.chain=[{top_p: 1.5}]'");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("components.sampler.chain[0].top_p"), std::string::npos) << r.err;
@@ -350,8 +306,8 @@ TEST_F(Cli, RunRejectsAnImpossibleSamplerValueWithItsKeyPath) {
 }
 
 TEST_F(Cli, PerplexityScoresATextFile) {
-  Result r = duet("perplexity " + write("p.yaml", kTinyPipeline).string() + " " +
-                  write("text.txt", "the cat sat on the mat").string() + " --json");
+  Result r = duet("perplexity " + write("p.yaml", kTinyPipeline) + " " +
+                  write("text.txt", "the cat sat on the mat") + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"perplexity\":"), std::string::npos) << r.out;
   r = duet("perplexity " + (dir_ / "p.yaml").string() + " " + (dir_ / "absent.txt").string());
@@ -388,13 +344,13 @@ TEST_F(Cli, PerplexityScoresATextLongerThanTheCacheInWindows) {
 
 TEST_F(Cli, PerplexityOfAnEmptyOrTooShortTextSaysSo) {
   const fs::path p = write("p.yaml", kTinyPipeline);
-  Result empty = duet("perplexity " + p.string() + " " + write("empty.txt", "").string());
+  Result empty = duet("perplexity " + p.string() + " " + write("empty.txt", ""));
   EXPECT_EQ(empty.code, 6) << empty.err;
   EXPECT_NE(empty.err.find("empty.txt' is empty; perplexity needs a text to score"),
             std::string::npos)
       << empty.err;
   Result short_text =
-      duet("perplexity " + p.string() + " " + write("short.txt", "abc").string() + " --ctx 64");
+      duet("perplexity " + p.string() + " " + write("short.txt", "abc") + " --ctx 64");
   EXPECT_EQ(short_text.code, 6) << short_text.err;
   EXPECT_NE(short_text.err.find("perplexity needs at least 64 (one window of --ctx)"),
             std::string::npos)
@@ -432,8 +388,8 @@ TEST_F(Cli, PerplexityAgainstSavedBaselineLogits) {
       ctx.err.find("saved with --ctx 64, this run uses 32; save the baseline with --save-logits"),
       std::string::npos)
       << ctx.err;
-  Result other = duet("perplexity " + p.string() + " " +
-                      write("other.txt", text + "more").string() + " --ctx 64 --kl-base " + base);
+  Result other = duet("perplexity " + p.string() + " " + write("other.txt", text + "more") +
+                      " --ctx 64 --kl-base " + base);
   EXPECT_EQ(other.code, 6) << other.err;
   EXPECT_NE(other.err.find("tokens of text, this run has"), std::string::npos) << other.err;
   Result same_file = duet("perplexity " + p.string() + " " + t.string() + " --ctx 64 --kl-base " +
@@ -451,7 +407,7 @@ TEST_F(Cli, PerplexityAgainstSavedBaselineLogits) {
 // Regression: an error thrown in a plugin's code crashed duet (SIGSEGV) when
 // main() printed it after the plugin had been unloaded.
 TEST_F(Cli, AnErrorThrownInsideAPluginIsReportedNotACrash) {
-  Result r = duet("run " + write("p.yaml", kTinyPipeline).string() + " --set 'plugins.paths=[" +
+  Result r = duet("run " + write("p.yaml", kTinyPipeline) + " --set 'plugins.paths=[" +
                   DUET_TEST_PLUGIN_DIR + "]' --set 'components.sampler.chain=[test_throw]'");
   EXPECT_EQ(r.code, 6) << r.err;
   EXPECT_NE(r.err.find("duet: error: test_throw rejects every step"), std::string::npos) << r.err;
@@ -535,7 +491,7 @@ TEST_F(Cli, RunReadsThePromptFromAFileOrStandardInput) {
   const fs::path p = write("p.yaml", kTinyPipeline);
   const std::string text = "a prompt\nover two lines";
   Result from_file =
-      duet("run " + p.string() + " --json --prompt-file " + write("prompt.txt", text).string());
+      duet("run " + p.string() + " --json --prompt-file " + write("prompt.txt", text));
   ASSERT_EQ(from_file.code, 0) << from_file.err;
   EXPECT_NE(from_file.out.find("\"prompt\":\"a prompt\\nover two lines\""), std::string::npos)
       << from_file.out;
@@ -547,8 +503,7 @@ TEST_F(Cli, RunReadsThePromptFromAFileOrStandardInput) {
 
 TEST_F(Cli, APromptThatIsNotUtf8Exits6) {
   const fs::path p = write("p.yaml", kTinyPipeline);
-  Result file =
-      duet("run " + p.string() + " --prompt-file " + write("bad.txt", "ok \xc3\x28 no").string());
+  Result file = duet("run " + p.string() + " --prompt-file " + write("bad.txt", "ok \xc3\x28 no"));
   EXPECT_EQ(file.code, 6) << file.err;
   EXPECT_NE(
       file.err.find("duet: error: --prompt-file " + (dir_ / "bad.txt").string() +
@@ -565,8 +520,7 @@ TEST_F(Cli, APromptThatIsNotUtf8Exits6) {
 
 TEST_F(Cli, PromptSourcesAreExclusiveAndAMissingFileIsAUsageError) {
   const fs::path p = write("p.yaml", kTinyPipeline);
-  Result both =
-      duet("run " + p.string() + " --prompt x --prompt-file " + write("x.txt", "x").string());
+  Result both = duet("run " + p.string() + " --prompt x --prompt-file " + write("x.txt", "x"));
   EXPECT_EQ(both.code, 2) << both.err;
   EXPECT_NE(both.err.find("--prompt and --prompt-file both given"), std::string::npos) << both.err;
   Result missing = duet("run " + p.string() + " --prompt-file " + (dir_ / "nope.txt").string());
@@ -713,8 +667,7 @@ TEST_F(Cli, CompareRefusesABadExperimentWithExit2) {
   write("p.yaml", kTinyPipeline);
   Result r = duet("compare " + write("e.yaml",
                                      "pipeline: p.yaml\nbaseline: zzz\nvariants: [{name: a}]\n"
-                                     "workload: {speed: {gen_tokens: 4}}\n")
-                                   .string());
+                                     "workload: {speed: {gen_tokens: 4}}\n"));
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("e.yaml:2:11: baseline: 'zzz' is not a variant's name; variants: 'a'"),
             std::string::npos)

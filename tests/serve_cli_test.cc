@@ -4,27 +4,19 @@
 // 127.0.0.1 and exits 0 on SIGTERM. tests/serve_test.py covers the API on
 // the real model.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "cli_fixture.h"
 #include "tiny_model.h"
 
 namespace duet {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
 
 std::string tiny_pipeline(const std::string& kv_cache) {
   return R"(model:
@@ -42,39 +34,15 @@ batching: {max_sequences: 4, max_step_tokens: 32}
 )";
 }
 
-class ServeCli : public ::testing::Test {
+using Result = testing::CommandResult;
+
+class ServeCli : public testing::CliFixture {
  protected:
   void SetUp() override {
-    dir_ = testing::make_temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    testing::write_tiny_llama(dir_ / "tiny.gguf");
+    CliFixture::SetUp();
     pipeline_ = write("p.yaml", tiny_pipeline("{capacity_tokens: 256, block_tokens: 16}"));
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
-  // Runs `script` with bash, $DUET the duet binary and the test's folder as
-  // the working directory.
-  Result bash(const std::string& script) {
-    write("script.sh", script);
-    const std::string cmd = "cd " + dir_.string() + " && DUET=" + DUET_BUILD_DIR +
-                            "/bin/duet bash script.sh >stdout 2>stderr </dev/null";
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-            slurp(dir_ / "stdout"), slurp(dir_ / "stderr")};
-  }
-
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name, std::ios::binary) << text;
-    return (dir_ / name).string();
-  }
-
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
-  fs::path dir_;
   std::string pipeline_;
 };
 
