@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "duet/plugin_host.h"
+
 namespace duet::fuzz {
 
 // An anonymous in-memory file holding `data`, for APIs that take a path.
@@ -36,6 +38,17 @@ class MemoryFile {
 inline std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+// A plugin host with the standard sampler links loaded (duet-samplers.so
+// from DUET_FUZZ_PLUGIN_DIR, else the build's plugin folder); aborts when
+// they do not load. For LLVMFuzzerInitialize; never freed.
+inline PluginHost* standard_samplers() {
+  auto* host = new PluginHost;
+  const std::string plugin =
+      env_or("DUET_FUZZ_PLUGIN_DIR", DUET_BUILD_PLUGIN_DIR) + "/duet-samplers.so";
+  if (!host->load(plugin).loaded) std::abort();
+  return host;
 }
 
 }  // namespace duet::fuzz

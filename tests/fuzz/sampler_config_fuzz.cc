@@ -20,10 +20,7 @@ duet::PluginHost* g_host = nullptr;
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_host = new duet::PluginHost;
-  const auto plugin =
-      duet::fuzz::env_or("DUET_FUZZ_PLUGIN_DIR", DUET_BUILD_PLUGIN_DIR) + "/duet-samplers.so";
-  if (!g_host->load(plugin).loaded) std::abort();
+  g_host = duet::fuzz::standard_samplers();
   return 0;
 }
 

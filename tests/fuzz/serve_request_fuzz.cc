@@ -5,8 +5,10 @@
 // then every link of configs/smollm2-serve.yaml's chain is made with the
 // request's options over the pipeline's, as Scheduler::submit makes them,
 // and a link that refuses them does so with duet::Error(kConfig), which
-// refused_error turns into a 400. Anything else is a finding.
+// refused_error turns into a 400. A top_logprobs outside [0, 20] that gets
+// through, or anything else, is a finding.
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,10 +33,7 @@ duet::SamplerLink link(const std::string& name, const std::string& key, const st
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_host = new duet::PluginHost;
-  const auto plugin =
-      duet::fuzz::env_or("DUET_FUZZ_PLUGIN_DIR", DUET_BUILD_PLUGIN_DIR) + "/duet-samplers.so";
-  if (!g_host->load(plugin).loaded) std::abort();
+  g_host = duet::fuzz::standard_samplers();
   g_model = new duet::cli::ServedModel;
   g_model->id = "SmolLM2-135M-Instruct.Q4_1";
   g_model->n_vocab = 49152;
@@ -62,6 +61,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)duet::cli::error_body(e);
     return 0;
   }
+  if (const std::optional<int32_t> top = request.settings.top_logprobs;
+      top && (*top < 0 || *top > duet::kMaxTopLogprobs))
+    std::abort();  // the parser lets through what the scheduler refuses
   for (const duet::SamplerLink& l : g_model->chain) {
     duet::Options options = l.options;
     if (const auto it = request.settings.sampler.find(l.name);
