@@ -6,7 +6,7 @@
 namespace duet::cuda {
 
 Support CudaAttention::check(const KVCacheSpec& kv) const {
-  Support s = check_kv_rows(kv, "backend 'cuda'", {DType::kF32});
+  Support s = check_kv_rows(kv, "backend 'cuda'", {DType::kF32, DType::kF16});
   s.merge(check_attention_geometry(spec_, kv, "attention 'full' of backend 'cuda'"));
   if (spec_.head_dim > kMaxAttentionHeadDim) {
     s.reasons.push_back("head dimension " + std::to_string(spec_.head_dim) +
@@ -20,11 +20,12 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
   const StepMetadataView meta = pass_.metadata(step);
   const KVLayerView cache = kv.layer(layer);
   require_slot_rows(cache, "attention of backend 'cuda'");
-  auto* k_cache = static_cast<float*>(cache.k);
-  auto* v_cache = static_cast<float*>(cache.v);
-  // In a decode step the attention kernel stores the new rows itself; its
-  // vector loads need 16-byte aligned rows.
-  bool decode = fuse_ && step.n_prefill_tokens == 0;
+  const CacheType type = kv.spec().dtype == DType::kF16 ? CacheType::kF16 : CacheType::kF32;
+  // In a decode step over an f32 cache the attention kernel stores the new
+  // rows itself; its vector loads need 16-byte aligned rows. An f16 cache
+  // stores first, so that the newest row is read back rounded as the
+  // others are.
+  bool decode = fuse_ && type == CacheType::kF32 && step.n_prefill_tokens == 0;
   for (const SequenceStep& s : step.sequences) decode = decode && s.n_tokens == 1;
   decode = decode && reinterpret_cast<uintptr_t>(k.data) % 16 == 0 &&
            reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
@@ -33,8 +34,9 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
   if (!decode) {
     call.store = KvStoreArgs{k.as<const float>(),
                              v.as<const float>(),
-                             k_cache,
-                             v_cache,
+                             cache.k,
+                             cache.v,
+                             type,
                              meta.row_slot,
                              step.n_tokens,
                              spec_.n_kv_heads * spec_.head_dim};
@@ -42,8 +44,9 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
   AttentionArgs& a = call.attend;
   a.q = q.as<const float>();
   a.out = out.as<float>();
-  a.k_cache = k_cache;
-  a.v_cache = v_cache;
+  a.k_cache = cache.k;
+  a.v_cache = cache.v;
+  a.cache = type;
   a.row_position = meta.row_position;
   a.row_table = meta.row_table;
   a.block_tables = meta.block_tables;

@@ -5,7 +5,7 @@
 namespace duet::cuda {
 
 Support CudaKVCache::check(const KVCacheSpec& spec) {
-  return check_contiguous_kv_cache(spec, "cuda", {DType::kF32});
+  return check_contiguous_kv_cache(spec, "cuda", {DType::kF32, DType::kF16});
 }
 
 CudaKVCache::CudaKVCache(const KVCacheSpec& spec, CudaDevice& device, ForwardPass& pass)
@@ -17,10 +17,10 @@ CudaKVCache::CudaKVCache(const KVCacheSpec& spec, CudaDevice& device, ForwardPas
 void CudaKVCache::write(int32_t layer, const StepBatch& step, const TensorView& k,
                         const TensorView& v) {
   const KVLayerView view = this->layer(layer);
-  pass_.submit(
-      KvStoreCall{KvStoreArgs{k.as<const float>(), v.as<const float>(), static_cast<float*>(view.k),
-                              static_cast<float*>(view.v), pass_.metadata(step).row_slot,
-                              step.n_tokens, spec().n_kv_heads * spec().head_dim}});
+  const CacheType type = spec().dtype == DType::kF16 ? CacheType::kF16 : CacheType::kF32;
+  pass_.submit(KvStoreCall{KvStoreArgs{k.as<const float>(), v.as<const float>(), view.k, view.v,
+                                       type, pass_.metadata(step).row_slot, step.n_tokens,
+                                       spec().n_kv_heads * spec().head_dim}});
 }
 
 }  // namespace duet::cuda

@@ -1,4 +1,4 @@
-// cuda_kv_cache.h — K and V of every layer in device memory, f32.
+// cuda_kv_cache.h — K and V of every layer in device memory, f32 or f16.
 #pragma once
 
 #include "cuda_device.h"

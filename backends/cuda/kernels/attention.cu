@@ -11,16 +11,36 @@
 // caches are read alike, and nothing that changes between decode steps is a
 // launch parameter (a CUDA graph replays this launch unchanged). In a decode
 // step the kernel also stores the new K/V row itself (AttentionArgs::k_new),
-// one launch fewer per layer.
+// one launch fewer per layer. The cache holds f32 or f16 rows (CacheType);
+// f16 elements are widened to f32 as they are read.
+#include <cuda_fp16.h>
+
 #include <cmath>
+#include <type_traits>
 
 #include "common.cuh"
 
 namespace duet::cuda {
 namespace {
 
-template <int kWarps, int kPerLane>
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+// Four consecutive elements as f32; `p` is 16-byte (f32) or 8-byte (f16)
+// aligned.
+__device__ __forceinline__ float4 load4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ __forceinline__ float4 load4(const __half* p) {
+  const __half2* h = reinterpret_cast<const __half2*>(p);
+  const float2 lo = __half22float2(h[0]);
+  const float2 hi = __half22float2(h[1]);
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+template <int kWarps, int kPerLane, typename CacheT>
 __global__ void attention_kernel(AttentionArgs a) {
+  constexpr bool kF32Cache = std::is_same_v<CacheT, float>;
   wait_for_previous_kernel();
   extern __shared__ float smem[];
   const int hd = a.head_dim;
@@ -34,7 +54,9 @@ __global__ void attention_kernel(AttentionArgs a) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int kv_head = head / (a.n_heads / a.n_kv_heads);
-  const int64_t slot_floats = static_cast<int64_t>(a.n_kv_heads) * hd;
+  const int64_t slot_floats = static_cast<int64_t>(a.n_kv_heads) * hd;  // elements of a slot
+  CacheT* k_cache = static_cast<CacheT*>(a.k_cache);
+  CacheT* v_cache = static_cast<CacheT*>(a.v_cache);
 
   const float* q = a.q + (row * a.n_heads + head) * hd;
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) q_s[d] = q[d] * a.scale;
@@ -45,14 +67,17 @@ __global__ void attention_kernel(AttentionArgs a) {
   const bool vec4 = hd % 4 == 0;
   // A decode row's newest position comes from this step's K/V (see
   // AttentionArgs); the first query head of each group stores it.
-  const bool fresh = a.k_new != nullptr;
+  // (launch_attention refuses k_new with an f16 cache.)
+  const bool fresh = kF32Cache && a.k_new != nullptr;
   const int64_t new_offset = row * slot_floats + static_cast<int64_t>(kv_head) * hd;
-  if (fresh && head % (a.n_heads / a.n_kv_heads) == 0) {
-    const int64_t slot_offset =
-        static_cast<int64_t>(a.row_slot[row]) * slot_floats + static_cast<int64_t>(kv_head) * hd;
-    for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) {
-      a.k_cache[slot_offset + d] = a.k_new[new_offset + d];
-      a.v_cache[slot_offset + d] = a.v_new[new_offset + d];
+  if constexpr (kF32Cache) {
+    if (fresh && head % (a.n_heads / a.n_kv_heads) == 0) {
+      const int64_t slot_offset =
+          static_cast<int64_t>(a.row_slot[row]) * slot_floats + static_cast<int64_t>(kv_head) * hd;
+      for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) {
+        k_cache[slot_offset + d] = a.k_new[new_offset + d];
+        v_cache[slot_offset + d] = a.v_new[new_offset + d];
+      }
     }
   }
   __syncthreads();
@@ -63,17 +88,20 @@ __global__ void attention_kernel(AttentionArgs a) {
   for (int t0 = warp * 32; t0 <= last; t0 += kWarps * 32) {
     const int p = t0 + lane;
     float score = -INFINITY;
-    const float* v_row = nullptr;  // position p's V head
+    const CacheT* v_row = nullptr;  // position p's V head
     if (p <= last) {
-      const float* k = nullptr;
-      if (fresh && p == last) {
-        k = a.k_new + new_offset;
-        v_row = a.v_new + new_offset;
-      } else {
+      const CacheT* k = nullptr;
+      if constexpr (kF32Cache) {
+        if (fresh && p == last) {
+          k = a.k_new + new_offset;
+          v_row = a.v_new + new_offset;
+        }
+      }
+      if (k == nullptr) {
         const int64_t base = (static_cast<int64_t>(table[p / bt]) * bt + p % bt) * slot_floats +
                              static_cast<int64_t>(kv_head) * hd;
-        k = a.k_cache + base;
-        v_row = a.v_cache + base;
+        k = k_cache + base;
+        v_row = v_cache + base;
       }
       float dot = 0.0f;
       if (vec4) {
@@ -82,13 +110,13 @@ __global__ void attention_kernel(AttentionArgs a) {
 #pragma unroll
         for (int c = 0; c < 8 * kPerLane; ++c) {
           if (4 * c < hd) {
-            const float4 kk = *reinterpret_cast<const float4*>(k + 4 * c);
+            const float4 kk = load4(k + 4 * c);
             dot += q_s[4 * c] * kk.x + q_s[4 * c + 1] * kk.y + q_s[4 * c + 2] * kk.z +
                    q_s[4 * c + 3] * kk.w;
           }
         }
       } else {
-        for (int d = 0; d < hd; ++d) dot += q_s[d] * k[d];
+        for (int d = 0; d < hd; ++d) dot += q_s[d] * to_float(k[d]);
       }
       score = dot;
     }
@@ -107,11 +135,11 @@ __global__ void attention_kernel(AttentionArgs a) {
       const float w = __shfl_sync(0xffffffffu, weight, j);
       const auto v_bits = __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(v_row), j);
       if (j < visible) {
-        const float* v = reinterpret_cast<const float*>(v_bits);
+        const CacheT* v = reinterpret_cast<const CacheT*>(v_bits);
 #pragma unroll
         for (int c = 0; c < kPerLane; ++c) {
           const int d = lane + 32 * c;
-          if (d < hd) acc[c] += w * v[d];
+          if (d < hd) acc[c] += w * to_float(v[d]);
         }
       }
     }
@@ -146,7 +174,9 @@ template <int kWarps, int kPerLane>
 cudaError_t launch_with(const LaunchConfig& at, const AttentionArgs& a) {
   const size_t smem = sizeof(float) * (static_cast<size_t>(a.head_dim) * (kWarps + 1) + 2 * kWarps);
   const dim3 grid(static_cast<unsigned int>(a.n_tokens), static_cast<unsigned int>(a.n_heads));
-  return launch(attention_kernel<kWarps, kPerLane>, grid, dim3(kWarps * 32), smem, at, a);
+  if (a.cache == CacheType::kF16)
+    return launch(attention_kernel<kWarps, kPerLane, __half>, grid, dim3(kWarps * 32), smem, at, a);
+  return launch(attention_kernel<kWarps, kPerLane, float>, grid, dim3(kWarps * 32), smem, at, a);
 }
 
 // Few rows (decode) get more warps per block, to spread a long context over
@@ -165,7 +195,8 @@ cudaError_t launch_for_head_dim(const LaunchConfig& at, const AttentionArgs& a) 
 cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args) {
   if (args.n_tokens == 0) return cudaSuccess;
   if (args.head_dim > kMaxAttentionHeadDim || args.n_kv_heads <= 0 ||
-      args.n_heads % args.n_kv_heads != 0) {
+      args.n_heads % args.n_kv_heads != 0 ||
+      (args.cache == CacheType::kF16 && args.k_new != nullptr)) {
     return cudaErrorInvalidValue;
   }
   if (args.n_tokens <= 8) return launch_for_head_dim<16>(at, args);

@@ -32,13 +32,19 @@ struct RopeTarget {
   bool operator==(const RopeTarget&) const = default;
 };
 
+// The element type of the KV cache's rows: f32, or IEEE binary16 rounded to
+// nearest even (as duet/quant.h's f32_to_f16, so the rows are the
+// reference backend's bytes).
+enum class CacheType : int32_t { kF32, kF16 };
+
 // Writes row i of k and v ([n_tokens, row_elements]) into cache slot
-// row_slot[i] of one layer's K and V ([slot, row_elements]).
+// row_slot[i] of one layer's K and V ([slot, row_elements] of `cache`).
 struct KvStoreArgs {
   const float* k = nullptr;
   const float* v = nullptr;
-  float* k_cache = nullptr;
-  float* v_cache = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  CacheType cache = CacheType::kF32;
   const int32_t* row_slot = nullptr;  // [n_tokens], device
   int32_t n_tokens = 0;
   int32_t row_elements = 0;  // n_kv_heads * head_dim
@@ -56,12 +62,15 @@ struct KvStoreArgs {
 // decode step): position row_position[i] is then read from k_new/v_new row
 // i instead of the cache, and the kernel itself stores that row in slot
 // row_slot[i] (no kv_store launch). Nothing in the launch reads the slots it
-// writes, so the order of the two does not matter.
+// writes, so the order of the two does not matter. k_new is for an f32
+// cache only: an f16 cache's newest row must be read back rounded, so its
+// decode steps store first (KvStoreArgs) and then attend over the cache.
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens, n_heads, head_dim]
   float* out = nullptr;      // [n_tokens, n_heads, head_dim]
-  float* k_cache = nullptr;  // [slot, n_kv_heads, head_dim]
-  float* v_cache = nullptr;
+  void* k_cache = nullptr;   // [slot, n_kv_heads, head_dim] of `cache`
+  void* v_cache = nullptr;
+  CacheType cache = CacheType::kF32;
   const int32_t* row_position = nullptr;  // [n_tokens], device
   const int32_t* row_table = nullptr;     // [n_tokens], device
   const int32_t* block_tables = nullptr;  // device
