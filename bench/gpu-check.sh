@@ -165,8 +165,10 @@ for v in "${variants[@]}"; do
     -p 512 -n 128 -r 5
 done
 bench smollm2-depth "$config" --set model.path="$smol" --tests tg -n 128 -d 0,1919 -r 3 --interleave
-bench smollm2-depth-f16 "$config" --set model.path="$smol" --set components.kv_cache.dtype=f16 \
-  --tests tg -n 128 -d 0,1919 -r 3 --interleave
+for dtype in f16 q8_0; do
+  bench "smollm2-depth-$dtype" "$config" --set model.path="$smol" \
+    --set components.kv_cache.dtype=$dtype --tests tg -n 128 -d 0,1919 -r 3 --interleave
+done
 bench smollm2-prompts "$config" --set model.path="$smol" --tests pp -p 128,512,1024,2000 -r 3
 bench smollm2-batch "$config" --set model.path="$smol" --set components.kv_cache.block_tokens=16 \
   --set components.kv_cache.capacity_tokens=8192 --set batching.max_sequences=64 \

@@ -3,10 +3,12 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda_kv_cache.h"
+
 namespace duet::cuda {
 
 Support CudaAttention::check(const KVCacheSpec& kv) const {
-  Support s = check_kv_rows(kv, "backend 'cuda'", {DType::kF32, DType::kF16});
+  Support s = check_kv_rows(kv, "backend 'cuda'", {DType::kF32, DType::kF16, DType::kQ8_0});
   s.merge(check_attention_geometry(spec_, kv, "attention 'full' of backend 'cuda'"));
   if (spec_.head_dim > kMaxAttentionHeadDim) {
     s.reasons.push_back("head dimension " + std::to_string(spec_.head_dim) +
@@ -20,10 +22,10 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
   const StepMetadataView meta = pass_.metadata(step);
   const KVLayerView cache = kv.layer(layer);
   require_slot_rows(cache, "attention of backend 'cuda'");
-  const CacheType type = kv.spec().dtype == DType::kF16 ? CacheType::kF16 : CacheType::kF32;
+  const CacheType type = cache_type(kv.spec().dtype);
   // In a decode step over an f32 cache the attention kernel stores the new
-  // rows itself; its vector loads need 16-byte aligned rows. An f16 cache
-  // stores first, so that the newest row is read back rounded as the
+  // rows itself; its vector loads need 16-byte aligned rows. An f16 or q8_0
+  // cache stores first, so that the newest row is read back rounded as the
   // others are.
   bool decode = fuse_ && type == CacheType::kF32 && step.n_prefill_tokens == 0;
   for (const SequenceStep& s : step.sequences) decode = decode && s.n_tokens == 1;

@@ -4,8 +4,14 @@
 
 namespace duet::cuda {
 
+CacheType cache_type(DType dtype) {
+  if (dtype == DType::kF16) return CacheType::kF16;
+  if (dtype == DType::kQ8_0) return CacheType::kQ8_0;
+  return CacheType::kF32;
+}
+
 Support CudaKVCache::check(const KVCacheSpec& spec) {
-  return check_contiguous_kv_cache(spec, "cuda", {DType::kF32, DType::kF16});
+  return check_contiguous_kv_cache(spec, "cuda", {DType::kF32, DType::kF16, DType::kQ8_0});
 }
 
 CudaKVCache::CudaKVCache(const KVCacheSpec& spec, CudaDevice& device, ForwardPass& pass)
@@ -17,7 +23,7 @@ CudaKVCache::CudaKVCache(const KVCacheSpec& spec, CudaDevice& device, ForwardPas
 void CudaKVCache::write(int32_t layer, const StepBatch& step, const TensorView& k,
                         const TensorView& v) {
   const KVLayerView view = this->layer(layer);
-  const CacheType type = spec().dtype == DType::kF16 ? CacheType::kF16 : CacheType::kF32;
+  const CacheType type = cache_type(spec().dtype);
   pass_.submit(KvStoreCall{KvStoreArgs{k.as<const float>(), v.as<const float>(), view.k, view.v,
                                        type, pass_.metadata(step).row_slot, step.n_tokens,
                                        spec().n_kv_heads * spec().head_dim}});

@@ -1,4 +1,5 @@
-// cuda_kv_cache.h — K and V of every layer in device memory, f32 or f16.
+// cuda_kv_cache.h — K and V of every layer in device memory, f32, f16 or
+// q8_0.
 #pragma once
 
 #include "cuda_device.h"
@@ -12,6 +13,10 @@ namespace duet::cuda {
 // between the two unchanged. Zeroed when created. write() queues the
 // store kernel in the forward pass (the backend's own attention fuses the
 // store into its own command instead).
+// The kernels' name for rows of `dtype` (f32, f16 or q8_0). REQUIRES:
+// CudaKVCache::check accepts that dtype.
+CacheType cache_type(DType dtype);
+
 class CudaKVCache final : public RowKVCache {
  public:
   // Why `spec` cannot be stored here; empty when it can.

@@ -11,8 +11,8 @@
 // caches are read alike, and nothing that changes between decode steps is a
 // launch parameter (a CUDA graph replays this launch unchanged). In a decode
 // step the kernel also stores the new K/V row itself (AttentionArgs::k_new),
-// one launch fewer per layer. The cache holds f32 or f16 rows (CacheType);
-// f16 elements are widened to f32 as they are read.
+// one launch fewer per layer. The cache holds f32, f16 or q8_0 rows
+// (CacheType); f16 and q8_0 elements are widened to f32 as they are read.
 #include <cuda_fp16.h>
 
 #include <cmath>
@@ -38,6 +38,51 @@ __device__ __forceinline__ float4 load4(const __half* p) {
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
+// A cache of q8_0 rows (duet/quant.h's blocks of 32: an f16 scale, then 32
+// int8), as the template argument that picks its reader.
+struct Q8_0Cache {};
+constexpr int kQ8Block = 32;
+constexpr int kQ8BlockBytes = 34;
+
+// How one head's row of the cache is found and read, per element type:
+// head() points at the row of position `slot` for KV head `kv_head`, get()
+// reads element d of it, get4() elements d..d+3 (d a multiple of 4).
+template <typename T>
+struct CacheRow {
+  using Ptr = const T*;
+  __device__ static Ptr head(const void* cache, int64_t slot, int64_t slot_elements,
+                             int64_t head_offset) {
+    return static_cast<const T*>(cache) + slot * slot_elements + head_offset;
+  }
+  __device__ static float get(Ptr p, int d) { return to_float(p[d]); }
+  __device__ static float4 get4(Ptr p, int d) { return load4(p + d); }
+};
+
+template <>
+struct CacheRow<Q8_0Cache> {
+  using Ptr = const uint8_t*;  // the head's first block (head_dim is a multiple of 32)
+  __device__ static Ptr head(const void* cache, int64_t slot, int64_t slot_elements,
+                             int64_t head_offset) {
+    return static_cast<const uint8_t*>(cache) + slot * (slot_elements / kQ8Block) * kQ8BlockBytes +
+           head_offset / kQ8Block * kQ8BlockBytes;
+  }
+  __device__ static float scale(const uint8_t* block) {
+    return __half2float(*reinterpret_cast<const __half*>(block));
+  }
+  __device__ static float get(Ptr p, int d) {
+    const uint8_t* block = p + d / kQ8Block * kQ8BlockBytes;
+    return scale(block) * static_cast<float>(static_cast<int8_t>(block[2 + d % kQ8Block]));
+  }
+  // Four elements never straddle a block. The quants are 2-byte aligned only.
+  __device__ static float4 get4(Ptr p, int d) {
+    const uint8_t* block = p + d / kQ8Block * kQ8BlockBytes;
+    const uint8_t* q = block + 2 + d % kQ8Block;
+    const float s = scale(block);
+    return make_float4(s * static_cast<int8_t>(q[0]), s * static_cast<int8_t>(q[1]),
+                       s * static_cast<int8_t>(q[2]), s * static_cast<int8_t>(q[3]));
+  }
+};
+
 template <int kWarps, int kPerLane, typename CacheT>
 __global__ void attention_kernel(AttentionArgs a) {
   constexpr bool kF32Cache = std::is_same_v<CacheT, float>;
@@ -55,8 +100,7 @@ __global__ void attention_kernel(AttentionArgs a) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int kv_head = head / (a.n_heads / a.n_kv_heads);
   const int64_t slot_floats = static_cast<int64_t>(a.n_kv_heads) * hd;  // elements of a slot
-  CacheT* k_cache = static_cast<CacheT*>(a.k_cache);
-  CacheT* v_cache = static_cast<CacheT*>(a.v_cache);
+  using Row = CacheRow<CacheT>;
 
   const float* q = a.q + (row * a.n_heads + head) * hd;
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) q_s[d] = q[d] * a.scale;
@@ -67,7 +111,7 @@ __global__ void attention_kernel(AttentionArgs a) {
   const bool vec4 = hd % 4 == 0;
   // A decode row's newest position comes from this step's K/V (see
   // AttentionArgs); the first query head of each group stores it.
-  // (launch_attention refuses k_new with an f16 cache.)
+  // (launch_attention refuses k_new with another cache than f32.)
   const bool fresh = kF32Cache && a.k_new != nullptr;
   const int64_t new_offset = row * slot_floats + static_cast<int64_t>(kv_head) * hd;
   if constexpr (kF32Cache) {
@@ -75,8 +119,8 @@ __global__ void attention_kernel(AttentionArgs a) {
       const int64_t slot_offset =
           static_cast<int64_t>(a.row_slot[row]) * slot_floats + static_cast<int64_t>(kv_head) * hd;
       for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) {
-        k_cache[slot_offset + d] = a.k_new[new_offset + d];
-        v_cache[slot_offset + d] = a.v_new[new_offset + d];
+        static_cast<float*>(a.k_cache)[slot_offset + d] = a.k_new[new_offset + d];
+        static_cast<float*>(a.v_cache)[slot_offset + d] = a.v_new[new_offset + d];
       }
     }
   }
@@ -88,9 +132,9 @@ __global__ void attention_kernel(AttentionArgs a) {
   for (int t0 = warp * 32; t0 <= last; t0 += kWarps * 32) {
     const int p = t0 + lane;
     float score = -INFINITY;
-    const CacheT* v_row = nullptr;  // position p's V head
+    typename Row::Ptr v_row = nullptr;  // position p's V head
     if (p <= last) {
-      const CacheT* k = nullptr;
+      typename Row::Ptr k = nullptr;
       if constexpr (kF32Cache) {
         if (fresh && p == last) {
           k = a.k_new + new_offset;
@@ -98,10 +142,10 @@ __global__ void attention_kernel(AttentionArgs a) {
         }
       }
       if (k == nullptr) {
-        const int64_t base = (static_cast<int64_t>(table[p / bt]) * bt + p % bt) * slot_floats +
-                             static_cast<int64_t>(kv_head) * hd;
-        k = k_cache + base;
-        v_row = v_cache + base;
+        const int64_t slot = static_cast<int64_t>(table[p / bt]) * bt + p % bt;
+        const int64_t head_offset = static_cast<int64_t>(kv_head) * hd;
+        k = Row::head(a.k_cache, slot, slot_floats, head_offset);
+        v_row = Row::head(a.v_cache, slot, slot_floats, head_offset);
       }
       float dot = 0.0f;
       if (vec4) {
@@ -110,13 +154,13 @@ __global__ void attention_kernel(AttentionArgs a) {
 #pragma unroll
         for (int c = 0; c < 8 * kPerLane; ++c) {
           if (4 * c < hd) {
-            const float4 kk = load4(k + 4 * c);
+            const float4 kk = Row::get4(k, 4 * c);
             dot += q_s[4 * c] * kk.x + q_s[4 * c + 1] * kk.y + q_s[4 * c + 2] * kk.z +
                    q_s[4 * c + 3] * kk.w;
           }
         }
       } else {
-        for (int d = 0; d < hd; ++d) dot += q_s[d] * to_float(k[d]);
+        for (int d = 0; d < hd; ++d) dot += q_s[d] * Row::get(k, d);
       }
       score = dot;
     }
@@ -135,11 +179,11 @@ __global__ void attention_kernel(AttentionArgs a) {
       const float w = __shfl_sync(0xffffffffu, weight, j);
       const auto v_bits = __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(v_row), j);
       if (j < visible) {
-        const CacheT* v = reinterpret_cast<const CacheT*>(v_bits);
+        const auto v = reinterpret_cast<typename Row::Ptr>(v_bits);
 #pragma unroll
         for (int c = 0; c < kPerLane; ++c) {
           const int d = lane + 32 * c;
-          if (d < hd) acc[c] += w * to_float(v[d]);
+          if (d < hd) acc[c] += w * Row::get(v, d);
         }
       }
     }
@@ -176,6 +220,9 @@ cudaError_t launch_with(const LaunchConfig& at, const AttentionArgs& a) {
   const dim3 grid(static_cast<unsigned int>(a.n_tokens), static_cast<unsigned int>(a.n_heads));
   if (a.cache == CacheType::kF16)
     return launch(attention_kernel<kWarps, kPerLane, __half>, grid, dim3(kWarps * 32), smem, at, a);
+  if (a.cache == CacheType::kQ8_0)
+    return launch(attention_kernel<kWarps, kPerLane, Q8_0Cache>, grid, dim3(kWarps * 32), smem, at,
+                  a);
   return launch(attention_kernel<kWarps, kPerLane, float>, grid, dim3(kWarps * 32), smem, at, a);
 }
 
@@ -196,7 +243,8 @@ cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args) 
   if (args.n_tokens == 0) return cudaSuccess;
   if (args.head_dim > kMaxAttentionHeadDim || args.n_kv_heads <= 0 ||
       args.n_heads % args.n_kv_heads != 0 ||
-      (args.cache == CacheType::kF16 && args.k_new != nullptr)) {
+      (args.cache != CacheType::kF32 && args.k_new != nullptr) ||
+      (args.cache == CacheType::kQ8_0 && args.head_dim % kQ8Block != 0)) {
     return cudaErrorInvalidValue;
   }
   if (args.n_tokens <= 8) return launch_for_head_dim<16>(at, args);

@@ -32,10 +32,12 @@ struct RopeTarget {
   bool operator==(const RopeTarget&) const = default;
 };
 
-// The element type of the KV cache's rows: f32, or IEEE binary16 rounded to
-// nearest even (as duet/quant.h's f32_to_f16, so the rows are the
-// reference backend's bytes).
-enum class CacheType : int32_t { kF32, kF16 };
+// The element type of the KV cache's rows: f32; IEEE binary16 rounded to
+// nearest even (as duet/quant.h's f32_to_f16); or q8_0 blocks of 32
+// (an f16 scale amax / 127, then round-half-away(x / scale) as int8, as
+// duet/quant.h quantizes). Either way the rows are the reference backend's
+// bytes (NaN payloads aside).
+enum class CacheType : int32_t { kF32, kF16, kQ8_0 };
 
 // Writes row i of k and v ([n_tokens, row_elements]) into cache slot
 // row_slot[i] of one layer's K and V ([slot, row_elements] of `cache`).
@@ -63,8 +65,9 @@ struct KvStoreArgs {
 // i instead of the cache, and the kernel itself stores that row in slot
 // row_slot[i] (no kv_store launch). Nothing in the launch reads the slots it
 // writes, so the order of the two does not matter. k_new is for an f32
-// cache only: an f16 cache's newest row must be read back rounded, so its
-// decode steps store first (KvStoreArgs) and then attend over the cache.
+// cache only: an f16 or q8_0 cache's newest row must be read back rounded,
+// so its decode steps store first (KvStoreArgs) and then attend over the
+// cache.
 struct AttentionArgs {
   const float* q = nullptr;  // [n_tokens, n_heads, head_dim]
   float* out = nullptr;      // [n_tokens, n_heads, head_dim]
