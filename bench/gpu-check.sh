@@ -165,6 +165,9 @@ for v in "${variants[@]}"; do
     -p 512 -n 128 -r 5
 done
 bench smollm2-depth "$config" --set model.path="$smol" --tests tg -n 128 -d 0,1919 -r 3 --interleave
+# The same without the split of decode attention over the context, for A/B.
+bench smollm2-depth-nosplit "$config" --set model.path="$smol" --set backend.options.split_attention=0 \
+  --tests tg -n 128 -d 0,1919 -r 3 --interleave
 for dtype in f16 q8_0; do
   bench "smollm2-depth-$dtype" "$config" --set model.path="$smol" \
     --set components.kv_cache.dtype=$dtype --tests tg -n 128 -d 0,1919 -r 3 --interleave

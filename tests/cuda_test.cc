@@ -21,12 +21,14 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "attention_split.h"
 #include "capturing_registrar.h"
 #include "command_fusion.h"
 #include "cublas_library.h"
@@ -175,6 +177,9 @@ TEST(CudaOptions, DefaultsAndEveryKey) {
   EXPECT_TRUE(d.pdl);
   EXPECT_TRUE(d.fuse);
   EXPECT_FALSE(d.graph_stats);
+  EXPECT_EQ(d.split_attention, 512);
+  EXPECT_EQ(cuda::parse_cuda_options(backend_options({{"split_attention", "0"}})).split_attention,
+            0);
   const cuda::CudaOptions o = cuda::parse_cuda_options(backend_options({{"device", "1"},
                                                                         {"cuda_graphs", "false"},
                                                                         {"pdl", "false"},
@@ -185,6 +190,36 @@ TEST(CudaOptions, DefaultsAndEveryKey) {
   EXPECT_FALSE(o.pdl);
   EXPECT_FALSE(o.fuse);
   EXPECT_TRUE(o.graph_stats);
+}
+
+// The split of decode attention: none up to the threshold; past it,
+// stretches of 128 * 2^j positions, a multiple of 32, at most 64 of them,
+// together covering every position, both powers of two (few distinct
+// launches, so few CUDA graph captures over a generation).
+TEST(CudaAttentionSplit, CoversEveryPositionInFewDistinctShapes) {
+  EXPECT_EQ(cuda::choose_attention_split(4096, 0), cuda::AttentionSplit{});
+  EXPECT_EQ(cuda::choose_attention_split(512, 512), cuda::AttentionSplit{});
+  EXPECT_EQ(cuda::choose_attention_split(513, 512), (cuda::AttentionSplit{8, 128}));
+  EXPECT_EQ(cuda::choose_attention_split(1920, 512), (cuda::AttentionSplit{16, 128}));
+  EXPECT_EQ(cuda::choose_attention_split(8192, 512), (cuda::AttentionSplit{64, 128}));
+  EXPECT_EQ(cuda::choose_attention_split(8193, 512), (cuda::AttentionSplit{64, 256}));
+  EXPECT_EQ(cuda::choose_attention_split(100, 1), (cuda::AttentionSplit{}));  // one stretch
+  const auto power_of_two = [](int64_t x) { return x > 0 && (x & (x - 1)) == 0; };
+  std::set<std::pair<int32_t, int32_t>> shapes;
+  for (int64_t n = 1; n <= 200000; n += 37) {
+    const cuda::AttentionSplit s = cuda::choose_attention_split(n, 512);
+    if (s.splits == 1) {
+      EXPECT_LE(n, 512);
+      continue;
+    }
+    EXPECT_GE(int64_t{s.splits} * s.split_positions, n) << n;
+    EXPECT_LT(int64_t{s.splits / 2} * s.split_positions, n) << n;  // the fewest that cover
+    EXPECT_LE(s.splits, cuda::kMaxAttentionSplits);
+    EXPECT_EQ(s.split_positions % 32, 0);
+    EXPECT_TRUE(power_of_two(s.splits) && power_of_two(s.split_positions)) << n;
+    shapes.insert({s.splits, s.split_positions});
+  }
+  EXPECT_LE(shapes.size(), 16u);
 }
 
 TEST(CudaOptions, BadValuesAndUnknownKeysAreRejectedWithTheKeyPath) {

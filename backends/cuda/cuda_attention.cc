@@ -1,11 +1,22 @@
 #include "cuda_attention.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "cuda_kv_cache.h"
 
 namespace duet::cuda {
+
+CudaAttention::CudaAttention(const AttentionSpec& spec, ForwardPass& pass, CudaDevice& device,
+                             bool fuse, int64_t split_above)
+    : spec_(spec), pass_(pass), fuse_(fuse), split_above_(split_above) {
+  if (split_above_ > 0) {
+    partials_ = device.allocate(sizeof(float) * kMaxSplitRows * kMaxAttentionSplits *
+                                static_cast<uint64_t>(spec_.n_heads) *
+                                static_cast<uint64_t>(spec_.head_dim + 2));
+  }
+}
 
 Support CudaAttention::check(const KVCacheSpec& kv) const {
   Support s = check_kv_rows(kv, "backend 'cuda'", {DType::kF32, DType::kF16, DType::kQ8_0});
@@ -63,6 +74,16 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
   a.head_dim = spec_.head_dim;
   a.block_tokens = kv.spec().block_tokens;
   a.scale = spec_.scale;
+  if (partials_ != nullptr && step.n_prefill_tokens == 0 && step.n_tokens <= kMaxSplitRows) {
+    int64_t positions = 0;  // the most any row sees
+    for (int32_t p : step.positions) positions = std::max<int64_t>(positions, int64_t{p} + 1);
+    const AttentionSplit split = choose_attention_split(positions, split_above_);
+    if (split.splits > 1) {
+      a.partials = static_cast<float*>(partials_->data());
+      a.splits = split.splits;
+      a.split_positions = split.split_positions;
+    }
+  }
   pass_.submit(call);
 }
 

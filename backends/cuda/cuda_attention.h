@@ -4,9 +4,18 @@
 // attention.cu for every query row: one kernel for prefill and decode,
 // reading positions, slots and block tables from the step metadata the
 // forward pass keeps on the device. In a decode step (every sequence adds
-// one token) the attention kernel stores the rows itself, when `fuse`.
+// one token) the attention kernel stores the rows itself, when `fuse`. A
+// step of at most kMaxSplitRows rows, none of them a prompt's, whose rows
+// see more than `split_above` positions splits each row's positions over
+// many blocks (flash-decoding: AttentionArgs::splits), so that a long
+// context fills the device rather than n_heads blocks of it.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+
+#include "attention_split.h"
+#include "cuda_device.h"
 #include "duet/attention.h"
 #include "forward_pass.h"
 
@@ -14,8 +23,10 @@ namespace duet::cuda {
 
 class CudaAttention final : public Attention {
  public:
-  CudaAttention(const AttentionSpec& spec, ForwardPass& pass, bool fuse)
-      : spec_(spec), pass_(pass), fuse_(fuse) {}
+  // `split_above`: the backend's split_attention option (0: never split).
+  // Allocates the split's partial results on `device` when it may split.
+  CudaAttention(const AttentionSpec& spec, ForwardPass& pass, CudaDevice& device, bool fuse,
+                int64_t split_above);
 
   // Accepts what CudaKVCache stores, with matching heads, n_heads a
   // multiple of n_kv_heads and head_dim <= kMaxAttentionHeadDim.
@@ -27,6 +38,8 @@ class CudaAttention final : public Attention {
   AttentionSpec spec_;
   ForwardPass& pass_;
   bool fuse_;
+  int64_t split_above_;
+  std::unique_ptr<Buffer> partials_;  // null when split_above_ is 0
 };
 
 }  // namespace duet::cuda

@@ -34,7 +34,8 @@ std::unique_ptr<Attention> CudaBackend::create_attention(const std::string& impl
     throw Error(ErrorKind::kConfig, "backend 'cuda' provides no attention implementation named '" +
                                         impl + "'; available: 'full'");
   }
-  return std::make_unique<CudaAttention>(spec, pass_, options_.fuse);
+  return std::make_unique<CudaAttention>(spec, pass_, device_, options_.fuse,
+                                         options_.split_attention);
 }
 
 Support CudaBackend::check_kv_cache(const KVCacheSpec& spec) const {

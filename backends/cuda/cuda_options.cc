@@ -9,6 +9,7 @@ CudaOptions parse_cuda_options(const Options& options) {
   o.pdl = options.get_bool("pdl", o.pdl);
   o.fuse = options.get_bool("fuse", o.fuse);
   o.graph_stats = options.get_bool("graph_stats", o.graph_stats);
+  o.split_attention = options.get_int("split_attention", o.split_attention, 0, int64_t{1} << 30);
   options.finish();
   return o;
 }

@@ -13,6 +13,10 @@
 //                        (same results, bit for bit: for diagnosis)
 //   graph_stats: false   print how many passes ran eagerly, were captured
 //                        and were replayed to stderr when the backend ends
+//   split_attention: 512 decode attention over more positions than this
+//                        splits each row's positions over many blocks and
+//                        merges them (flash-decoding, cuda_attention.h);
+//                        0 never splits
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,7 @@ struct CudaOptions {
   bool pdl = true;
   bool fuse = true;
   bool graph_stats = false;
+  int64_t split_attention = 512;
 };
 
 // Reads every key above and rejects any other (Options::finish()). Throws

@@ -106,6 +106,11 @@ __global__ void attention_kernel(AttentionArgs a) {
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) q_s[d] = q[d] * a.scale;
 
   const int last = a.row_position[row];  // this row sees positions [0, last]
+  // With splits, this block takes the stretch [start, end) of them (see
+  // AttentionArgs::splits); without, all of them.
+  const int split = static_cast<int>(blockIdx.z);
+  const int start = split * a.split_positions;
+  const int end = a.splits > 1 ? min(last + 1, start + a.split_positions) : last + 1;
   const int32_t* table = a.block_tables + a.row_table[row];
   const int bt = a.block_tokens;
   const bool vec4 = hd % 4 == 0;
@@ -115,7 +120,7 @@ __global__ void attention_kernel(AttentionArgs a) {
   const bool fresh = kF32Cache && a.k_new != nullptr;
   const int64_t new_offset = row * slot_floats + static_cast<int64_t>(kv_head) * hd;
   if constexpr (kF32Cache) {
-    if (fresh && head % (a.n_heads / a.n_kv_heads) == 0) {
+    if (fresh && split == 0 && head % (a.n_heads / a.n_kv_heads) == 0) {
       const int64_t slot_offset =
           static_cast<int64_t>(a.row_slot[row]) * slot_floats + static_cast<int64_t>(kv_head) * hd;
       for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) {
@@ -124,16 +129,18 @@ __global__ void attention_kernel(AttentionArgs a) {
       }
     }
   }
+  if (start > last) return;  // a stretch past this row's positions (the whole block)
   __syncthreads();
 
   float acc[kPerLane] = {};
   float run_max = -INFINITY;
   float run_sum = 0.0f;
-  for (int t0 = warp * 32; t0 <= last; t0 += kWarps * 32) {
+  // split_positions is a multiple of 32, so a tile never spans two stretches.
+  for (int t0 = start + warp * 32; t0 < end; t0 += kWarps * 32) {
     const int p = t0 + lane;
     float score = -INFINITY;
     typename Row::Ptr v_row = nullptr;  // position p's V head
-    if (p <= last) {
+    if (p < end) {
       typename Row::Ptr k = nullptr;
       if constexpr (kF32Cache) {
         if (fresh && p == last) {
@@ -168,12 +175,12 @@ __global__ void attention_kernel(AttentionArgs a) {
     // the first rescale is exp(-inf) = 0.
     const float new_max = fmaxf(run_max, warp_max(score));
     const float rescale = expf(run_max - new_max);
-    const float weight = p <= last ? expf(score - new_max) : 0.0f;
+    const float weight = p < end ? expf(score - new_max) : 0.0f;
     run_sum = run_sum * rescale + warp_sum(weight);
 #pragma unroll
     for (int c = 0; c < kPerLane; ++c) acc[c] *= rescale;
     // Unrolled for the same reason: the V rows of the tile load together.
-    const int visible = min(32, last - t0 + 1);
+    const int visible = min(32, end - t0);
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       const float w = __shfl_sync(0xffffffffu, weight, j);
@@ -200,12 +207,26 @@ __global__ void attention_kernel(AttentionArgs a) {
     if (d < hd) acc_s[warp * hd + d] = acc[c];
   }
   __syncthreads();
-  // Warp 0 always saw position 0, so the overall max is finite; a warp that
-  // saw nothing has max -inf and sum 0 and contributes exp(-inf) = 0.
+  // Warp 0 always saw position `start`, so the overall max is finite; a warp
+  // that saw nothing has max -inf and sum 0 and contributes exp(-inf) = 0.
   float total_max = -INFINITY;
   for (int w = 0; w < kWarps; ++w) total_max = fmaxf(total_max, max_s[w]);
   float total_sum = 0.0f;
   for (int w = 0; w < kWarps; ++w) total_sum += sum_s[w] * expf(max_s[w] - total_max);
+  if (a.splits > 1) {
+    // This stretch's max, sum and unnormalised output, for merge_splits_kernel.
+    float* part = a.partials + ((row * a.n_heads + head) * a.splits + split) * (hd + 2);
+    if (threadIdx.x == 0) {
+      part[0] = total_max;
+      part[1] = total_sum;
+    }
+    for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) {
+      float o = 0.0f;
+      for (int w = 0; w < kWarps; ++w) o += acc_s[w * hd + d] * expf(max_s[w] - total_max);
+      part[2 + d] = o;
+    }
+    return;
+  }
   float* out = a.out + (row * a.n_heads + head) * hd;
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) {
     float o = 0.0f;
@@ -214,10 +235,34 @@ __global__ void attention_kernel(AttentionArgs a) {
   }
 }
 
+// One block per (row, head): merges the stretches its row reached, in
+// order, as the warps of one block are merged above.
+__global__ void merge_splits_kernel(AttentionArgs a) {
+  wait_for_previous_kernel();
+  const int64_t row = blockIdx.x;
+  const int head = static_cast<int>(blockIdx.y);
+  const int hd = a.head_dim;
+  const int used = a.row_position[row] / a.split_positions + 1;  // stretches with positions
+  const float* parts = a.partials + (row * a.n_heads + head) * a.splits * (hd + 2);
+  float total_max = -INFINITY;
+  for (int s = 0; s < used; ++s) total_max = fmaxf(total_max, parts[s * (hd + 2)]);
+  float total_sum = 0.0f;
+  for (int s = 0; s < used; ++s)
+    total_sum += parts[s * (hd + 2) + 1] * expf(parts[s * (hd + 2)] - total_max);
+  float* out = a.out + (row * a.n_heads + head) * hd;
+  for (int d = static_cast<int>(threadIdx.x); d < hd; d += static_cast<int>(blockDim.x)) {
+    float o = 0.0f;
+    for (int s = 0; s < used; ++s)
+      o += parts[s * (hd + 2) + 2 + d] * expf(parts[s * (hd + 2)] - total_max);
+    out[d] = o / total_sum;
+  }
+}
+
 template <int kWarps, int kPerLane>
 cudaError_t launch_with(const LaunchConfig& at, const AttentionArgs& a) {
   const size_t smem = sizeof(float) * (static_cast<size_t>(a.head_dim) * (kWarps + 1) + 2 * kWarps);
-  const dim3 grid(static_cast<unsigned int>(a.n_tokens), static_cast<unsigned int>(a.n_heads));
+  const dim3 grid(static_cast<unsigned int>(a.n_tokens), static_cast<unsigned int>(a.n_heads),
+                  static_cast<unsigned int>(a.splits));
   if (a.cache == CacheType::kF16)
     return launch(attention_kernel<kWarps, kPerLane, __half>, grid, dim3(kWarps * 32), smem, at, a);
   if (a.cache == CacheType::kQ8_0)
@@ -246,6 +291,18 @@ cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args) 
       (args.cache != CacheType::kF32 && args.k_new != nullptr) ||
       (args.cache == CacheType::kQ8_0 && args.head_dim % kQ8Block != 0)) {
     return cudaErrorInvalidValue;
+  }
+  if (args.splits > 1) {
+    if (args.partials == nullptr || args.splits > kMaxAttentionSplits ||
+        args.n_tokens > kMaxSplitRows || args.split_positions <= 0 ||
+        args.split_positions % 32 != 0)
+      return cudaErrorInvalidValue;
+    // Many small blocks: four warps over each stretch.
+    if (const cudaError_t e = launch_for_head_dim<4>(at, args); e != cudaSuccess) return e;
+    const int threads = min(256, (args.head_dim + 31) / 32 * 32);
+    const dim3 grid(static_cast<unsigned int>(args.n_tokens),
+                    static_cast<unsigned int>(args.n_heads));
+    return launch(merge_splits_kernel, grid, dim3(static_cast<unsigned int>(threads)), 0, at, args);
   }
   if (args.n_tokens <= 8) return launch_for_head_dim<16>(at, args);
   return launch_for_head_dim<4>(at, args);

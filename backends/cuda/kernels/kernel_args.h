@@ -86,8 +86,26 @@ struct AttentionArgs {
   int32_t head_dim = 0;
   int32_t block_tokens = 0;
   float scale = 0.0f;
+  // Split over the context (flash-decoding), for steps of at most
+  // kMaxSplitRows rows: with splits > 1, positions are cut into stretches of
+  // split_positions (a multiple of 32; splits * split_positions covers every
+  // row's positions); block (row, head, s) attends over stretch s alone and
+  // leaves its max, sum and unnormalised output in partials, and a second
+  // kernel merges a row's stretches into out. Stretches past a row's last
+  // position are skipped. Both are chosen on the host from the step's
+  // positions, in powers of two, so that a CUDA graph rarely changes.
+  // [n_tokens, n_heads, splits, head_dim + 2]: room for kMaxSplitRows rows
+  // of kMaxAttentionSplits stretches
+  float* partials = nullptr;
+  int32_t splits = 1;
+  int32_t split_positions = 0;
   bool operator==(const AttentionArgs&) const = default;
 };
+
+// Limits of the split attention above.
+inline constexpr int32_t kMaxAttentionSplits = 64;
+inline constexpr int32_t kMaxSplitRows = 8;
+inline constexpr int32_t kMinSplitPositions = 128;
 
 // The largest head dimension the attention kernel keeps in registers.
 inline constexpr int32_t kMaxAttentionHeadDim = 256;
