@@ -17,6 +17,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${BENCH_VENV:-$ROOT/build/bench-venv}"
+source "$ROOT/bench/script_helpers.sh"
 source "$ROOT/bench/llama_cpp_venv.sh"
 
 usage() {
@@ -46,17 +47,6 @@ Environment: BENCH_VENV (default build/bench-venv), LLAMA_CPP_PYTHON_VERSION
 -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF), LLAMA_CPP_CFLAGS (default
 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16). A change of these rebuilds it.
 EOF
-}
-
-die() {
-  echo "compare_llama_cpp.sh: error: $*" >&2
-  exit 2
-}
-
-need_count() {  # need_count FLAG VALUE MIN
-  if ! [[ "$2" =~ ^[0-9]{1,9}$ ]] || (( 10#$2 < $3 )); then
-    die "$1: '$2' is not an integer >= $3"
-  fi
 }
 
 PIPELINE=""

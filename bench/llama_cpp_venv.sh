@@ -4,7 +4,8 @@
 # which builds llama-cpp-python once into the venv $VENV (llama.cpp from
 # source, -march=native through GGML_NATIVE, AMX left out; see
 # bench/README.md), with the [server] extra's packages when asked, and sets
-# PY to the venv's python. The caller defines ROOT, VENV and die().
+# PY to the venv's python. The caller defines ROOT and VENV and sources
+# bench/script_helpers.sh (die).
 #
 # Environment: LLAMA_CPP_PYTHON_VERSION (default 0.3.36), LLAMA_CPP_CMAKE_ARGS
 # (default -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF), LLAMA_CPP_CFLAGS (default

@@ -2,10 +2,10 @@
 # bench/serve_compare.sh — `duet serve` against llama-cpp-python's
 # OpenAI-compatible server (llama_cpp.server) on the same GGUF file, threads
 # and requests, and against `duet bench --batch` (what the server adds to
-# the batching engine). Both servers run at once on 127.0.0.1 and take
-# waves of concurrent streaming clients in turn (bench/serve_bench.py):
-# round by round, a Duet wave, then a llama.cpp wave, so both see the same
-# machine state. Then `duet bench --batch N` runs alone. Prints a table and
+# the batching engine). First `duet bench --batch N` runs alone; then both
+# servers run at once on 127.0.0.1 and take waves of concurrent streaming
+# clients in turn (bench/serve_bench.py): round by round, a Duet wave, then
+# a llama.cpp wave, so both see the same machine state. Prints a table and
 # keeps every JSON result under build/bench-results/serve-<time>/.
 #
 # llama-cpp-python (with its [server] extra) is installed only into the venv
@@ -20,6 +20,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${BENCH_VENV:-$ROOT/build/bench-venv}"
+source "$ROOT/bench/script_helpers.sh"
 source "$ROOT/bench/llama_cpp_venv.sh"
 
 usage() {
@@ -48,17 +49,6 @@ Environment: BENCH_VENV (default build/bench-venv), LLAMA_CPP_PYTHON_VERSION
 (default $LLAMA_CPP_PYTHON_VERSION), LLAMA_CPP_CMAKE_ARGS, LLAMA_CPP_CFLAGS
 (see bench/README.md).
 EOF
-}
-
-die() {
-  echo "serve_compare.sh: error: $*" >&2
-  exit 2
-}
-
-need_count() {  # need_count FLAG VALUE MIN
-  if ! [[ "$2" =~ ^[0-9]{1,9}$ ]] || (( 10#$2 < $3 )); then
-    die "$1: '$2' is not an integer >= $3"
-  fi
 }
 
 PIPELINE="$ROOT/configs/smollm2-serve.yaml"
@@ -112,6 +102,7 @@ cleanup() {
 trap cleanup EXIT
 
 # duet serve on a port of its own choosing, read from its first lines.
+: >"$RUN_DIR/duet-serve.log"
 "$DUET" serve "$PIPELINE" --port 0 --max-queue "$CLIENTS" "${DUET_ARGS[@]}" 2>"$RUN_DIR/duet-serve.log" &
 PIDS+=($!)
 DUET_URL=""

@@ -119,6 +119,7 @@ TEST(ServeOpenAi, LogprobsFieldsSetTheirCount) {
   EXPECT_EQ(top(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 0})"), 0);
   EXPECT_EQ(top(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": 20})"), 20);
   EXPECT_EQ(top(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": null})"), std::nullopt);
+  EXPECT_EQ(top(Endpoint::kCompletions, R"({"prompt": "x", "logprobs": false})"), std::nullopt);
   EXPECT_EQ(top(Endpoint::kChatCompletions, R"({"messages": [], "logprobs": true})"), 0);
   EXPECT_EQ(top(Endpoint::kChatCompletions, R"({"messages": [], "logprobs": false})"),
             std::nullopt);
@@ -155,6 +156,10 @@ TEST(ServeOpenAi, CompletionLogprobsListTokensOffsetsAndAlternatives) {
   EXPECT_EQ(j.at("top_logprobs")[0], nlohmann::json::parse(R"({"a": -0.5, "b": -1.5})"));
   EXPECT_EQ(j.at("top_logprobs")[1].size(), 3u);  // b, a and the chosen one
   EXPECT_EQ(j.at("top_logprobs")[2].size(), 1u);
+  // Two lone bytes print alike (U+FFFD): one key, the more likely one's.
+  const std::vector<TokenLogprobs> split = {{{2, -0.5f}, {{3, -0.25f}, {2, -0.5f}}}};
+  const nlohmann::json k = logprobs_json(Endpoint::kCompletions, split, piece_of, offset);
+  EXPECT_EQ(k.at("top_logprobs")[0], nlohmann::json::parse(R"({"\ufffd": -0.25})"));
   EXPECT_EQ(j.at("tokens")[0], "a");
 }
 

@@ -145,8 +145,10 @@ int32_t read_logprob_count(const json& v, const char* field) {
 // "logprobs": true, with "top_logprobs": N (0 when left out).
 void read_logprobs(Endpoint endpoint, const json& object, RequestSettings& s) {
   if (endpoint == Endpoint::kCompletions) {
-    if (object.contains("logprobs"))
-      s.top_logprobs = read_logprob_count(object.at("logprobs"), "logprobs");
+    if (!object.contains("logprobs")) return;
+    const json& v = object.at("logprobs");
+    if (v.is_boolean() && !v.get<bool>()) return;  // as some clients send "off"
+    s.top_logprobs = read_logprob_count(v, "logprobs");
     return;
   }
   bool wanted = false;
@@ -170,6 +172,13 @@ int64_t code_points(const std::string& text) {
   int64_t n = 0;
   for (unsigned char c : text) n += (c & 0xC0) != 0x80;
   return n;
+}
+
+// `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD,
+// as dump() prints it.
+std::string printable(const std::string& text) {
+  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace))
+      .get<std::string>();
 }
 
 json piece_bytes(const std::string& piece) {
@@ -360,12 +369,15 @@ json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> entries, co
     const std::string text = piece(e.chosen.token);
     tokens.push_back(text);
     token_logprobs.push_back(e.chosen.logprob);
+    // Keys as the response prints them (U+FFFD for stray bytes), so that
+    // two that print alike are one key, the more likely one's.
     json alternatives = json::object();
     for (const TokenLogprob& t : e.top) {
-      const std::string key = piece(t.token);
+      const std::string key = printable(piece(t.token));
       if (!alternatives.contains(key)) alternatives[key] = t.logprob;
     }
-    if (!alternatives.contains(text)) alternatives[text] = e.chosen.logprob;
+    if (const std::string key = printable(text); !alternatives.contains(key))
+      alternatives[key] = e.chosen.logprob;
     top.push_back(std::move(alternatives));
     offsets.push_back(text_offset);
     text_offset += code_points(text);

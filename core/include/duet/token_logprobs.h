@@ -28,9 +28,10 @@ struct TokenLogprobs {
 };
 
 // `chosen`'s log-probability under softmax(`logits`) and the `top` most
-// likely tokens (ties go to the lower id). Sums in double; a logit of -inf
+// likely tokens (ties go to the lower id). A logit of -inf
 // has -inf. Requires 0 <= chosen < logits.size(), 0 <= top <=
 // kMaxTopLogprobs and at least one finite logit.
+// Exponentials in f32 (each at most 1), their sum in double.
 TokenLogprobs token_logprobs(std::span<const float> logits, int32_t chosen, int32_t top);
 
 }  // namespace duet
