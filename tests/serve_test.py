@@ -598,8 +598,9 @@ class ServeLoad(unittest.TestCase):
     """A load bounded in count and time, against 127.0.0.1 only: 1,000
     streamed requests from 16 clients at once, every fourth dropped after its
     first event. Every other answer is complete; no KV block or file
-    descriptor is kept, and RSS after the last 800 is that after the first
-    200 (within RSS_SLACK_KB)."""
+    descriptor is kept (no more descriptors after 1,000 than after 200),
+    and RSS after the last 800 is that after the first 200 (within
+    RSS_SLACK_KB)."""
 
     REQUESTS = 1000
     WARM_UP = 200
@@ -721,7 +722,11 @@ class ServeLoad(unittest.TestCase):
         self.assertEqual(end["cancelled"] - start["cancelled"], dropped)
         m = self.server.metrics()
         self.assertEqual(m["duet_kv_blocks_used"], 0)
-        self.assertEqual(fds_1000, fds_200, "file descriptors after 200 and after 1,000 requests")
+        # At most as many: a connection still closing when the first count
+        # was taken may be gone by the second (a leak of one per dropped
+        # request would be 200 more).
+        self.assertLessEqual(fds_1000, fds_200,
+                             "file descriptors after 200 and after 1,000 requests")
         self.assertLess(rss_1000 - rss_200, self.RSS_SLACK_KB,
                         "RSS %d KiB after 200 requests, %d KiB after 1,000" % (rss_200, rss_1000))
         print("\nServeLoad: %d requests (%d dropped) in %.1f s; fds %d -> %d, RSS %d -> %d KiB"
