@@ -122,7 +122,7 @@ else
 fi
 
 if [ -x "$build/tests/scheduler_test" ]; then
-  step scheduler-cuda "$build/tests/scheduler_test" --gtest_filter='*/cuda'
+  step scheduler-cuda "$build/tests/scheduler_test" --gtest_filter='*/cuda*'
 else
   skip scheduler-cuda "scheduler_test was not built"
 fi
@@ -173,9 +173,15 @@ for dtype in f16 q8_0; do
     --set components.kv_cache.dtype=$dtype --tests tg -n 128 -d 0,1919 -r 3 --interleave
 done
 bench smollm2-prompts "$config" --set model.path="$smol" --tests pp -p 128,512,1024,2000 -r 3
-bench smollm2-batch "$config" --set model.path="$smol" --set components.kv_cache.block_tokens=16 \
-  --set components.kv_cache.capacity_tokens=8192 --set batching.max_sequences=64 \
-  --batch 1,16,64 -r 3
+batch_sets=(--set model.path="$smol" --set components.kv_cache.block_tokens=16
+  --set components.kv_cache.capacity_tokens=8192 --set batching.max_sequences=64)
+bench smollm2-batch "$config" "${batch_sets[@]}" --batch 1,4,8,16,64 -r 3
+# Decode steps of 16 and 64 sequences through the gemv instead of cuBLAS
+# (matmul_min_rows), to choose the default; and the batch-invariant mode.
+bench smollm2-batch-gemv "$config" "${batch_sets[@]}" --set backend.options.matmul_min_rows=65 \
+  --batch 16,64 -r 3
+bench smollm2-batch-invariant "$config" "${batch_sets[@]}" \
+  --set backend.options.batch_invariant=true --batch 1,8,16 -r 3
 
 for type in q4_1 f16; do
   big=$models/random-llama-1b-$type.gguf

@@ -18,14 +18,15 @@
 //          by default in onednn (~2e-10), one term with its
 //          gemv_activations: q8, which costs a relative error of up to 1/254
 //          of each block's largest magnitude (~1.3e-5 here): 1e-4.
-//   1e-6   matmul with quantized weights and more than one row, on a
-//          backend that multiplies them on f16 tensor cores (cuda: weights
+//   1e-6   matmul with quantized weights and many rows, on a backend that
+//          multiplies them on f16 tensor cores (cuda from 9 rows on: weights
 //          expanded to f16, activations rounded to f16, f32 accumulation,
 //          backends/cuda/gemm.h). Rounding x to f16 alone costs a relative
 //          error of up to 2^-11 per element, an nmse of ~1e-7 on a product
 //          of random signs; measured on an H200 on 2026-12-01: 5.5e-8 to
-//          6.8e-8 for q4_0, q4_1 and q8_0 at n = 7 and 64, and on the
-//          SmolLM2 shapes. One row (decode) keeps its backend's bound.
+//          6.8e-8 for q4_0, q4_1 and q8_0 at n = 7 and 64 (when 7 rows still
+//          went to cuBLAS), and on the SmolLM2 shapes. Fewer rows (decode
+//          steps of a few sequences) keep the backend's f32 bound.
 // These bounds are each backend's precision contract, listed in
 // docs/plugins.md ("Precision contract") for plugin authors.
 //
@@ -53,6 +54,7 @@
 #include "duet/plugin_host.h"
 #include "duet/quant.h"
 #include "random_floats.h"
+#include "random_weight.h"
 
 namespace duet {
 namespace {
@@ -65,11 +67,13 @@ struct BackendCase {
   std::map<std::string, std::string> options;      // backend.options
   std::map<std::string, std::string> environment;  // set while the plugin registers
   double quantized_matmul = 1e-8;                  // threshold for q4_0, q4_1, q8_0 weights
-  // The same for more than one row of activations; 0: quantized_matmul's.
+  // The same for gemm_rows or more rows of activations; 0: quantized_matmul's.
   double quantized_matmul_rows = 0;
+  int64_t gemm_rows = 2;
 
   double quantized_threshold(int64_t rows) const {
-    return rows > 1 && quantized_matmul_rows > 0 ? quantized_matmul_rows : quantized_matmul;
+    return rows >= gemm_rows && quantized_matmul_rows > 0 ? quantized_matmul_rows
+                                                          : quantized_matmul;
   }
 };
 
@@ -86,8 +90,11 @@ const BackendCase kCases[] = {
     {"onednn_avx2", "onednn", {}, {{"DUET_CPU_PATH", "avx2"}}},
     // Activations as one 8-bit term, like llama.cpp.
     {"onednn_q8", "onednn", {{"gemv_activations", "q8"}}, {}, 1e-4},
-    // Prefill products of quantized weights on f16 tensor cores (see above).
-    {"cuda", "cuda", {}, {}, 1e-8, 1e-6},
+    // Products of 9 or more rows of quantized weights on f16 tensor cores
+    // (see above); fewer rows through the f32 gemv, as decode.
+    {"cuda", "cuda", {}, {}, 1e-8, 1e-6, 9},
+    // Every row through the gemv, attention of one shape.
+    {"cuda_batch_invariant", "cuda", {{"batch_invariant", "true"}}, {}},
 };
 
 constexpr double kElementwise = 1e-10;
@@ -109,22 +116,11 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
 
 using testing::DeviceTensor;
 using testing::download;
+using testing::random_weight;
 using testing::upload;
 using testing::zeros;
 
 using testdata::random_floats;
-
-// `rows` x `cols` random values stored as `type`.
-std::vector<uint8_t> random_weight(DType type, int64_t rows, int64_t cols, uint32_t seed) {
-  const std::vector<float> x = random_floats(static_cast<size_t>(rows * cols), seed);
-  const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(cols));
-  std::vector<uint8_t> bytes(row_bytes * static_cast<uint64_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    quantize_row(type, x.data() + r * cols, bytes.data() + row_bytes * static_cast<uint64_t>(r),
-                 cols);
-  }
-  return bytes;
-}
 
 constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
                                   DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};

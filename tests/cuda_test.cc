@@ -7,8 +7,10 @@
 // The second half needs a CUDA device and skips with the probe's reason
 // without one: whole-model logits and greedy tokens against the reference
 // backend on a tiny model and on a SmolLM2-shaped random Q4_1 model, CUDA
-// graphs against eager launches, and the out-of-memory error. Op-by-op
-// conformance lives in backend_conformance_test.cc.
+// graphs against eager launches, the rows of a batched matmul against the
+// same rows alone, and the out-of-memory error. Op-by-op conformance lives
+// in backend_conformance_test.cc; batched decode through the scheduler in
+// scheduler_test.cc.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -33,11 +36,14 @@
 #include "command_fusion.h"
 #include "cublas_library.h"
 #include "cuda_options.h"
+#include "device_tensor.h"
 #include "duet/error.h"
 #include "duet/pipeline.h"
 #include "duet/plugin.h"
 #include "graph_policy.h"
+#include "random_floats.h"
 #include "random_llama.h"
+#include "random_weight.h"
 #include "step_metadata.h"
 #include "tiny_model.h"
 
@@ -178,8 +184,18 @@ TEST(CudaOptions, DefaultsAndEveryKey) {
   EXPECT_TRUE(d.fuse);
   EXPECT_FALSE(d.graph_stats);
   EXPECT_EQ(d.split_attention, 512);
+  EXPECT_EQ(d.matmul_min_rows, 9);  // decode steps of up to 8 sequences on the gemv
+  EXPECT_FALSE(d.batch_invariant);
   EXPECT_EQ(cuda::parse_cuda_options(backend_options({{"split_attention", "0"}})).split_attention,
             0);
+  EXPECT_EQ(cuda::parse_cuda_options(backend_options({{"matmul_min_rows", "65"}})).matmul_min_rows,
+            65);
+  // Batch invariance sends every row through the gemv and never splits.
+  const cuda::CudaOptions inv =
+      cuda::parse_cuda_options(backend_options({{"batch_invariant", "true"}}));
+  EXPECT_TRUE(inv.batch_invariant);
+  EXPECT_GE(inv.matmul_min_rows, int64_t{1} << 30);
+  EXPECT_EQ(inv.split_attention, 0);
   const cuda::CudaOptions o = cuda::parse_cuda_options(backend_options({{"device", "1"},
                                                                         {"cuda_graphs", "false"},
                                                                         {"pdl", "false"},
@@ -241,6 +257,24 @@ TEST(CudaOptions, BadValuesAndUnknownKeysAreRejectedWithTheKeyPath) {
   EXPECT_NE(std::string(typo.what()).find("cuda_graph"), std::string::npos) << typo.what();
 }
 
+TEST(CudaOptions, BatchInvariantRefusesTheOptionsItFixes) {
+  for (const char* fixed : {"matmul_min_rows", "split_attention"}) {
+    const Error e = error_of([&] {
+      cuda::parse_cuda_options(backend_options({{"batch_invariant", "true"}, {fixed, "4"}}));
+    });
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    const std::string what = e.what();
+    EXPECT_NE(what.find(std::string("backend.options.") + fixed), std::string::npos) << what;
+    EXPECT_NE(what.find("remove one of backend.options.batch_invariant"), std::string::npos)
+        << what;
+  }
+  const Error rows = error_of([] {
+    cuda::parse_cuda_options(backend_options({{"matmul_min_rows", "0"}}));
+  });
+  EXPECT_NE(std::string(rows.what()).find("backend.options.matmul_min_rows"), std::string::npos)
+      << rows.what();
+}
+
 TEST(CudaOptions, TheFactoryChecksOptionsBeforeItLooksForADevice) {
   const BackendFactory& make = cuda_plugin().registrar.backends.at("cuda");
   const Error e = error_of([&] { make(backend_options({{"threads", "2"}})); });
@@ -263,8 +297,9 @@ TEST(CudaOptions, TheFactoryChecksOptionsBeforeItLooksForADevice) {
 // Fake device addresses, far apart: tensor i lives at 1 MiB * (i + 1).
 float* at(int i) { return reinterpret_cast<float*>(static_cast<uintptr_t>(i + 1) << 20); }
 
-Command gemv(const float* x, int64_t cols, const void* w, float* out, int64_t rows) {
-  cuda::GemvCall g{x, cols, DType::kQ4_1, {}, 1};
+Command gemv(const float* x, int64_t cols, const void* w, float* out, int64_t rows,
+             int32_t x_rows = 1) {
+  cuda::GemvCall g{x, cols, DType::kQ4_1, {}, 1, x_rows};
   g.segments[0] = cuda::GemvSegment{w, out, rows};
   return g;
 }
@@ -353,6 +388,16 @@ TEST(CommandFusion, SwiGLUFusesOnlyWithTheGemvsOfItsOwnGateAndUp) {
   EXPECT_EQ(cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{up, gate, 8, gate}}).size(), 2u);
   EXPECT_EQ(cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{gate, up, 8, at(3)}}).size(), 2u);
   EXPECT_EQ(cuda::fuse_commands({pair(gate, up), cuda::SwiGLUCall{gate, up, 4, gate}}).size(), 2u);
+  // Rows of x carry through; the swiglu must cover every row.
+  const auto batched =
+      cuda::fuse_commands({gemv(x, 64, at(10), gate, 8, 4), gemv(x, 64, at(11), up, 8, 4),
+                           cuda::SwiGLUCall{gate, up, 32, gate}});
+  ASSERT_EQ(batched.size(), 1u);
+  EXPECT_EQ(as<cuda::GemvSwiGLUCall>(batched[0]).x_rows, 4);
+  EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), gate, 8, 4), gemv(x, 64, at(11), up, 8, 4),
+                                 cuda::SwiGLUCall{gate, up, 8, gate}})
+                .size(),
+            2u);
   // A single gemv is not a gate/up pair.
   EXPECT_EQ(cuda::fuse_commands({gemv(x, 64, at(10), gate, 8), cuda::SwiGLUCall{gate, up, 8, gate}})
                 .size(),
@@ -372,6 +417,24 @@ TEST(CommandFusion, GemvsMergeOnlyWithTheSameInputAndApartOutputs) {
   // The second writes where the first reads its weights.
   EXPECT_EQ(
       cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8), gemv(x, 64, at(11), at(10), 8)}).size(),
+      2u);
+  // Different rows of x.
+  EXPECT_EQ(
+      cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8, 2), gemv(x, 64, at(11), at(3), 8)}).size(),
+      2u);
+  // Outputs of 3 rows of x: [3, 8] each, so at(2) + 8 overlaps the first.
+  EXPECT_EQ(
+      cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8, 3), gemv(x, 64, at(11), at(2) + 8, 8, 3)})
+          .size(),
+      2u);
+  const auto batched = cuda::fuse_commands(
+      {gemv(x, 64, at(10), at(2), 8, 3), gemv(x, 64, at(11), at(2) + 24, 8, 3)});
+  ASSERT_EQ(batched.size(), 1u);
+  EXPECT_EQ(as<cuda::GemvCall>(batched[0]).x_rows, 3);
+  // The second writes over x's third row.
+  EXPECT_EQ(
+      cuda::fuse_commands({gemv(x, 64, at(10), at(2), 8, 3), gemv(x, 64, at(11), x + 128, 8, 3)})
+          .size(),
       2u);
   // Four segments make a launch of three and one of one.
   const auto four =
@@ -454,6 +517,31 @@ TEST(GraphPolicy, OffOrForgottenMeansNoReplay) {
   EXPECT_EQ(on.next(true, decode_layer()), cuda::PassAction::kCapture);
   on.forget();
   EXPECT_EQ(on.next(true, decode_layer()), cuda::PassAction::kCapture);
+}
+
+TEST(GraphPolicy, DecodeStepsOfOneOrManySequencesAreEligibleAndNothingWithAPromptRow) {
+  StepBatch one;
+  one.n_tokens = 1;
+  one.n_decode_tokens = 1;
+  one.sequences.push_back(SequenceStep{0, 0, 1, 7, {0}});
+  EXPECT_TRUE(cuda::is_decode_step(one));
+  StepBatch batch;
+  batch.n_tokens = 3;
+  batch.n_decode_tokens = 3;
+  for (int32_t i = 0; i < 3; ++i) batch.sequences.push_back(SequenceStep{i, i, 1, 5 + i, {i}});
+  EXPECT_TRUE(cuda::is_decode_step(batch));
+  StepBatch mixed = batch;  // one sequence still prefilling
+  mixed.n_tokens = 4;
+  mixed.n_prefill_tokens = 2;
+  mixed.n_decode_tokens = 2;
+  mixed.sequences[2].n_tokens = 2;
+  EXPECT_FALSE(cuda::is_decode_step(mixed));
+  StepBatch prompt;  // a one-token prompt is prefill
+  prompt.n_tokens = 1;
+  prompt.n_prefill_tokens = 1;
+  prompt.sequences.push_back(SequenceStep{0, 0, 1, 1, {0}});
+  EXPECT_FALSE(cuda::is_decode_step(prompt));
+  EXPECT_FALSE(cuda::is_decode_step(StepBatch{}));
 }
 
 // ---- step metadata -----------------------------------------------------------------
@@ -647,6 +735,60 @@ TEST_F(CudaTinyModel, AllocatingMoreThanIsFreeIsAnOutOfMemoryErrorWithBothSizes)
   EXPECT_NE(what.find(std::string("cannot allocate ") + requested), std::string::npos) << what;
   EXPECT_NE(what.find(" MiB free of "), std::string::npos) << what;
   EXPECT_NE(what.find("capacity_tokens"), std::string::npos) << what;
+}
+
+// ---- batched rows -------------------------------------------------------------------
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// out[n, m] = x[n, k] · w[m, k]ᵀ on `backend`, n = x.size() / k.
+std::vector<float> matmul(Backend& backend, DType type, int64_t m, int64_t k,
+                          const std::vector<uint8_t>& w, const std::vector<float>& x) {
+  const auto n = static_cast<int64_t>(x.size()) / k;
+  Device& d = backend.device();
+  testing::DeviceTensor wt = testing::upload(d, type, {m, k}, w);
+  testing::DeviceTensor xt = testing::upload(d, DType::kF32, {n, k}, x);
+  testing::DeviceTensor out = testing::zeros(d, {n, m});
+  backend.ops().matmul(xt.view, wt.view, out.view);
+  return testing::download(d, out.view);
+}
+
+// A decode step of a few sequences multiplies their rows through the gemv,
+// each exactly as alone (memcmp, not a tolerance): 2, 3 and 5 rows take
+// chunks of 2, 4 and 8 rows, 8 a full chunk. In batch-invariant mode every
+// row count does, past a chunk (13: a full and a partial chunk) and past
+// the default cuBLAS threshold (64).
+TEST(CudaBatchedRows, MatmulRowsAreTheSameBitsAloneAndInAStep) {
+  SKIP_WITHOUT_GPU();
+  const BackendFactory& make = cuda_plugin().registrar.backends.at("cuda");
+  const auto plain = make(backend_options({}));
+  const auto invariant = make(backend_options({{"batch_invariant", "true"}}));
+  // m = 203: the last block of four weight rows is partial.
+  const int64_t m = 203, k = 576;
+  for (DType type :
+       {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kF16, DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(dtype_name(type));
+    const std::vector<uint8_t> w = testing::random_weight(type, m, k, 31);
+    const std::vector<float> x = testdata::random_floats(static_cast<size_t>(64 * k), 32);
+    const auto rows = [&](int64_t n) { return std::vector<float>(x.begin(), x.begin() + n * k); };
+    std::vector<std::vector<float>> alone;
+    for (int64_t i = 0; i < 64; ++i) {
+      alone.push_back(matmul(*plain, type, m, k, w,
+                             std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k)));
+    }
+    const auto check = [&](Backend& backend, int64_t n, const char* mode) {
+      const std::vector<float> step = matmul(backend, type, m, k, w, rows(n));
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_TRUE(same_bits(std::vector<float>(step.begin() + i * m, step.begin() + (i + 1) * m),
+                              alone[static_cast<size_t>(i)]))
+            << mode << ": row " << i << " of " << n << " against alone";
+      }
+    };
+    for (int64_t n : {2, 3, 5, 8}) check(*plain, n, "default");
+    for (int64_t n : {1, 13, 64}) check(*invariant, n, "batch_invariant");
+  }
 }
 
 // SmolLM2-135M's shape with random Q4_1 weights (bench/random_llama.h).

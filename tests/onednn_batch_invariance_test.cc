@@ -30,6 +30,7 @@
 #include "duet/quant.h"
 #include "models/llama.h"
 #include "random_floats.h"
+#include "random_weight.h"
 
 namespace duet {
 namespace {
@@ -38,6 +39,7 @@ namespace fs = std::filesystem;
 using testdata::random_floats;
 using testing::DeviceTensor;
 using testing::download;
+using testing::random_weight;
 using testing::upload;
 using testing::zeros;
 
@@ -287,17 +289,6 @@ INSTANTIATE_TEST_SUITE_P(Caches, OnednnBatchInvariantAttention,
                          });
 
 // ---- matmul and SwiGLU -------------------------------------------------------------
-
-std::vector<uint8_t> random_weight(DType type, int64_t rows, int64_t cols, uint32_t seed) {
-  const std::vector<float> x = random_floats(static_cast<size_t>(rows * cols), seed);
-  const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(cols));
-  std::vector<uint8_t> bytes(row_bytes * static_cast<uint64_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    quantize_row(type, x.data() + r * cols, bytes.data() + row_bytes * static_cast<uint64_t>(r),
-                 cols);
-  }
-  return bytes;
-}
 
 // out[n, m] = x[n, k] · w[m, k]ᵀ on `backend`.
 std::vector<float> matmul(Backend& backend, DType type, int64_t m, int64_t k,

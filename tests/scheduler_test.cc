@@ -1,7 +1,8 @@
 // The batching scheduler on the tiny random model, on each backend whose
-// arithmetic for a row depends on that row's sequence only — reference, and
-// onednn in batch-invariant mode — and on cuda where a GPU is usable (else
-// skipped with the cuda plugin's reason): a batched request must give
+// arithmetic for a row depends on that row's sequence only — reference,
+// onednn in batch-invariant mode, and cuda in batch-invariant mode where a
+// GPU is usable (else skipped with the cuda plugin's reason; its decode
+// steps of several sequences replay CUDA graphs): a batched request must give
 // exactly the tokens and logits it gives alone, under memory pressure
 // (preemption), with its prompt taken from the prefix cache, and after
 // cancellations; the pool must end with every block free.
@@ -41,7 +42,7 @@ const SchedulerBackend kBackends[] = {
     {"reference", "reference", "{plugin: reference}"},
     {"onednn_batch_invariant", "onednn",
      "{plugin: onednn, options: {threads: 2, batch_invariant: true}}"},
-    {"cuda", "cuda", "{plugin: cuda}"},
+    {"cuda_batch_invariant", "cuda", "{plugin: cuda, options: {batch_invariant: true}}"},
 };
 
 class SchedulerTest : public ::testing::TestWithParam<SchedulerBackend> {

@@ -28,16 +28,16 @@ Range weights(const GemvCall& g, int s) {
 
 Range output(const GemvCall& g, int s) {
   const GemvSegment& seg = g.segments[static_cast<size_t>(s)];
-  return floats(seg.out, seg.rows);
+  return floats(seg.out, seg.rows * g.x_rows);
 }
 
 // Appends `next`'s segment(s) to `into` if one launch computes the same.
 bool merge(GemvCall& into, const GemvCall& next) {
-  if (next.x != into.x || next.cols != into.cols || next.dtype != into.dtype ||
-      into.count + next.count > kMaxGemvSegments) {
+  if (next.x != into.x || next.cols != into.cols || next.x_rows != into.x_rows ||
+      next.dtype != into.dtype || into.count + next.count > kMaxGemvSegments) {
     return false;
   }
-  const Range x = floats(into.x, into.cols);
+  const Range x = floats(into.x, into.cols * into.x_rows);
   for (int j = 0; j < next.count; ++j) {
     if (overlap(output(next, j), x)) return false;
     for (int i = 0; i < into.count; ++i) {
@@ -72,12 +72,13 @@ bool fuse(const GemvCall& g, const SwiGLUCall& swiglu, GemvSwiGLUCall& out) {
   if (g.count != 2) return false;
   const GemvSegment& gate = g.segments[0];
   const GemvSegment& up = g.segments[1];
-  if (gate.rows != up.rows || swiglu.n != gate.rows || swiglu.gate != gate.out ||
+  if (gate.rows != up.rows || swiglu.n != gate.rows * g.x_rows || swiglu.gate != gate.out ||
       swiglu.up != up.out || (swiglu.out != gate.out && swiglu.out != up.out)) {
     return false;
   }
   out = GemvSwiGLUCall{
-      g.x, g.cols, g.dtype, gate.w, up.w, gate.rows, gate.out, up.out, swiglu.out == gate.out};
+      g.x,     g.cols, g.dtype, gate.w, up.w, gate.rows, gate.out, up.out, swiglu.out == gate.out,
+      g.x_rows};
   return true;
 }
 

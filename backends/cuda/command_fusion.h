@@ -6,7 +6,7 @@
 // merges *consecutive* commands and never reorders, and each rule checks
 // that the merged launch reads and writes exactly what the separate ones
 // did:
-//   - GemvCalls with the same x, cols and dtype (Q, K, V; gate, up), up to
+//   - GemvCalls with the same x, cols, rows of x and dtype (Q, K, V; gate, up), up to
 //     kMaxGemvSegments, whose outputs overlap neither each other, x nor the
 //     other weights, become one GemvCall;
 //   - two single-target RopeCalls with the same positions, rows, head_dim

@@ -30,20 +30,23 @@ struct EmbeddingCall {
   bool operator==(const EmbeddingCall&) const = default;
 };
 
-// Matrix-vector products sharing x ([cols]): segments[0..count) of gemv.
-// A matmul with one row of x is one segment; fusion merges neighbours.
+// Matrix-vector products sharing x ([x_rows, cols]): segments[0..count) of
+// gemv, each segment's out [x_rows, rows]. A matmul of few rows is one
+// segment; fusion merges neighbours.
 struct GemvCall {
   const float* x = nullptr;
   int64_t cols = 0;
   DType dtype = DType::kF32;
   GemvSegments segments{};
   int32_t count = 0;
+  int32_t x_rows = 1;
   bool operator==(const GemvCall&) const = default;
 };
 
 // Two GemvCall segments of equal rows (gate, up) followed by
 // swiglu(gate, up, out) with out the gate or the up output: made only by
-// fusion (launch_gemv_swiglu).
+// fusion (launch_gemv_swiglu). x is [x_rows, cols]; gate and up are
+// [x_rows, rows].
 struct GemvSwiGLUCall {
   const float* x = nullptr;
   int64_t cols = 0;
@@ -54,10 +57,12 @@ struct GemvSwiGLUCall {
   float* gate = nullptr;
   float* up = nullptr;
   bool into_gate = true;
+  int32_t x_rows = 1;
   bool operator==(const GemvSwiGLUCall&) const = default;
 };
 
-// out[n, m] = x[n, k] · w[m, k]ᵀ for n > 1, through cuBLAS.
+// out[n, m] = x[n, k] · w[m, k]ᵀ, through cuBLAS (matmuls of more rows than
+// a gemv takes).
 struct GemmCall {
   const float* x = nullptr;
   const void* w = nullptr;

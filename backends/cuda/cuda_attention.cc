@@ -9,8 +9,12 @@
 namespace duet::cuda {
 
 CudaAttention::CudaAttention(const AttentionSpec& spec, ForwardPass& pass, CudaDevice& device,
-                             bool fuse, int64_t split_above)
-    : spec_(spec), pass_(pass), fuse_(fuse), split_above_(split_above) {
+                             bool fuse, int64_t split_above, bool batch_invariant)
+    : spec_(spec),
+      pass_(pass),
+      fuse_(fuse),
+      split_above_(batch_invariant ? 0 : split_above),
+      batch_invariant_(batch_invariant) {
   if (split_above_ > 0) {
     partials_ = device.allocate(sizeof(float) * kMaxSplitRows * kMaxAttentionSplits *
                                 static_cast<uint64_t>(spec_.n_heads) *
@@ -74,6 +78,7 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
   a.head_dim = spec_.head_dim;
   a.block_tokens = kv.spec().block_tokens;
   a.scale = spec_.scale;
+  a.batch_invariant = batch_invariant_;
   if (partials_ != nullptr && step.n_prefill_tokens == 0 && step.n_tokens <= kMaxSplitRows) {
     int64_t positions = 0;  // the most any row sees
     for (int32_t p : step.positions) positions = std::max<int64_t>(positions, int64_t{p} + 1);

@@ -9,6 +9,8 @@
 // see more than `split_above` positions splits each row's positions over
 // many blocks (flash-decoding: AttentionArgs::splits), so that a long
 // context fills the device rather than n_heads blocks of it.
+// `batch_invariant` (never with a split) attends every row with one block
+// shape, so a row's output depends on its own sequence only.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@ class CudaAttention final : public Attention {
   // `split_above`: the backend's split_attention option (0: never split).
   // Allocates the split's partial results on `device` when it may split.
   CudaAttention(const AttentionSpec& spec, ForwardPass& pass, CudaDevice& device, bool fuse,
-                int64_t split_above);
+                int64_t split_above, bool batch_invariant);
 
   // Accepts what CudaKVCache stores, with matching heads, n_heads a
   // multiple of n_kv_heads and head_dim <= kMaxAttentionHeadDim.
@@ -39,6 +41,7 @@ class CudaAttention final : public Attention {
   ForwardPass& pass_;
   bool fuse_;
   int64_t split_above_;
+  bool batch_invariant_;
   std::unique_ptr<Buffer> partials_;  // null when split_above_ is 0
 };
 

@@ -12,7 +12,7 @@ CudaBackend::CudaBackend(const CudaOptions& options)
     : options_(options),
       device_(options.device),
       pass_(device_, options.cuda_graphs, options.pdl, options.fuse),
-      ops_(pass_) {
+      ops_(pass_, options.matmul_min_rows) {
   device_.set_before_transfer([this] { pass_.flush(); });
 }
 
@@ -35,7 +35,7 @@ std::unique_ptr<Attention> CudaBackend::create_attention(const std::string& impl
                                         impl + "'; available: 'full'");
   }
   return std::make_unique<CudaAttention>(spec, pass_, device_, options_.fuse,
-                                         options_.split_attention);
+                                         options_.split_attention, options_.batch_invariant);
 }
 
 Support CudaBackend::check_kv_cache(const KVCacheSpec& spec) const {

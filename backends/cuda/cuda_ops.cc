@@ -39,8 +39,8 @@ void CudaOps::matmul(const TensorView& x, const TensorView& w, TensorView out) {
   const int64_t n = x.shape[0];
   const int64_t k = x.shape[1];
   const int64_t m = w.shape[0];
-  if (n == 1) {
-    GemvCall g{x.as<const float>(), k, w.dtype, {}, 1};
+  if (n < matmul_min_rows_) {
+    GemvCall g{x.as<const float>(), k, w.dtype, {}, 1, static_cast<int32_t>(n)};
     g.segments[0] = GemvSegment{w.data, out.as<float>(), m};
     pass_.submit(g);
   } else {

@@ -2,11 +2,14 @@
 //
 // Each op becomes one command (commands.h) handed to the forward pass,
 // which launches it at once outside a pass and queues it inside one.
-// matmul with one row of activations is a gemv over the stored weights
-// (gemv.cu); with more rows it goes to cuBLAS (gemm.h). Weights may be f32,
+// matmul with fewer than `matmul_min_rows` rows of activations is a gemv
+// over the stored weights (gemv.cu); with more it goes to cuBLAS (gemm.h).
+// Weights may be f32,
 // f16, bf16, q4_0, q4_1 or q8_0; everything else is f32. Reductions
 // accumulate in f32 (the reference uses double); RoPE angles are double.
 #pragma once
+
+#include <cstdint>
 
 #include "duet/ops.h"
 #include "forward_pass.h"
@@ -15,7 +18,9 @@ namespace duet::cuda {
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(ForwardPass& pass) : pass_(pass) {}
+  // REQUIRES: matmul_min_rows >= 1 (the backend's option of that name).
+  CudaOps(ForwardPass& pass, int64_t matmul_min_rows)
+      : pass_(pass), matmul_min_rows_(matmul_min_rows) {}
 
   Support supports(const OpDesc& desc) const override;
   void embedding(const TensorView& table, const TensorView& ids, TensorView out) override;
@@ -27,6 +32,7 @@ class CudaOps final : public Ops {
 
  private:
   ForwardPass& pass_;
+  int64_t matmul_min_rows_;
 };
 
 }  // namespace duet::cuda

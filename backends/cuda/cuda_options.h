@@ -1,7 +1,8 @@
 // cuda_options.h — the `backend.options` the cuda backend accepts.
 //
 //   device: 0            which CUDA device (cudaGetDeviceCount() numbering)
-//   cuda_graphs: true    record single-token decode passes as a CUDA graph
+//   cuda_graphs: true    record decode passes (one new token per sequence, one
+//                        sequence or a batch) as a CUDA graph
 //                        and replay it (see forward_pass.h); false runs
 //                        every pass kernel by kernel
 //   pdl: true            programmatic dependent launch on sm_90 and newer:
@@ -17,11 +18,26 @@
 //                        splits each row's positions over many blocks and
 //                        merges them (flash-decoding, cuda_attention.h);
 //                        0 never splits
+//   matmul_min_rows: 9   matmuls of fewer rows are matrix-vector products
+//                        over the stored weights (gemv.cu: f32, a weight
+//                        read once per 8 rows); from this many rows on,
+//                        quantized weights are expanded to f16 for cuBLAS
+//                        on tensor cores (gemm.h). 9 keeps decode steps of
+//                        up to 8 sequences on the gemv
+//   batch_invariant: false  true: each row's results, hence a sequence's
+//                        logits, are the same bits whatever else is in the
+//                        batch (every matmul through the gemv, attention of
+//                        one block shape, no split): for fidelity checks
+//                        and batched-equals-alone tests, at the cost of
+//                        prefill and long-context speed. It fixes
+//                        matmul_min_rows and split_attention, so setting
+//                        either with it is an error
 #pragma once
 
 #include <cstdint>
 
 #include "duet/options.h"
+#include "kernel_args.h"
 
 namespace duet::cuda {
 
@@ -32,6 +48,8 @@ struct CudaOptions {
   bool fuse = true;
   bool graph_stats = false;
   int64_t split_attention = 512;
+  int64_t matmul_min_rows = kGemvChunkRows + 1;
+  bool batch_invariant = false;
 };
 
 // Reads every key above and rejects any other (Options::finish()). Throws

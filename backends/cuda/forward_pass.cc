@@ -28,7 +28,7 @@ void ForwardPass::begin(const StepBatch& step) {
   if (!queued_.empty()) run_eagerly(std::exchange(queued_, {}));
   in_pass_ = true;
   split_ = false;
-  eligible_ = step.n_prefill_tokens == 0 && step.n_tokens == 1;
+  eligible_ = is_decode_step(step);
   upload(step);
   uploaded_ = &step;
 }

@@ -7,7 +7,7 @@
 // stream ahead of the pass. Ops and attention calls then only queue their
 // commands. end() fuses them (command_fusion.h) and, as GraphPolicy
 // decides, launches them one by one, captures them into a graph and
-// launches it, or launches the graph captured earlier. A single-token
+// launches it, or launches the graph captured earlier. A one-sequence
 // decode pass of SmolLM2 is about 270 launches after fusion; replaying them
 // as one graph removes the CPU launch cost of each and most of the gaps
 // between them.

@@ -2,6 +2,14 @@
 
 namespace duet::cuda {
 
+bool is_decode_step(const StepBatch& step) {
+  if (step.n_tokens == 0 || step.n_prefill_tokens != 0) return false;
+  for (const SequenceStep& s : step.sequences) {
+    if (s.n_tokens != 1) return false;
+  }
+  return true;
+}
+
 PassAction GraphPolicy::next(bool eligible, const std::vector<Command>& commands) {
   if (!enabled_ || !eligible) return PassAction::kEager;
   if (graph_ && *graph_ == commands) {

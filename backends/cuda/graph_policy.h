@@ -3,14 +3,15 @@
 //
 // A graph replays kernels with the arguments they were captured with, so it
 // is only valid for a pass whose commands are identical (commands.h): same
-// ops, same device pointers, same shapes. Core's single-token decode passes
+// ops, same device pointers, same shapes. Core's decode passes (every row
+// the single new token of its sequence, one sequence or a batch of them)
 // are: its scratch buffers keep their addresses from step to step and what
-// does change (token id, position, slot, context length, block table) is
-// read by the kernels from device memory the backend refreshes before each
-// pass. The rules:
-//   - a pass that is not eligible (prefill, more than one row, graphs off,
-//     or split by a device transfer in the middle) runs eagerly and leaves
-//     the graph alone;
+// does change (token ids, positions, slots, context lengths, block tables)
+// is read by the kernels from device memory the backend refreshes before
+// each pass. The rules:
+//   - a pass that is not eligible (any prompt row, graphs off, or split by a
+//     device transfer in the middle) runs eagerly and leaves the graph
+//     alone;
 //   - an eligible pass whose commands equal the graph's replays it;
 //   - the first eligible pass is captured;
 //   - an eligible pass that differs from the graph (a new session grew the
@@ -25,10 +26,16 @@
 #include <vector>
 
 #include "commands.h"
+#include "duet/step_batch.h"
 
 namespace duet::cuda {
 
 enum class PassAction { kEager, kCapture, kReplay };
+
+// Whether `step` is a decode step, the passes a graph is kept for: at least
+// one row and every row a sequence's single new token. (A batch of another
+// size has other commands, so it is captured apart.)
+bool is_decode_step(const StepBatch& step);
 
 class GraphPolicy {
  public:

@@ -14,10 +14,11 @@ void Launcher::run(const Command& command) {
           check_cuda(launch_embedding(at_, c.table, c.dtype, c.dim, c.ids, c.n, c.out),
                      "launching embedding");
         } else if constexpr (std::is_same_v<T, GemvCall>) {
-          check_cuda(launch_gemv(at_, c.x, c.cols, c.dtype, c.segments, c.count), "launching gemv");
+          check_cuda(launch_gemv(at_, c.x, c.cols, c.x_rows, c.dtype, c.segments, c.count),
+                     "launching gemv");
         } else if constexpr (std::is_same_v<T, GemvSwiGLUCall>) {
-          check_cuda(launch_gemv_swiglu(at_, c.x, c.cols, c.dtype, c.w_gate, c.w_up, c.rows, c.gate,
-                                        c.up, c.into_gate),
+          check_cuda(launch_gemv_swiglu(at_, c.x, c.cols, c.x_rows, c.dtype, c.w_gate, c.w_up,
+                                        c.rows, c.gate, c.up, c.into_gate),
                      "launching gemv + swiglu");
         } else if constexpr (std::is_same_v<T, GemmCall>) {
           gemm_.run(c, at_);

@@ -293,7 +293,7 @@ cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args) 
     return cudaErrorInvalidValue;
   }
   if (args.splits > 1) {
-    if (args.partials == nullptr || args.splits > kMaxAttentionSplits ||
+    if (args.partials == nullptr || args.batch_invariant || args.splits > kMaxAttentionSplits ||
         args.n_tokens > kMaxSplitRows || args.split_positions <= 0 ||
         args.split_positions % 32 != 0)
       return cudaErrorInvalidValue;
@@ -304,7 +304,7 @@ cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args) 
                     static_cast<unsigned int>(args.n_heads));
     return launch(merge_splits_kernel, grid, dim3(static_cast<unsigned int>(threads)), 0, at, args);
   }
-  if (args.n_tokens <= 8) return launch_for_head_dim<16>(at, args);
+  if (args.n_tokens <= 8 || args.batch_invariant) return launch_for_head_dim<16>(at, args);
   return launch_for_head_dim<4>(at, args);
 }
 

@@ -12,8 +12,8 @@
 
 namespace duet::cuda {
 
-// One weight matrix of a matrix-vector product: out[r] = w[r, :] · x for r
-// in [0, rows).
+// One weight matrix of a matrix-vector product: out[i, r] = w[r, :] · x[i, :]
+// for r in [0, rows) and each row i of x (out is [x rows, rows]).
 struct GemvSegment {
   const void* w = nullptr;
   float* out = nullptr;
@@ -24,6 +24,13 @@ struct GemvSegment {
 // Up to this many matrices that share one input vector run as one launch.
 inline constexpr int kMaxGemvSegments = 3;
 using GemvSegments = std::array<GemvSegment, kMaxGemvSegments>;
+
+// A warp multiplies one weight row with up to this many rows of x, decoding
+// each weight block once for all of them; more rows of x are taken in
+// chunks of this many by neighbouring blocks (which then read the weights
+// from L2). Row i of x gets exactly the operations it gets alone, so a
+// product's rows do not depend on how many rows it has.
+inline constexpr int32_t kGemvChunkRows = 8;
 
 // One tensor rotated by RoPE: x is [rows, heads, head_dim].
 struct RopeTarget {
@@ -99,6 +106,10 @@ struct AttentionArgs {
   float* partials = nullptr;
   int32_t splits = 1;
   int32_t split_positions = 0;
+  // Every row attended with the block shape a decode step of a few rows
+  // gets, whatever n_tokens is, so that a row's output depends on its own
+  // sequence only (the backend's batch_invariant option; never with splits).
+  bool batch_invariant = false;
   bool operator==(const AttentionArgs&) const = default;
 };
 

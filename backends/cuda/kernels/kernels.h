@@ -54,18 +54,21 @@ cudaError_t launch_swiglu(const LaunchConfig& at, const float* gate, const float
 cudaError_t launch_add(const LaunchConfig& at, const float* a, const float* b, int64_t n,
                        float* out);
 
-// For each of the first `count` segments: out[r] = w[r, :] · x, w [rows,
-// cols] of `dtype` (f32, f16, bf16, q4_0, q4_1, q8_0), f32 accumulation.
-// Reads every weight once; the decode-time matmul (one row of x).
-cudaError_t launch_gemv(const LaunchConfig& at, const float* x, int64_t cols, DType dtype,
-                        const GemvSegments& segments, int count);
+// For each of the first `count` segments: out[i, r] = w[r, :] · x[i, :],
+// w [rows, cols] of `dtype` (f32, f16, bf16, q4_0, q4_1, q8_0), x [x_rows,
+// cols], out [x_rows, rows], f32 accumulation. The decode-time matmul: a
+// weight is read from memory once per kGemvChunkRows rows of x, and row i's
+// result does not depend on x_rows (kernel_args.h).
+cudaError_t launch_gemv(const LaunchConfig& at, const float* x, int64_t cols, int64_t x_rows,
+                        DType dtype, const GemvSegments& segments, int count);
 
-// gate = w_gate · x and up = w_up · x (both [rows, cols] of `dtype`), then
-// silu(gate) * up stored into gate (`into_gate`) or up: gemv, gemv and
-// swiglu in one launch, leaving memory exactly as the three would.
-cudaError_t launch_gemv_swiglu(const LaunchConfig& at, const float* x, int64_t cols, DType dtype,
-                               const void* w_gate, const void* w_up, int64_t rows, float* gate,
-                               float* up, bool into_gate);
+// gate = x · w_gateᵀ and up = x · w_upᵀ (weights [rows, cols] of `dtype`,
+// x [x_rows, cols], gate and up [x_rows, rows]), then silu(gate) * up
+// stored into gate (`into_gate`) or up: gemv, gemv and swiglu in one
+// launch, leaving memory exactly as the three would.
+cudaError_t launch_gemv_swiglu(const LaunchConfig& at, const float* x, int64_t cols, int64_t x_rows,
+                               DType dtype, const void* w_gate, const void* w_up, int64_t rows,
+                               float* gate, float* up, bool into_gate);
 
 // Expands rows [0, rows) of w ([rows, cols] of `dtype`) to f16 (`to_f16`)
 // or f32 at out, for a cuBLAS product.
