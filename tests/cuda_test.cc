@@ -7,8 +7,9 @@
 // The second half needs a CUDA device and skips with the probe's reason
 // without one: whole-model logits and greedy tokens against the reference
 // backend on a tiny model and on a SmolLM2-shaped random Q4_1 model, CUDA
-// graphs against eager launches, the rows of a batched matmul against the
-// same rows alone, and the out-of-memory error. Op-by-op conformance lives
+// graphs against eager launches, tiled prompt attention against rows
+// alone, the rows of a batched matmul against the same rows alone, and the
+// out-of-memory error. Op-by-op conformance lives
 // in backend_conformance_test.cc; batched decode through the scheduler in
 // scheduler_test.cc.
 #include <dlfcn.h>
@@ -196,6 +197,10 @@ TEST(CudaOptions, DefaultsAndEveryKey) {
   EXPECT_TRUE(inv.batch_invariant);
   EXPECT_GE(inv.matmul_min_rows, int64_t{1} << 30);
   EXPECT_EQ(inv.split_attention, 0);
+  EXPECT_FALSE(inv.tiled_attention);
+  EXPECT_TRUE(d.tiled_attention);
+  EXPECT_FALSE(
+      cuda::parse_cuda_options(backend_options({{"tiled_attention", "false"}})).tiled_attention);
   const cuda::CudaOptions o = cuda::parse_cuda_options(backend_options({{"device", "1"},
                                                                         {"cuda_graphs", "false"},
                                                                         {"pdl", "false"},
@@ -238,6 +243,36 @@ TEST(CudaAttentionSplit, CoversEveryPositionInFewDistinctShapes) {
   EXPECT_LE(shapes.size(), 16u);
 }
 
+// A step's rows in attention launches: prompt chunks of 16 rows or more
+// tiled, each on its own; the rest per row, neighbours merged; anything
+// unexpected one per-row launch.
+TEST(CudaAttentionSplit, PromptChunksAreTiledAndTheOtherRowsMerged) {
+  using cuda::AttentionRows;
+  StepBatch step;
+  const auto add = [&](int32_t rows) {
+    step.sequences.push_back(
+        SequenceStep{static_cast<int32_t>(step.sequences.size()), step.n_tokens, rows, 100, {0}});
+    step.n_tokens += rows;
+  };
+  add(1);  // decode rows
+  add(1);
+  add(40);  // a prompt chunk
+  add(15);  // too short for a tile
+  add(1);
+  add(16);
+  EXPECT_EQ(
+      cuda::attention_rows(step, true),
+      (std::vector<AttentionRows>{{0, 2, false}, {2, 40, true}, {42, 16, false}, {58, 16, true}}));
+  EXPECT_EQ(cuda::attention_rows(step, false), (std::vector<AttentionRows>{{0, 74, false}}));
+  StepBatch gap = step;  // sequences out of row order
+  std::swap(gap.sequences[0], gap.sequences[2]);
+  EXPECT_EQ(cuda::attention_rows(gap, true), (std::vector<AttentionRows>{{0, 74, false}}));
+  StepBatch short_of_rows = step;  // the sequences cover fewer rows than the step has
+  short_of_rows.n_tokens += 3;
+  EXPECT_EQ(cuda::attention_rows(short_of_rows, true),
+            (std::vector<AttentionRows>{{0, 77, false}}));
+}
+
 TEST(CudaOptions, BadValuesAndUnknownKeysAreRejectedWithTheKeyPath) {
   const Error bool_error = error_of([] {
     cuda::parse_cuda_options(backend_options({{"cuda_graphs", "yes"}}));
@@ -258,13 +293,14 @@ TEST(CudaOptions, BadValuesAndUnknownKeysAreRejectedWithTheKeyPath) {
 }
 
 TEST(CudaOptions, BatchInvariantRefusesTheOptionsItFixes) {
-  for (const char* fixed : {"matmul_min_rows", "split_attention"}) {
+  for (const auto& [fixed, value] : std::map<std::string, std::string>{
+           {"matmul_min_rows", "4"}, {"split_attention", "4"}, {"tiled_attention", "true"}}) {
     const Error e = error_of([&] {
-      cuda::parse_cuda_options(backend_options({{"batch_invariant", "true"}, {fixed, "4"}}));
+      cuda::parse_cuda_options(backend_options({{"batch_invariant", "true"}, {fixed, value}}));
     });
     EXPECT_EQ(e.kind(), ErrorKind::kConfig);
     const std::string what = e.what();
-    EXPECT_NE(what.find(std::string("backend.options.") + fixed), std::string::npos) << what;
+    EXPECT_NE(what.find("backend.options." + fixed), std::string::npos) << what;
     EXPECT_NE(what.find("remove one of backend.options.batch_invariant"), std::string::npos)
         << what;
   }
@@ -717,6 +753,25 @@ TEST_F(CudaTinyModel, PrefillThenDecodeEqualsALongerPrefill) {
   split->forward(11, false);
   split->forward(1, false);
   EXPECT_LE(nmse(split->logits(), expected), 1e-4);
+}
+
+// A 70-token prompt attends in tiles of 32 rows (the last one partial);
+// every row alone must give the same logits but for float rounding, and
+// both must follow the reference.
+TEST_F(CudaTinyModel, APromptAttendingInTilesGivesWhatRowsAloneGive) {
+  SKIP_WITHOUT_GPU();
+  const auto prompt = prompt_ids(70, 320);
+  auto ref = make_pipeline(host_, *dir_ / "tiny.gguf", "reference");
+  const Trace expected = run_trace(*ref, prompt, 8, nullptr);
+  auto tiled = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda", "{tiled_attention: true}");
+  const Trace got = run_trace(*tiled, prompt, 8, &expected.greedy);
+  tiled.reset();
+  auto rows = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda", "{tiled_attention: false}");
+  const Trace alone = run_trace(*rows, prompt, 8, &expected.greedy);
+  for (size_t i = 0; i < expected.logits.size(); ++i) {
+    EXPECT_LE(nmse(got.logits[i], alone.logits[i]), 1e-10) << "step " << i;
+    EXPECT_LE(nmse(got.logits[i], expected.logits[i]), 1e-4) << "step " << i;
+  }
 }
 
 TEST_F(CudaTinyModel, AllocatingMoreThanIsFreeIsAnOutOfMemoryErrorWithBothSizes) {

@@ -3,17 +3,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cuda_kv_cache.h"
 
 namespace duet::cuda {
 
 CudaAttention::CudaAttention(const AttentionSpec& spec, ForwardPass& pass, CudaDevice& device,
-                             bool fuse, int64_t split_above, bool batch_invariant)
+                             bool fuse, int64_t split_above, bool tiled, bool batch_invariant)
     : spec_(spec),
       pass_(pass),
       fuse_(fuse),
       split_above_(batch_invariant ? 0 : split_above),
+      tiled_(tiled && !batch_invariant),
       batch_invariant_(batch_invariant) {
   if (split_above_ > 0) {
     partials_ = device.allocate(sizeof(float) * kMaxSplitRows * kMaxAttentionSplits *
@@ -89,7 +91,18 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
       a.split_positions = split.split_positions;
     }
   }
-  pass_.submit(call);
+  // Prompt chunks of kMinTiledRows rows or more take the tiled kernel, the
+  // other rows the per-row one; the first launch stores every row's K/V.
+  const std::vector<AttentionRows> launches = attention_rows(
+      step, tiled_ && !decode && a.splits == 1 && spec_.head_dim <= kMaxTiledHeadDim);
+  for (size_t i = 0; i < launches.size(); ++i) {
+    AttentionCall part = call;
+    if (i > 0) part.store = KvStoreArgs{};
+    part.attend.first_row = launches[i].first_row;
+    part.attend.n_tokens = launches[i].n_rows;
+    part.attend.tiled = launches[i].tiled;
+    pass_.submit(part);
+  }
 }
 
 }  // namespace duet::cuda

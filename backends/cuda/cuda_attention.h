@@ -9,8 +9,11 @@
 // see more than `split_above` positions splits each row's positions over
 // many blocks (flash-decoding: AttentionArgs::splits), so that a long
 // context fills the device rather than n_heads blocks of it.
-// `batch_invariant` (never with a split) attends every row with one block
-// shape, so a row's output depends on its own sequence only.
+// With `tiled`, a prompt chunk of kMinTiledRows rows or more of one
+// sequence takes prefill_attention.cu, whose blocks share each K/V row they
+// read among 32 query rows. `batch_invariant` (never with a split or tiles)
+// attends every row with one block shape, so a row's output depends on its
+// own sequence only.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +31,7 @@ class CudaAttention final : public Attention {
   // `split_above`: the backend's split_attention option (0: never split).
   // Allocates the split's partial results on `device` when it may split.
   CudaAttention(const AttentionSpec& spec, ForwardPass& pass, CudaDevice& device, bool fuse,
-                int64_t split_above, bool batch_invariant);
+                int64_t split_above, bool tiled, bool batch_invariant);
 
   // Accepts what CudaKVCache stores, with matching heads, n_heads a
   // multiple of n_kv_heads and head_dim <= kMaxAttentionHeadDim.
@@ -41,6 +44,7 @@ class CudaAttention final : public Attention {
   ForwardPass& pass_;
   bool fuse_;
   int64_t split_above_;
+  bool tiled_;
   bool batch_invariant_;
   std::unique_ptr<Buffer> partials_;  // null when split_above_ is 0
 };

@@ -35,7 +35,8 @@ std::unique_ptr<Attention> CudaBackend::create_attention(const std::string& impl
                                         impl + "'; available: 'full'");
   }
   return std::make_unique<CudaAttention>(spec, pass_, device_, options_.fuse,
-                                         options_.split_attention, options_.batch_invariant);
+                                         options_.split_attention, options_.tiled_attention,
+                                         options_.batch_invariant);
 }
 
 Support CudaBackend::check_kv_cache(const KVCacheSpec& spec) const {

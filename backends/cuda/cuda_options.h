@@ -18,6 +18,10 @@
 //                        splits each row's positions over many blocks and
 //                        merges them (flash-decoding, cuda_attention.h);
 //                        0 never splits
+//   tiled_attention: true  prompt chunks of 16 or more rows of one sequence
+//                        attend in tiles of 32 rows that share every K/V
+//                        row they read (prefill_attention.cu); false gives
+//                        every row a block of its own, as decode rows get
 //   matmul_min_rows: 9   matmuls of fewer rows are matrix-vector products
 //                        over the stored weights (gemv.cu: f32, a weight
 //                        read once per 8 rows); from this many rows on,
@@ -27,11 +31,11 @@
 //   batch_invariant: false  true: each row's results, hence a sequence's
 //                        logits, are the same bits whatever else is in the
 //                        batch (every matmul through the gemv, attention of
-//                        one block shape, no split): for fidelity checks
+//                        one block shape, no split, no tiles): for fidelity checks
 //                        and batched-equals-alone tests, at the cost of
 //                        prefill and long-context speed. It fixes
-//                        matmul_min_rows and split_attention, so setting
-//                        either with it is an error
+//                        matmul_min_rows, split_attention and
+//                        tiled_attention, so setting one with it is an error
 #pragma once
 
 #include <cstdint>
@@ -48,6 +52,7 @@ struct CudaOptions {
   bool fuse = true;
   bool graph_stats = false;
   int64_t split_attention = 512;
+  bool tiled_attention = true;
   int64_t matmul_min_rows = kGemvChunkRows + 1;
   bool batch_invariant = false;
 };

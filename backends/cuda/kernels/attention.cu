@@ -1,5 +1,6 @@
 // attention.cu — causal attention of query rows over the KV cache, for
-// prefill (many rows) and decode (one row per sequence) alike.
+// decode (one row per sequence) and for prompt chunks too short for the
+// tiles of prefill_attention.cu (or every row, in batch-invariant mode).
 //
 // One block per (row, query head). Its warps split the visible positions in
 // tiles of 32 (warp w takes tiles w, w + kWarps, ...): in a tile each lane
@@ -18,70 +19,11 @@
 #include <cmath>
 #include <type_traits>
 
+#include "cache_row.cuh"
 #include "common.cuh"
 
 namespace duet::cuda {
 namespace {
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-
-// Four consecutive elements as f32; `p` is 16-byte (f32) or 8-byte (f16)
-// aligned.
-__device__ __forceinline__ float4 load4(const float* p) {
-  return *reinterpret_cast<const float4*>(p);
-}
-__device__ __forceinline__ float4 load4(const __half* p) {
-  const __half2* h = reinterpret_cast<const __half2*>(p);
-  const float2 lo = __half22float2(h[0]);
-  const float2 hi = __half22float2(h[1]);
-  return make_float4(lo.x, lo.y, hi.x, hi.y);
-}
-
-// A cache of q8_0 rows (duet/quant.h's blocks of 32: an f16 scale, then 32
-// int8), as the template argument that picks its reader.
-struct Q8_0Cache {};
-constexpr int kQ8Block = 32;
-constexpr int kQ8BlockBytes = 34;
-
-// How one head's row of the cache is found and read, per element type:
-// head() points at the row of position `slot` for KV head `kv_head`, get()
-// reads element d of it, get4() elements d..d+3 (d a multiple of 4).
-template <typename T>
-struct CacheRow {
-  using Ptr = const T*;
-  __device__ static Ptr head(const void* cache, int64_t slot, int64_t slot_elements,
-                             int64_t head_offset) {
-    return static_cast<const T*>(cache) + slot * slot_elements + head_offset;
-  }
-  __device__ static float get(Ptr p, int d) { return to_float(p[d]); }
-  __device__ static float4 get4(Ptr p, int d) { return load4(p + d); }
-};
-
-template <>
-struct CacheRow<Q8_0Cache> {
-  using Ptr = const uint8_t*;  // the head's first block (head_dim is a multiple of 32)
-  __device__ static Ptr head(const void* cache, int64_t slot, int64_t slot_elements,
-                             int64_t head_offset) {
-    return static_cast<const uint8_t*>(cache) + slot * (slot_elements / kQ8Block) * kQ8BlockBytes +
-           head_offset / kQ8Block * kQ8BlockBytes;
-  }
-  __device__ static float scale(const uint8_t* block) {
-    return __half2float(*reinterpret_cast<const __half*>(block));
-  }
-  __device__ static float get(Ptr p, int d) {
-    const uint8_t* block = p + d / kQ8Block * kQ8BlockBytes;
-    return scale(block) * static_cast<float>(static_cast<int8_t>(block[2 + d % kQ8Block]));
-  }
-  // Four elements never straddle a block. The quants are 2-byte aligned only.
-  __device__ static float4 get4(Ptr p, int d) {
-    const uint8_t* block = p + d / kQ8Block * kQ8BlockBytes;
-    const uint8_t* q = block + 2 + d % kQ8Block;
-    const float s = scale(block);
-    return make_float4(s * static_cast<int8_t>(q[0]), s * static_cast<int8_t>(q[1]),
-                       s * static_cast<int8_t>(q[2]), s * static_cast<int8_t>(q[3]));
-  }
-};
 
 template <int kWarps, int kPerLane, typename CacheT>
 __global__ void attention_kernel(AttentionArgs a) {
@@ -94,7 +36,7 @@ __global__ void attention_kernel(AttentionArgs a) {
   float* sum_s = max_s + kWarps;  // [kWarps]
   float* acc_s = sum_s + kWarps;  // [kWarps][hd]
 
-  const int64_t row = blockIdx.x;
+  const int64_t row = a.first_row + static_cast<int64_t>(blockIdx.x);
   const int head = static_cast<int>(blockIdx.y);
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -292,10 +234,16 @@ cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args) 
       (args.cache == CacheType::kQ8_0 && args.head_dim % kQ8Block != 0)) {
     return cudaErrorInvalidValue;
   }
+  if (args.tiled) {
+    if (args.k_new != nullptr || args.splits > 1 || args.batch_invariant) {
+      return cudaErrorInvalidValue;
+    }
+    return launch_tiled_attention(at, args);
+  }
   if (args.splits > 1) {
-    if (args.partials == nullptr || args.batch_invariant || args.splits > kMaxAttentionSplits ||
-        args.n_tokens > kMaxSplitRows || args.split_positions <= 0 ||
-        args.split_positions % 32 != 0)
+    if (args.partials == nullptr || args.batch_invariant || args.first_row != 0 ||
+        args.splits > kMaxAttentionSplits || args.n_tokens > kMaxSplitRows ||
+        args.split_positions <= 0 || args.split_positions % 32 != 0)
       return cudaErrorInvalidValue;
     // Many small blocks: four warps over each stretch.
     if (const cudaError_t e = launch_for_head_dim<4>(at, args); e != cudaSuccess) return e;

@@ -60,7 +60,8 @@ struct KvStoreArgs {
   bool operator==(const KvStoreArgs&) const = default;
 };
 
-// Causal attention of n_tokens query rows over one layer's cache. Row i
+// Causal attention of n_tokens query rows, rows first_row.. of the step,
+// over one layer's cache (a step's rows may take several launches). Row i
 // sees positions [0, row_position[i]] of its sequence; position p lives in
 // slot block_tables[row_table[i] + p / block_tokens] * block_tokens +
 // p % block_tokens. Everything that changes from one decode step to the next
@@ -110,6 +111,12 @@ struct AttentionArgs {
   // gets, whatever n_tokens is, so that a row's output depends on its own
   // sequence only (the backend's batch_invariant option; never with splits).
   bool batch_invariant = false;
+  int32_t first_row = 0;
+  // The rows are one sequence's, in positional order (a prompt chunk):
+  // tiles of kAttentionTileRows rows share each K/V row they read
+  // (prefill_attention.cu) instead of one block per row. Not with k_new,
+  // splits or batch_invariant.
+  bool tiled = false;
   bool operator==(const AttentionArgs&) const = default;
 };
 
@@ -117,6 +124,12 @@ struct AttentionArgs {
 inline constexpr int32_t kMaxAttentionSplits = 64;
 inline constexpr int32_t kMaxSplitRows = 8;
 inline constexpr int32_t kMinSplitPositions = 128;
+
+// Query rows per block of the tiled attention, and the fewest rows of one
+// sequence in a step that the backend sends to it.
+inline constexpr int32_t kAttentionTileRows = 32;
+inline constexpr int32_t kMinTiledRows = 16;
+inline constexpr int32_t kMaxTiledHeadDim = 128;
 
 // The largest head dimension the attention kernel keeps in registers.
 inline constexpr int32_t kMaxAttentionHeadDim = 256;

@@ -86,4 +86,9 @@ cudaError_t launch_kv_store(const LaunchConfig& at, const KvStoreArgs& args);
 // n_heads a multiple of n_kv_heads.
 cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args);
 
+// launch_attention's path for args.tiled (prefill_attention.cu). REQUIRES:
+// head_dim <= kMaxTiledHeadDim; rows first_row.. are one sequence's, in
+// positional order.
+cudaError_t launch_tiled_attention(const LaunchConfig& at, const AttentionArgs& args);
+
 }  // namespace duet::cuda
