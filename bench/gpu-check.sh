@@ -32,7 +32,8 @@
 # exits non-zero if any step failed. Steps that need what is absent (the
 # conformance test, PyTorch for the bandwidth) are recorded as skipped.
 # SANITIZE=1 adds compute-sanitizer memcheck and racecheck on cuda_test
-# (several minutes more).
+# (several minutes more); TORCH_COMPARE=1 times PyTorch eager and
+# torch.compile on the same shapes (bench/torch_bench.py; minutes more).
 set -u -o pipefail
 
 targets="duet_cli duet_plugin_cuda duet_plugin_reference duet_plugin_samplers cuda_test
@@ -173,6 +174,9 @@ for dtype in f16 q8_0; do
     --set components.kv_cache.dtype=$dtype --tests tg -n 128 -d 0,1919 -r 3 --interleave
 done
 bench smollm2-prompts "$config" --set model.path="$smol" --tests pp -p 128,512,1024,2000 -r 3
+# The same with every prompt row attending alone (no tiles), for A/B.
+bench smollm2-prompts-untiled "$config" --set model.path="$smol" \
+  --set backend.options.tiled_attention=false --tests pp -p 512,2000 -r 3
 batch_sets=(--set model.path="$smol" --set components.kv_cache.block_tokens=16
   --set components.kv_cache.capacity_tokens=8192 --set batching.max_sequences=64)
 bench smollm2-batch "$config" "${batch_sets[@]}" --batch 1,4,8,16,64 -r 3
@@ -223,6 +227,20 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   step copy-bandwidth bandwidth
 else
   skip copy-bandwidth "no python3 with CUDA PyTorch"
+fi
+
+# PyTorch on the same shapes, eager and torch.compile (static cache, CUDA
+# graphs): the figures duet is set against. Compilation takes minutes, so
+# only with TORCH_COMPARE=1 (each shape bounded at $TORCH_TIMEOUT seconds).
+if [ "${TORCH_COMPARE:-0}" != 1 ]; then
+  skip torch-compare "TORCH_COMPARE=1 runs it (PyTorch compilation takes minutes)"
+elif python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
+  for shape in smollm2-135m llama-1b; do
+    step "torch-$shape" timeout "${TORCH_TIMEOUT:-300}" python3 "$root/bench/torch_bench.py" \
+      --shape "$shape" --out "$out/bench.jsonl"
+  done
+else
+  skip torch-compare "no python3 with CUDA PyTorch and transformers"
 fi
 
 step graph-stats "$duet" run "$config" --set model.path="$smol" --set backend.options.graph_stats=true \
