@@ -23,7 +23,8 @@
 #                  headline figures (tok/s of every bench, the bandwidth)
 #   summary.json   the same, machine-readable
 #   logs.txt       every step's output, each under a "==== step" header
-#                  (nvidia-smi, duet plugins, ctest, the benches' stderr)
+#                  (nvidia-smi, duet plugins, ctest, the benches' stderr,
+#                  the decode profile's per-kernel table when nsys exists)
 #   bench.jsonl    one line per benchmark: {"name", "result"} with duet
 #                  bench's JSON, or the bandwidth measurement
 #   ctest-gpu.xml  ctest -L gpu as JUnit XML
@@ -241,6 +242,26 @@ elif python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2
   done
 else
   skip torch-compare "no python3 with CUDA PyTorch and transformers"
+fi
+
+# Where a decode step's time goes, kernel by kernel (graph nodes traced one
+# by one), when Nsight Systems is installed: the profile a missed decode
+# target is reported with. The table goes to logs.txt.
+nsys_bin=$(command -v nsys)
+for candidate in /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys; do
+  [ -z "$nsys_bin" ] && [ -x "$candidate" ] && nsys_bin=$candidate
+done
+if [ -n "$nsys_bin" ]; then
+  profile=$build/gpu-check-decode
+  if step profile-decode "$nsys_bin" profile --force-overwrite true --trace cuda \
+    --cuda-graph-trace node -o "$profile" "$duet" bench "$config" --set model.path="$smol" \
+    --tests tg -n 64 -r 1; then
+    step profile-kernels "$nsys_bin" stats --force-export true --report cuda_gpu_kern_sum \
+      --format table "$profile.nsys-rep"
+  fi
+  rm -f "$profile.nsys-rep" "$profile.sqlite"
+else
+  skip profile-decode "no nsys (Nsight Systems) on this machine"
 fi
 
 step graph-stats "$duet" run "$config" --set model.path="$smol" --set backend.options.graph_stats=true \
