@@ -32,7 +32,9 @@
 # A step that fails is recorded and the script goes on where it can; it
 # exits non-zero if any step failed. Steps that need what is absent (the
 # conformance test, PyTorch for the bandwidth) are recorded as skipped.
-# SANITIZE=1 adds compute-sanitizer memcheck and racecheck on cuda_test
+# BUDGET_S=N starts no step after N seconds (each skipped one is recorded
+# and counts as a failure), so that a run under a time limit still writes
+# its summary. SANITIZE=1 adds compute-sanitizer memcheck and racecheck on cuda_test
 # (several minutes more); TORCH_COMPARE=1 times PyTorch eager and
 # torch.compile on the same shapes (bench/torch_bench.py; minutes more).
 set -u -o pipefail
@@ -63,6 +65,11 @@ step() {
   local name=$1
   shift
   local start end rc secs
+  if [ -n "${BUDGET_S:-}" ] && [ "$SECONDS" -ge "$BUDGET_S" ]; then
+    skip "$name" "not started: past BUDGET_S=$BUDGET_S seconds"
+    failed=1
+    return 1
+  fi
   printf '\n==== %s\n' "$name" >>"$out/logs.txt"
   start=$(date +%s.%N)
   "$@" >>"$out/logs.txt" 2>&1
