@@ -580,6 +580,13 @@ TEST(GraphPolicy, DecodeStepsOfOneOrManySequencesAreEligibleAndNothingWithAPromp
   EXPECT_FALSE(cuda::is_decode_step(StepBatch{}));
 }
 
+TEST(GraphPolicy, PassesThroughCublasAreNeverCaptured) {
+  std::vector<Command> pass = decode_layer();
+  EXPECT_TRUE(cuda::capturable(pass));
+  pass.push_back(cuda::GemmCall{at(0), at(21), DType::kQ4_1, 9, 576, 576, at(2)});
+  EXPECT_FALSE(cuda::capturable(pass));
+}
+
 // ---- step metadata -----------------------------------------------------------------
 
 StepBatch two_sequences() {

@@ -39,7 +39,8 @@ void ForwardPass::end() {
   uploaded_ = nullptr;
   std::vector<Command> commands;
   commands.swap(queued_);
-  switch (policy_.next(eligible_ && !split_ && !commands.empty(), commands)) {
+  switch (
+      policy_.next(eligible_ && !split_ && !commands.empty() && capturable(commands), commands)) {
     case PassAction::kEager:
       run_eagerly(commands);
       ++counts_.eager;

@@ -10,6 +10,13 @@ bool is_decode_step(const StepBatch& step) {
   return true;
 }
 
+bool capturable(const std::vector<Command>& commands) {
+  for (const Command& c : commands) {
+    if (std::holds_alternative<GemmCall>(c)) return false;
+  }
+  return true;
+}
+
 PassAction GraphPolicy::next(bool eligible, const std::vector<Command>& commands) {
   if (!enabled_ || !eligible) return PassAction::kEager;
   if (graph_ && *graph_ == commands) {

@@ -34,8 +34,14 @@ enum class PassAction { kEager, kCapture, kReplay };
 
 // Whether `step` is a decode step, the passes a graph is kept for: at least
 // one row and every row a sequence's single new token. (A batch of another
-// size has other commands, so it is captured apart.)
+// size has other commands, so it replaces the graph as any new pass does.)
 bool is_decode_step(const StepBatch& step);
+
+// Whether a pass of these commands may be captured: not when one goes
+// through cuBLAS (a decode step of matmul_min_rows sequences or more), whose
+// handle and scratch buffers are made and grown as it runs — an allocation
+// that a capture refuses, or a replay would write through once freed.
+bool capturable(const std::vector<Command>& commands);
 
 class GraphPolicy {
  public:

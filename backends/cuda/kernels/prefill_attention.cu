@@ -147,11 +147,13 @@ __global__ void tiled_attention_kernel(AttentionArgs a) {
 }
 
 // The kernel for this cache type, allowed the shared memory it needs for
-// head dimensions up to 32 * kPerLane (past the default 48 KiB from 128).
+// head dimensions up to 32 * kPerLane (past the default 48 KiB at 128). The
+// attribute belongs to the current device, so it is set at every launch
+// (prefill launches are few and eager; the call is cheap).
 template <int kPerLane, typename CacheT>
 cudaError_t launch_for(const LaunchConfig& at, const AttentionArgs& a) {
   auto kernel = tiled_attention_kernel<kPerLane, CacheT>;
-  static const cudaError_t allowed =
+  const cudaError_t allowed =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(tile_smem_bytes(32 * kPerLane)));
   if (allowed != cudaSuccess) return allowed;
