@@ -801,21 +801,8 @@ TEST_F(CudaTinyModel, AllocatingMoreThanIsFreeIsAnOutOfMemoryErrorWithBothSizes)
 
 // ---- batched rows -------------------------------------------------------------------
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// out[n, m] = x[n, k] · w[m, k]ᵀ on `backend`, n = x.size() / k.
-std::vector<float> matmul(Backend& backend, DType type, int64_t m, int64_t k,
-                          const std::vector<uint8_t>& w, const std::vector<float>& x) {
-  const auto n = static_cast<int64_t>(x.size()) / k;
-  Device& d = backend.device();
-  testing::DeviceTensor wt = testing::upload(d, type, {m, k}, w);
-  testing::DeviceTensor xt = testing::upload(d, DType::kF32, {n, k}, x);
-  testing::DeviceTensor out = testing::zeros(d, {n, m});
-  backend.ops().matmul(xt.view, wt.view, out.view);
-  return testing::download(d, out.view);
-}
+using testing::matmul;
+using testing::same_bits;
 
 // A decode step of a few sequences multiplies their rows through the gemv,
 // each exactly as alone (memcmp, not a tolerance): 2, 3 and 5 rows take

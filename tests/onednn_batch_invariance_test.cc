@@ -39,7 +39,9 @@ namespace fs = std::filesystem;
 using testdata::random_floats;
 using testing::DeviceTensor;
 using testing::download;
+using testing::matmul;
 using testing::random_weight;
+using testing::same_bits;
 using testing::upload;
 using testing::zeros;
 
@@ -61,10 +63,6 @@ std::shared_ptr<Backend> onednn(int threads, bool invariant = true) {
   options.set("threads", std::to_string(threads));
   if (invariant) options.set("batch_invariant", "true");
   return host()->create_backend("onednn", options);
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Σ (got - want)² / Σ want².
@@ -289,18 +287,6 @@ INSTANTIATE_TEST_SUITE_P(Caches, OnednnBatchInvariantAttention,
                          });
 
 // ---- matmul and SwiGLU -------------------------------------------------------------
-
-// out[n, m] = x[n, k] · w[m, k]ᵀ on `backend`.
-std::vector<float> matmul(Backend& backend, DType type, int64_t m, int64_t k,
-                          const std::vector<uint8_t>& w, const std::vector<float>& x) {
-  const auto n = static_cast<int64_t>(x.size()) / k;
-  Device& d = backend.device();
-  DeviceTensor wt = upload(d, type, {m, k}, w);
-  DeviceTensor xt = upload(d, DType::kF32, {n, k}, x);
-  DeviceTensor out = zeros(d, {n, m});
-  backend.ops().matmul(xt.view, wt.view, out.view);
-  return download(d, out.view);
-}
 
 TEST_F(OnednnBatchInvariance, MatmulRowsAreBitIdenticalForOneOr37RowsAndOneOrTwoThreads) {
   // 37 rows are past the default GEMM threshold (16); m = 1000 leaves rows

@@ -143,20 +143,28 @@ __global__ void gemv_swiglu_kernel(const float* x, int64_t cols, int64_t x_rows,
   }
 }
 
-// Calls f.template operator()<kRows>() with the chunk size for x_rows rows
-// of x: the smallest of 1, 2, 4, 8 that holds them, else 8.
-template <typename F>
-cudaError_t dispatch_chunk(int64_t x_rows, F&& f) {
+// Rows of x per chunk for x_rows rows: the smallest of 1, 2, 4, 8 that
+// holds them, else 8.
+int chunk_rows(int64_t x_rows) {
   static_assert(kGemvChunkRows == 8);
-  if (x_rows == 1) return f.template operator()<1>();
-  if (x_rows == 2) return f.template operator()<2>();
-  if (x_rows <= 4) return f.template operator()<4>();
-  return f.template operator()<8>();
+  return x_rows == 1 ? 1 : x_rows == 2 ? 2 : x_rows <= 4 ? 4 : kGemvChunkRows;
 }
 
-int64_t chunks_of(int64_t x_rows) {
-  const int64_t per = x_rows == 1 ? 1 : x_rows == 2 ? 2 : x_rows <= 4 ? 4 : kGemvChunkRows;
-  return (x_rows + per - 1) / per;
+int64_t chunks_of(int64_t x_rows) { return (x_rows + chunk_rows(x_rows) - 1) / chunk_rows(x_rows); }
+
+// Calls f.template operator()<kRows>() with kRows = chunk_rows(x_rows).
+template <typename F>
+cudaError_t dispatch_chunk(int64_t x_rows, F&& f) {
+  switch (chunk_rows(x_rows)) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 4:
+      return f.template operator()<4>();
+    default:
+      return f.template operator()<kGemvChunkRows>();
+  }
 }
 
 // 16-byte loads of x need x and every row of it aligned.
