@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "duet/gguf.h"
+#include "duet/app/gguf.h"
 #include "duet/quant.h"
 #include "duet/rng.h"
 #include "gpt2_byte_symbols.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Opens DIR/report.html (the page `duet compare --report DIR` writes through
-# core/cli/compare_report.py) in Debian's headless Chromium and checks that it
+# core/compare/report_page.py) in Debian's headless Chromium and checks that it
 # renders: the page's own script, run on load, counts the chart images that
 # decoded (naturalWidth > 0) into <body data-charts-rendered="N">, which must
 # read 3 in the DOM Chromium dumps; and a 1280x3000 screenshot, kept as

@@ -48,11 +48,11 @@
 #include <utility>
 #include <vector>
 
-#include "checked_ops.h"
 #include "device_tensor.h"
+#include "duet/app/plugin_host.h"
 #include "duet/error.h"
-#include "duet/plugin_host.h"
 #include "duet/quant.h"
+#include "models/checked_ops.h"
 #include "random_floats.h"
 #include "random_weight.h"
 
@@ -384,7 +384,6 @@ struct AttentionRun {
     StepBatch batch;
     batch.n_tokens = n;
     batch.n_prefill_tokens = n > 1 ? n : 0;
-    batch.n_decode_tokens = n > 1 ? 0 : 1;
     for (int32_t i = 0; i < n; ++i) {
       const int32_t p = first + i;
       batch.positions.push_back(p);

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "duet/gguf.h"
+#include "duet/app/gguf.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -311,10 +311,10 @@ const Row kRows[] = {
     // Resources.
     {"kv_cache_larger_than_memory",
      "run {dir}/wide.yaml --set components.kv_cache.capacity_tokens=16777216", 5,
-     "MiB KV cache (reference)) but has"},
+     "GiB KV cache (reference)) but has"},
     {"split_device_memory",
      "run {dir}/split-wide.yaml --set components.kv_cache.capacity_tokens=16777216", 5,
-     "MiB KV cache (fast) + 131072 MiB KV cache (slow)) but has"},
+     "GiB KV cache (fast) + 128.0 GiB KV cache (slow)) but has"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Matrix, BadInput, ::testing::ValuesIn(kRows),

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "../core/cli/bench_stats.h"
-#include "../core/cli/bench_system.h"
+#include "bench_stats.h"
+#include "bench_system.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -19,21 +19,21 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(BenchStats, MedianStddevMinMax) {
-  auto s = cli::summarize_values({4.0, 1.0, 3.0, 2.0});
+  auto s = bench::summarize_values({4.0, 1.0, 3.0, 2.0});
   EXPECT_DOUBLE_EQ(s.median, 2.5);
   EXPECT_DOUBLE_EQ(s.min, 1.0);
   EXPECT_DOUBLE_EQ(s.max, 4.0);
   EXPECT_DOUBLE_EQ(s.mean, 2.5);
   EXPECT_NEAR(s.stddev, 1.2909944, 1e-6);  // sample standard deviation
-  s = cli::summarize_values({7.0, 1.0, 5.0});
+  s = bench::summarize_values({7.0, 1.0, 5.0});
   EXPECT_DOUBLE_EQ(s.median, 5.0);
 }
 
 TEST(BenchStats, OneValueHasNoSpreadAndNoneIsAllZero) {
-  auto s = cli::summarize_values({3.5});
+  auto s = bench::summarize_values({3.5});
   EXPECT_DOUBLE_EQ(s.median, 3.5);
   EXPECT_DOUBLE_EQ(s.stddev, 0.0);
-  s = cli::summarize_values({});
+  s = bench::summarize_values({});
   EXPECT_DOUBLE_EQ(s.median, 0.0);
   EXPECT_DOUBLE_EQ(s.max, 0.0);
 }
@@ -42,20 +42,20 @@ TEST(BenchSystem, CpuFeaturesComeFromTheFlagsLineInOrder) {
   const char* cpuinfo =
       "processor\t: 0\nmodel\t\t: 143\nmodel name\t: Test CPU @ 2.0GHz\n"
       "flags\t\t: fpu sse avx512_vnni avx2 avx512fp16 avx512f_x avx512f\n\nprocessor\t: 1\n";
-  EXPECT_EQ(cli::cpu_features_from(cpuinfo),
+  EXPECT_EQ(bench::cpu_features_from(cpuinfo),
             (std::vector<std::string>{"avx2", "avx512f", "avx512_vnni"}));
-  EXPECT_EQ(cli::proc_field(cpuinfo, "model name"), "Test CPU @ 2.0GHz");
-  EXPECT_EQ(cli::proc_field(cpuinfo, "model"), "143");
-  EXPECT_TRUE(cli::cpu_features_from("flags\t: fpu sse avx\n").empty());
-  EXPECT_TRUE(cli::cpu_features_from("").empty());
+  EXPECT_EQ(bench::proc_field(cpuinfo, "model name"), "Test CPU @ 2.0GHz");
+  EXPECT_EQ(bench::proc_field(cpuinfo, "model"), "143");
+  EXPECT_TRUE(bench::cpu_features_from("flags\t: fpu sse avx\n").empty());
+  EXPECT_TRUE(bench::cpu_features_from("").empty());
 }
 
 TEST(BenchSystem, PeakRssIsVmHWMInBytes) {
-  EXPECT_EQ(cli::peak_rss_from(
+  EXPECT_EQ(bench::peak_rss_from(
                 "Name:\tduet\nVmPeak:\t  9999 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n"),
             1234u * 1024u);
-  EXPECT_EQ(cli::peak_rss_from("Name:\tduet\n"), 0u);
-  EXPECT_GT(cli::peak_rss_bytes(), 0u);  // this process, on Linux
+  EXPECT_EQ(bench::peak_rss_from("Name:\tduet\n"), 0u);
+  EXPECT_GT(bench::peak_rss_bytes(), 0u);  // this process, on Linux
 }
 
 struct Result {

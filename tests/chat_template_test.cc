@@ -1,7 +1,7 @@
 // ChatTemplate: recognising ChatML templates and applying them. Chat* cases
 // use template texts written here and small GGUF files (label: unit);
 // SmolLM2* cases read the real model (label: model).
-#include "duet/chat_template.h"
+#include "duet/app/chat_template.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "duet/app/gguf.h"
+#include "duet/app/tokenizer.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
-#include "duet/tokenizer.h"
 #include "model_files.h"
 
 namespace duet {

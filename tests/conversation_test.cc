@@ -1,13 +1,13 @@
 // A multi-turn conversation on the tiny model: what the cache keeps between
 // turns must give the answers a fresh run of the whole conversation gives.
-#include "duet/conversation.h"
+#include "duet/app/conversation.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "duet/app/tokenizer.h"
 #include "duet/error.h"
-#include "duet/tokenizer.h"
 #include "tiny_model.h"
 
 namespace duet {

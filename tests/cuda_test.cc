@@ -38,8 +38,9 @@
 #include "cublas_library.h"
 #include "cuda_options.h"
 #include "device_tensor.h"
+#include "duet/app/pipeline.h"
+#include "duet/byte_size.h"
 #include "duet/error.h"
-#include "duet/pipeline.h"
 #include "duet/plugin.h"
 #include "graph_policy.h"
 #include "random_floats.h"
@@ -558,18 +559,15 @@ TEST(GraphPolicy, OffOrForgottenMeansNoReplay) {
 TEST(GraphPolicy, DecodeStepsOfOneOrManySequencesAreEligibleAndNothingWithAPromptRow) {
   StepBatch one;
   one.n_tokens = 1;
-  one.n_decode_tokens = 1;
   one.sequences.push_back(SequenceStep{0, 0, 1, 7, {0}});
   EXPECT_TRUE(cuda::is_decode_step(one));
   StepBatch batch;
   batch.n_tokens = 3;
-  batch.n_decode_tokens = 3;
   for (int32_t i = 0; i < 3; ++i) batch.sequences.push_back(SequenceStep{i, i, 1, 5 + i, {i}});
   EXPECT_TRUE(cuda::is_decode_step(batch));
   StepBatch mixed = batch;  // one sequence still prefilling
   mixed.n_tokens = 4;
   mixed.n_prefill_tokens = 2;
-  mixed.n_decode_tokens = 2;
   mixed.sequences[2].n_tokens = 2;
   EXPECT_FALSE(cuda::is_decode_step(mixed));
   StepBatch prompt;  // a one-token prompt is prefill
@@ -593,7 +591,6 @@ StepBatch two_sequences() {
   StepBatch s;
   s.n_tokens = 3;
   s.n_prefill_tokens = 2;
-  s.n_decode_tokens = 1;
   s.positions = {4, 5, 9};
   s.slot_mapping = {20, 21, 41};
   s.sequences.push_back(SequenceStep{0, 0, 2, 6, {5}});
@@ -621,7 +618,6 @@ TEST(StepMetadata, PacksPositionsSlotsAndBlockTablesAtFixedOffsets) {
 TEST(StepMetadata, CapacitiesOnlyGrowSoDecodeStepsKeepTheirAddresses) {
   StepBatch decode;
   decode.n_tokens = 1;
-  decode.n_decode_tokens = 1;
   decode.positions = {600};
   decode.slot_mapping = {600};
   decode.sequences.push_back(SequenceStep{0, 0, 1, 601, {0}});
@@ -791,11 +787,8 @@ TEST_F(CudaTinyModel, AllocatingMoreThanIsFreeIsAnOutOfMemoryErrorWithBothSizes)
   EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
   EXPECT_EQ(e.exit_code(), ExitCode::kOutOfMemory);
   const std::string what = e.what();
-  char requested[32];
-  std::snprintf(requested, sizeof requested, "%.1f MiB",
-                static_cast<double>(ask) / (1024.0 * 1024.0));
-  EXPECT_NE(what.find(std::string("cannot allocate ") + requested), std::string::npos) << what;
-  EXPECT_NE(what.find(" MiB free of "), std::string::npos) << what;
+  EXPECT_NE(what.find("cannot allocate " + format_bytes(ask) + ": "), std::string::npos) << what;
+  EXPECT_NE(what.find(" free of "), std::string::npos) << what;
   EXPECT_NE(what.find("capacity_tokens"), std::string::npos) << what;
 }
 

@@ -1,14 +1,14 @@
 // Experiment files for `duet compare`: what they expand to, and one clear
 // line per problem for bad ones.
-#include "duet/experiment.h"
+#include "duet/app/experiment.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "duet/app/pipeline_config.h"
 #include "duet/error.h"
-#include "duet/pipeline_config.h"
 #include "tiny_model.h"
 
 namespace duet {

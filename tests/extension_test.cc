@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "duet/app/pipeline.h"
+#include "duet/app/pipeline_check.h"
 #include "duet/error.h"
-#include "duet/pipeline.h"
-#include "duet/pipeline_check.h"
 #include "tiny_model.h"
 
 namespace duet {

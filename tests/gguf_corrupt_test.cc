@@ -6,8 +6,8 @@
 #include <limits>
 #include <random>
 
+#include "duet/app/gguf.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
 #include "gguf_test_util.h"
 
 namespace duet::test {

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "duet/gguf.h"
-#include "duet/model_summary.h"
+#include "duet/app/gguf.h"
+#include "duet/app/model_summary.h"
 #include "model_files.h"
 
 namespace duet {

@@ -1,5 +1,5 @@
 // GGUF writer -> reader round trips, the dtype table, and typed getters.
-#include "duet/gguf.h"
+#include "duet/app/gguf.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "duet/app/model_summary.h"
 #include "duet/error.h"
-#include "duet/model_summary.h"
 #include "gguf_test_util.h"
 
 namespace duet::test {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "duet/gguf.h"
+#include "duet/app/gguf.h"
 
 namespace duet::test {
 

@@ -1,4 +1,4 @@
-// The CLI's streaming JSON writer (core/cli/json_writer.h): what it writes
+// The streaming JSON writer (core/json/json_writer.h): what it writes
 // parses back, with nlohmann-json, as what was given — strings with quotes,
 // control characters and every UTF-8 length; bytes that are not UTF-8
 // (stray continuations, overlong forms, surrogates, cut sequences) as
@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace duet::cli {
+namespace duet {
 namespace {
 
 nlohmann::ordered_json parse(const JsonWriter& w) { return nlohmann::ordered_json::parse(w.str()); }
@@ -72,4 +72,4 @@ TEST(JsonWriter, NestsInTheOrderWritten) {
 }
 
 }  // namespace
-}  // namespace duet::cli
+}  // namespace duet

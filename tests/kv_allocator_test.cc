@@ -1,8 +1,8 @@
-// The paged KV block allocator (core/src/kv_allocator.h): hand-out order,
+// The paged KV block allocator (core/src/kv/kv_allocator.h): hand-out order,
 // room, prefix publishing and attaching, copy on write, eviction and misuse,
 // then random operations checked against a simulated cache whose slots hold
 // the token ids written into them.
-#include "kv_allocator.h"
+#include "kv/kv_allocator.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// The KV handover between backends' caches (core/src/kv_handover.h): the
+// The KV handover between backends' caches (core/src/kv/kv_handover.h): the
 // receiving backend holds exactly the bytes its own write() stores for the
 // values the sender held, for every pair of cache dtypes.
-#include "kv_handover.h"
+#include "kv/kv_handover.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "duet/plugin_host.h"
+#include "duet/app/plugin_host.h"
 #include "duet/quant.h"
 #include "random_floats.h"
 

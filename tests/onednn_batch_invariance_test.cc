@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "device_tensor.h"
+#include "duet/app/gguf.h"
+#include "duet/app/model_hparams.h"
+#include "duet/app/plugin_host.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
-#include "duet/model_hparams.h"
-#include "duet/plugin_host.h"
 #include "duet/quant.h"
 #include "models/llama.h"
 #include "random_floats.h"
@@ -152,7 +152,7 @@ class AttentionRig {
                                      p % block_tokens_);
       }
       batch.n_tokens += piece.n;
-      (piece.n > 1 ? batch.n_prefill_tokens : batch.n_decode_tokens) += piece.n;
+      if (piece.n > 1) batch.n_prefill_tokens += piece.n;
       batch.sequences.push_back(std::move(seq));
     }
     const int64_t n = batch.n_tokens;
@@ -388,7 +388,7 @@ class ModelRig {
         tokens.push_back(token(piece.seq, p, hparams_.n_vocab));
       }
       batch.n_tokens += piece.n;
-      (piece.n > 1 ? batch.n_prefill_tokens : batch.n_decode_tokens) += piece.n;
+      if (piece.n > 1) batch.n_prefill_tokens += piece.n;
     }
     // Logits of every 8th position and of each piece's last (the output
     // matrix dominates the time otherwise).

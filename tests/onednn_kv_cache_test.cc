@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "duet/host_device.h"
 #include "duet/quant.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kv_tiles.h"
-#include "onednn_device.h"
 #include "random_floats.h"
 
 namespace duet::onednn {
@@ -41,7 +41,7 @@ std::vector<uint8_t> random_export(const KVCacheSpec& spec, int64_t n) {
 }
 
 TEST(OnednnKVCache, TilesOnlyForQ8OnTheVnniPath) {
-  OnednnDevice device;
+  HostDevice device{"onednn", HostMemory::kLazyPages};
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kQ8_0), device, CpuPath::kAvx512Vnni).layer(1).tile_slots,
             kTileSlots);
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kQ8_0), device, CpuPath::kAvx512).layer(1).tile_slots, 0);
@@ -58,7 +58,7 @@ TEST(OnednnKVCache, TilesOnlyForQ8OnTheVnniPath) {
 class OnednnKVCacheBlocks : public ::testing::TestWithParam<int32_t> {};
 
 TEST_P(OnednnKVCacheBlocks, TilesAndRowsImportExportAndCopyAlike) {
-  OnednnDevice device;
+  HostDevice device{"onednn", HostMemory::kLazyPages};
   const KVCacheSpec spec = spec_of(DType::kQ8_0, 48, GetParam());  // three tiles
   OnednnKVCache rows(spec, device, CpuPath::kScalar);
   OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni);

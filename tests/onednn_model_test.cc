@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "duet/pipeline.h"
+#include "duet/app/pipeline.h"
 
 namespace duet {
 namespace {

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "duet/perplexity.h"
-#include "duet/pipeline.h"
+#include "duet/app/perplexity.h"
+#include "duet/app/pipeline.h"
 
 namespace duet {
 namespace {

@@ -1,6 +1,6 @@
 // Perplexity windows and fidelity figures on small hand-made logits whose
 // figures are worked out here from their definitions.
-#include "duet/perplexity.h"
+#include "duet/app/perplexity.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Tests of the pipeline YAML loader: the structs a valid file gives, the
 // shipped default config, every class of error with its position, and --set.
-#include "duet/pipeline_config.h"
+#include "duet/app/pipeline_config.h"
 
 #include <gtest/gtest.h>
 

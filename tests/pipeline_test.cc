@@ -1,6 +1,6 @@
 // The pipeline end to end on a tiny random Llama model: the prefill/decode
 // invariants, stop conditions, and rejection of bad input.
-#include "duet/pipeline.h"
+#include "duet/app/pipeline.h"
 
 #include <gtest/gtest.h>
 

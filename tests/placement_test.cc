@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "duet/pipeline.h"
+#include "duet/app/pipeline.h"
 #include "model_files.h"
 
 namespace duet {

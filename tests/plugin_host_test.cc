@@ -1,6 +1,6 @@
 // The plugin host: a good plugin loads and its components work; every kind
 // of bad library is refused with its reason while the host keeps working.
-#include "duet/plugin_host.h"
+#include "duet/app/plugin_host.h"
 
 #include <gtest/gtest.h>
 

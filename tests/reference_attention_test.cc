@@ -5,8 +5,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "duet/app/plugin_host.h"
 #include "duet/error.h"
-#include "duet/plugin_host.h"
 #include "duet/quant.h"
 #include "random_floats.h"
 
@@ -72,7 +72,6 @@ class ReferenceAttentionTest : public ::testing::Test {
     StepBatch b;
     b.n_tokens = n;
     b.n_prefill_tokens = n > 1 ? n : 0;
-    b.n_decode_tokens = n > 1 ? 0 : 1;
     for (int32_t i = 0; i < n; ++i) {
       const int32_t p = first + i;
       b.positions.push_back(p);

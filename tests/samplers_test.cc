@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "duet/app/plugin_host.h"
 #include "duet/error.h"
-#include "duet/plugin_host.h"
 
 namespace duet {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "duet/pipeline.h"
-#include "duet/scheduler.h"
+#include "duet/app/pipeline.h"
+#include "duet/app/scheduler.h"
 
 namespace duet {
 namespace {

@@ -6,7 +6,7 @@
 // exactly the tokens and logits it gives alone, under memory pressure
 // (preemption), with its prompt taken from the prefix cache, and after
 // cancellations; the pool must end with every block free.
-#include "duet/scheduler.h"
+#include "duet/app/scheduler.h"
 
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -20,8 +20,8 @@
 #include <ostream>
 #include <random>
 
+#include "duet/app/pipeline.h"
 #include "duet/error.h"
-#include "duet/pipeline.h"
 #include "tiny_model.h"
 
 namespace duet {

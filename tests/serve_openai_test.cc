@@ -1,4 +1,4 @@
-// The OpenAI request mapping of `duet serve` (core/cli/serve_openai.cc),
+// The OpenAI request mapping of `duet serve` (core/serve/serve_openai.cc),
 // without a server or a model: which field each refusal names, what is
 // accepted, and where the fields land in the request's settings.
 #include "serve_openai.h"
@@ -7,7 +7,7 @@
 
 #include <string>
 
-namespace duet::cli {
+namespace duet::serve {
 namespace {
 
 ServedModel model() {
@@ -197,4 +197,4 @@ TEST(ServeOpenAi, SamplerErrorsAtSubmitNameTheRequestField) {
 }
 
 }  // namespace
-}  // namespace duet::cli
+}  // namespace duet::serve

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "duet/app/plugin_host.h"
 #include "duet/error.h"
-#include "duet/plugin_host.h"
 
 namespace {
 
@@ -105,7 +105,7 @@ int run(int argc, char** argv) {
         rows << (step.positions.size() > 1 ? "," : "") << '[' << q << ',' << p << ']';
       }
       step.n_tokens += part.n_tokens;
-      (part.n_tokens > 1 ? step.n_prefill_tokens : step.n_decode_tokens) += part.n_tokens;
+      if (part.n_tokens > 1) step.n_prefill_tokens += part.n_tokens;
       seq.cached = part.context_len;
       step.sequences.push_back(part);
     }

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "duet/app/pipeline.h"
 #include "duet/error.h"
-#include "duet/pipeline.h"
 
 namespace duet {
 namespace {

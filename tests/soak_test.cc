@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "duet/pipeline.h"
+#include "duet/app/pipeline.h"
 #include "tiny_model.h"
 
 namespace duet {

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "duet/pipeline.h"
+#include "duet/app/pipeline.h"
 #include "model_files.h"
 
 namespace duet {

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <filesystem>
 
+#include "duet/app/pipeline.h"
 #include "duet/error.h"
-#include "duet/pipeline.h"
+#include "engine/session_impl.h"
 #include "models/llama.h"
 #include "ngram_draft.h"
-#include "session_impl.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -48,8 +48,12 @@ class Speculative : public ::testing::Test {
   }
 
   PipelineConfig config(const std::string& decode, std::vector<std::string> overrides = {}) {
-    const std::string yaml = R"(model: {path: tiny.gguf}
-backend: {plugin: reference}
+    // Core is linked in statically here (duet_internal), so the build
+    // tree's plugin folder is named: libduet.so's own search finds it from
+    // where libduet.so lies.
+    const std::string yaml = "model: {path: tiny.gguf}\nplugins: {paths: [\"" DUET_BUILD_DIR
+                             "/plugins\"]}\n"
+                             R"(backend: {plugin: reference}
 components:
   kv_cache: {capacity_tokens: 256, block_tokens: 4}
   sampler: {seed: 7, chain: [greedy]}

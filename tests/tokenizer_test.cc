@@ -5,7 +5,7 @@
 //     from tests/tokenizer_oracle.py, which ctest runs first (test
 //     tokenizer_oracle); a missing model or oracle file fails with the command
 //     that produces it.
-#include "duet/tokenizer.h"
+#include "duet/app/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,10 +22,10 @@
 #include <variant>
 #include <vector>
 
+#include "duet/app/gguf.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
 #include "model_files.h"
-#include "utf8_stream.h"
+#include "text/utf8_stream.h"
 
 namespace duet {
 namespace {

@@ -1,6 +1,6 @@
-// core's one UTF-8 check (core/src/utf8.h), which YAML files, stop strings
+// core's one UTF-8 check (core/include/duet/app/utf8.h), which YAML files, stop strings
 // and prompts go through: RFC 3629's well-formed sequences, at their edges.
-#include "utf8.h"
+#include "duet/app/utf8.h"
 
 #include <gtest/gtest.h>
 

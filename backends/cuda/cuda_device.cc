@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cuda_error.h"
+#include "duet/byte_size.h"
 #include "duet/error.h"
 
 namespace duet::cuda {
@@ -24,12 +25,6 @@ class CudaBuffer final : public Buffer {
   void* data_;
   uint64_t size_;
 };
-
-std::string mib(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return text;
-}
 
 }  // namespace
 
@@ -57,12 +52,12 @@ std::unique_ptr<Buffer> CudaDevice::allocate(uint64_t bytes) {
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     const MemoryInfo m = memory();
-    throw Error(ErrorKind::kOutOfMemory,
-                "CUDA device " + std::to_string(index_) + " (" + product_ + ") cannot allocate " +
-                    mib(bytes) + " MiB: " + mib(m.free_bytes) + " MiB free of " +
-                    mib(m.total_bytes) +
-                    " MiB; lower components.kv_cache.capacity_tokens or use a "
-                    "smaller model");
+    throw Error(ErrorKind::kOutOfMemory, "CUDA device " + std::to_string(index_) + " (" + product_ +
+                                             ") cannot allocate " + format_bytes(bytes) + ": " +
+                                             format_bytes(m.free_bytes) + " free of " +
+                                             format_bytes(m.total_bytes) +
+                                             "; lower components.kv_cache.capacity_tokens or use a "
+                                             "smaller model");
   }
   check_cuda(status, "allocating device memory");
   return std::make_unique<CudaBuffer>(p, bytes);

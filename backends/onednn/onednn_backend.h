@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "duet/backend.h"
+#include "duet/host_device.h"
 #include "duet/options.h"
-#include "onednn_device.h"
 #include "onednn_ops.h"
 #include "thread_pool.h"
 
@@ -75,7 +75,7 @@ class OnednnBackend final : public Backend {
   CpuPath path_;
   bool batch_invariant_;
   std::shared_ptr<ThreadPool> pool_;
-  OnednnDevice device_;
+  HostDevice device_{"onednn", HostMemory::kLazyPages};
   OnednnOps ops_;
 };
 

@@ -14,7 +14,7 @@ int32_t OnednnKVCache::tile_slots(const KVCacheSpec& spec, CpuPath path, bool ba
   return spec.dtype == DType::kQ8_0 && path == CpuPath::kAvx512Vnni ? kTileSlots : 0;
 }
 
-OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path,
+OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, HostDevice& device, CpuPath path,
                              bool batch_invariant)
     : RowKVCache(spec, device,
                  tile_slots(spec, path, batch_invariant) != 0

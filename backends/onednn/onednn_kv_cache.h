@@ -4,10 +4,10 @@
 
 #include <vector>
 
+#include "duet/host_device.h"
 #include "duet/row_kv_cache.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kv_tiles.h"
-#include "onednn_device.h"
 #include "vector_kernels.h"
 
 namespace duet::onednn {
@@ -38,7 +38,7 @@ class OnednnKVCache final : public RowKVCache {
 
   // REQUIRES: check(spec).ok(). Throws duet::Error(kOutOfMemory) when the
   // host cannot hold it.
-  OnednnKVCache(const KVCacheSpec& spec, OnednnDevice& device, CpuPath path,
+  OnednnKVCache(const KVCacheSpec& spec, HostDevice& device, CpuPath path,
                 bool batch_invariant = false);
 
   KVLayerView layer(int32_t layer) override;

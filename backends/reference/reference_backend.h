@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "duet/backend.h"
-#include "reference_device.h"
+#include "duet/host_device.h"
 #include "reference_ops.h"
 
 namespace duet::reference {
@@ -26,7 +26,7 @@ class ReferenceBackend final : public Backend {
   std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) override;
 
  private:
-  ReferenceDevice device_;
+  HostDevice device_{"reference", HostMemory::kHeap};
   ReferenceOps ops_;
 };
 

@@ -2,8 +2,8 @@
 // q8_0.
 #pragma once
 
+#include "duet/host_device.h"
 #include "duet/row_kv_cache.h"
-#include "reference_device.h"
 
 namespace duet::reference {
 
@@ -15,7 +15,7 @@ class ReferenceKVCache final : public RowKVCache {
 
   // REQUIRES: check(spec).ok(). Throws duet::Error(kOutOfMemory) when the
   // device cannot hold it.
-  ReferenceKVCache(const KVCacheSpec& spec, ReferenceDevice& device);
+  ReferenceKVCache(const KVCacheSpec& spec, HostDevice& device);
 };
 
 }  // namespace duet::reference

@@ -15,10 +15,11 @@
 #include <sstream>
 
 #include "chat_messages.h"
-#include "duet/chat_template.h"
+#include "duet/app/chat_template.h"
+#include "duet/app/gguf.h"
+#include "duet/app/scheduler.h"
+#include "duet/byte_size.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
-#include "duet/scheduler.h"
 #include "pipeline_loading.h"
 #include "prompts_file.h"
 
@@ -110,8 +111,8 @@ class BatchRun {
         Request r;
         r.id = std::to_string(line);  // unique, unlike the ids a file may give
         r.prompt = request.prompt ? pipeline_.tokenize_prompt(*request.prompt)
-                                  : tokenize_messages(pipeline_.tokenizer(), chat_template(),
-                                                      default_system(), request.messages);
+                                  : serve::tokenize_messages(pipeline_.tokenizer(), chat_template(),
+                                                             default_system(), request.messages);
         r.settings = std::move(request.settings);
         scheduler_.submit(std::move(r));
         ids_[line] = request.id;
@@ -185,7 +186,7 @@ class BatchRun {
     std::ostringstream o;
     o << std::fixed << std::setprecision(1);
     o << "--\nbackend " << pipeline_.check().backend << ", sampler " << pipeline_.sampler_order()
-      << ", KV cache " << rounded_mib(pipeline_.kv_cache_bytes()) << " MiB in "
+      << ", KV cache " << format_bytes(pipeline_.kv_cache_bytes()) << " in "
       << scheduler_.total_blocks() << " blocks of " << config_.kv_cache.block_tokens << " tokens\n"
       << requests_ << " requests (" << refused_ << " refused), prompt " << prompt_in_
       << " tokens, generated " << generated_ << " tokens in " << wall

@@ -1,10 +1,10 @@
 // batch_run.h — `duet run --prompts-file`: every line of a JSONL file as a
-// request, run together through the batching scheduler (duet/scheduler.h).
+// request, run together through the batching scheduler (duet/app/scheduler.h).
 #pragma once
 
 #include <string>
 
-#include "duet/pipeline.h"
+#include "duet/app/pipeline.h"
 
 namespace duet::cli {
 

@@ -1,32 +1,23 @@
-// duet bench — prompt-processing and generation throughput of a pipeline, in
-// the spirit of llama-bench: pp tests time one forward pass over N prompt
-// tokens, tg tests time N decode steps (sample, append, forward one token),
-// each repeated after warm-up runs, reported as a table, JSON or CSV.
-#include <unistd.h>
-
+// duet bench — the command line of the benchmark: its options, the checks
+// of the tests they ask for, and the report's context. The tests themselves
+// run in core/bench (bench_tests.h, bench_batch.h).
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
-#include <functional>
-#include <iomanip>
 #include <iostream>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_batch.h"
 #include "bench_context.h"
-#include "bench_stats.h"
 #include "bench_system.h"
-#include "commands.h"
+#include "bench_tests.h"
+#include "duet/app/pipeline.h"
 #include "duet/error.h"
-#include "duet/pipeline.h"
-#include "json_writer.h"
 #include "pipeline_loading.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 namespace {
@@ -38,9 +29,6 @@ constexpr const char* kSynopsis =
 
 // The largest token count a test may ask for: the KV cache's own limit.
 constexpr int64_t kMaxTokens = 16777216;
-// Untimed prefill of a tg test's depth runs in passes of this many tokens
-// when the pipeline's prefill stage sets no chunk_tokens.
-constexpr int32_t kDepthChunk = 512;
 
 using Clock = std::chrono::steady_clock;
 
@@ -87,243 +75,6 @@ std::vector<int64_t> parse_counts(const po::variables_map& vm, const std::string
     }
   }
   return out;
-}
-
-struct TestSpec {
-  std::string name;    // pp512, tg128, tg128@d2048
-  std::string kind;    // "pp" or "tg"
-  int64_t tokens = 0;  // prompt tokens (pp) or generated tokens (tg)
-  int64_t depth = 0;   // tokens cached before a tg test's timed steps
-  // KV-cache positions the test fills.
-  int64_t cache_tokens() const { return kind == "pp" ? tokens : 1 + depth + tokens; }
-};
-
-struct TestResult {
-  TestSpec spec;
-  std::vector<double> tokens_per_second;    // one per repetition
-  std::vector<double> first_token_seconds;  // pp tests: prefill + first sample
-  BenchSummary tps;
-  BenchSummary ttft;
-  uint64_t peak_rss_bytes = 0;  // VmHWM after this test's runs
-};
-
-// The version of the plugin that registered backend `name`; the core's
-// version for a built-in.
-std::string backend_plugin_version(const PluginHost& host, const std::string& name) {
-  for (const auto& info : host.components(ComponentKind::kBackend)) {
-    if (info.name != name) continue;
-    if (info.plugin == "core") return DUET_VERSION;
-    for (const auto& r : host.records()) {
-      if (r.loaded && r.name == info.plugin) return r.version.empty() ? "-" : r.version;
-    }
-  }
-  return "-";
-}
-
-// The prefill stage's chunk_tokens (0 = the whole prompt in one pass), so
-// that pp tests process a prompt the way the pipeline would.
-int64_t prefill_chunk(const PipelineConfig& config) {
-  for (const auto& stage : config.stages) {
-    if (stage.name != "prefill") continue;
-    const auto it = stage.options.values().find("chunk_tokens");
-    if (it == stage.options.values().end()) return 0;
-    int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-    return ec == std::errc() && v > 0 ? v : 0;
-  }
-  return 0;
-}
-
-// Runs the session's uncached tokens through the model, `chunk` at a time.
-void forward_all(Session& session, int64_t chunk) {
-  const int64_t total = static_cast<int64_t>(session.tokens().size());
-  for (int64_t done = session.cached(); done < total;) {
-    const auto n = static_cast<int32_t>(chunk > 0 ? std::min(chunk, total - done) : total - done);
-    session.forward(n, false);
-    done += n;
-  }
-}
-
-// One pp run: tokens/s of the prompt's forward passes and the time to the
-// first token.
-void run_pp(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t chunk, double& tps,
-            double& ttft) {
-  NullSink sink;
-  auto session = p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(n)), sink);
-  const auto start = Clock::now();
-  forward_all(*session, chunk);
-  const double prefill = seconds_since(start);
-  (void)session->sample();
-  ttft = seconds_since(start);
-  tps = prefill > 0 ? static_cast<double>(n) / prefill : 0.0;
-}
-
-// One tg run: 1 + depth tokens prefilled untimed on the first stage's
-// backend, then N timed decode steps on the last stage's (after handing the
-// cache over, untimed, where that is another backend).
-double run_tg(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t depth,
-              int64_t chunk) {
-  NullSink sink;
-  auto session =
-      p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(1 + depth)), sink);
-  forward_all(*session, chunk > 0 ? chunk : kDepthChunk);
-  p.move_to_stage(*session, p.check().stages.size() - 1);
-  const auto start = Clock::now();
-  for (int64_t i = 0; i < n; ++i) {
-    session->append(session->sample());
-    session->forward(1, false);
-  }
-  const double elapsed = seconds_since(start);
-  return elapsed > 0 ? static_cast<double>(n) / elapsed : 0.0;
-}
-
-std::string print_table(const BenchContext& c, const std::vector<TestResult>& results) {
-  const std::vector<std::string> header = {"test",         "backend",    "version", "threads",
-                                           "cpu features", "t/s median", "stddev",  "min",
-                                           "max",          "reps",       "ttft ms"};
-  const std::vector<bool> right = {false, false, false, true, false, true,
-                                   true,  true,  true,  true, true};
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& r : results) {
-    rows.push_back({r.spec.name, c.backend, c.plugin_version, c.threads, features_text(c),
-                    fixed(r.tps.median, 2), fixed(r.tps.stddev, 2), fixed(r.tps.min, 2),
-                    fixed(r.tps.max, 2), std::to_string(r.tokens_per_second.size()),
-                    r.spec.kind == "pp" ? fixed(r.ttft.median * 1000, 1) : "-"});
-  }
-  std::vector<size_t> width(header.size());
-  for (size_t i = 0; i < header.size(); ++i) {
-    width[i] = header[i].size();
-    for (const auto& row : rows) width[i] = std::max(width[i], row[i].size());
-  }
-  std::ostringstream s;
-  auto line = [&](const std::vector<std::string>& cells) {
-    s << "|";
-    for (size_t i = 0; i < cells.size(); ++i) {
-      s << " " << (right[i] ? std::right : std::left) << std::setw(static_cast<int>(width[i]))
-        << cells[i] << " |";
-    }
-    s << "\n";
-  };
-  line(header);
-  s << "|";
-  for (size_t i = 0; i < header.size(); ++i) {
-    s << " " << (right[i] ? std::string(width[i] - 1, '-') + ":" : std::string(width[i], '-'))
-      << " |";
-  }
-  s << "\n";
-  for (const auto& row : rows) line(row);
-  s << "\nmodel " << c.model << " (" << mib(c.model_bytes) << "), cpu " << c.cpu_model << "\n"
-    << "load " << fixed(c.load_seconds * 1000, 1) << " ms, KV cache " << mib(c.kv_cache_bytes)
-    << " (" << c.kv_cache_tokens << " tokens of " << c.kv_cache_dtype << "), peak RSS "
-    << mib(c.peak_rss_bytes) << ", " << c.repetitions << " repetitions after " << c.warmup
-    << " warm-up run" << (c.warmup == 1 ? "" : "s") << (c.interleave ? ", interleaved" : "")
-    << "\n";
-  if (c.device_memory_bytes) s << "device memory in use " << mib(*c.device_memory_bytes) << "\n";
-  return s.str();
-}
-
-std::string print_json(const BenchContext& c, const std::vector<TestResult>& results) {
-  JsonWriter j;
-  j.begin_object();
-  j.field("duet_version", DUET_VERSION);
-  j.field("pipeline", c.pipeline);
-  j.field("model", c.model);
-  j.field("model_bytes", c.model_bytes);
-  j.field("backend", c.backend);
-  j.field("plugin_version", c.plugin_version);
-  j.field("threads", c.threads);
-  j.field("cpu_model", c.cpu_model);
-  j.key("cpu_features").begin_array();
-  for (const auto& f : c.cpu_features) j.value(f);
-  j.end_array();
-  j.field("sampler_order", c.sampler_order);
-  j.field("repetitions", c.repetitions);
-  j.field("warmup", c.warmup);
-  j.field("interleave", c.interleave);
-  j.field("load_seconds", c.load_seconds);
-  j.field("kv_cache_bytes", c.kv_cache_bytes);
-  j.field("kv_cache_capacity_tokens", c.kv_cache_tokens);
-  j.field("kv_cache_dtype", c.kv_cache_dtype);
-  j.field("peak_rss_bytes", c.peak_rss_bytes);
-  j.key("device_memory_bytes");
-  c.device_memory_bytes ? j.value(*c.device_memory_bytes) : j.null();
-  j.key("results").begin_array();
-  for (const auto& r : results) {
-    j.begin_object();
-    j.field("test", r.spec.name);
-    j.field("kind", r.spec.kind);
-    j.field("n_prompt", r.spec.kind == "pp" ? r.spec.tokens : int64_t{0});
-    j.field("n_gen", r.spec.kind == "tg" ? r.spec.tokens : int64_t{0});
-    j.field("depth", r.spec.depth);
-    j.field("backend", c.backend);
-    j.field("plugin_version", c.plugin_version);
-    j.field("threads", c.threads);
-    j.key("cpu_features").begin_array();
-    for (const auto& f : c.cpu_features) j.value(f);
-    j.end_array();
-    j.field("tokens_per_second_median", r.tps.median);
-    j.field("tokens_per_second_stddev", r.tps.stddev);
-    j.field("tokens_per_second_min", r.tps.min);
-    j.field("tokens_per_second_max", r.tps.max);
-    j.field("tokens_per_second_mean", r.tps.mean);
-    j.key("samples_tokens_per_second").begin_array();
-    for (double v : r.tokens_per_second) j.value(v);
-    j.end_array();
-    j.field("repetitions", static_cast<int64_t>(r.tokens_per_second.size()));
-    if (r.spec.kind == "pp") j.field("time_to_first_token_seconds", r.ttft.median);
-    j.field("load_seconds", c.load_seconds);
-    j.field("kv_cache_bytes", c.kv_cache_bytes);
-    j.field("kv_cache_dtype", c.kv_cache_dtype);
-    j.field("peak_rss_bytes", r.peak_rss_bytes);
-    j.end_object();
-  }
-  j.end_array();
-  j.end_object();
-  return j.str() + "\n";
-}
-
-std::string print_csv(const BenchContext& c, const std::vector<TestResult>& results) {
-  std::ostringstream s;
-  s << "test,backend,plugin_version,threads,cpu_features,"
-       "tokens_per_second_median,tokens_per_second_stddev,tokens_per_second_min,"
-       "tokens_per_second_max,repetitions,time_to_first_token_ms,load_ms,"
-       "kv_cache_bytes,peak_rss_bytes,kv_cache_dtype\n";
-  for (const auto& r : results) {
-    s << csv_field(r.spec.name) << "," << csv_field(c.backend) << "," << csv_field(c.plugin_version)
-      << "," << csv_field(c.threads) << "," << csv_field(features_text(c)) << ","
-      << fixed(r.tps.median, 3) << "," << fixed(r.tps.stddev, 3) << "," << fixed(r.tps.min, 3)
-      << "," << fixed(r.tps.max, 3) << "," << r.tokens_per_second.size() << ","
-      << (r.spec.kind == "pp" ? fixed(r.ttft.median * 1000, 3) : "") << ","
-      << fixed(c.load_seconds * 1000, 3) << "," << c.kv_cache_bytes << "," << r.peak_rss_bytes
-      << "," << csv_field(c.kv_cache_dtype) << "\n";
-  }
-  return s.str();
-}
-
-// Calls run(t, i) for run i (warm-ups first) of every test t, one test's
-// runs after another's or in rounds (`interleave`), with progress on stderr
-// when it is a terminal.
-void run_all(const std::vector<std::string>& names, int64_t warmup, int64_t repetitions,
-             bool interleave, const std::function<void(size_t, int64_t)>& run) {
-  const bool progress = isatty(STDERR_FILENO) != 0;
-  const auto one = [&](size_t t, int64_t i) {
-    if (progress) {
-      std::cerr << "\rduet bench: " << names[t] << (i < warmup ? " warm-up " : " run ")
-                << (i < warmup ? i + 1 : i - warmup + 1) << "/"
-                << (i < warmup ? warmup : repetitions) << "    " << std::flush;
-    }
-    run(t, i);
-  };
-  if (interleave) {
-    for (int64_t i = 0; i < warmup + repetitions; ++i) {
-      for (size_t t = 0; t < names.size(); ++t) one(t, i);
-    }
-  } else {
-    for (size_t t = 0; t < names.size(); ++t) {
-      for (int64_t i = 0; i < warmup + repetitions; ++i) one(t, i);
-    }
-  }
-  if (progress) std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
 }
 
 }  // namespace
@@ -382,8 +133,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     }
   }
 
-  std::vector<TestSpec> specs;
-  std::vector<BatchTest> batch_tests;
+  std::vector<bench::TestSpec> specs;
+  std::vector<bench::BatchTest> batch_tests;
   if (batch) {
     for (int64_t b : parse_counts(vm, "batch", "--batch", 1, 1)) {
       for (int64_t p : pp_sizes) {
@@ -407,9 +158,9 @@ int cmd_bench(const std::vector<std::string>& args) {
   PluginHost& host = cli_plugin_host();
   PipelineConfig config = load_pipeline(vm, host);
 
-  if (batch) check_batch_tests(batch_tests, config);
+  if (batch) bench::check_batch_tests(batch_tests, config);
   // The cache must hold the largest test; say which and how to make room.
-  const TestSpec* largest = specs.empty() ? nullptr : &specs.front();
+  const bench::TestSpec* largest = specs.empty() ? nullptr : &specs.front();
   for (const auto& s : specs) {
     if (s.cache_tokens() > largest->cache_tokens()) largest = &s;
   }
@@ -427,7 +178,7 @@ int cmd_bench(const std::vector<std::string>& args) {
 
   const auto load_start = Clock::now();
   auto pipeline = Pipeline::build(config, host);
-  BenchContext c;
+  bench::BenchContext c;
   c.load_seconds = seconds_since(load_start);
   c.pipeline = config.source.string();
   c.model = config.model.path.string();
@@ -435,12 +186,12 @@ int cmd_bench(const std::vector<std::string>& args) {
   c.model_bytes = std::filesystem::file_size(config.model.path, ec);
   if (ec) c.model_bytes = 0;
   c.backend = pipeline->check().backend;
-  c.plugin_version = backend_plugin_version(host, c.backend);
+  c.plugin_version = bench::backend_plugin_version(host, c.backend);
   const auto& backend_options = pipeline->check().backend_options.values();
   const auto threads = backend_options.find("threads");
   c.threads = threads == backend_options.end() ? "-" : threads->second;
-  c.cpu_model = cpu_model_name();
-  c.cpu_features = cpu_features();
+  c.cpu_model = bench::cpu_model_name();
+  c.cpu_features = bench::cpu_features();
   c.sampler_order = pipeline->sampler_order();
   c.repetitions = repetitions;
   c.warmup = warmup;
@@ -450,66 +201,37 @@ int cmd_bench(const std::vector<std::string>& args) {
   c.kv_cache_dtype = std::string(dtype_name(config.kv_cache.dtype));
 
   if (batch) {
-    std::vector<BatchResult> results(batch_tests.size());
+    std::vector<bench::BatchResult> results(batch_tests.size());
     std::vector<std::string> names;
     for (size_t t = 0; t < batch_tests.size(); ++t) {
       results[t].test = batch_tests[t];
       names.push_back(batch_tests[t].name());
     }
-    run_all(names, warmup, repetitions, c.interleave, [&](size_t t, int64_t i) {
+    bench::run_all(names, warmup, repetitions, c.interleave, [&](size_t t, int64_t i) {
       // Every run's prompts are its own, so no run finds another's in the prefix cache.
       const auto stream = static_cast<uint64_t>(t) * static_cast<uint64_t>(warmup + repetitions) +
                           static_cast<uint64_t>(i);
-      run_batch_test(*pipeline, batch_tests[t], stream, i >= warmup, results[t]);
-      if (i + 1 == warmup + repetitions) results[t].peak_rss_bytes = peak_rss_bytes();
+      bench::run_batch_test(*pipeline, batch_tests[t], stream, i >= warmup, results[t]);
+      if (i + 1 == warmup + repetitions) results[t].peak_rss_bytes = bench::peak_rss_bytes();
     });
-    c.peak_rss_bytes = peak_rss_bytes();
-    std::cout << (output == "json"  ? batch_json(c, results)
-                  : output == "csv" ? batch_csv(c, results)
-                                    : batch_table(c, results));
+    c.peak_rss_bytes = bench::peak_rss_bytes();
+    std::cout << (output == "json"  ? bench::batch_json(c, results)
+                  : output == "csv" ? bench::batch_csv(c, results)
+                                    : bench::batch_table(c, results));
     return 0;
   }
 
-  int64_t max_ids = 1;
-  for (const auto& s : specs) max_ids = std::max(max_ids, s.kind == "pp" ? s.tokens : 1 + s.depth);
-  const std::vector<int32_t> ids =
-      bench_tokens(static_cast<size_t>(max_ids), pipeline->check().hparams.n_vocab);
-
-  const int64_t chunk = prefill_chunk(config);
-  std::vector<TestResult> results(specs.size());
-  std::vector<std::string> names;
-  for (size_t t = 0; t < specs.size(); ++t) {
-    results[t].spec = specs[t];
-    names.push_back(specs[t].name);
-  }
-  run_all(names, warmup, repetitions, c.interleave, [&](size_t t, int64_t i) {
-    const TestSpec& spec = specs[t];
-    TestResult& r = results[t];
-    double tps = 0.0, ttft = 0.0;
-    if (spec.kind == "pp") {
-      run_pp(*pipeline, ids, spec.tokens, chunk, tps, ttft);
-    } else {
-      tps = run_tg(*pipeline, ids, spec.tokens, spec.depth, chunk);
-    }
-    if (i >= warmup) {
-      r.tokens_per_second.push_back(tps);
-      if (spec.kind == "pp") r.first_token_seconds.push_back(ttft);
-    }
-    if (i + 1 == warmup + repetitions) {
-      r.tps = summarize_values(r.tokens_per_second);
-      r.ttft = summarize_values(r.first_token_seconds);
-      r.peak_rss_bytes = peak_rss_bytes();
-    }
-  });
-  c.peak_rss_bytes = peak_rss_bytes();
+  const auto results =
+      bench::run_tests(*pipeline, config, specs, warmup, repetitions, c.interleave);
+  c.peak_rss_bytes = bench::peak_rss_bytes();
   c.device_memory_bytes = pipeline->device_memory_in_use();
 
   if (output == "json") {
-    std::cout << print_json(c, results);
+    std::cout << bench::tests_json(c, results);
   } else if (output == "csv") {
-    std::cout << print_csv(c, results);
+    std::cout << bench::tests_csv(c, results);
   } else {
-    std::cout << print_table(c, results);
+    std::cout << bench::tests_table(c, results);
   }
   return 0;
 }

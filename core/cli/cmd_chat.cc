@@ -1,5 +1,5 @@
 // duet chat — an interactive multi-turn chat in the terminal. The
-// conversation stays in the KV cache (duet/conversation.h), so each message
+// conversation stays in the KV cache (duet/app/conversation.h), so each message
 // prefills only its own tokens. Messages are lines of standard input; a line
 // ending in '\' continues on the next. /reset starts a new conversation,
 // /exit or the end of input ends it.
@@ -9,11 +9,11 @@
 #include <iostream>
 #include <sstream>
 
-#include "commands.h"
-#include "duet/conversation.h"
+#include "duet/app/conversation.h"
 #include "duet/error.h"
 #include "pipeline_loading.h"
 #include "prompt_input.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 namespace {

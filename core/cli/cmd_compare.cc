@@ -1,5 +1,5 @@
 // duet compare — a backend comparison experiment in one command: every
-// variant of an experiment file (duet/experiment.h) measured for speed,
+// variant of an experiment file (duet/app/experiment.h) measured for speed,
 // memory and fidelity against a baseline, each in a process of its own.
 #include <unistd.h>
 
@@ -10,11 +10,11 @@
 #include <fstream>
 #include <iostream>
 
-#include "commands.h"
 #include "compare_output.h"
 #include "compare_run.h"
 #include "duet/error.h"
 #include "pipeline_loading.h"
+#include "subcommands.h"
 #include "subprocess.h"
 
 namespace duet::cli {
@@ -54,40 +54,40 @@ void write_file(const fs::path& path, const std::string& text) {
   if (!out) throw Error(ErrorKind::kUsage, "--report: cannot write " + path.string());
 }
 
-// compare_report.py beside the executable's install (share/duet) or in the
+// report_page.py beside the executable's install (share/duet) or in the
 // source tree it was built from; DUET_REPORT_SCRIPT overrides both.
 std::string report_script() {
   if (const char* env = std::getenv("DUET_REPORT_SCRIPT")) return env;
-  const fs::path exe_dir = fs::path(self_executable()).parent_path();
-  const fs::path installed = exe_dir / "../share/duet/compare_report.py";
+  const fs::path exe_dir = fs::path(compare::self_executable()).parent_path();
+  const fs::path installed = exe_dir / "../share/duet/report_page.py";
   if (fs::exists(installed)) return installed.lexically_normal().string();
-  return DUET_SOURCE_DIR "/core/cli/compare_report.py";
+  return DUET_SOURCE_DIR "/core/compare/report_page.py";
 }
 
 // The Python that draws the report: DUET_PYTHON, else the build tree's venv
 // (scripts/python-env.sh), else python3 on the PATH.
 std::string report_python() {
   if (const char* env = std::getenv("DUET_PYTHON")) return env;
-  const fs::path venv = fs::path(self_executable()).parent_path() / "../venv/bin/python";
+  const fs::path venv = fs::path(compare::self_executable()).parent_path() / "../venv/bin/python";
   if (fs::exists(venv)) return venv.lexically_normal().string();
   return "python3";
 }
 
-void write_report(const fs::path& dir, const Experiment& e, const CompareResult& r) {
+void write_report(const fs::path& dir, const Experiment& e, const compare::CompareResult& r) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
     throw Error(ErrorKind::kUsage,
                 "--report " + dir.string() + ": cannot create the folder: " + ec.message());
-  write_file(dir / "compare.json", compare_json(e, r) + "\n");
-  write_file(dir / "compare.csv", compare_csv(e, r));
+  write_file(dir / "compare.json", compare::compare_json(e, r) + "\n");
+  write_file(dir / "compare.csv", compare::compare_csv(e, r));
   const std::string fix =
       "; compare.json and compare.csv are there. Install the report's Python "
       "packages with `bash scripts/python-env.sh` or point DUET_PYTHON at a "
       "Python with matplotlib";
-  ChildResult c;
+  compare::ChildResult c;
   try {
-    c = run_child({report_python(), report_script(), dir.string()});
+    c = compare::run_child({report_python(), report_script(), dir.string()});
   } catch (const Error& spawn_error) {
     throw Error(ErrorKind::kUsage, "--report " + dir.string() + ": " + spawn_error.what() + fix);
   }
@@ -133,15 +133,15 @@ int cmd_compare(const std::vector<std::string>& args) {
   sigaction(SIGINT, &action, nullptr);
   std::cerr << "compare: " << e.variants.size() << " variants, baseline " << e.baseline
             << "; each runs in a process of its own (Ctrl-C stops and keeps what was measured)\n";
-  const CompareResult r = run_experiment(e, work.path(), g_stop);
+  const compare::CompareResult r = compare::run_experiment(e, work.path(), g_stop);
   signal(SIGINT, SIG_DFL);
 
   if (output == "json") {
-    std::cout << compare_json(e, r) << "\n";
+    std::cout << compare::compare_json(e, r) << "\n";
   } else if (output == "csv") {
-    std::cout << compare_csv(e, r);
+    std::cout << compare::compare_csv(e, r);
   } else {
-    print_tables(std::cout, e, r);
+    compare::print_tables(std::cout, e, r);
   }
   if (vm.count("report")) {
     try {

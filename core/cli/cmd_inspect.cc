@@ -2,10 +2,10 @@
 #include <iostream>
 
 #include "cli_options.h"
-#include "commands.h"
+#include "duet/app/gguf.h"
+#include "duet/app/model_summary.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
-#include "duet/model_summary.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 

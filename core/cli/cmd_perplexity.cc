@@ -9,15 +9,15 @@
 #include <optional>
 #include <sstream>
 
-#include "commands.h"
+#include "duet/app/perplexity.h"
+#include "duet/app/pipeline.h"
+#include "duet/app/tokenizer.h"
 #include "duet/error.h"
-#include "duet/perplexity.h"
-#include "duet/pipeline.h"
-#include "duet/tokenizer.h"
 #include "json_writer.h"
 #include "logits_file.h"
 #include "pipeline_loading.h"
 #include "prompt_input.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 namespace {

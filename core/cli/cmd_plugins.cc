@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "cli_options.h"
-#include "commands.h"
-#include "duet/pipeline_config.h"
-#include "duet/plugin_host.h"
+#include "duet/app/pipeline_config.h"
+#include "duet/app/plugin_host.h"
 #include "pipeline_loading.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 

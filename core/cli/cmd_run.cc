@@ -6,12 +6,13 @@
 #include <sstream>
 
 #include "batch_run.h"
-#include "commands.h"
+#include "duet/app/pipeline.h"
+#include "duet/byte_size.h"
 #include "duet/error.h"
-#include "duet/pipeline.h"
 #include "json_writer.h"
 #include "pipeline_loading.h"
 #include "prompt_input.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 namespace {
@@ -162,13 +163,12 @@ int cmd_run(const std::vector<std::string>& args) {
   s << std::fixed << std::setprecision(1);
   s << "--\nbackend " << pipeline->check().backend << ", attention "
     << pipeline->check().attention_impl << ", sampler " << pipeline->sampler_order() << " (seed "
-    << config.sampler.seed << "), KV cache " << rounded_mib(pipeline->kv_cache_bytes()) << " MiB\n";
+    << config.sampler.seed << "), KV cache " << format_bytes(pipeline->kv_cache_bytes()) << "\n";
   for (const auto& why : pipeline->check().backends_passed_over) s << "passed over " << why << "\n";
   if (const std::string line = placement_line(pipeline->check()); !line.empty()) {
-    s << line << "; KV cache handed over " << r.stats.handovers << "x, " << std::setprecision(2)
-      << static_cast<double>(r.stats.handover_bytes) / 1048576.0 << " MiB in "
-      << r.stats.handover_seconds * 1000 << " ms\n"
-      << std::setprecision(1);
+    s << line << "; KV cache handed over " << r.stats.handovers << "x, "
+      << format_bytes(r.stats.handover_bytes) << " in " << r.stats.handover_seconds * 1000
+      << " ms\n";
   }
   s << "prompt " << r.stats.prompt_tokens << " tokens, generated " << r.stats.generated_tokens
     << " tokens, finish " << finish_reason_name(r.finish) << "\n"

@@ -10,16 +10,16 @@
 #include <limits>
 #include <optional>
 
-#include "commands.h"
-#include "duet/chat_template.h"
+#include "duet/app/chat_template.h"
+#include "duet/app/gguf.h"
+#include "duet/app/pipeline.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
-#include "duet/pipeline.h"
 #include "http_server.h"
 #include "pipeline_loading.h"
 #include "serve_engine.h"
 #include "serve_handler.h"
 #include "serve_metrics.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 namespace {
@@ -46,7 +46,7 @@ int64_t checked(const po::variables_map& vm, const char* flag, int64_t min, int6
 
 // Once the engine has drained: waits (up to kFlushTime) for the answers
 // still being written, then closes every connection and stops the loop.
-void finish_when_flushed(net::io_context& io, HttpServer& server,
+void finish_when_flushed(net::io_context& io, serve::HttpServer& server,
                          std::shared_ptr<net::steady_timer> timer, Clock::time_point until) {
   if (server.active_exchanges() == 0 || Clock::now() >= until) {
     server.close_all();
@@ -80,7 +80,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_command_line("serve", kSynopsis, opts, {"pipeline"}, args, vm)) return 0;
   const auto port = static_cast<uint16_t>(checked(vm, "port", 0, 65535));
-  ServeOptions options;
+  serve::ServeOptions options;
   options.max_queue = checked(vm, "max-queue", 1, 1 << 20);
   const std::chrono::seconds idle(checked(vm, "idle-timeout", 1, 3600));
   const std::chrono::seconds grace(checked(vm, "shutdown-timeout", 0, 3600));
@@ -104,22 +104,22 @@ int cmd_serve(const std::vector<std::string>& args) {
     if (e.kind() != ErrorKind::kConfig) throw;
     chat_error = std::string("messages: ") + e.what();
   }
-  ServedModel model;
+  serve::ServedModel model;
   model.id = config.model.path.stem().string();
   model.chain = config.sampler.chain;
   model.n_vocab = pipeline->check().hparams.n_vocab;
   model.created = static_cast<int64_t>(std::time(nullptr));
 
-  ServeMetrics metrics;
+  serve::ServeMetrics metrics;
   net::io_context io;
   // Throws kConfig when the pipeline cannot batch.
-  ServeEngine engine(*pipeline, config.batching.max_sequences, metrics);
-  ServeHandler handler(io, *pipeline, config, engine, metrics, model, chat ? &*chat : nullptr,
-                       chat_error, options);
-  HttpLimits limits;
+  serve::ServeEngine engine(*pipeline, config.batching.max_sequences, metrics);
+  serve::ServeHandler handler(io, *pipeline, config, engine, metrics, model,
+                              chat ? &*chat : nullptr, chat_error, options);
+  serve::HttpLimits limits;
   limits.read_timeout = idle;
   limits.write_timeout = idle;
-  HttpServer server(io, host, port, handler, limits);
+  serve::HttpServer server(io, host, port, handler, limits);
   server.start();
 
   net::signal_set signals(io, SIGINT, SIGTERM);

@@ -4,12 +4,12 @@
 #include <cstdio>
 #include <iostream>
 
-#include "commands.h"
+#include "duet/app/gguf.h"
+#include "duet/app/tokenizer.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
-#include "duet/tokenizer.h"
 #include "json_writer.h"
 #include "prompt_input.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 namespace {

@@ -1,8 +1,8 @@
 // duet validate — prove a pipeline can run, without running it.
 #include <iostream>
 
-#include "commands.h"
 #include "pipeline_loading.h"
+#include "subcommands.h"
 
 namespace duet::cli {
 

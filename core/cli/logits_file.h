@@ -7,7 +7,7 @@
 //   n_vocab u32, ctx i32, n_tokens u64
 //   tokens  i32[n_tokens]            the whole text's token ids
 //   logits  f32[n_vocab] per scored position, window after window, in the
-//           order of scoring_windows(n_tokens, ctx) (duet/perplexity.h)
+//           order of scoring_windows(n_tokens, ctx) (duet/app/perplexity.h)
 // A reader checks that the size adds up and that vocabulary, ctx and tokens
 // are its own, so a file from another model, text or window size is refused.
 #pragma once

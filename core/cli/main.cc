@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "commands.h"
 #include "duet/error.h"
+#include "subcommands.h"
 
 namespace {
 

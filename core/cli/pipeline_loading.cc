@@ -3,6 +3,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "duet/byte_size.h"
+
 namespace duet::cli {
 
 void StdoutSink::on_text(std::string_view text) { std::cout << text << std::flush; }
@@ -29,8 +31,6 @@ PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
   return config;
 }
 
-uint64_t rounded_mib(uint64_t bytes) { return (bytes + (1 << 19)) / (1 << 20); }
-
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check) {
   std::ostringstream s;
   const ModelHParams& h = check.hparams;
@@ -52,7 +52,7 @@ std::string summarize(const PipelineConfig& config, const PipelineCheck& check) 
     s << (p.name.empty() ? "" : "  ") << "attention: " << p.attention_impl << "\n";
     s << (p.name.empty() ? "" : "  ") << "kv_cache:  " << p.kv_cache.impl << ", "
       << p.kv_cache.capacity_tokens << " tokens in blocks of " << p.kv_cache.block_tokens << ", "
-      << dtype_name(p.kv_cache.dtype) << ", " << rounded_mib(p.kv_cache_bytes) << " MiB\n";
+      << dtype_name(p.kv_cache.dtype) << ", " << format_bytes(p.kv_cache_bytes) << "\n";
   }
   s << "sampler:   seed " << config.sampler.seed << ", chain [";
   for (size_t i = 0; i < check.sampler_chain.size(); ++i)

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "cli_options.h"
-#include "duet/pipeline_check.h"
-#include "duet/pipeline_config.h"
-#include "duet/plugin_host.h"
+#include "duet/app/pipeline_check.h"
+#include "duet/app/pipeline_config.h"
+#include "duet/app/plugin_host.h"
 #include "duet/session.h"
 
 namespace duet::cli {
@@ -34,8 +34,5 @@ PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
 
 // A few lines describing a checked pipeline, for stderr.
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check);
-
-// bytes in whole MiB, rounded to nearest (the summaries of run and validate).
-uint64_t rounded_mib(uint64_t bytes);
 
 }  // namespace duet::cli

@@ -6,7 +6,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "../src/utf8.h"  // core's UTF-8 check, exported by libduet
+#include "duet/app/utf8.h"
 #include "duet/error.h"
 
 namespace duet::cli {

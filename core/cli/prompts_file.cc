@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "../src/suggest.h"  // core's "did you mean", exported by libduet
+#include "duet/app/suggest.h"
 #include "duet/error.h"
 #include "request_fields.h"
 
@@ -43,9 +43,9 @@ void read_request(const json& object, const std::vector<SamplerLink>& chain, Pro
     out.prompt = string_field(object, "prompt", "prompt");
     if (out.prompt->empty()) fail("prompt is empty; give some text");
   } else {
-    out.messages = read_messages(object.at("messages"));
+    out.messages = serve::read_messages(object.at("messages"));
   }
-  read_request_settings(object, chain, out.settings);
+  serve::read_request_settings(object, chain, out.settings);
 }
 
 }  // namespace
@@ -56,7 +56,7 @@ PromptLine read_prompt_line(std::string_view text, int64_t line,
   out.line = line;
   out.id = line;
   try {
-    const json object = parse_request_object(text);
+    const json object = serve::parse_request_object(text);
     if (object.contains("id")) {
       const json& id = object.at("id");
       if (!id.is_string() && !id.is_number_integer()) {
@@ -67,7 +67,7 @@ PromptLine read_prompt_line(std::string_view text, int64_t line,
     read_request(object, chain, out);
   } catch (const LineError& e) {
     out.error = e.message;
-  } catch (const FieldError& e) {
+  } catch (const serve::FieldError& e) {
     out.error = e.message;
   }
   return out;

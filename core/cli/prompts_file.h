@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "chat_messages.h"
-#include "duet/pipeline_config.h"
-#include "duet/scheduler.h"
+#include "duet/app/pipeline_config.h"
+#include "duet/app/scheduler.h"
 
 namespace duet::cli {
 
@@ -20,7 +20,7 @@ struct PromptLine {
   int64_t line = 0;                   // 1-based line number in the file
   nlohmann::json id;                  // as given (string or integer), else the line number
   std::optional<std::string> prompt;  // exactly one of prompt and messages is set
-  std::vector<ChatMessage> messages;
+  std::vector<serve::ChatMessage> messages;
   RequestSettings settings;
   std::string error;  // why the line is refused; empty when it is a request
 };

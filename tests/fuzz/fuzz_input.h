@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "duet/plugin_host.h"
+#include "duet/app/plugin_host.h"
 
 namespace duet::fuzz {
 

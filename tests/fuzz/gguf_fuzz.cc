@@ -4,11 +4,11 @@
 #include <ostream>
 #include <streambuf>
 
+#include "duet/app/gguf.h"
+#include "duet/app/model_hparams.h"
+#include "duet/app/model_summary.h"
+#include "duet/app/tokenizer.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
-#include "duet/model_hparams.h"
-#include "duet/model_summary.h"
-#include "duet/tokenizer.h"
 #include "fuzz_input.h"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "duet/app/pipeline_config.h"
 #include "duet/error.h"
-#include "duet/pipeline_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "duet/app/plugin_host.h"
 #include "duet/error.h"
-#include "duet/plugin_host.h"
 #include "fuzz_input.h"
-#include "sampler_chain.h"
+#include "sampling/sampler_chain.h"
 
 namespace {
 

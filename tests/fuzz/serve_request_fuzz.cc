@@ -12,15 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "duet/app/plugin_host.h"
 #include "duet/error.h"
-#include "duet/plugin_host.h"
 #include "fuzz_input.h"
 #include "serve_openai.h"
 
 namespace {
 
 duet::PluginHost* g_host = nullptr;
-duet::cli::ServedModel* g_model = nullptr;
+duet::serve::ServedModel* g_model = nullptr;
 
 duet::SamplerLink link(const std::string& name, const std::string& key, const std::string& value) {
   duet::SamplerLink l;
@@ -34,7 +34,7 @@ duet::SamplerLink link(const std::string& name, const std::string& key, const st
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_host = duet::fuzz::standard_samplers();
-  g_model = new duet::cli::ServedModel;
+  g_model = new duet::serve::ServedModel;
   g_model->id = "SmolLM2-135M-Instruct.Q4_1";
   g_model->n_vocab = 49152;
   g_model->chain = {link("logit_bias", "", ""),
@@ -50,15 +50,15 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto endpoint =
-      data[0] % 2 == 0 ? duet::cli::Endpoint::kCompletions : duet::cli::Endpoint::kChatCompletions;
+  const auto endpoint = data[0] % 2 == 0 ? duet::serve::Endpoint::kCompletions
+                                         : duet::serve::Endpoint::kChatCompletions;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  duet::cli::CompletionRequest request;
+  duet::serve::CompletionRequest request;
   try {
-    request = duet::cli::parse_completion_request(endpoint, body, *g_model);
-  } catch (const duet::cli::ApiError& e) {
+    request = duet::serve::parse_completion_request(endpoint, body, *g_model);
+  } catch (const duet::serve::ApiError& e) {
     if ((e.status != 400 && e.status != 404) || e.message.empty()) std::abort();
-    (void)duet::cli::error_body(e);
+    (void)duet::serve::error_body(e);
     return 0;
   }
   if (const std::optional<int32_t> top = request.settings.top_logprobs;
@@ -74,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       g_host->create_sampler(l.name, options);
     } catch (const duet::Error& e) {
       if (e.kind() != duet::ErrorKind::kConfig) std::abort();
-      const duet::cli::ApiError api = duet::cli::refused_error(e, request.settings);
+      const duet::serve::ApiError api = duet::serve::refused_error(e, request.settings);
       if (api.status != 400 || api.param.empty()) std::abort();
     }
   }

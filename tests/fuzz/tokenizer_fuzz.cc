@@ -7,11 +7,11 @@
 #include <set>
 #include <string>
 
+#include "duet/app/gguf.h"
+#include "duet/app/tokenizer.h"
 #include "duet/error.h"
-#include "duet/gguf.h"
-#include "duet/tokenizer.h"
 #include "fuzz_input.h"
-#include "utf8_stream.h"
+#include "text/utf8_stream.h"
 
 namespace {
 

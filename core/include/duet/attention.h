@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "duet/export.h"
 #include "duet/kv_cache.h"
 #include "duet/step_batch.h"
 #include "duet/support.h"
@@ -11,7 +12,7 @@
 
 namespace duet {
 
-struct AttentionSpec {
+struct DUET_API AttentionSpec {
   int32_t n_heads = 0;     // query heads
   int32_t n_kv_heads = 0;  // key/value heads; n_heads is a multiple of it (GQA)
   int32_t head_dim = 0;
@@ -22,11 +23,11 @@ struct AttentionSpec {
 // holds spec.n_kv_heads heads of spec.head_dim, and n_heads is a positive
 // multiple of n_kv_heads. Reasons name `who`, e.g. "attention 'full' of
 // backend 'onednn'".
-Support check_attention_geometry(const AttentionSpec& spec, const KVCacheSpec& kv,
-                                 std::string_view who);
+DUET_API Support check_attention_geometry(const AttentionSpec& spec, const KVCacheSpec& kv,
+                                          std::string_view who);
 
 // Thread-safety: none; one pipeline uses an Attention at a time.
-class Attention {
+class DUET_API Attention {
  public:
   virtual ~Attention() = default;
 

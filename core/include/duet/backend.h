@@ -8,6 +8,7 @@
 
 #include "duet/attention.h"
 #include "duet/device.h"
+#include "duet/export.h"
 #include "duet/kv_cache.h"
 #include "duet/ops.h"
 
@@ -15,7 +16,7 @@ namespace duet {
 
 // Created by a factory a backend plugin registers (see duet/plugin.h).
 // Thread-safety: none; a pipeline drives its backend from one thread.
-class Backend {
+class DUET_API Backend {
  public:
   virtual ~Backend() = default;
 

@@ -5,26 +5,28 @@
 #include <memory>
 #include <string>
 
+#include "duet/export.h"
+
 namespace duet {
 
 // One allocation on a device. Destroying it frees the memory. `data()` is a
 // device pointer: host code may dereference it only if the owning Device
 // reports host_accessible().
-class Buffer {
+class DUET_API Buffer {
  public:
   virtual ~Buffer() = default;
   virtual void* data() = 0;
   virtual uint64_t size() const = 0;
 };
 
-struct MemoryInfo {
+struct DUET_API MemoryInfo {
   uint64_t total_bytes = 0;  // 0 when unknown
   uint64_t free_bytes = 0;   // 0 when unknown
 };
 
 // A device's memory and transfers. Thread-safety: a Device may be used from
 // one thread at a time unless its backend documents otherwise.
-class Device {
+class DUET_API Device {
  public:
   virtual ~Device() = default;
 

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string_view>
 
+#include "duet/export.h"
+
 namespace duet {
 
 enum class DType : uint32_t {
@@ -23,7 +25,7 @@ enum class DType : uint32_t {
   kBF16 = 30,
 };
 
-struct DTypeTraits {
+struct DUET_API DTypeTraits {
   DType type;
   std::string_view name;  // "f32", "q4_1", ...
   int64_t block_size;     // elements per block (1 for scalar types)
@@ -31,23 +33,23 @@ struct DTypeTraits {
 };
 
 // Traits of a supported type.
-const DTypeTraits& dtype_traits(DType type);
+DUET_API const DTypeTraits& dtype_traits(DType type);
 
 // Looks up a GGUF/ggml type code. Returns nullopt for codes Duet does not
 // support (the caller reports them by name with ggml_type_name()).
-std::optional<DType> dtype_from_code(uint32_t code) noexcept;
+DUET_API std::optional<DType> dtype_from_code(uint32_t code) noexcept;
 
 // Name of any ggml type code, supported or not ("q5_k", ...); "unknown(N)"
 // for codes that no ggml version defines.
-std::string ggml_type_name(uint32_t code);
+DUET_API std::string ggml_type_name(uint32_t code);
 
 // Looks up a type by its lower-case name ("f32", "q8_0"); nullopt if unknown.
-std::optional<DType> dtype_from_name(std::string_view name) noexcept;
+DUET_API std::optional<DType> dtype_from_name(std::string_view name) noexcept;
 
 inline std::string_view dtype_name(DType t) { return dtype_traits(t).name; }
 
 // Bytes taken by `n` elements. REQUIRES: n is a multiple of the block size.
 // Returns nullopt if n is not a multiple of the block size or on overflow.
-std::optional<uint64_t> dtype_row_bytes(DType t, uint64_t n) noexcept;
+DUET_API std::optional<uint64_t> dtype_row_bytes(DType t, uint64_t n) noexcept;
 
 }  // namespace duet

@@ -3,12 +3,18 @@
 // Every failure caused by something outside the process (a model file, a YAML
 // key, a flag, a prompt, a plugin) is reported by throwing duet::Error with an
 // ErrorKind. The kind decides the documented process exit code; the message is
-// one line that names the value, the limit and the fix. Internal invariants use
-// assert(), never Error.
+// one line that names the value, the limit and the fix. ErrorKind::kInternal
+// (exit code 70) reports a broken contract that core checks in every build,
+// because going on would compute wrong results: an op operand of the wrong
+// shape (models/checked_ops.h), misuse of the KV allocator or a KV cache, a
+// plugin that breaks an interface's contract — a bug in Duet or in a plugin.
+// Invariants that only a bug inside one function could break use assert().
 #pragma once
 
 #include <stdexcept>
 #include <string>
+
+#include "duet/export.h"
 
 namespace duet {
 
@@ -34,12 +40,12 @@ enum class ErrorKind {
 };
 
 // Maps an error kind to the CLI exit code it produces.
-ExitCode exit_code_for(ErrorKind kind) noexcept;
+DUET_API ExitCode exit_code_for(ErrorKind kind) noexcept;
 
 // Human-readable name of a kind ("config", "model file", ...).
-const char* error_kind_name(ErrorKind kind) noexcept;
+DUET_API const char* error_kind_name(ErrorKind kind) noexcept;
 
-class Error : public std::runtime_error {
+class DUET_API Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   Error(const Error&) = default;

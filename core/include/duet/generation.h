@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "duet/export.h"
 #include "duet/session.h"
 
 namespace duet {
@@ -24,9 +25,9 @@ namespace duet {
 // Throws duet::Error(kConfig) naming `path` (e.g. "stages[2].decode.stop")
 // for an empty stop string (it would stop at once) or one that is not valid
 // UTF-8 text (text is streamed a whole character at a time).
-void check_stop_strings(const std::vector<std::string>& stop, const std::string& path);
+DUET_API void check_stop_strings(const std::vector<std::string>& stop, const std::string& path);
 
-class Generation {
+class DUET_API Generation {
  public:
   // REQUIRES: `stop` passed check_stop_strings. Keeps a reference to
   // `session`, which must outlive this object.

@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "duet/dtype.h"
+#include "duet/export.h"
 #include "duet/step_batch.h"
 #include "duet/support.h"
 #include "duet/tensor.h"
 
 namespace duet {
 
-struct KVCacheSpec {
+struct DUET_API KVCacheSpec {
   std::string impl = "contiguous";  // name in the backend's kv_cache_impls()
   int32_t n_layers = 0;
   int32_t n_kv_heads = 0;
@@ -38,22 +39,23 @@ struct KVCacheSpec {
 // names `who`, the value and the key that fixes it, e.g. "backend 'onednn'
 // stores K and V as f32 or f16, not bf16; set components.kv_cache.dtype to
 // f32 or f16".
-Support check_kv_rows(const KVCacheSpec& spec, std::string_view who,
-                      std::initializer_list<DType> dtypes);
+DUET_API Support check_kv_rows(const KVCacheSpec& spec, std::string_view who,
+                               std::initializer_list<DType> dtypes);
 
 // check_kv_rows() for a backend whose one storage is `contiguous`, plus
 // that spec.impl names it.
-Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view backend,
-                                  std::initializer_list<DType> dtypes);
+DUET_API Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_view backend,
+                                           std::initializer_list<DType> dtypes);
 
 // What KVCache::copy_blocks, export_slots and import_slots must refuse,
 // for every backend alike: each throws duet::Error(kInternal) naming the
 // values when slots [0, n_slots) or the blocks' slots fall outside
 // spec.capacity_tokens, the two block ranges overlap, or an import is not
 // the size export_slots gives (2 * n_layers * n_slots rows of the dtype).
-void check_kv_export(const KVCacheSpec& spec, int64_t n_slots);
-void check_kv_import(const KVCacheSpec& spec, int64_t n_slots, size_t bytes);
-void check_kv_block_copy(const KVCacheSpec& spec, int64_t src_block, int64_t dst_block, int64_t n);
+DUET_API void check_kv_export(const KVCacheSpec& spec, int64_t n_slots);
+DUET_API void check_kv_import(const KVCacheSpec& spec, int64_t n_slots, size_t bytes);
+DUET_API void check_kv_block_copy(const KVCacheSpec& spec, int64_t src_block, int64_t dst_block,
+                                  int64_t n);
 
 // Where one layer's K and V live. With tile_slots = 0, slot s of layer l
 // holds n_kv_heads * head_dim elements of `dtype` at byte offset s *
@@ -64,7 +66,7 @@ void check_kv_block_copy(const KVCacheSpec& spec, int64_t src_block, int64_t dst
 // the storage extends to whole tiles past capacity_tokens. Only the
 // backend's own attention reads tiles (other attention refuses them), and
 // export_slots/import_slots/copy_blocks still move rows.
-struct KVLayerView {
+struct DUET_API KVLayerView {
   void* k = nullptr;
   void* v = nullptr;
   uint64_t slot_bytes = 0;
@@ -73,10 +75,10 @@ struct KVLayerView {
 
 // For attention that reads slot rows only: throws duet::Error(kPlugin)
 // naming `attention` when `view` is in a backend's own tiles.
-void require_slot_rows(const KVLayerView& view, std::string_view attention);
+DUET_API void require_slot_rows(const KVLayerView& view, std::string_view attention);
 
 // Thread-safety: none; one pipeline uses a cache at a time.
-class KVCache {
+class DUET_API KVCache {
  public:
   virtual ~KVCache() = default;
 

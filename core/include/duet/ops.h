@@ -2,7 +2,7 @@
 // backend implements them.
 //
 // Core validates every shape and dtype before it calls an op (see
-// core/src/checked_ops.h), so an implementation may assume its preconditions
+// core/src/models/checked_ops.h), so an implementation may assume its preconditions
 // hold and only computes. All tensors live on the backend's own device.
 // Activations are f32; weights may be any dtype the backend supports(). Ops
 // may run asynchronously on the device; Device::synchronize() waits.
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "duet/export.h"
 #include "duet/support.h"
 #include "duet/tensor.h"
 
@@ -25,11 +26,11 @@ enum class OpKind {
   kAdd,
 };
 
-const char* op_kind_name(OpKind kind);
+DUET_API const char* op_kind_name(OpKind kind);
 
 // What supports() is asked: an op and the dtype of its weight operand (the
 // table for kEmbedding, the matrix for kMatmul, f32 otherwise).
-struct OpDesc {
+struct DUET_API OpDesc {
   OpKind kind;
   DType weight_dtype = DType::kF32;
 };
@@ -38,13 +39,13 @@ struct OpDesc {
 // together: kAdjacent rotates (x[2i], x[2i+1]) — the layout GGUF Llama files
 // store Q and K weights for; kHalves rotates (x[i], x[i + d/2]) — the NeoX
 // layout.
-struct RopeParams {
+struct DUET_API RopeParams {
   enum class Pairs { kAdjacent, kHalves };
   float theta_base = 10000.0f;
   Pairs pairs = Pairs::kAdjacent;
 };
 
-class Ops {
+class DUET_API Ops {
  public:
   virtual ~Ops() = default;
 

@@ -15,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "duet/export.h"
+
 namespace duet {
 
-class Options {
+class DUET_API Options {
  public:
   Options() = default;
   // `path` is the key path of the map itself, e.g. "backend.options".

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "duet/backend.h"
+#include "duet/export.h"
 #include "duet/options.h"
 #include "duet/sampler.h"
 #include "duet/stage.h"
@@ -79,7 +80,7 @@ using KVCacheFactory = std::function<std::unique_ptr<KVCache>(
 // naming the key path on any bad value. Factories run on the host's thread.
 // Registering a name that is already taken throws duet::Error(kPlugin); the
 // host then refuses the whole plugin.
-class PluginRegistrar {
+class DUET_API PluginRegistrar {
  public:
   virtual void add_backend(const std::string& name, const std::string& summary,
                            BackendFactory factory) = 0;
@@ -125,7 +126,7 @@ extern "C" {
 // Backend::kv_cache_tile_slots. A 1.0 plugin never calls the first two, and
 // the host calls the others only on objects of plugins built against 1.1 or
 // later, so 1.0 plugins keep loading and working.
-struct DuetPluginDescriptor {
+struct DUET_API DuetPluginDescriptor {
   uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
   uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with
   uint32_t abi_minor;     // DUET_ABI_MINOR the plugin was built with
@@ -155,8 +156,8 @@ typedef const DuetPluginDescriptor* (*DuetPluginEntryFn)(void);
 
 namespace duet::plugin_detail {
 // Runs `fn(registrar)` and turns an exception into create()'s error return.
-int guarded_create(void (*fn)(PluginRegistrar&), PluginRegistrar* registrar, char* error,
-                   size_t error_size) noexcept;
+DUET_API int guarded_create(void (*fn)(PluginRegistrar&), PluginRegistrar* registrar, char* error,
+                            size_t error_size) noexcept;
 }  // namespace duet::plugin_detail
 
 // Defines duet_plugin_entry() for a plugin. REGISTER_FN is

@@ -12,25 +12,26 @@
 #include <cstdint>
 
 #include "duet/dtype.h"
+#include "duet/export.h"
 
 namespace duet {
 
 // IEEE 754 binary16 <-> binary32. f32_to_f16 rounds to nearest, ties to even;
 // values beyond the f16 range become ±inf, values below half the smallest
 // subnormal become ±0, and a NaN stays a (quiet) NaN.
-float f16_to_f32(uint16_t h) noexcept;
-uint16_t f32_to_f16(float f) noexcept;
+DUET_API float f16_to_f32(uint16_t h) noexcept;
+DUET_API uint16_t f32_to_f16(float f) noexcept;
 
 // bfloat16 (the upper half of a binary32) <-> binary32. f32_to_bf16 rounds to
 // nearest, ties to even, and keeps NaN a (quiet) NaN.
-float bf16_to_f32(uint16_t h) noexcept;
-uint16_t f32_to_bf16(float f) noexcept;
+DUET_API float bf16_to_f32(uint16_t h) noexcept;
+DUET_API uint16_t f32_to_bf16(float f) noexcept;
 
 // Expands `n` elements of `type` stored at `src` into `dst`.
 // Supports f32, f16, bf16, q4_0, q4_1 and q8_0. Throws duet::Error(kInternal)
 // for any other type or when n is not a multiple of the type's block size:
 // callers validate both first, so either is a bug in Duet.
-void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+DUET_API void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Stores `n` elements of `src` as `type` at `dst` (dtype_row_bytes(type, n)
 // bytes), rounding exactly as ggml's reference quantizers do, so files Duet
@@ -41,6 +42,6 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 //   q8_0: d = max|x| / 127, q = round(x / d).
 // (An all-zero block has d = 0 and every q at its zero point.) Same types and
 // errors as dequantize_row.
-void quantize_row(DType type, const float* src, void* dst, int64_t n);
+DUET_API void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
 }  // namespace duet

@@ -16,11 +16,12 @@
 #include <vector>
 
 #include "duet/device.h"
+#include "duet/export.h"
 #include "duet/kv_cache.h"
 
 namespace duet {
 
-class RowKVCache : public KVCache {
+class DUET_API RowKVCache : public KVCache {
  public:
   // Bytes of one slot's row: n_kv_heads * head_dim elements of spec.dtype.
   // REQUIRES: the dtype can hold such a row (check_kv_rows()).

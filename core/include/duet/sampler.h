@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "duet/export.h"
+
 namespace duet {
 
-struct Candidates {
+struct DUET_API Candidates {
   std::vector<int32_t> ids;   // token ids still eligible
   std::vector<float> logits;  // logits[i] belongs to ids[i]
   int32_t selected = -1;      // set by a selecting link; -1 = none yet
@@ -23,7 +25,7 @@ struct Candidates {
 // Everything a link may read besides the candidates. `uniform(draw)` returns
 // a number in [0, 1) that depends only on (seed, sequence, step, draw): the
 // same request gives the same numbers whatever else is running.
-struct SamplingContext {
+struct DUET_API SamplingContext {
   uint64_t seed = 0;
   uint32_t sequence = 0;
   uint64_t step = 0;                 // index of the token being generated
@@ -40,12 +42,12 @@ struct SamplingContext {
 // (id, logit) pairs and u, not on the order of the list. Returns the drawn
 // id, or -1 when no candidate has any weight (every logit NaN).
 // REQUIRES: 0 <= u < 1, c.ids.size() == c.logits.size().
-int32_t draw_from_softmax(const Candidates& c, double u);
+DUET_API int32_t draw_from_softmax(const Candidates& c, double u);
 
 // Created per request (each session and each batched request has its own
 // chain) by a factory that validated its options. Thread-safety: none;
 // apply() may keep state across steps (e.g. a window of recent tokens).
-class Sampler {
+class DUET_API Sampler {
  public:
   virtual ~Sampler() = default;
 

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "duet/export.h"
+
 namespace duet {
 
 class Pipeline;
@@ -28,23 +30,23 @@ enum class FinishReason {
 };
 
 // "none", "stop", "length", "cancelled".
-const char* finish_reason_name(FinishReason reason);
+DUET_API const char* finish_reason_name(FinishReason reason);
 
 // Where generated text goes, piece by piece, as it is produced.
-class TextSink {
+class DUET_API TextSink {
  public:
   virtual ~TextSink() = default;
   virtual void on_text(std::string_view text) = 0;
 };
 
 // Drops the text: for measurements, scoring and tests.
-class NullSink final : public TextSink {
+class DUET_API NullSink final : public TextSink {
  public:
   void on_text(std::string_view) override {}
 };
 
 // Forwards text to another sink and keeps a copy.
-class RecordingSink final : public TextSink {
+class DUET_API RecordingSink final : public TextSink {
  public:
   explicit RecordingSink(TextSink& inner) : inner_(inner) {}
   void on_text(std::string_view text) override {
@@ -58,7 +60,7 @@ class RecordingSink final : public TextSink {
   std::string text_;
 };
 
-struct SessionStats {
+struct DUET_API SessionStats {
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
   double prefill_seconds = 0.0;      // forward passes over the prompt
@@ -89,7 +91,7 @@ struct SessionStats {
   }
 };
 
-class Session {
+class DUET_API Session {
  public:
   class Impl;
   explicit Session(std::unique_ptr<Impl> impl);

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "duet/export.h"
+
 namespace duet {
 
 // The state a pipeline run carries from stage to stage (model, backend, KV
@@ -11,7 +13,7 @@ class Session;
 
 // Created per pipeline by a factory that validated the stage's YAML options.
 // Stages run in the order the YAML lists them, on one thread.
-class Stage {
+class DUET_API Stage {
  public:
   virtual ~Stage() = default;
   // The name the YAML uses ("prefill", "decode").

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "duet/export.h"
+
 namespace duet {
 
 // One sequence's part of a step.
-struct SequenceStep {
+struct DUET_API SequenceStep {
   int32_t seq_id = 0;
   int32_t first_token = 0;  // index of its first token in the step's rows
   int32_t n_tokens = 0;     // its tokens in this step
@@ -21,10 +23,16 @@ struct SequenceStep {
 // Per-step metadata, built once by core and shared by every layer. Host
 // memory; a device backend copies what it needs. Tokens of one sequence are
 // consecutive rows in positional order.
-struct StepBatch {
+struct DUET_API StepBatch {
   int32_t n_tokens = 0;
-  int32_t n_prefill_tokens = 0;       // rows that belong to prompts
-  int32_t n_decode_tokens = 0;        // rows that are single generated tokens
+  // Rows core runs as prompt processing. Every row of a sequence that runs
+  // several rows in this step counts, so 0 means one row per sequence, as
+  // in a decode step. A sequence's single row is counted as prefill when the
+  // batching scheduler runs a prompt's token alone, and as decode when a
+  // Session runs any one-row pass: a backend choosing kernels should look
+  // at `sequences`, whose shape is the same either way.
+  int32_t n_prefill_tokens = 0;
+  int32_t reserved = 0;               // unused; keeps the ABI 1.x layout
   std::vector<int32_t> positions;     // [n_tokens] absolute positions
   std::vector<int32_t> slot_mapping;  // [n_tokens] cache slot receiving each row's K/V
   std::vector<SequenceStep> sequences;

@@ -5,12 +5,14 @@
 #include <utility>
 #include <vector>
 
+#include "duet/export.h"
+
 namespace duet {
 
 // The answer of a capability check. `ok` is true when no reason was given;
 // each reason is one sentence a user can act on ("kv_cache dtype q8_0 is not
 // supported by attention 'naive'; use f32 or f16").
-struct Support {
+struct DUET_API Support {
   std::vector<std::string> reasons;
 
   bool ok() const { return reasons.empty(); }

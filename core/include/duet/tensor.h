@@ -13,12 +13,13 @@
 #include <string>
 
 #include "duet/dtype.h"
+#include "duet/export.h"
 
 namespace duet {
 
 inline constexpr int kMaxDims = 4;
 
-struct Shape {
+struct DUET_API Shape {
   int rank = 0;
   std::array<int64_t, kMaxDims> dims{};  // dims[0] is the outermost
 
@@ -37,7 +38,7 @@ struct Shape {
 // view copies the pointer, never the data. `data` points into the memory of
 // the device that owns it: host code may dereference it only when that device
 // reports host-accessible memory.
-struct TensorView {
+struct DUET_API TensorView {
   void* data = nullptr;
   DType dtype = DType::kF32;
   Shape shape;

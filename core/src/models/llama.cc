@@ -1,4 +1,4 @@
-#include "llama.h"
+#include "models/llama.h"
 
 #include "duet/error.h"
 
@@ -103,7 +103,6 @@ TensorView LlamaModel::bind(const std::string& name, Shape expected) {
     auto buffer = device.allocate(view.bytes());
     device.copy_from_host(buffer->data(), info->data(), view.bytes());
     view.data = buffer->data();
-    device_weight_bytes_ += view.bytes();
     weight_buffers_.push_back(std::move(buffer));
   }
   return view;

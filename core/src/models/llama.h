@@ -18,12 +18,12 @@
 #include <span>
 #include <vector>
 
-#include "checked_ops.h"
+#include "duet/app/gguf.h"
+#include "duet/app/model_hparams.h"
 #include "duet/attention.h"
 #include "duet/backend.h"
-#include "duet/gguf.h"
-#include "duet/model_hparams.h"
-#include "model.h"
+#include "models/checked_ops.h"
+#include "models/model.h"
 
 namespace duet {
 
@@ -37,8 +37,6 @@ class LlamaModel final : public Model {
   ~LlamaModel() override;
 
   const ModelHParams& hparams() const override { return hparams_; }
-  // Bytes of weights the backend's device holds (0 when they stay mapped).
-  uint64_t device_weight_bytes() const override { return device_weight_bytes_; }
 
   void forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv,
                Attention& attention, std::span<const int32_t> logit_rows,
@@ -58,7 +56,6 @@ class LlamaModel final : public Model {
   Backend& backend_;
   CheckedOps ops_;
   std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // when copied to the device
-  uint64_t device_weight_bytes_ = 0;
   TensorView token_embd_, output_norm_, output_;
   std::vector<Layer> layers_;
   std::unique_ptr<Scratch> scratch_;

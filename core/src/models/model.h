@@ -1,9 +1,10 @@
 // model.h — what core runs forward passes through: one architecture's
 // layers with their weights bound on a backend (internal to core).
 //
-// Sessions and the batching scheduler name only this interface; each
-// architecture is one implementation under core/src/models/ (llama.h), and
-// make_model() picks it from the file's general.architecture.
+// Sessions and the batching scheduler name only this interface. Every
+// architecture core accepts today (is_supported_architecture()) has Llama's
+// layer layout, so make_model() always builds the one implementation,
+// LlamaModel (llama.h).
 #pragma once
 
 #include <cstdint>
@@ -11,11 +12,11 @@
 #include <span>
 #include <vector>
 
+#include "duet/app/gguf.h"
+#include "duet/app/model_hparams.h"
 #include "duet/attention.h"
 #include "duet/backend.h"
-#include "duet/gguf.h"
 #include "duet/kv_cache.h"
-#include "duet/model_hparams.h"
 #include "duet/step_batch.h"
 
 namespace duet {
@@ -26,8 +27,6 @@ class Model {
   virtual ~Model() = default;
 
   virtual const ModelHParams& hparams() const = 0;
-  // Bytes of weights the backend's device holds (0 when they stay mapped).
-  virtual uint64_t device_weight_bytes() const = 0;
 
   // Runs `tokens` (row i of `step` is tokens[i], rows of several sequences
   // as `step` lays them out) through every layer, storing each row's K and
@@ -41,8 +40,10 @@ class Model {
                        std::vector<float>& logits) = 0;
 };
 
-// The model of `file`'s architecture with its weights bound on `backend`.
-// Throws duet::Error(kModelFile) as the architecture's constructor does.
+// A LlamaModel with `file`'s weights bound on `backend`, whatever the
+// file's general.architecture (read_hparams() has already refused those
+// core cannot run). Throws duet::Error(kModelFile) as LlamaModel's
+// constructor does.
 std::unique_ptr<Model> make_model(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
                                   Backend& backend);
 

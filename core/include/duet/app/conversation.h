@@ -1,0 +1,71 @@
+// duet/app/conversation.h — a multi-turn chat whose history stays in the KV cache.
+//
+// Each message is appended to one session (Session::continue_with), so a turn
+// prefills only its own tokens — the user's message in the chat template and
+// the end of the answer before it — instead of the whole conversation again.
+// The answer streams to the sink given at construction.
+//
+// Thread-safety: none. A Conversation holds one session of its pipeline,
+// with its cache blocks, from the first say() to reset() or destruction;
+// other sessions of that pipeline may be open meanwhile, but the pipeline
+// runs one forward pass at a time (duet/app/pipeline.h), so they take turns
+// on one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "duet/app/pipeline.h"
+#include "duet/error.h"
+#include "duet/export.h"
+#include "duet/session.h"
+
+namespace duet {
+
+// What Conversation::say() throws when a message does not fit in the KV
+// cache's free room: kind kInputRejected, the message names the sizes.
+class DUET_API ConversationFull : public Error {
+ public:
+  using Error::Error;
+};
+
+class DUET_API Conversation {
+ public:
+  Conversation(Pipeline& pipeline, TextSink& sink);
+  ~Conversation();
+  Conversation(const Conversation&) = delete;
+  Conversation& operator=(const Conversation&) = delete;
+
+  // Answers `message`, streaming the answer to the sink; the result's text
+  // is the answer, its prompt the tokens this turn prefilled (the turn's
+  // own, after the last sampled token of the answer before it). Throws
+  // duet::Error(kInputRejected) for an empty message, and ConversationFull
+  // when the turn does not fit in the KV cache's free room; the
+  // conversation is then as it was, and reset() or a larger
+  // components.kv_cache.capacity_tokens is the way on. An error from a stage
+  // leaves the conversation unusable until reset().
+  RunResult say(const std::string& message);
+
+  // Forgets the conversation and frees its cache; the next say() starts anew.
+  void reset();
+
+  // Messages answered since the start or the last reset().
+  int32_t turns() const { return turns_; }
+  // Every token of the conversation so far: each turn's prompt and answer.
+  std::span<const int32_t> tokens() const;
+  // Tokens of the conversation in the cache, and the cache's size.
+  int32_t cached_tokens() const;
+  int64_t capacity_tokens() const;
+  // Whether the last answer was cut short because the cache was full.
+  bool full() const;
+
+ private:
+  Pipeline& pipeline_;
+  RecordingSink recorder_;
+  std::unique_ptr<Session> session_;
+  int32_t turns_ = 0;
+};
+
+}  // namespace duet

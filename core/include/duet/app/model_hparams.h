@@ -1,0 +1,38 @@
+// duet/app/model_hparams.h — the hyperparameters of a decoder model, read from
+// GGUF metadata and checked for consistency.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "duet/export.h"
+
+namespace duet {
+
+class GgufFile;
+
+struct DUET_API ModelHParams {
+  std::string architecture;    // general.architecture, e.g. "llama"
+  std::string name;            // general.name, "" when absent
+  int64_t context_length = 0;  // positions the model was trained for
+  int32_t n_embd = 0;          // hidden size
+  int32_t n_layers = 0;
+  int32_t n_ff = 0;        // feed-forward hidden size
+  int32_t n_heads = 0;     // query heads
+  int32_t n_kv_heads = 0;  // key/value heads (grouped-query attention)
+  int32_t head_dim = 0;    // n_embd / n_heads
+  int32_t n_vocab = 0;     // tokens in the vocabulary
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+};
+
+// Architectures Duet has a model definition for.
+DUET_API bool is_supported_architecture(const std::string& architecture);
+
+// Reads `<arch>.*` keys. Throws duet::Error(kModelFile) naming the file and
+// key when a key is missing or out of its sane range (so that nothing later
+// sizes an allocation from an absurd value), when heads do not divide the
+// hidden size or the query heads, or when the architecture is unsupported.
+DUET_API ModelHParams read_hparams(const GgufFile& file);
+
+}  // namespace duet

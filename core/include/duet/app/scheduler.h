@@ -1,0 +1,168 @@
+// duet/app/scheduler.h — many requests through one pipeline at once
+// (continuous batching).
+//
+// Each step() is one forward pass over rows of several sequences: the next
+// token of every running sequence that is decoding, plus chunks of prompts
+// still to prefill, up to batching.max_step_tokens rows (chunked prefill
+// mixed with decode, as vLLM schedules it). Requests join at any step while
+// fewer than batching.max_sequences run and the KV cache has free blocks;
+// a finished or cancelled request leaves at once and its blocks go back to
+// the pool. When a running sequence needs a block and none is free, the
+// sequence admitted last is preempted: its blocks are freed and its tokens
+// (prompt and generated so far) are prefilled again when it runs next, so
+// nothing fails for want of memory.
+//
+// With batching.prefix_caching, the blocks of a prompt stay cached after
+// their request ends (until the pool needs them), and a later prompt that
+// starts with the same tokens attaches them instead of prefilling them.
+//
+// Every request has its own sampler chain (the pipeline's links, with the
+// request's options over them), seed, stop strings and limits. Its random
+// numbers depend only on its seed and token index, so a seeded request
+// draws the same numbers alone or in any batch; whether its logits are the
+// same too depends on the backend's arithmetic (a backend's batch-invariant
+// mode makes them bit-identical; see docs/batching.md).
+//
+// Runs the pipeline's built-in prefill and decode stages only (their options
+// are the defaults of every request) on the pipeline's one backend.
+// Thread-safety: none; one thread submits, steps and collects.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "duet/app/token_logprobs.h"
+#include "duet/export.h"
+#include "duet/session.h"
+
+namespace duet {
+
+class Pipeline;
+
+// Sampler options a request sets over the pipeline's chain, by link name:
+// {"top_k": {"value": "5"}, "temperature": {"value": "0.7"}}.
+using SamplerOverrides = std::map<std::string, std::map<std::string, std::string>>;
+
+struct DUET_API RequestSettings {
+  std::optional<uint64_t> seed;                  // else components.sampler.seed
+  std::optional<int32_t> max_new_tokens;         // else the decode stage's
+  std::optional<std::vector<std::string>> stop;  // else the decode stage's
+  SamplerOverrides sampler;                      // over the chain's options
+  // For benchmarks: an end-of-generation token does not end the request
+  // (max_new_tokens and stop strings still do).
+  bool ignore_end_of_generation = false;
+  // Keep the logits each generated token was drawn from (RequestResult::
+  // logits): for fidelity checks; n_vocab floats per token.
+  bool keep_logits = false;
+  // Report each generated token's log-probability and this many most
+  // likely alternatives (0..kMaxTopLogprobs; see duet/app/token_logprobs.h) in
+  // RequestResult::logprobs; nullopt reports none.
+  std::optional<int32_t> top_logprobs;
+};
+
+struct DUET_API Request {
+  std::string id;               // the caller's name for it, echoed in the result
+  std::vector<int32_t> prompt;  // token ids (Pipeline::tokenize_prompt)
+  RequestSettings settings;
+  TextSink* sink = nullptr;  // receives the text as it is generated; may be null
+};
+
+struct DUET_API RequestResult {
+  std::string id;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> generated_tokens;  // end-of-generation token included
+  std::string text;
+  // kStop, kLength, or kCancelled when cancel() ended it.
+  FinishReason finish = FinishReason::kNone;
+  int32_t cached_prompt_tokens = 0;  // prompt positions taken from the prefix cache
+  int32_t preemptions = 0;           // times its blocks were taken back
+  // Seconds from submit(): to its first forward pass, to its first
+  // generated token, to its end.
+  double queued_seconds = 0.0;
+  double first_token_seconds = 0.0;
+  double total_seconds = 0.0;
+  // With keep_logits: [generated_tokens.size(), n_vocab], row i the logits
+  // generated token i was drawn from.
+  std::vector<float> logits;
+  // With top_logprobs: one entry per generated token, in order.
+  std::vector<TokenLogprobs> logprobs;
+  // Its tokens after the first over the time they took (0 with fewer than 2).
+  double decode_tokens_per_second() const;
+};
+
+struct DUET_API SchedulerStats {
+  int64_t steps = 0;              // forward passes
+  int64_t prefill_rows = 0;       // prompt (and recomputed) rows run
+  int64_t decode_rows = 0;        // generated-token rows run
+  int64_t generated_tokens = 0;   // tokens sampled
+  int64_t prefix_hit_tokens = 0;  // prompt positions taken from the prefix cache
+  int64_t preemptions = 0;
+  int32_t peak_running = 0;  // most sequences in one step
+  int64_t peak_used_blocks = 0;
+  double forward_seconds = 0.0;  // inside forward passes
+};
+
+class DUET_API Scheduler {
+ public:
+  // Checks that `pipeline` can batch: one backend, stages core's own prefill
+  // and decode, and a KV cache of at least batching.max_sequences blocks.
+  // Throws duet::Error(kConfig) naming the key to change otherwise. The
+  // pipeline must outlive the scheduler; run no session while it holds
+  // sequences.
+  explicit Scheduler(Pipeline& pipeline);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues `request` and returns its handle. Throws, leaving nothing
+  // queued: duet::Error(kInputRejected) for an empty prompt, an id outside
+  // the vocabulary, or a prompt plus max_new_tokens that can never fit the
+  // KV cache (naming the sizes and the key to raise); kConfig for a stop
+  // string or sampler option the pipeline would refuse (naming the key).
+  uint64_t submit(Request request);
+
+  // Ends the request now: its blocks are freed at once and its result
+  // (finish kCancelled, the tokens so far) is collected like any other.
+  // Unknown or finished handles are ignored.
+  void cancel(uint64_t handle);
+
+  // Runs one forward pass, samples, and retires what finished. Returns
+  // false, doing nothing, when no request is waiting or running.
+  bool step();
+
+  // Steps until every submitted request has finished.
+  void run();
+
+  // Results of requests finished since the last call, in finishing order.
+  std::vector<RequestResult> take_finished();
+
+  // Tokens generated so far by a waiting or running request (a preempted
+  // one keeps its count); nullopt once it finished or for an unknown handle.
+  // For per-token timing: a caller compares it across step() calls.
+  std::optional<int32_t> generated_tokens(uint64_t handle) const;
+
+  // The log-probabilities of a waiting or running request's tokens so far
+  // (RequestSettings::top_logprobs; empty when it asked for none, or for a
+  // finished or unknown handle). Valid until the next submit, cancel or
+  // step: for streaming them as they come.
+  std::span<const TokenLogprobs> logprobs(uint64_t handle) const;
+
+  size_t waiting() const;
+  size_t running() const;
+  const SchedulerStats& stats() const;
+  // KV-cache blocks: total, held by running sequences, cached prefixes.
+  int64_t total_blocks() const;
+  int64_t used_blocks() const;
+  int64_t cached_blocks() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace duet

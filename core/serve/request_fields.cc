@@ -1,0 +1,171 @@
+#include "request_fields.h"
+
+#include <limits>
+#include <map>
+
+#include "duet/app/suggest.h"
+
+namespace duet::serve {
+namespace {
+
+using nlohmann::json;
+
+// The OpenAI/vLLM request keys that set a standard link's primary option,
+// and the link's own name for that option.
+const std::map<std::string, std::string> kLinkKeys = {{"temperature", "t"},
+                                                      {"top_k", "k"},
+                                                      {"top_p", "p"},
+                                                      {"min_p", "p"},
+                                                      {"presence_penalty", "penalty"},
+                                                      {"frequency_penalty", "penalty"},
+                                                      {"repetition_penalty", "penalty"}};
+
+[[noreturn]] void fail(const std::string& param, const std::string& message) {
+  throw FieldError{param, message};
+}
+
+std::string type_name(const json& v) { return v.type_name(); }
+
+// A sampler option's text as Options holds it: numbers as JSON writes them,
+// strings as they are.
+std::string option_text(const std::string& where, const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number() || v.is_boolean()) return v.dump();
+  fail(where, where + ": expected a number, string or boolean, got " + type_name(v));
+}
+
+std::string chain_names(const std::vector<SamplerLink>& chain) {
+  std::string names;
+  for (const SamplerLink& link : chain) names += (names.empty() ? "" : ", ") + link.name;
+  return names.empty() ? "none" : names;
+}
+
+const SamplerLink& chain_link(const std::vector<SamplerLink>& chain, const std::string& key,
+                              const std::string& name) {
+  for (const SamplerLink& link : chain) {
+    if (link.name == name) return link;
+  }
+  fail(key, key + ": the pipeline's sampler chain has no '" + name +
+                "' link (it has: " + chain_names(chain) +
+                "); a request sets options of the chain's links, it cannot add one");
+}
+
+std::string string_field(const json& object, const std::string& key, const std::string& where) {
+  const json& v = object.at(key);
+  if (!v.is_string()) fail(where, where + ": expected a string, got " + type_name(v));
+  return v.get<std::string>();
+}
+
+std::vector<std::string> read_stop(const json& v) {
+  if (v.is_string()) return {v.get<std::string>()};
+  if (!v.is_array())
+    fail("stop", "stop: expected a string or an array of strings, got " + type_name(v));
+  std::vector<std::string> out;
+  for (const json& s : v) {
+    if (!s.is_string()) fail("stop", "stop: expected an array of strings, found " + type_name(s));
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+json parse_request_object(std::string_view text) {
+  json object;
+  try {
+    object = json::parse(text);
+  } catch (const json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ...",
+    // or out_of_range.406 for a number beyond a double ("1e999").
+    std::string what = e.what();
+    if (const size_t at = what.find("] "); at != std::string::npos) what.erase(0, at + 2);
+    const std::string one_line = "at line 1, ";
+    if (const size_t at = what.find(one_line); at != std::string::npos) {
+      what.erase(at, one_line.size());
+    }
+    fail("", "not valid JSON: " + what);
+  }
+  if (!object.is_object()) fail("", "expected a JSON object, got " + type_name(object));
+  return object;
+}
+
+std::vector<ChatMessage> read_messages(const json& v) {
+  if (!v.is_array()) fail("messages", "messages: expected an array of {role, content} objects");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    const json& m = v[i];
+    if (!m.is_object())
+      fail(where, where + ": expected an object {role, content}, got " + type_name(m));
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content") {
+        fail(where + "." + key, where + ": unknown key '" + key + "'" +
+                                    did_you_mean(key, {"role", "content"}) +
+                                    "; a message has role and content");
+      }
+    }
+    if (!m.contains("role") || !m.contains("content")) {
+      fail(where, where + ": needs both role and content");
+    }
+    out.push_back(
+        {string_field(m, "role", where + ".role"), string_field(m, "content", where + ".content")});
+  }
+  return out;
+}
+
+void read_request_settings(const json& object, const std::vector<SamplerLink>& chain,
+                           RequestSettings& s) {
+  if (object.contains("max_tokens") && object.contains("max_new_tokens")) {
+    fail("max_new_tokens", "max_tokens and max_new_tokens are the same setting; give one of them");
+  }
+  for (const char* key : {"max_tokens", "max_new_tokens"}) {
+    if (!object.contains(key)) continue;
+    const json& v = object.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 ||
+        v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      fail(key, std::string(key) + ": " + v.dump() + " is not a positive integer");
+    }
+    s.max_new_tokens = static_cast<int32_t>(v.get<int64_t>());
+  }
+  if (object.contains("seed")) {
+    const json& v = object.at("seed");
+    if (!v.is_number_unsigned())
+      fail("seed", "seed: " + v.dump() + " is not a non-negative integer");
+    s.seed = v.get<uint64_t>();
+  }
+  if (object.contains("stop")) s.stop = read_stop(object.at("stop"));
+  for (const auto& [key, primary] : kLinkKeys) {
+    if (!object.contains(key)) continue;
+    const json& v = object.at(key);
+    if (!v.is_number()) fail(key, key + ": expected a number, got " + type_name(v));
+    const SamplerLink& link = chain_link(chain, key, key);
+    const std::string option = link.options.has(primary) ? primary : "value";
+    s.sampler[key][option] = v.dump();
+  }
+  if (object.contains("sampler")) {
+    const json& v = object.at("sampler");
+    if (!v.is_object()) fail("sampler", "sampler: expected {\"LINK\": {\"OPTION\": value}}");
+    for (const auto& [name, options] : v.items()) {
+      const std::string where = "sampler." + name;
+      chain_link(chain, where, name);
+      if (!options.is_object()) fail(where, where + ": expected an object of options");
+      for (const auto& [option, value] : options.items()) {
+        s.sampler[name][option] = option_text(where + "." + option, value);
+      }
+    }
+  }
+}
+
+std::string field_of_sampler_error(const std::string& message, const RequestSettings& settings) {
+  if (message.rfind("stop:", 0) == 0) return "stop";
+  for (const auto& [link, options] : settings.sampler) {
+    // Link errors name their option's path: "components.sampler.chain[I].LINK.OPTION: ...".
+    if (message.find("]." + link + ".") == std::string::npos &&
+        message.find("]." + link + ":") == std::string::npos)
+      continue;
+    return kLinkKeys.count(link) != 0 ? link : "sampler." + link;
+  }
+  return "";
+}
+
+}  // namespace duet::serve

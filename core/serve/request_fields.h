@@ -1,0 +1,62 @@
+// request_fields.h — the request fields that a prompts-file line
+// (`duet run --prompts-file`) and an OpenAI-style HTTP request (`duet serve`)
+// share, read into a request's settings: chat messages, token limits, seed,
+// stop strings and the sampler options of the pipeline's chain.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat_messages.h"
+#include "duet/app/pipeline_config.h"
+#include "duet/app/scheduler.h"
+
+namespace duet::serve {
+
+// A field that cannot be used: `param` is its name as the request spells it
+// ("temperature", "messages[1].role"), `message` one line that starts with
+// that name and says what was wrong and what would be accepted.
+struct FieldError {
+  std::string param;
+  std::string message;
+};
+
+// `text` as a JSON object. Throws FieldError (param "") for text that is not
+// JSON ("not valid JSON: syntax error while parsing value - invalid literal;
+// last read: 'x' at column 1"), a number no double holds ("1e999"), or JSON
+// that is not an object.
+nlohmann::json parse_request_object(std::string_view text);
+
+// `messages`: an array of {role, content} objects with string values and no
+// other keys. Throws FieldError; the order of roles is checked later, by
+// tokenize_messages.
+std::vector<ChatMessage> read_messages(const nlohmann::json& messages);
+
+// The settings among `object`'s keys, each only when present:
+//   max_tokens | max_new_tokens   positive integer (not both)
+//   seed                          non-negative integer
+//   stop                          string or array of strings
+//   temperature, top_k, top_p, min_p, presence_penalty, frequency_penalty,
+//   repetition_penalty            a number, set as the primary option of the
+//                                 chain's link of that name (under the key its
+//                                 YAML uses: "value" for `- top_k: 40`, else
+//                                 the link's own name for it such as "k")
+//   sampler                       {"LINK": {"OPTION": value}} for any link
+// A setting for a link the pipeline's `chain` lacks is refused, naming the
+// links it has. Ranges are the links' own, checked when the request is
+// submitted (Scheduler::submit throws kConfig naming the chain's key; see
+// field_of_sampler_error). Other keys are left to the caller. Throws
+// FieldError.
+void read_request_settings(const nlohmann::json& object, const std::vector<SamplerLink>& chain,
+                           RequestSettings& settings);
+
+// The request field behind a kConfig message from Scheduler::submit about
+// one of `settings`' sampler links ("components.sampler.chain[2].top_p.p:
+// ..."): the link's name for the keys read_request_settings maps onto a
+// link, "sampler.LINK" for others; "stop" for a stop string; "" when the
+// message names none of them.
+std::string field_of_sampler_error(const std::string& message, const RequestSettings& settings);
+
+}  // namespace duet::serve

@@ -1,0 +1,357 @@
+#include "serve_handler.h"
+
+#include <boost/asio/post.hpp>
+
+#include "duet/app/tokenizer.h"
+
+namespace duet::serve {
+namespace {
+
+namespace net = boost::asio;
+using nlohmann::json;
+
+constexpr const char* kJson = "application/json";
+
+// One completion request from its arrival to its last byte: the engine's
+// events, moved onto the connection thread, become the response.
+class RequestRun final : public JobListener, public std::enable_shared_from_this<RequestRun> {
+ public:
+  RequestRun(net::io_context& io, std::shared_ptr<HttpExchange> exchange, ServeMetrics& metrics,
+             const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer)
+      : io_(io),
+        exchange_(std::move(exchange)),
+        metrics_(metrics),
+        tokenizer_(tokenizer),
+        endpoint_(request.endpoint),
+        stream_(request.stream),
+        include_usage_(request.include_usage),
+        completed_(std::move(completed)) {}
+
+  // Engine thread, which alone uses the tokenizer; the logprobs are made
+  // JSON here.
+  void on_tokens(std::string_view text, std::span<const TokenLogprobs> logprobs) override {
+    if (!stream_) return;
+    json entries = logprobs.empty() ? json(nullptr) : render(logprobs);
+    net::post(io_, [self = shared_from_this(), piece = std::string(text),
+                    entries = std::move(entries)] { self->send(piece, entries); });
+  }
+  void on_finished(const RequestResult& result) override {
+    json entries = stream_ || result.logprobs.empty() ? json(nullptr) : render(result.logprobs);
+    net::post(io_, [self = shared_from_this(), result, entries = std::move(entries)] {
+      self->finish(result, entries);
+    });
+  }
+  void on_refused(const Error& error, const RequestSettings& settings) override {
+    net::post(io_,
+              [self = shared_from_this(), e = refused_error(error, settings)] { self->refuse(e); });
+  }
+
+ private:
+  // Connection thread.
+  void begin_stream() {
+    if (started_) return;
+    started_ = true;
+    metrics_.count_response(200);
+    exchange_->start_stream(http::status::ok, "text/event-stream");
+    if (endpoint_ == Endpoint::kChatCompletions)
+      exchange_->stream_write(stream_role_event(completed_));
+  }
+
+  // Engine thread.
+  json render(std::span<const TokenLogprobs> logprobs) {
+    return logprobs_json(
+        endpoint_, logprobs, [this](int32_t id) { return tokenizer_.piece(id); }, text_offset_);
+  }
+
+  // Connection thread.
+  void send(const std::string& piece, const json& logprobs) {
+    if (exchange_->closed()) return;
+    begin_stream();
+    exchange_->stream_write(stream_text_event(endpoint_, completed_, piece, logprobs));
+  }
+
+  void finish(const RequestResult& r, const json& logprobs) {
+    if (exchange_->closed()) return;
+    const ApiError stopped{503, "the server is shutting down and ended this request; retry it",
+                           "server_error", "", "shutting_down"};
+    if (!stream_) {
+      if (r.finish == FinishReason::kCancelled) {
+        reply(stopped);
+        return;
+      }
+      metrics_.count_response(200);
+      HttpResponse response(http::status::ok, 11);
+      response.set(http::field::content_type, kJson);
+      response.body() = dump(completion_json(endpoint_, completed_, r, logprobs));
+      exchange_->reply(std::move(response));
+      return;
+    }
+    begin_stream();
+    if (r.finish == FinishReason::kCancelled) {
+      exchange_->stream_write(stream_error_event(stopped));
+    } else {
+      exchange_->stream_write(stream_finish_event(endpoint_, completed_, r));
+      if (include_usage_) exchange_->stream_write(stream_usage_event(endpoint_, completed_, r));
+    }
+    exchange_->stream_write(kStreamDone);
+    exchange_->end_stream();
+  }
+
+  void refuse(const ApiError& e) {
+    if (exchange_->closed()) return;
+    reply(e);
+  }
+
+  void reply(const ApiError& e) {
+    metrics_.count_response(e.status);
+    HttpResponse response(static_cast<http::status>(e.status), 11);
+    response.set(http::field::content_type, kJson);
+    response.body() = error_body(e);
+    exchange_->reply(std::move(response));
+  }
+
+  net::io_context& io_;
+  const std::shared_ptr<HttpExchange> exchange_;
+  ServeMetrics& metrics_;
+  const Tokenizer& tokenizer_;
+  const Endpoint endpoint_;
+  const bool stream_;
+  const bool include_usage_;
+  const Completed completed_;
+  bool started_ = false;
+  int64_t text_offset_ = 0;  // engine thread: code points the logprobs covered so far
+};
+
+ApiError not_found(const std::string& method, const std::string& target) {
+  return ApiError{404,
+                  "no route " + method + " " + target +
+                      "; the routes are POST /v1/completions, POST /v1/chat/completions, "
+                      "GET /v1/models, GET /health, GET /metrics",
+                  "invalid_request_error", "", "not_found"};
+}
+
+// "prompt: 3000 tokens, and the KV cache holds 2048 ..." for `ids` that
+// leave no room for a generated token.
+void check_fits(const std::vector<int32_t>& ids, int64_t capacity, const char* field) {
+  if (static_cast<int64_t>(ids.size()) < capacity) return;
+  throw Error(ErrorKind::kInputRejected,
+              std::string(field) + ": " + std::to_string(ids.size()) +
+                  " tokens, and the KV cache holds " + std::to_string(capacity) +
+                  " positions in all, which must leave room for a generated token; shorten it "
+                  "(or raise components.kv_cache.capacity_tokens)");
+}
+
+}  // namespace
+
+ServeHandler::ServeHandler(net::io_context& io, const Pipeline& pipeline,
+                           const PipelineConfig& config, ServeEngine& engine, ServeMetrics& metrics,
+                           ServedModel model, const ChatTemplate* chat, std::string chat_error,
+                           ServeOptions options)
+    : io_(io),
+      pipeline_(pipeline),
+      config_(config),
+      engine_(engine),
+      metrics_(metrics),
+      model_(std::move(model)),
+      chat_(chat),
+      chat_error_(std::move(chat_error)),
+      options_(std::move(options)) {}
+
+HttpResponse ServeHandler::respond(http::status status, std::string body,
+                                   const std::string& content_type, unsigned version) const {
+  metrics_.count_response(static_cast<int>(status));
+  HttpResponse response(status, version);
+  response.set(http::field::content_type, content_type);
+  response.body() = std::move(body);
+  return response;
+}
+
+HttpResponse ServeHandler::error_response(const ApiError& error, unsigned version) const {
+  return respond(static_cast<http::status>(error.status), error_body(error), kJson, version);
+}
+
+HttpResponse ServeHandler::unreadable(http::status status, const std::string& message) {
+  return error_response(
+      ApiError{static_cast<int>(status), message, "invalid_request_error", "", "invalid_request"},
+      11);
+}
+
+bool ServeHandler::authorized(const HttpRequest& request) const {
+  if (options_.api_key.empty()) return true;
+  const auto it = request.find(http::field::authorization);
+  if (it == request.end()) return false;
+  // Every byte compared whatever the first difference, so that the time
+  // taken says nothing about how much of a guess was right.
+  const std::string expected = "Bearer " + options_.api_key;
+  const boost::beast::string_view given = it->value();
+  unsigned char differ = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i)
+    differ |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  return differ == 0;
+}
+
+void ServeHandler::handle(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+  try {
+    route(request, exchange);
+  } catch (const std::exception& e) {
+    exchange->reply(error_response(
+        ApiError{500, std::string("internal error: ") + e.what() + " (please report this)",
+                 "server_error", "", "internal_error"},
+        request.version()));
+  }
+}
+
+void ServeHandler::route(const HttpRequest& request,
+                         const std::shared_ptr<HttpExchange>& exchange) {
+  std::string target(request.target());
+  if (const size_t q = target.find('?'); q != std::string::npos) target.erase(q);
+  const std::string method(request.method_string());
+  const unsigned version = request.version();
+  struct Route {
+    const char* path;
+    http::verb verb;
+  };
+  static const Route kRoutes[] = {{"/v1/completions", http::verb::post},
+                                  {"/v1/chat/completions", http::verb::post},
+                                  {"/v1/models", http::verb::get},
+                                  {"/health", http::verb::get},
+                                  {"/metrics", http::verb::get}};
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (target == r.path) route = &r;
+  }
+  if (route == nullptr) {
+    exchange->reply(error_response(not_found(method, target), version));
+    return;
+  }
+  if (request.method() != route->verb) {
+    const std::string allowed(http::to_string(route->verb));
+    HttpResponse response = error_response(
+        ApiError{405, "method " + method + " is not allowed on " + target + "; use " + allowed,
+                 "invalid_request_error", "", "method_not_allowed"},
+        version);
+    response.set(http::field::allow, allowed);
+    exchange->reply(std::move(response));
+    return;
+  }
+  if (target == "/health") {
+    const bool ok = !draining_ && engine_.healthy();
+    const char* status = ok ? "ok" : (draining_ ? "shutting_down" : "failed");
+    exchange->reply(respond(ok ? http::status::ok : http::status::service_unavailable,
+                            dump({{"status", status}}), kJson, version));
+    return;
+  }
+  if (target == "/metrics") {
+    exchange->reply(respond(http::status::ok, metrics_.render(),
+                            "text/plain; version=0.0.4; charset=utf-8", version));
+    return;
+  }
+  if (!authorized(request)) {
+    HttpResponse response = error_response(
+        ApiError{401,
+                 "missing or wrong API key; send the header 'Authorization: Bearer KEY' with the "
+                 "key the server was started with (--api-key)",
+                 "invalid_request_error", "", "invalid_api_key"},
+        version);
+    response.set(http::field::www_authenticate, "Bearer");
+    exchange->reply(std::move(response));
+    return;
+  }
+  if (target == "/v1/models") {
+    const nlohmann::json models = {{"object", "list"},
+                                   {"data", nlohmann::json::array({{{"id", model_.id},
+                                                                    {"object", "model"},
+                                                                    {"created", model_.created},
+                                                                    {"owned_by", "duet"}}})}};
+    exchange->reply(respond(http::status::ok, dump(models), kJson, version));
+    return;
+  }
+  complete(target == "/v1/completions" ? Endpoint::kCompletions : Endpoint::kChatCompletions,
+           request, exchange);
+}
+
+void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
+                            std::shared_ptr<HttpExchange> exchange) {
+  const unsigned version = request.version();
+  if (draining_ || !engine_.healthy()) {
+    exchange->reply(error_response(
+        ApiError{503,
+                 draining_ ? "the server is shutting down; send the request to another replica"
+                           : "the server stopped generating after an error; restart it",
+                 "server_error", "", draining_ ? "shutting_down" : "engine_failed"},
+        version));
+    return;
+  }
+  if (const int64_t waiting = engine_.queued(); waiting >= options_.max_queue) {
+    HttpResponse response = error_response(
+        ApiError{429,
+                 std::to_string(waiting) + " requests are waiting, the limit (--max-queue) is " +
+                     std::to_string(options_.max_queue) + "; retry after a second",
+                 "rate_limit_error", "", "queue_full"},
+        version);
+    response.set(http::field::retry_after, "1");
+    exchange->reply(std::move(response));
+    return;
+  }
+  if (endpoint == Endpoint::kChatCompletions && !chat_) {
+    exchange->reply(error_response(
+        ApiError{400, chat_error_, "invalid_request_error", "messages", "no_chat_template"},
+        version));
+    return;
+  }
+  CompletionRequest parsed;
+  try {
+    parsed = parse_completion_request(endpoint, request.body(), model_);
+  } catch (const ApiError& e) {
+    exchange->reply(error_response(e, version));
+    return;
+  }
+  if (parsed.stream && version < 11) {
+    exchange->reply(error_response(
+        ApiError{400,
+                 "stream: a streamed answer needs HTTP/1.1 (chunked); this request is HTTP/1.0",
+                 "invalid_request_error", "stream", "invalid_value"},
+        version));
+    return;
+  }
+  const uint64_t serial = next_response_++;
+  Completed completed{(endpoint == Endpoint::kCompletions ? "cmpl-duet-" : "chatcmpl-duet-") +
+                          std::to_string(serial),
+                      static_cast<int64_t>(std::time(nullptr)), model_.id};
+  auto run = std::make_shared<RequestRun>(io_, exchange, metrics_, parsed, std::move(completed),
+                                          pipeline_.tokenizer());
+  const uint64_t id = engine_.enqueue(Job{tokenizer_for(parsed), parsed.settings, run});
+  ServeEngine& engine = engine_;
+  exchange->on_close([&engine, id] { engine.cancel(id); });
+}
+
+std::function<std::vector<int32_t>()> ServeHandler::tokenizer_for(
+    const CompletionRequest& request) const {
+  const int64_t capacity = config_.kv_cache.capacity_tokens;
+  const Tokenizer& tokenizer = pipeline_.tokenizer();
+  if (request.endpoint == Endpoint::kChatCompletions) {
+    std::optional<std::string> system;
+    if (!config_.model.system_prompt.empty()) system = config_.model.system_prompt;
+    return [&tokenizer, &chat = *chat_, system, messages = request.messages, capacity] {
+      std::vector<int32_t> ids = tokenize_messages(tokenizer, chat, system, messages);
+      check_fits(ids, capacity, "messages");
+      return ids;
+    };
+  }
+  if (!request.prompt_ids.empty()) {
+    return [ids = request.prompt_ids, capacity] {
+      check_fits(ids, capacity, "prompt");
+      return ids;
+    };
+  }
+  return [&tokenizer, text = request.prompt, capacity] {
+    std::vector<int32_t> ids;
+    if (tokenizer.add_bos() && tokenizer.bos_id()) ids.push_back(*tokenizer.bos_id());
+    const std::vector<int32_t> more = tokenizer.encode(text, false);
+    ids.insert(ids.end(), more.begin(), more.end());
+    check_fits(ids, capacity, "prompt");
+    return ids;
+  };
+}
+
+}  // namespace duet::serve

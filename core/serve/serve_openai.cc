@@ -1,0 +1,453 @@
+#include "serve_openai.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+#include "duet/app/suggest.h"
+#include "request_fields.h"
+
+namespace duet::serve {
+namespace {
+
+using nlohmann::json;
+
+// Fields read into the request's settings (request_fields.h); the chat
+// endpoint also takes max_completion_tokens for max_tokens.
+const std::vector<std::string> kSettingKeys = {"max_tokens",
+                                               "max_new_tokens",
+                                               "seed",
+                                               "stop",
+                                               "temperature",
+                                               "top_k",
+                                               "top_p",
+                                               "min_p",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "repetition_penalty",
+                                               "sampler"};
+// Fields accepted and not used.
+const std::vector<std::string> kIgnoredKeys = {"user"};
+// Fields accepted only with the value that means "off".
+const std::vector<std::string> kDefaultOnlyKeys = {
+    "n", "best_of", "echo", "suffix", "tools", "tool_choice", "response_format"};
+
+[[noreturn]] void fail(const std::string& param, const std::string& message,
+                       const std::string& code = "invalid_value") {
+  throw ApiError{400, message, "invalid_request_error", param, code};
+}
+
+std::vector<std::string> known_keys(Endpoint endpoint) {
+  std::vector<std::string> keys = {"model", "stream", "stream_options", "logit_bias", "logprobs"};
+  keys.push_back(endpoint == Endpoint::kCompletions ? "prompt" : "messages");
+  if (endpoint == Endpoint::kChatCompletions) {
+    keys.push_back("max_completion_tokens");
+    keys.push_back("top_logprobs");
+  }
+  for (const auto* list : {&kSettingKeys, &kIgnoredKeys, &kDefaultOnlyKeys})
+    keys.insert(keys.end(), list->begin(), list->end());
+  return keys;
+}
+
+bool contains(const std::vector<std::string>& list, const std::string& key) {
+  return std::find(list.begin(), list.end(), key) != list.end();
+}
+
+// n, best_of, echo, logprobs...: only the value that asks for nothing more.
+void check_default_only(const std::string& key, const json& v) {
+  bool off = false;
+  std::string want;
+  if (key == "n" || key == "best_of") {
+    off = v.is_number_integer() && v.get<int64_t>() == 1;
+    want = "1 (one choice per request)";
+  } else if (key == "echo") {
+    off = v.is_boolean() && !v.get<bool>();
+    want = "false";
+  } else if (key == "tool_choice") {
+    off = v.is_string() && v.get<std::string>() == "none";
+    want = "\"none\"";
+  } else if (key == "response_format") {
+    off = v.is_object() && v.size() == 1 && v.contains("type") && v.at("type") == "text";
+    want = "{\"type\": \"text\"}";
+  } else {  // suffix, tools
+    want = "absent";
+  }
+  if (!off) {
+    fail(key,
+         key + ": " + dump(v) + " is not supported by duet serve; accepted: " + want +
+             " (or leave it out)",
+         "unsupported_value");
+  }
+}
+
+void read_logit_bias(const json& v, const ServedModel& model, RequestSettings& s) {
+  if (!v.is_object())
+    fail("logit_bias",
+         "logit_bias: expected an object of token id to bias, such as {\"13\": -100}");
+  if (std::none_of(model.chain.begin(), model.chain.end(),
+                   [](const SamplerLink& l) { return l.name == "logit_bias"; })) {
+    fail("logit_bias",
+         "logit_bias: the pipeline's sampler chain has no 'logit_bias' link; add '- logit_bias: "
+         "{}' to components.sampler.chain to take biases from requests");
+  }
+  for (const auto& [key, bias] : v.items()) {
+    const std::string where = "logit_bias." + key;
+    int32_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id >= model.n_vocab ||
+        std::to_string(id) != key) {
+      fail(where, where + ": the key must be a token id in [0, " +
+                      std::to_string(model.n_vocab - 1) + "] written in decimal");
+    }
+    if (!bias.is_number() || !std::isfinite(bias.get<double>()) || bias.get<double>() < -100 ||
+        bias.get<double>() > 100) {
+      fail(where, where + ": " + dump(bias) + " is not a number in [-100, 100]");
+    }
+    s.sampler["logit_bias"][key] = bias.dump();
+  }
+}
+
+void read_prompt(const json& v, const ServedModel& model, CompletionRequest& out) {
+  if (v.is_string()) {
+    out.prompt = v.get<std::string>();
+  } else if (v.is_array() && v.size() == 1 && v[0].is_string()) {
+    out.prompt = v[0].get<std::string>();
+  } else if (v.is_array() && !v.empty() && v[0].is_number()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const json& t = v[i];
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model.n_vocab) {
+        fail("prompt", "prompt[" + std::to_string(i) + "]: " + dump(t) +
+                           " is not a token id in [0, " + std::to_string(model.n_vocab - 1) + "]");
+      }
+      out.prompt_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    return;
+  } else {
+    fail("prompt",
+         "prompt: expected a string, an array of one string, or an array of token ids, got " +
+             std::string(v.type_name()) +
+             (v.is_array() ? " (one prompt per request; send several requests)" : ""));
+  }
+  if (out.prompt.empty()) fail("prompt", "prompt is empty; give some text");
+}
+
+// An integer in [0, kMaxTopLogprobs] for `field`.
+int32_t read_logprob_count(const json& v, const char* field) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxTopLogprobs) {
+    fail(field, std::string(field) + ": " + dump(v) + " is not an integer in [0, " +
+                    std::to_string(kMaxTopLogprobs) + "]");
+  }
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
+// /v1/completions: "logprobs": N alternatives. /v1/chat/completions:
+// "logprobs": true, with "top_logprobs": N (0 when left out).
+void read_logprobs(Endpoint endpoint, const json& object, RequestSettings& s) {
+  if (endpoint == Endpoint::kCompletions) {
+    if (!object.contains("logprobs")) return;
+    const json& v = object.at("logprobs");
+    if (v.is_boolean() && !v.get<bool>()) return;  // as some clients send "off"
+    s.top_logprobs = read_logprob_count(v, "logprobs");
+    return;
+  }
+  bool wanted = false;
+  if (object.contains("logprobs")) {
+    const json& v = object.at("logprobs");
+    if (!v.is_boolean()) fail("logprobs", "logprobs: expected true or false, got " + dump(v));
+    wanted = v.get<bool>();
+  }
+  if (object.contains("top_logprobs")) {
+    const int32_t n = read_logprob_count(object.at("top_logprobs"), "top_logprobs");
+    if (!wanted) fail("top_logprobs", "top_logprobs: only with \"logprobs\": true");
+    s.top_logprobs = n;
+  } else if (wanted) {
+    s.top_logprobs = 0;
+  }
+}
+
+// Code points in `text`, counting a piece's stray bytes of a split
+// character as they come (continuation bytes count nothing).
+int64_t code_points(const std::string& text) {
+  int64_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD,
+// as dump() prints it.
+std::string printable(const std::string& text) {
+  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+json piece_bytes(const std::string& piece) {
+  json bytes = json::array();
+  for (unsigned char c : piece) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+void read_stream_options(const json& object, CompletionRequest& out) {
+  if (object.contains("stream")) {
+    const json& v = object.at("stream");
+    if (!v.is_boolean()) fail("stream", "stream: expected true or false, got " + dump(v));
+    out.stream = v.get<bool>();
+  }
+  if (!object.contains("stream_options")) return;
+  const json& v = object.at("stream_options");
+  if (!out.stream) fail("stream_options", "stream_options: only with \"stream\": true");
+  if (!v.is_object()) fail("stream_options", "stream_options: expected an object");
+  for (const auto& [key, value] : v.items()) {
+    if (key != "include_usage") {
+      fail("stream_options." + key,
+           "stream_options." + key + ": unknown option; the one known is include_usage");
+    }
+    if (!value.is_boolean())
+      fail("stream_options.include_usage", "stream_options.include_usage: expected true or false");
+    out.include_usage = value.get<bool>();
+  }
+}
+
+json error_json(const ApiError& e) {
+  return {{"error",
+           {{"message", e.message},
+            {"type", e.type},
+            {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+            {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+std::string event(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+json chunk_base(Endpoint endpoint, const Completed& c) {
+  return {
+      {"id", c.id},
+      {"object", endpoint == Endpoint::kCompletions ? "text_completion" : "chat.completion.chunk"},
+      {"created", c.created},
+      {"model", c.model}};
+}
+
+// "stop" or "length" as the API names a finish reason.
+const char* api_finish_reason(FinishReason reason) {
+  return reason == FinishReason::kLength ? "length" : "stop";
+}
+
+// {"prompt_tokens", "completion_tokens", "total_tokens"}.
+json result_usage(const RequestResult& r) {
+  const auto prompt = static_cast<int64_t>(r.prompt_tokens.size());
+  const auto completion = static_cast<int64_t>(r.generated_tokens.size());
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+// The field a refusal's message starts with: "messages[2]: ...", "prompt: ...".
+std::string leading_field(const std::string& message) {
+  size_t end = 0;
+  while (end < message.size() &&
+         (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_' ||
+          message[end] == '[' || message[end] == ']' || message[end] == '.'))
+    ++end;
+  const std::string field = message.substr(0, end);
+  if (field.rfind("messages", 0) == 0 || field == "prompt") return field;
+  return "";
+}
+
+}  // namespace
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view body,
+                                           const ServedModel& model) {
+  CompletionRequest out;
+  out.endpoint = endpoint;
+  json object;
+  try {
+    object = parse_request_object(body);
+  } catch (const FieldError& e) {
+    fail(e.param, "the request body: " + e.message, "invalid_json");
+  }
+  // An explicit null is the same as leaving the field out, as the API has it.
+  for (auto it = object.begin(); it != object.end();) {
+    it = it->is_null() ? object.erase(it) : std::next(it);
+  }
+  const std::vector<std::string> known = known_keys(endpoint);
+  for (const auto& [key, value] : object.items()) {
+    if (!contains(known, key)) {
+      const std::string hint = did_you_mean(key, known);  // "; did you mean 'x'?" or ""
+      fail(key,
+           "unknown field '" + key + "'" +
+               (hint.empty() ? "; the fields duet serve takes are listed in docs/serve.md" : hint),
+           "unknown_field");
+    }
+  }
+  if (object.contains("model")) {
+    const json& v = object.at("model");
+    if (!v.is_string()) fail("model", "model: expected a string, got " + dump(v));
+    if (v.get<std::string>() != model.id) {
+      throw ApiError{404,
+                     "model: '" + v.get<std::string>() +
+                         "' is not served here; this server runs '" + model.id +
+                         "' (GET /v1/models)",
+                     "invalid_request_error", "model", "model_not_found"};
+    }
+  }
+  for (const std::string& key : kDefaultOnlyKeys) {
+    if (object.contains(key)) check_default_only(key, object.at(key));
+  }
+  const char* input = endpoint == Endpoint::kCompletions ? "prompt" : "messages";
+  if (!object.contains(input)) fail(input, std::string(input) + " is required", "missing_field");
+  json settings = json::object();
+  for (const auto& [key, value] : object.items()) {
+    if (contains(kSettingKeys, key)) settings[key] = value;
+  }
+  if (object.contains("max_completion_tokens")) {
+    if (object.contains("max_tokens")) {
+      fail("max_completion_tokens",
+           "max_completion_tokens and max_tokens are the same setting; give one of them");
+    }
+    settings["max_tokens"] = object.at("max_completion_tokens");
+  }
+  try {
+    if (endpoint == Endpoint::kCompletions) {
+      read_prompt(object.at("prompt"), model, out);
+    } else {
+      out.messages = read_messages(object.at("messages"));
+    }
+    read_request_settings(settings, model.chain, out.settings);
+  } catch (const FieldError& e) {
+    std::string param = e.param;
+    if (param == "max_tokens" && object.contains("max_completion_tokens"))
+      param = "max_completion_tokens";
+    fail(param, e.message);
+  }
+  if (object.contains("logit_bias")) read_logit_bias(object.at("logit_bias"), model, out.settings);
+  read_logprobs(endpoint, object, out.settings);
+  read_stream_options(object, out);
+  return out;
+}
+
+std::string error_body(const ApiError& error) { return dump(error_json(error)); }
+
+ApiError refused_error(const Error& error, const RequestSettings& settings) {
+  const std::string message = error.what();
+  if (error.kind() == ErrorKind::kInputRejected) {
+    const std::string field = leading_field(message);
+    const bool too_long = message.find("KV cache holds") != std::string::npos;
+    return ApiError{400, message, "invalid_request_error", field,
+                    too_long ? "context_length_exceeded" : "invalid_value"};
+  }
+  if (error.kind() == ErrorKind::kConfig) {
+    // "temperature: components.sampler.chain[4].temperature.t: ..." — the
+    // field first, then the link's own words.
+    const std::string field = field_of_sampler_error(message, settings);
+    const bool named = field.empty() || message.rfind(field + ":", 0) == 0;
+    return ApiError{400, named ? message : field + ": " + message, "invalid_request_error", field,
+                    "invalid_value"};
+  }
+  return ApiError{500, message, "server_error", "", "internal_error"};
+}
+
+json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> entries, const PieceOf& piece,
+                   int64_t& text_offset) {
+  if (endpoint == Endpoint::kChatCompletions) {
+    const auto item = [&](const TokenLogprob& t) {
+      const std::string text = piece(t.token);
+      return json{{"token", text}, {"logprob", t.logprob}, {"bytes", piece_bytes(text)}};
+    };
+    json content = json::array();
+    for (const TokenLogprobs& e : entries) {
+      json one = item(e.chosen);
+      one["top_logprobs"] = json::array();
+      for (const TokenLogprob& t : e.top) one["top_logprobs"].push_back(item(t));
+      content.push_back(std::move(one));
+    }
+    return {{"content", std::move(content)}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (const TokenLogprobs& e : entries) {
+    const std::string text = piece(e.chosen.token);
+    tokens.push_back(text);
+    token_logprobs.push_back(e.chosen.logprob);
+    // Keys as the response prints them (U+FFFD for stray bytes), so that
+    // two that print alike are one key, the more likely one's.
+    json alternatives = json::object();
+    for (const TokenLogprob& t : e.top) {
+      const std::string key = printable(piece(t.token));
+      if (!alternatives.contains(key)) alternatives[key] = t.logprob;
+    }
+    if (const std::string key = printable(text); !alternatives.contains(key))
+      alternatives[key] = e.chosen.logprob;
+    top.push_back(std::move(alternatives));
+    offsets.push_back(text_offset);
+    text_offset += code_points(text);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
+}
+
+json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& r,
+                     const json& logprobs) {
+  json choice = {
+      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", api_finish_reason(r.finish)}};
+  if (endpoint == Endpoint::kCompletions) {
+    choice["text"] = r.text;
+  } else {
+    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+  }
+  return {{"id", c.id},
+          {"object", endpoint == Endpoint::kCompletions ? "text_completion" : "chat.completion"},
+          {"created", c.created},
+          {"model", c.model},
+          {"choices", json::array({choice})},
+          {"usage", result_usage(r)}};
+}
+
+std::string stream_role_event(const Completed& c) {
+  json j = chunk_base(Endpoint::kChatCompletions, c);
+  j["choices"] = json::array({{{"index", 0},
+                               {"delta", {{"role", "assistant"}, {"content", ""}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}});
+  return event(j);
+}
+
+std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::string& text,
+                              const json& logprobs) {
+  json j = chunk_base(endpoint, c);
+  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+  if (endpoint == Endpoint::kCompletions) {
+    choice["text"] = text;
+  } else {
+    choice["delta"] = {{"content", text}};
+  }
+  j["choices"] = json::array({choice});
+  return event(j);
+}
+
+std::string stream_finish_event(Endpoint endpoint, const Completed& c, const RequestResult& r) {
+  json j = chunk_base(endpoint, c);
+  json choice = {
+      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", api_finish_reason(r.finish)}};
+  if (endpoint == Endpoint::kCompletions) {
+    choice["text"] = "";
+  } else {
+    choice["delta"] = json::object();
+  }
+  j["choices"] = json::array({choice});
+  j["usage"] = result_usage(r);
+  return event(j);
+}
+
+std::string stream_usage_event(Endpoint endpoint, const Completed& c, const RequestResult& r) {
+  json j = chunk_base(endpoint, c);
+  j["choices"] = json::array();
+  j["usage"] = result_usage(r);
+  return event(j);
+}
+
+std::string stream_error_event(const ApiError& error) { return event(error_json(error)); }
+
+}  // namespace duet::serve

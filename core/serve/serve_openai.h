@@ -1,0 +1,111 @@
+// serve_openai.h — the OpenAI API as `duet serve` speaks it: request bodies
+// of /v1/completions and /v1/chat/completions read into a request (fields
+// in docs/serve.md), and the JSON of responses, stream chunks and errors.
+// Pure functions, no I/O.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat_messages.h"
+#include "duet/app/pipeline_config.h"
+#include "duet/app/scheduler.h"
+#include "duet/error.h"
+
+namespace duet::serve {
+
+// An error as the API reports it: {"error": {"message", "type", "param",
+// "code"}} with HTTP status `status`; `param` empty is null.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;
+  std::string code;
+};
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+// What requests are checked against.
+struct ServedModel {
+  std::string id;  // the model's name in /v1/models and every response
+  std::vector<SamplerLink> chain;
+  int32_t n_vocab = 0;
+  int64_t created = 0;  // seconds since the epoch, for /v1/models
+};
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  // /v1/completions: the prompt as text (tokenized without the chat
+  // template), or as token ids when `prompt_ids` is not empty.
+  std::string prompt;
+  std::vector<int32_t> prompt_ids;
+  std::vector<ChatMessage> messages;  // /v1/chat/completions
+  RequestSettings settings;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Reads a request body. Throws ApiError (400 naming the field, or 404 for
+// another model's name) for anything it cannot honour; never clamps.
+CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view body,
+                                           const ServedModel& model);
+
+// The response body of an error.
+std::string error_body(const ApiError& error);
+
+// The ApiError for a request the engine refused with `error`:
+// kInputRejected and kConfig are the caller's (400, naming the field where
+// the message starts with one or names a sampler link `settings` set),
+// others the server's (500).
+ApiError refused_error(const Error& error, const RequestSettings& settings);
+
+struct Completed {
+  std::string id;  // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;
+};
+
+// A token's text (Tokenizer::piece).
+using PieceOf = std::function<std::string(int32_t)>;
+
+// A choice's "logprobs" for `entries` (docs/serve.md): /v1/completions'
+// {tokens, token_logprobs, top_logprobs, text_offset}, each token's
+// top_logprobs holding the chosen token too, text offsets in code points
+// counted on from `text_offset` (which is advanced past these tokens);
+// /v1/chat/completions' {content: [{token, logprob, bytes, top_logprobs}]}.
+nlohmann::json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> entries,
+                             const PieceOf& piece, int64_t& text_offset);
+
+// The whole (non-streamed) response for `result`; `logprobs` is the
+// choice's (null when the request asked for none).
+nlohmann::json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& result,
+                               const nlohmann::json& logprobs = nullptr);
+
+// One server-sent event, "data: JSON\n\n", of a stream: the assistant role
+// (chat only; the first event), a piece of text, or the end (finish reason
+// and usage). JSON that would not be valid UTF-8 gets U+FFFD.
+std::string stream_role_event(const Completed& c);
+// `logprobs` (logprobs_json) is for the tokens generated since the
+// previous event, whose text may come later (while it could still be a stop
+// string's start).
+std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::string& text,
+                              const nlohmann::json& logprobs = nullptr);
+std::string stream_finish_event(Endpoint endpoint, const Completed& c, const RequestResult& result);
+// The OpenAI usage-only chunk (empty choices) sent before [DONE] when
+// stream_options.include_usage is set.
+std::string stream_usage_event(Endpoint endpoint, const Completed& c, const RequestResult& result);
+std::string stream_error_event(const ApiError& error);
+constexpr const char* kStreamDone = "data: [DONE]\n\n";
+
+// Compact JSON; bytes that are not UTF-8 become U+FFFD.
+std::string dump(const nlohmann::json& j);
+
+}  // namespace duet::serve

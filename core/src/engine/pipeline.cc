@@ -1,0 +1,242 @@
+#include "duet/app/pipeline.h"
+
+#include <chrono>
+#include <cmath>
+#include <new>
+#include <optional>
+
+#include "duet/app/chat_template.h"
+#include "duet/app/gguf.h"
+#include "duet/device.h"
+#include "duet/error.h"
+#include "engine/pipeline_state.h"
+#include "engine/session_impl.h"
+#include "engine/stages/decode_stage.h"
+#include "engine/stages/prefill_stage.h"
+#include "kv/kv_handover.h"
+#include "plugins/backend_components.h"
+
+namespace duet {
+std::unique_ptr<SamplerChain> Pipeline::State::make_chain(uint64_t seed,
+                                                          const SamplerOverrides& overrides) const {
+  std::vector<std::shared_ptr<Sampler>> links;
+  std::vector<std::string> names;
+  for (const SamplerLink& link : config.sampler.chain) {
+    names.push_back(link.name);
+    Options options = link.options;
+    if (auto it = overrides.find(link.name); it != overrides.end()) {
+      for (const auto& [key, value] : it->second) options.set(key, value);
+    }
+    links.push_back(host->create_sampler(link.name, options));
+  }
+  for (const auto& [name, values] : overrides) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      std::string chain;
+      for (const std::string& n : names) chain += (chain.empty() ? "" : ", ") + n;
+      throw Error(ErrorKind::kConfig,
+                  "sampler." + name + ": the pipeline's sampler chain has no '" + name +
+                      "' link (it has: " + (chain.empty() ? "none" : chain) +
+                      "); a request can set options of the chain's links, not add links");
+    }
+  }
+  return std::make_unique<SamplerChain>(seed, std::move(links));
+}
+
+Pipeline::Pipeline(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Pipeline::~Pipeline() = default;
+
+std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const PluginHost& host) {
+  const auto start = std::chrono::steady_clock::now();
+  auto s = std::make_unique<State>();
+  s->config = config;
+  s->check = check_pipeline(config, host);
+  const PipelineCheck& c = s->check;
+
+  s->file = std::make_shared<const GgufFile>(GgufFile::open(config.model.path));
+  s->tokenizer = load_tokenizer(*s->file);
+  if (config.model.chat) s->chat = ChatTemplate::from_model(*s->file, config.model.chat_template);
+  const ModelHParams& h = c.hparams;
+  for (BackendPlacement& p : s->check.placements) {
+    State::Placement& made = s->placements.emplace_back();
+    made.backend =
+        p.instance ? std::move(p.instance) : host.create_backend(p.backend, p.backend_options);
+    made.model = make_model(s->file, c.hparams, *made.backend);
+    made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
+    made.attention = make_attention(
+        *made.backend, host, p.attention_impl,
+        AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))},
+        config.attention.options);
+  }
+  // One bookkeeping for every cache: a sequence has the same slots in each.
+  s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
+
+  s->host = &host;
+  s->make_chain(config.sampler.seed, {});  // every link's options checked once here
+  for (const auto& stage : config.stages) {
+    if (stage.name == "prefill") {
+      s->stages.push_back(std::make_shared<PrefillStage>(parse_prefill_options(stage)));
+    } else if (stage.name == "decode") {
+      s->stages.push_back(std::make_shared<DecodeStage>(parse_decode_options(stage)));
+    } else {
+      s->stages.push_back(host.create_stage(stage.name, stage.options));
+    }
+  }
+  s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::unique_ptr<Pipeline>(new Pipeline(std::move(s)));
+}
+
+std::vector<int32_t> Pipeline::encode_wrapped(const std::string& wrapped, std::string_view marker,
+                                              std::string_view user) const {
+  // The template's own markup is parsed for control tokens; the user's text
+  // is not, so "<|im_end|>" typed in a prompt stays text. The template is
+  // applied around a marker (no real message contains it), then split there.
+  const Tokenizer& t = *state_->tokenizer;
+  const size_t at = wrapped.find(marker);
+  std::vector<int32_t> ids = t.encode(std::string_view(wrapped).substr(0, at), true);
+  const auto append = [&ids](const std::vector<int32_t>& more) {
+    ids.insert(ids.end(), more.begin(), more.end());
+  };
+  append(t.encode(user, false));
+  append(t.encode(std::string_view(wrapped).substr(at + marker.size()), true));
+  return ids;
+}
+
+namespace {
+constexpr std::string_view kUserMarker = "\x01duet-user-text\x01";
+}  // namespace
+
+std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt,
+                                               bool parse_special) const {
+  if (prompt.empty()) {
+    throw Error(ErrorKind::kInputRejected, "the prompt is empty; pass --prompt with some text");
+  }
+  const State& s = *state_;
+  if (parse_special && s.chat) {
+    throw Error(ErrorKind::kUsage,
+                "control tokens are parsed in raw prompts only; a chat message (model.chat: "
+                "true) is always plain text: drop --parse-special or use --set model.chat=false");
+  }
+  std::vector<int32_t> ids;
+  if (s.tokenizer->add_bos() && s.tokenizer->bos_id()) ids.push_back(*s.tokenizer->bos_id());
+  std::vector<int32_t> text_ids;
+  if (s.chat) {
+    std::optional<std::string_view> system;
+    if (!s.config.model.system_prompt.empty()) system = s.config.model.system_prompt;
+    text_ids = encode_wrapped(s.chat->apply(system, kUserMarker), kUserMarker, prompt);
+  } else {
+    text_ids = s.tokenizer->encode(prompt, parse_special);
+  }
+  ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+  return ids;
+}
+
+std::vector<int32_t> Pipeline::tokenize_next_turn(const std::string& message,
+                                                  bool answer_closed) const {
+  if (message.empty())
+    throw Error(ErrorKind::kInputRejected, "the message is empty; type some text");
+  const State& s = *state_;
+  if (!s.chat) return s.tokenizer->encode(message, false);
+  return encode_wrapped(s.chat->apply_next(kUserMarker, answer_closed), kUserMarker, message);
+}
+
+RunResult Pipeline::run(const std::string& prompt, TextSink& sink) {
+  return run_tokens(tokenize_prompt(prompt), sink);
+}
+
+std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, TextSink& sink) {
+  State& s = *state_;
+  const int32_t vocab = s.check.hparams.n_vocab;
+  if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the prompt has no tokens");
+  check_prompt_ids(prompt, vocab);
+  const size_t first = s.check.stage_placement.empty() ? 0 : s.check.stage_placement.front();
+  State::Placement& p = s.placements[first];
+  auto impl = std::make_unique<Session::Impl>(*p.model, *p.kv, *s.allocator, s.next_sequence++,
+                                              *p.attention, s.make_chain(s.config.sampler.seed, {}),
+                                              *s.tokenizer, sink, prompt);
+  impl->placement = first;
+  return std::make_unique<Session>(std::move(impl));
+}
+
+void Pipeline::move_to_stage(Session& session, size_t stage) {
+  const size_t to = state_->check.stage_placement.at(stage);
+  Session::Impl& s = *session.impl_;
+  if (s.placement == to) return;
+  State::Placement& dst = state_->placements[to];
+  const int32_t cached = s.allocator.length(s.sequence);
+  if (cached > 0) {
+    int32_t n_slots = 0;  // through the highest slot the sequence holds
+    for (int32_t p = 0; p < cached; ++p)
+      n_slots = std::max(n_slots, s.allocator.slot(s.sequence, p) + 1);
+    const HandoverStats h = hand_over(*s.kv, *dst.kv, n_slots);
+    ++s.stats.handovers;
+    s.stats.handover_bytes += h.bytes;
+    s.stats.handover_seconds += h.seconds;
+  }
+  s.model = dst.model.get();
+  s.kv = dst.kv.get();
+  s.attention = dst.attention.get();
+  s.placement = to;
+}
+
+RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) {
+  RecordingSink recorder(sink);
+  std::unique_ptr<Session> session = new_session(prompt, recorder);
+  RunResult r = run_stages(*session);
+  r.text = std::move(recorder.text());
+  return r;
+}
+
+RunResult Pipeline::run_stages(Session& session) {
+  const auto turn_start = static_cast<std::ptrdiff_t>(session.tokens().size());
+  for (size_t i = 0; i < state_->stages.size(); ++i) {
+    const std::shared_ptr<Stage>& stage = state_->stages[i];
+    if (session.finish_reason() != FinishReason::kNone) break;
+    move_to_stage(session, i);
+    try {
+      stage->run(session);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;  // out of memory, not a broken plugin: exit code 5
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kPlugin, "stage '" + stage->name() + "' failed: " + e.what());
+    }
+  }
+  RunResult r;
+  auto all = session.tokens();
+  r.prompt_tokens.assign(all.begin() + (turn_start - session.stats().prompt_tokens),
+                         all.begin() + turn_start);
+  r.generated_tokens.assign(all.begin() + turn_start, all.end());
+  r.finish = session.finish_reason();
+  r.stats = session.stats();
+  r.prompt_logits = std::move(session.kept_logits());
+  return r;
+}
+
+const PipelineCheck& Pipeline::check() const { return state_->check; }
+const Tokenizer& Pipeline::tokenizer() const { return *state_->tokenizer; }
+std::string Pipeline::sampler_order() const {
+  std::string out;
+  for (const SamplerLink& link : state_->config.sampler.chain)
+    out += (out.empty() ? "" : " -> ") + link.name;
+  return out.empty() ? "draw" : out;
+}
+uint64_t Pipeline::kv_cache_bytes() const {
+  uint64_t bytes = 0;
+  for (const State::Placement& p : state_->placements) bytes += p.kv->memory_bytes();
+  return bytes;
+}
+double Pipeline::load_seconds() const { return state_->load_seconds; }
+
+std::optional<uint64_t> Pipeline::device_memory_in_use() const {
+  for (const State::Placement& p : state_->placements) {
+    const Device& device = p.backend->device();
+    if (device.host_accessible()) continue;
+    const MemoryInfo m = device.memory();
+    if (m.total_bytes == 0 || m.free_bytes > m.total_bytes) return std::nullopt;
+    return m.total_bytes - m.free_bytes;
+  }
+  return std::nullopt;
+}
+
+}  // namespace duet

@@ -1,0 +1,478 @@
+#include "duet/app/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <list>
+
+#include "duet/error.h"
+#include "duet/generation.h"
+#include "engine/pipeline_state.h"
+#include "engine/session_impl.h"
+#include "engine/stage_options.h"
+#include "text/text_stream.h"
+
+namespace duet {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The built-in stages' options, which are every request's defaults; throws
+// duet::Error(kConfig) for a pipeline the scheduler cannot run.
+struct StageDefaults {
+  PrefillOptions prefill;
+  DecodeOptions decode;
+};
+
+StageDefaults stage_defaults(const PipelineConfig& config) {
+  const auto& st = config.stages;
+  if (st.size() != 2 || st[0].name != "prefill" || st[1].name != "decode") {
+    std::string names;
+    for (const StageConfig& s : st) names += (names.empty() ? "" : ", ") + s.name;
+    throw Error(ErrorKind::kConfig,
+                "batched runs use core's prefill and decode stages, in that order, and this "
+                "pipeline's stages are [" +
+                    names + "]; run its prompts one at a time (drop --prompts-file)");
+  }
+  StageDefaults d{parse_prefill_options(st[0]), parse_decode_options(st[1])};
+  if (d.prefill.all_logits) {
+    throw Error(ErrorKind::kConfig,
+                "stages[0].prefill.all_logits: batched runs keep no prompt logits; set it to "
+                "false (duet perplexity scores prompts)");
+  }
+  return d;
+}
+
+}  // namespace
+
+double RequestResult::decode_tokens_per_second() const {
+  const double span = total_seconds - first_token_seconds;
+  return generated_tokens.size() > 1 && span > 0
+             ? static_cast<double>(generated_tokens.size() - 1) / span
+             : 0.0;
+}
+
+class DUET_LOCAL Scheduler::Impl {
+ public:
+  explicit Impl(Pipeline& pipeline);
+  ~Impl();
+
+  uint64_t submit(Request request);
+  void cancel(uint64_t handle);
+  bool step();
+
+  // One request from submit() to its result.
+  struct Sequence {
+    uint64_t handle = 0;
+    int32_t alloc_id = 0;  // its id in the pipeline's KVAllocator
+    std::string id;
+    TextSink* sink = nullptr;
+    std::vector<int32_t> tokens;  // prompt, then generated
+    int32_t prompt_tokens = 0;
+    int32_t max_new_tokens = 0;
+    bool ignore_end_of_generation = false;
+    bool keep_logits = false;
+    std::vector<float> kept_logits;
+    int32_t top_logprobs = -1;  // -1: none kept
+    std::vector<TokenLogprobs> logprobs;
+    std::unique_ptr<SamplerChain> chain;
+    std::unique_ptr<TextStream> text_stream;
+    std::string text;
+    FinishReason finish = FinishReason::kNone;
+    int32_t cached_prompt_tokens = 0;
+    int32_t preemptions = 0;
+    bool started = false;  // has run in a forward pass
+    Clock::time_point submitted;
+    double queued_seconds = 0.0;
+    double first_token_seconds = 0.0;
+
+    int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_tokens; }
+  };
+
+  Pipeline::State& state;
+  const Pipeline::State::Placement& placement;
+  KVAllocator& allocator;
+  const StageDefaults defaults;
+  const BatchingConfig batching;
+  std::list<Sequence> running;  // in admission order
+  std::deque<Sequence> waiting;
+  std::vector<RequestResult> finished;
+  SchedulerStats stats;
+  uint64_t next_handle = 1;
+
+  // Per step: what each scheduled sequence runs.
+  struct Scheduled {
+    Sequence* seq;
+    int32_t rows;
+  };
+  std::vector<Scheduled> scheduled;
+  std::vector<KVAllocator::BlockCopy> copies;
+  std::vector<int32_t> step_tokens;
+  std::vector<int32_t> logit_rows;
+  std::vector<Sequence*> logit_owners;
+  std::vector<float> logits;
+
+ private:
+  // Rows `seq` should run this step, within `budget`.
+  int32_t rows_wanted(const Sequence& seq, int32_t budget) const;
+  // Takes cache for `rows` more positions of `seq`, preempting the most
+  // recently admitted running sequences (never `seq` itself) while none is
+  // free. Returns false when even that is not enough.
+  bool reserve(Sequence& seq, int32_t rows, bool may_preempt);
+  // Frees `seq`'s blocks and queues it first to recompute what it had.
+  void preempt(std::list<Sequence>::iterator it);
+  void run_forward();
+  // Samples the next token of `seq` from logits row `row`, streams it and
+  // decides whether it finished.
+  void advance(Sequence& seq, int32_t row);
+  // Moves `seq` to the results, ended with `reason`, and frees its blocks.
+  void retire(Sequence& seq, FinishReason reason);
+  void emit(Sequence& seq, const std::string& text);
+};
+
+Scheduler::Impl::Impl(Pipeline& pipeline)
+    : state(*pipeline.state_),
+      placement(state.placements.front()),
+      allocator(*state.allocator),
+      defaults(stage_defaults(state.config)),
+      batching(state.config.batching) {
+  if (state.placements.size() != 1) {
+    throw Error(ErrorKind::kConfig,
+                "batched runs use one backend, and this pipeline places its stages on " +
+                    std::to_string(state.placements.size()) +
+                    " (backends:); give its stages one backend");
+  }
+  if (allocator.total_blocks() < batching.max_sequences) {
+    throw Error(ErrorKind::kConfig,
+                "components.kv_cache.block_tokens " + std::to_string(allocator.block_tokens()) +
+                    " cuts the " + std::to_string(allocator.capacity_tokens()) +
+                    "-token cache into " + std::to_string(allocator.total_blocks()) +
+                    " block(s), fewer than batching.max_sequences (" +
+                    std::to_string(batching.max_sequences) +
+                    "), and every running sequence needs blocks of its own; set "
+                    "components.kv_cache.block_tokens to 16 (or lower batching.max_sequences)");
+  }
+}
+
+Scheduler::Impl::~Impl() {
+  for (const Sequence& seq : running) allocator.release(seq.alloc_id);
+}
+
+uint64_t Scheduler::Impl::submit(Request request) {
+  const int32_t vocab = state.check.hparams.n_vocab;
+  if (request.prompt.empty()) {
+    throw Error(ErrorKind::kInputRejected, "request '" + request.id + "' has an empty prompt");
+  }
+  check_prompt_ids(request.prompt, vocab);
+  const int64_t capacity = allocator.capacity_tokens();
+  if (static_cast<int64_t>(request.prompt.size()) >= capacity) {
+    throw Error(ErrorKind::kInputRejected,
+                "request '" + request.id + "' has a prompt of " +
+                    std::to_string(request.prompt.size()) + " tokens, and the KV cache holds " +
+                    std::to_string(capacity) +
+                    " positions in all, which must leave room for a generated token; raise "
+                    "components.kv_cache.capacity_tokens or shorten the prompt");
+  }
+  const RequestSettings& settings = request.settings;
+  Sequence seq;
+  seq.max_new_tokens = settings.max_new_tokens.value_or(defaults.decode.max_new_tokens);
+  if (seq.max_new_tokens < 1 || seq.max_new_tokens > 16777216) {
+    throw Error(ErrorKind::kConfig, "max_new_tokens " + std::to_string(seq.max_new_tokens) +
+                                        " is outside [1, 16777216]");
+  }
+  std::vector<std::string> stop = settings.stop.value_or(defaults.decode.stop);
+  check_stop_strings(stop, "stop");
+  seq.chain = state.make_chain(settings.seed.value_or(state.config.sampler.seed), settings.sampler);
+  seq.text_stream = std::make_unique<TextStream>(std::move(stop));
+  seq.ignore_end_of_generation = settings.ignore_end_of_generation;
+  seq.keep_logits = settings.keep_logits;
+  if (settings.top_logprobs) {
+    if (*settings.top_logprobs < 0 || *settings.top_logprobs > kMaxTopLogprobs) {
+      throw Error(ErrorKind::kInputRejected,
+                  "top_logprobs " + std::to_string(*settings.top_logprobs) + " is outside [0, " +
+                      std::to_string(kMaxTopLogprobs) + "]");
+    }
+    seq.top_logprobs = *settings.top_logprobs;
+  }
+  seq.handle = next_handle++;
+  seq.alloc_id = state.next_sequence++;
+  seq.id = std::move(request.id);
+  seq.sink = request.sink;
+  seq.tokens = std::move(request.prompt);
+  seq.prompt_tokens = static_cast<int32_t>(seq.tokens.size());
+  seq.submitted = Clock::now();
+  waiting.push_back(std::move(seq));
+  return waiting.back().handle;
+}
+
+void Scheduler::Impl::cancel(uint64_t handle) {
+  for (auto it = waiting.begin(); it != waiting.end(); ++it) {
+    if (it->handle == handle) {
+      retire(*it, FinishReason::kCancelled);
+      waiting.erase(it);
+      return;
+    }
+  }
+  for (auto it = running.begin(); it != running.end(); ++it) {
+    if (it->handle == handle) {
+      retire(*it, FinishReason::kCancelled);
+      running.erase(it);
+      return;
+    }
+  }
+}
+
+int32_t Scheduler::Impl::rows_wanted(const Sequence& seq, int32_t budget) const {
+  const int32_t missing = static_cast<int32_t>(seq.tokens.size()) - allocator.length(seq.alloc_id);
+  int32_t rows = std::min(missing, budget);
+  if (defaults.prefill.chunk_tokens > 0 && missing > 1)
+    rows = std::min(rows, defaults.prefill.chunk_tokens);
+  return rows;
+}
+
+void Scheduler::Impl::preempt(std::list<Sequence>::iterator it) {
+  allocator.release(it->alloc_id);
+  ++it->preemptions;
+  ++stats.preemptions;
+  waiting.push_front(std::move(*it));
+  running.erase(it);
+}
+
+bool Scheduler::Impl::reserve(Sequence& seq, int32_t rows, bool may_preempt) {
+  while (!allocator.append(seq.alloc_id, rows, copies)) {
+    if (!may_preempt || running.empty() || &running.back() == &seq) return false;
+    preempt(std::prev(running.end()));
+  }
+  return true;
+}
+
+bool Scheduler::Impl::step() {
+  if (running.empty() && waiting.empty()) return false;
+  scheduled.clear();
+  copies.clear();
+  int32_t budget = batching.max_step_tokens;
+  // Decode rows first: each running sequence that is decoding needs one row,
+  // and the prompts share what remains.
+  int32_t decoding = 0;
+  for (const Sequence& seq : running)
+    decoding += static_cast<int32_t>(seq.tokens.size()) - allocator.length(seq.alloc_id) == 1;
+  for (auto it = running.begin(); it != running.end();) {
+    Sequence& seq = *it;
+    const bool decode =
+        static_cast<int32_t>(seq.tokens.size()) - allocator.length(seq.alloc_id) == 1;
+    const int32_t share = decode ? budget : std::max(0, budget - decoding);
+    const int32_t rows = rows_wanted(seq, share);
+    if (decode) --decoding;
+    if (rows <= 0) {
+      ++it;
+      continue;
+    }
+    if (!reserve(seq, rows, true)) {
+      // Only the newest can fail (it preempts the others first): it waits.
+      preempt(it++);
+      continue;
+    }
+    scheduled.push_back(Scheduled{&seq, rows});
+    budget -= rows;
+    ++it;
+  }
+  // Then admissions, oldest first, while sequences, rows and blocks last.
+  while (!waiting.empty() && budget > 0 &&
+         static_cast<int32_t>(running.size()) < batching.max_sequences) {
+    Sequence& seq = waiting.front();
+    int32_t attached = 0;
+    if (batching.prefix_caching) {
+      attached = allocator.attach_prefix(seq.alloc_id, seq.tokens,
+                                         static_cast<int32_t>(seq.tokens.size()) - 1);
+    }
+    int32_t rows = rows_wanted(seq, budget);
+    if (!reserve(seq, rows, false)) {
+      // Attached blocks may need a copy the pool cannot give: try without.
+      allocator.release(seq.alloc_id);
+      attached = 0;
+      rows = rows_wanted(seq, budget);
+      if (!reserve(seq, rows, false)) {
+        allocator.release(seq.alloc_id);
+        break;
+      }
+    }
+    if (!seq.started) {
+      seq.cached_prompt_tokens = attached;
+      stats.prefix_hit_tokens += attached;
+    }
+    running.push_back(std::move(seq));
+    waiting.pop_front();
+    scheduled.push_back(Scheduled{&running.back(), rows});
+    budget -= rows;
+  }
+  if (scheduled.empty()) {
+    throw Error(ErrorKind::kInternal, "the scheduler found nothing to run although " +
+                                          std::to_string(running.size() + waiting.size()) +
+                                          " requests are unfinished");
+  }
+  run_forward();
+  return true;
+}
+
+void Scheduler::Impl::run_forward() {
+  KVCache& kv = *placement.kv;
+  for (const KVAllocator::BlockCopy& c : copies) kv.copy_blocks(c.src, c.dst, 1);
+
+  StepBatch step;
+  step_tokens.clear();
+  logit_rows.clear();
+  logit_owners.clear();
+  const auto now = Clock::now();
+  for (const Scheduled& s : scheduled) {
+    Sequence& seq = *s.seq;
+    if (!seq.started) {
+      seq.started = true;
+      seq.queued_seconds = seconds_between(seq.submitted, now);
+    }
+    const int32_t length = allocator.length(seq.alloc_id);  // after this step
+    const int32_t first = length - s.rows;
+    SequenceStep part{seq.alloc_id, step.n_tokens, s.rows, length,
+                      allocator.block_table(seq.alloc_id)};
+    for (int32_t p = first; p < length; ++p) {
+      step.positions.push_back(p);
+      step.slot_mapping.push_back(allocator.slot(seq.alloc_id, p));
+      step_tokens.push_back(seq.tokens[static_cast<size_t>(p)]);
+    }
+    if (seq.generated() > 0 && length == static_cast<int32_t>(seq.tokens.size()) && s.rows == 1) {
+      ++stats.decode_rows;
+    } else {
+      step.n_prefill_tokens += s.rows;
+      stats.prefill_rows += s.rows;
+    }
+    step.n_tokens += s.rows;
+    if (length == static_cast<int32_t>(seq.tokens.size())) {
+      logit_rows.push_back(step.n_tokens - 1);
+      logit_owners.push_back(&seq);
+    }
+    step.sequences.push_back(std::move(part));
+  }
+  stats.peak_running = std::max(stats.peak_running, static_cast<int32_t>(scheduled.size()));
+  stats.peak_used_blocks = std::max(stats.peak_used_blocks, allocator.used_blocks());
+
+  const auto start = Clock::now();
+  placement.model->forward(step_tokens, step, kv, *placement.attention, logit_rows, logits);
+  stats.forward_seconds += seconds_between(start, Clock::now());
+  ++stats.steps;
+
+  if (batching.prefix_caching) {
+    for (const Scheduled& s : scheduled) allocator.publish(s.seq->alloc_id, s.seq->tokens);
+  }
+  for (size_t i = 0; i < logit_owners.size(); ++i)
+    advance(*logit_owners[i], static_cast<int32_t>(i));
+  for (auto it = running.begin(); it != running.end();) {
+    if (it->finish != FinishReason::kNone) {
+      retire(*it, it->finish);
+      it = running.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Scheduler::Impl::emit(Sequence& seq, const std::string& text) {
+  if (text.empty()) return;
+  seq.text += text;
+  if (seq.sink != nullptr) seq.sink->on_text(text);
+}
+
+void Scheduler::Impl::advance(Sequence& seq, int32_t row) {
+  const auto vocab = static_cast<size_t>(state.check.hparams.n_vocab);
+  const std::span<const float> row_logits =
+      std::span<const float>(logits).subspan(static_cast<size_t>(row) * vocab, vocab);
+  if (seq.keep_logits)
+    seq.kept_logits.insert(seq.kept_logits.end(), row_logits.begin(), row_logits.end());
+  const auto index = static_cast<uint64_t>(seq.generated());
+  const int32_t token = seq.chain->sample(row_logits, seq.tokens, kRequestStream, index);
+  if (seq.top_logprobs >= 0)
+    seq.logprobs.push_back(token_logprobs(row_logits, token, seq.top_logprobs));
+  seq.tokens.push_back(token);
+  ++stats.generated_tokens;
+  if (seq.generated() == 1) seq.first_token_seconds = seconds_between(seq.submitted, Clock::now());
+  if (!seq.ignore_end_of_generation && state.tokenizer->is_end_of_generation(token)) {
+    seq.finish = FinishReason::kStop;
+    return;
+  }
+  TextStream::Pushed pushed = seq.text_stream->push(state.tokenizer->piece(token));
+  emit(seq, pushed.text);
+  if (pushed.stopped) {
+    seq.finish = FinishReason::kStop;
+  } else if (seq.generated() >= seq.max_new_tokens ||
+             static_cast<int64_t>(seq.tokens.size()) > allocator.capacity_tokens()) {
+    // The next forward would need a position beyond the whole cache.
+    seq.finish = FinishReason::kLength;
+  }
+}
+
+void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {
+  allocator.release(seq.alloc_id);
+  if (reason != FinishReason::kCancelled) emit(seq, seq.text_stream->flush());
+  RequestResult r;
+  r.id = std::move(seq.id);
+  r.prompt_tokens.assign(seq.tokens.begin(), seq.tokens.begin() + seq.prompt_tokens);
+  r.generated_tokens.assign(seq.tokens.begin() + seq.prompt_tokens, seq.tokens.end());
+  r.text = std::move(seq.text);
+  r.finish = reason;
+  r.cached_prompt_tokens = seq.cached_prompt_tokens;
+  r.preemptions = seq.preemptions;
+  r.queued_seconds = seq.queued_seconds;
+  r.first_token_seconds = seq.first_token_seconds;
+  r.total_seconds = seconds_between(seq.submitted, Clock::now());
+  r.logits = std::move(seq.kept_logits);
+  r.logprobs = std::move(seq.logprobs);
+  finished.push_back(std::move(r));
+}
+
+Scheduler::Scheduler(Pipeline& pipeline) : impl_(std::make_unique<Impl>(pipeline)) {}
+Scheduler::~Scheduler() = default;
+
+uint64_t Scheduler::submit(Request request) { return impl_->submit(std::move(request)); }
+void Scheduler::cancel(uint64_t handle) { impl_->cancel(handle); }
+bool Scheduler::step() { return impl_->step(); }
+void Scheduler::run() {
+  while (impl_->step()) {
+  }
+}
+
+std::vector<RequestResult> Scheduler::take_finished() {
+  std::vector<RequestResult> out;
+  out.swap(impl_->finished);
+  return out;
+}
+
+std::optional<int32_t> Scheduler::generated_tokens(uint64_t handle) const {
+  for (const Impl::Sequence& seq : impl_->running) {
+    if (seq.handle == handle) return seq.generated();
+  }
+  for (const Impl::Sequence& seq : impl_->waiting) {
+    if (seq.handle == handle) return seq.generated();
+  }
+  return std::nullopt;
+}
+
+std::span<const TokenLogprobs> Scheduler::logprobs(uint64_t handle) const {
+  for (const Impl::Sequence& seq : impl_->running) {
+    if (seq.handle == handle) return seq.logprobs;
+  }
+  for (const Impl::Sequence& seq : impl_->waiting) {
+    if (seq.handle == handle) return seq.logprobs;
+  }
+  return {};
+}
+
+size_t Scheduler::waiting() const { return impl_->waiting.size(); }
+size_t Scheduler::running() const { return impl_->running.size(); }
+const SchedulerStats& Scheduler::stats() const { return impl_->stats; }
+int64_t Scheduler::total_blocks() const { return impl_->allocator.total_blocks(); }
+int64_t Scheduler::used_blocks() const { return impl_->allocator.used_blocks(); }
+int64_t Scheduler::cached_blocks() const { return impl_->allocator.cached_blocks(); }
+
+}  // namespace duet

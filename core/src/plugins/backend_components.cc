@@ -1,0 +1,125 @@
+#include "plugins/backend_components.h"
+
+#include <algorithm>
+
+#include "duet/app/suggest.h"
+#include "duet/error.h"
+
+namespace duet {
+namespace {
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Own names, then the available extensions of `kind` not shadowed by one.
+std::vector<std::string> names(std::vector<std::string> own, const Backend& backend,
+                               const PluginHost& host, ComponentKind kind) {
+  for (const ComponentInfo& info : host.extensions(kind, backend.name())) {
+    if (!contains(own, info.name) && host.unavailable_reason(info).empty())
+      own.push_back(info.name);
+  }
+  return own;
+}
+
+// The error for a name neither the backend nor a plugin provides, with the
+// reason when a plugin registered it but cannot serve now.
+Error unknown(const Backend& backend, const PluginHost& host, ComponentKind kind,
+              const std::string& key, const std::string& impl,
+              const std::vector<std::string>& known) {
+  for (const ComponentInfo& info : host.extensions(kind, backend.name())) {
+    if (info.name == impl) {
+      return Error(ErrorKind::kPlugin, key + " '" + impl + "' of plugin '" + info.plugin +
+                                           "' cannot be used: " + host.unavailable_reason(info));
+    }
+  }
+  return Error(ErrorKind::kConfig, key + " '" + impl + "' is not provided by backend '" +
+                                       backend.name() + "' or a plugin for it" +
+                                       did_you_mean(impl, known) +
+                                       "; available: " + quoted_list(known));
+}
+
+void refuse_options(const Options& options, const std::string& what) {
+  if (options.values().empty()) return;
+  throw Error(ErrorKind::kConfig, options.path() + ": " + what + " takes no options, but '" +
+                                      options.values().begin()->first + "' was given; remove " +
+                                      options.path());
+}
+
+}  // namespace
+
+std::vector<std::string> attention_names(const Backend& backend, const PluginHost& host) {
+  return names(backend.attention_impls(), backend, host, ComponentKind::kAttention);
+}
+
+std::vector<std::string> kv_cache_names(const Backend& backend, const PluginHost& host) {
+  return names(backend.kv_cache_impls(), backend, host, ComponentKind::kKVCache);
+}
+
+namespace {
+
+// Whether `impl` is the backend's own (its options must then be empty) or
+// a plugin's; throws unknown()'s error for neither.
+enum class Source { kOwn, kPlugin };
+Source source_of(const Backend& backend, const PluginHost& host, ComponentKind kind,
+                 const std::string& impl, const Options& options) {
+  const bool attention = kind == ComponentKind::kAttention;
+  const auto own = attention ? backend.attention_impls() : backend.kv_cache_impls();
+  if (contains(own, impl)) {
+    refuse_options(options, std::string(attention ? "attention '" : "KV-cache storage '") + impl +
+                                "' of backend '" + backend.name() + "'");
+    return Source::kOwn;
+  }
+  const auto all = names(own, backend, host, kind);
+  if (contains(all, impl)) return Source::kPlugin;
+  throw unknown(backend, host, kind,
+                attention ? "components.attention.impl" : "components.kv_cache.impl", impl, all);
+}
+
+}  // namespace
+
+std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
+                                          const std::string& impl, const AttentionSpec& spec,
+                                          const Options& options) {
+  std::shared_ptr<Attention> attention =
+      source_of(backend, host, ComponentKind::kAttention, impl, options) == Source::kOwn
+          ? backend.create_attention(impl, spec)
+          : host.create_attention(backend, impl, spec, options);
+  if (!attention) {
+    throw Error(ErrorKind::kPlugin,
+                "backend '" + backend.name() + "' returned no attention '" + impl + "'");
+  }
+  return attention;
+}
+
+Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
+                         const Options& options) {
+  return source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn
+             ? backend.check_kv_cache(spec)
+             : host.check_kv_cache(backend, spec, options);
+}
+
+std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
+                                       const KVCacheSpec& spec, const Options& options) {
+  std::shared_ptr<KVCache> kv =
+      source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn
+          ? std::shared_ptr<KVCache>(backend.create_kv_cache(spec))
+          : host.create_kv_cache(backend, spec, options);
+  if (!kv) throw Error(ErrorKind::kPlugin, "backend '" + backend.name() + "' returned no KV cache");
+  return kv;
+}
+
+std::string layout_mismatch(const Backend& backend, const PluginHost& host, const std::string& impl,
+                            const KVCacheSpec& kv) {
+  if (contains(backend.attention_impls(), impl)) return "";
+  if (!contains(backend.kv_cache_impls(), kv.impl)) return "";  // a plugin's: slot rows
+  if (host.backend_abi_minor(backend.name()) < 1) return "";    // no extension runs there
+  const int32_t tile = backend.kv_cache_tile_slots(kv);
+  if (tile == 0) return "";
+  return "it reads KV caches stored as slot rows, but backend '" + backend.name() + "' keeps a " +
+         std::string(dtype_name(kv.dtype)) + " cache in its own tiles of " + std::to_string(tile) +
+         " slots; set components.kv_cache.dtype to another type, or use the backend's own "
+         "attention";
+}
+
+}  // namespace duet

@@ -1,0 +1,45 @@
+// backend_components.h — the attention and KV-cache storage a pipeline gets
+// on one backend: one of the backend's own, or one a plugin registered for
+// it (PluginRegistrar::add_attention / add_kv_cache). check_pipeline and
+// Pipeline::build both go through here, so what validates is what runs.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "duet/app/plugin_host.h"
+#include "duet/backend.h"
+#include "duet/options.h"
+
+namespace duet {
+
+// The names a pipeline may give components.attention.impl on `backend`:
+// the backend's own (the first is "default"), then those plugins registered
+// for it that are available, in name order.
+std::vector<std::string> attention_names(const Backend& backend, const PluginHost& host);
+std::vector<std::string> kv_cache_names(const Backend& backend, const PluginHost& host);
+
+// Creates attention `impl` (a name from attention_names). The backend's own
+// take no options: any given are a duet::Error(kConfig) naming them.
+// Throws duet::Error(kConfig) for an unknown name (listing the known ones)
+// and passes on the factories' errors.
+std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
+                                          const std::string& impl, const AttentionSpec& spec,
+                                          const Options& options);
+
+// Whether storage spec.impl can hold `spec` with `options`, allocating
+// nothing; then the storage itself. Errors as make_attention's.
+Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
+                         const Options& options);
+std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
+                                       const KVCacheSpec& spec, const Options& options);
+
+// Why attention `impl` cannot read a cache the storage `kv.impl` keeps:
+// an attention a plugin registered reads slot rows only, and a backend's
+// own storage may keep its own tiles (Backend::kv_cache_tile_slots).
+// Empty when it can (the attention's own check() comes on top).
+std::string layout_mismatch(const Backend& backend, const PluginHost& host, const std::string& impl,
+                            const KVCacheSpec& kv);
+
+}  // namespace duet

@@ -1,0 +1,310 @@
+#include "text/bpe_tokenizer.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+
+#include "duet/app/gguf.h"
+#include "duet/app/suggest.h"
+#include "duet/error.h"
+
+namespace duet {
+namespace {
+
+// GPT-2's byte-to-unicode table: printable bytes stand for themselves, the
+// other 68 (controls, space, 0x7F-0xA0, 0xAD) for U+0100.. in byte order, so
+// every byte has a visible character in the vocabulary ("Ġ" is the space).
+constexpr char32_t kByteCharLimit = 0x100 + 68;
+
+constexpr std::array<char32_t, 256> make_byte_chars() {
+  std::array<char32_t, 256> chars{};
+  char32_t next = 0x100;
+  for (int b = 0; b < 256; ++b) {
+    bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    chars[b] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return chars;
+}
+constexpr std::array<char32_t, 256> kByteChars = make_byte_chars();
+
+// The inverse of kByteChars; -1 for characters that stand for no byte.
+constexpr std::array<int16_t, kByteCharLimit> make_char_bytes() {
+  std::array<int16_t, kByteCharLimit> bytes{};
+  for (auto& b : bytes) b = -1;
+  for (int b = 0; b < 256; ++b) bytes[kByteChars[b]] = static_cast<int16_t>(b);
+  return bytes;
+}
+constexpr std::array<int16_t, kByteCharLimit> kCharBytes = make_char_bytes();
+
+// UTF-8 of a byte character (all below U+0800).
+std::string byte_char_utf8(uint8_t byte) {
+  char32_t c = kByteChars[byte];
+  if (c < 0x80) return std::string(1, static_cast<char>(c));
+  return {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+}
+
+// The bytes a byte-level token text stands for; nullopt when it contains a
+// character outside GPT-2's table (the text is not byte-level encoded).
+std::optional<std::string> decode_byte_level(std::string_view text) {
+  std::string bytes;
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto lead = static_cast<uint8_t>(text[i]);
+    char32_t c = lead;
+    if (lead >= 0x80) {
+      if ((lead & 0xE0) != 0xC0 || i + 1 >= text.size()) return std::nullopt;
+      auto trail = static_cast<uint8_t>(text[++i]);
+      if ((trail & 0xC0) != 0x80) return std::nullopt;
+      c = static_cast<char32_t>(((lead & 0x1F) << 6) | (trail & 0x3F));
+    }
+    if (c >= kByteCharLimit || kCharBytes[c] < 0) return std::nullopt;
+    bytes.push_back(static_cast<char>(kCharBytes[c]));
+  }
+  return bytes;
+}
+
+bool is_raw_text(TokenType type) {
+  return type == TokenType::kControl || type == TokenType::kUserDefined;
+}
+
+uint64_t pair_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+}  // namespace
+
+BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer> pre_tokenizer,
+                           const std::string& source)
+    : pre_tokenizer_(std::move(pre_tokenizer)), add_bos_(vocab.add_bos) {
+  auto malformed = [&](const std::string& what) {
+    return Error(ErrorKind::kModelFile, source + ": " + what);
+  };
+  const size_t n = vocab.tokens.size();
+  if (n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw malformed("tokenizer.ggml.tokens has " + std::to_string(n) + " entries; expected 1.." +
+                    std::to_string(std::numeric_limits<int32_t>::max()));
+  }
+
+  if (vocab.types.size() != n) {
+    throw malformed("tokenizer.ggml.token_type has " + std::to_string(vocab.types.size()) +
+                    " entries but tokenizer.ggml.tokens has " + std::to_string(n));
+  }
+
+  // Token texts name tokens in merges; a text that appears twice means its
+  // first id, as a Hugging Face vocabulary built from this list would keep.
+  std::unordered_map<std::string_view, int32_t> by_text;
+  pieces_.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto id = static_cast<int32_t>(i);
+    const std::string& text = vocab.tokens[i];
+    by_text.emplace(text, id);
+    if (is_raw_text(vocab.types[i])) {
+      pieces_.push_back(text);
+      if (!text.empty()) {
+        specials_.push_back({text, id, vocab.types[i] == TokenType::kControl});
+      }
+      continue;
+    }
+    std::optional<std::string> bytes = decode_byte_level(text);
+    if (!bytes) {
+      throw malformed("token " + std::to_string(id) + " '" + text +
+                      "' is not byte-level encoded text (tokenizer.ggml.model gpt2)");
+    }
+    pieces_.push_back(std::move(*bytes));
+  }
+
+  for (int b = 0; b < 256; ++b) {
+    auto it = by_text.find(byte_char_utf8(static_cast<uint8_t>(b)));
+    byte_tokens_[b] = it == by_text.end() ? -1 : it->second;
+  }
+
+  merges_.reserve(vocab.merges.size());
+  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
+    const std::string& merge = vocab.merges[rank];
+    const size_t space = merge.find(' ', 1);
+    auto bad_merge = [&](const std::string& why) {
+      return malformed("tokenizer.ggml.merges[" + std::to_string(rank) + "] '" + merge + "' " +
+                       why);
+    };
+    if (space == std::string::npos) throw bad_merge("is not two tokens separated by a space");
+    const std::string left = merge.substr(0, space);
+    const std::string right = merge.substr(space + 1);
+    auto l = by_text.find(left), r = by_text.find(right), result = by_text.find(left + right);
+    if (l == by_text.end() || r == by_text.end() || result == by_text.end()) {
+      throw bad_merge("names a token that is not in tokenizer.ggml.tokens");
+    }
+    // A repeated pair keeps its first (lowest) rank.
+    merges_.emplace(pair_key(l->second, r->second),
+                    Merge{static_cast<int32_t>(rank), result->second});
+  }
+
+  std::stable_sort(specials_.begin(), specials_.end(), [](const Special& a, const Special& b) {
+    return a.text.size() > b.text.size();
+  });
+  for (const Special& s : specials_) special_starts_[static_cast<uint8_t>(s.text[0])] = true;
+
+  // Pieces of control and user-defined tokens win over equal normal ones.
+  for (const Special& s : specials_) by_piece_.emplace(s.text, s.id);
+  for (size_t i = 0; i < n; ++i) by_piece_.emplace(pieces_[i], static_cast<int32_t>(i));
+
+  auto checked_id = [&](const char* name, std::optional<int64_t> id) -> std::optional<int32_t> {
+    if (!id) return std::nullopt;
+    if (*id < 0 || static_cast<uint64_t>(*id) >= n) {
+      throw malformed(std::string("tokenizer.ggml.") + name + "_token_id is " +
+                      std::to_string(*id) + "; expected 0.." + std::to_string(n - 1));
+    }
+    return static_cast<int32_t>(*id);
+  };
+  bos_ = checked_id("bos", vocab.bos);
+  eos_ = checked_id("eos", vocab.eos);
+  std::optional<int32_t> eot = checked_id("eot", vocab.eot);
+  end_of_generation_.assign(n, false);
+  for (std::optional<int32_t> id : {eos_, eot}) {
+    if (id) end_of_generation_[static_cast<size_t>(*id)] = true;
+  }
+  // Chat models end a turn with these even when the file names another eos.
+  for (const Special& s : specials_) {
+    if (s.control && (s.text == "<|im_end|>" || s.text == "<|endoftext|>")) {
+      end_of_generation_[static_cast<size_t>(s.id)] = true;
+    }
+  }
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> out;
+  size_t plain_start = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    const Special* found = nullptr;
+    if (special_starts_[static_cast<uint8_t>(text[i])]) {
+      for (const Special& s : specials_) {
+        if ((parse_special || !s.control) && text.substr(i).starts_with(s.text)) {
+          found = &s;
+          break;
+        }
+      }
+    }
+    if (found == nullptr) {
+      ++i;
+      continue;
+    }
+    encode_plain(text.substr(plain_start, i - plain_start), out);
+    out.push_back(found->id);
+    i += found->text.size();
+    plain_start = i;
+  }
+  encode_plain(text.substr(plain_start), out);
+  return out;
+}
+
+void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
+  for (std::string_view word : pre_tokenizer_->split(text)) encode_word(word, out);
+}
+
+void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  // Symbols form a linked list over the word's bytes; a heap of candidate
+  // merges ordered by (rank, position) picks the next one. Candidates are
+  // checked when popped, as earlier merges may have consumed their symbols.
+  // This is O(n log n), so a megabyte-long word costs no more than its size.
+  struct Symbol {
+    int32_t id;  // -1 once merged into its left neighbour
+    int32_t prev, next;
+  };
+  struct Candidate {
+    int32_t rank, left, left_id, right_id, result;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : left > o.left;
+    }
+  };
+  // A byte without a token is dropped, and its neighbours become adjacent,
+  // as in Hugging Face's BPE without an unknown token.
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  for (char byte : word) {
+    const int32_t id = byte_tokens_[static_cast<uint8_t>(byte)];
+    if (id >= 0) symbols.push_back({id, static_cast<int32_t>(symbols.size()) - 1, -1});
+  }
+  const auto n = static_cast<int32_t>(symbols.size());
+  for (int32_t i = 0; i + 1 < n; ++i) symbols[i].next = i + 1;
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto consider = [&](int32_t left) {
+    if (left < 0) return;
+    const int32_t right = symbols[left].next;
+    if (right < 0) return;
+    auto it = merges_.find(pair_key(symbols[left].id, symbols[right].id));
+    if (it != merges_.end()) {
+      queue.push({it->second.rank, left, symbols[left].id, symbols[right].id, it->second.result});
+    }
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
+
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& left = symbols[c.left];
+    if (left.id != c.left_id || left.next < 0 || symbols[left.next].id != c.right_id) continue;
+    Symbol& right = symbols[left.next];
+    left.id = c.result;
+    right.id = -1;
+    left.next = right.next;
+    if (left.next >= 0) symbols[left.next].prev = c.left;
+    consider(left.prev);
+    consider(c.left);
+  }
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
+}
+
+std::string BpeTokenizer::piece(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) {
+    throw Error(ErrorKind::kInputRejected, "token id " + std::to_string(id) +
+                                               " is outside the vocabulary of " +
+                                               std::to_string(vocab_size()) + " tokens (0.." +
+                                               std::to_string(vocab_size() - 1) + ")");
+  }
+  return pieces_[static_cast<size_t>(id)];
+}
+
+bool BpeTokenizer::is_end_of_generation(int32_t id) const {
+  return id >= 0 && id < vocab_size() && end_of_generation_[static_cast<size_t>(id)];
+}
+
+std::optional<int32_t> BpeTokenizer::find_token(std::string_view text) const {
+  auto it = by_piece_.find(std::string(text));
+  if (it == by_piece_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const GgufFile& file) {
+  const std::string source = file.path().string();
+  const std::string model(file.get_string("tokenizer.ggml.model"));
+  if (model != "gpt2") {
+    throw Error(ErrorKind::kModelFile, source + ": tokenizer.ggml.model '" + model +
+                                           "' is not supported; supported: 'gpt2'");
+  }
+  const std::string pre(file.get_string("tokenizer.ggml.pre"));
+  std::unique_ptr<PreTokenizer> pre_tokenizer = PreTokenizer::for_name(pre);
+  if (!pre_tokenizer) {
+    throw Error(ErrorKind::kModelFile, source + ": tokenizer.ggml.pre '" + pre +
+                                           "' is not supported; supported: " +
+                                           quoted_list(PreTokenizer::supported_names()));
+  }
+
+  BpeTokenizer::Vocabulary vocab;
+  for (std::string_view t : file.get_string_array("tokenizer.ggml.tokens"))
+    vocab.tokens.emplace_back(t);
+  for (std::string_view m : file.get_string_array("tokenizer.ggml.merges"))
+    vocab.merges.emplace_back(m);
+  if (file.find("tokenizer.ggml.token_type") != nullptr) {
+    for (int64_t t : file.get_int_array("tokenizer.ggml.token_type")) {
+      vocab.types.push_back(static_cast<TokenType>(t));
+    }
+  } else {
+    vocab.types.assign(vocab.tokens.size(), TokenType::kNormal);
+  }
+  vocab.bos = file.find_int("tokenizer.ggml.bos_token_id");
+  vocab.eos = file.find_int("tokenizer.ggml.eos_token_id");
+  vocab.eot = file.find_int("tokenizer.ggml.eot_token_id");
+  vocab.add_bos = file.find_bool("tokenizer.ggml.add_bos_token").value_or(false);
+  return std::make_unique<BpeTokenizer>(vocab, std::move(pre_tokenizer), source);
+}
+
+}  // namespace duet

@@ -1,0 +1,93 @@
+// bpe_tokenizer.h — byte-level BPE, the GPT-2 family of tokenizers (internal;
+// callers use load_tokenizer() from duet/app/tokenizer.h).
+//
+// Encoding: the text is first cut at special tokens written in it (leftmost,
+// longest first), every other stretch is split into words by the
+// PreTokenizer, each word's bytes become GPT-2's byte-level symbols, and
+// adjacent symbols are merged lowest merge rank first (leftmost on ties), as
+// Hugging Face tokenizers' BPE model does. Like it (with no unknown token), a
+// byte whose symbol is not in the vocabulary is dropped: SmolLM2 lacks 21 of
+// the 256 (0x04 0x06 0x13 0x14 0x16 0x1D, 0xC0 0xC1 0xF1 0xF2 and 0xF5-0xFF:
+// rare controls and bytes of invalid UTF-8 or unassigned code points).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "duet/app/tokenizer.h"
+#include "text/pretokenizer.h"
+
+namespace duet {
+
+// GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+enum class TokenType : int32_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  // Everything the tokenizer needs, as read from a GGUF file. `tokens` are
+  // GGUF token texts (byte-level encoded, "Ġthe", except control and
+  // user-defined tokens, which are raw text); `merges` are "left right" pairs
+  // of token texts, rank = index.
+  struct Vocabulary {
+    std::vector<std::string> tokens;
+    std::vector<TokenType> types;  // same size as tokens
+    std::vector<std::string> merges;
+    std::optional<int64_t> bos, eos, eot;  // checked against the vocabulary
+    bool add_bos = false;
+  };
+
+  // Throws Error(kModelFile) with `source` (the file) and the offending entry
+  // when the vocabulary is malformed.
+  BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer> pre_tokenizer,
+               const std::string& source);
+
+  int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
+  std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
+  std::string piece(int32_t id) const override;
+  bool is_end_of_generation(int32_t id) const override;
+  std::optional<int32_t> find_token(std::string_view text) const override;
+  std::optional<int32_t> bos_id() const override { return bos_; }
+  std::optional<int32_t> eos_id() const override { return eos_; }
+  bool add_bos() const override { return add_bos_; }
+
+ private:
+  struct Merge {
+    int32_t rank;
+    int32_t result;
+  };
+  struct Special {
+    std::string text;
+    int32_t id;
+    bool control;  // matched only with parse_special; user-defined always
+  };
+
+  void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+
+  std::unique_ptr<PreTokenizer> pre_tokenizer_;
+  std::vector<std::string> pieces_;             // raw bytes of each token
+  std::array<int32_t, 256> byte_tokens_{};      // each byte's token; -1: none
+  std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
+  std::vector<Special> specials_;               // longest first
+  std::array<bool, 256> special_starts_{};      // first bytes of specials_
+  std::unordered_map<std::string, int32_t> by_piece_;
+  std::vector<bool> end_of_generation_;
+  std::optional<int32_t> bos_, eos_;
+  bool add_bos_ = false;
+};
+
+}  // namespace duet
