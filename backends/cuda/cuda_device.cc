@@ -1,7 +1,5 @@
 #include "cuda_device.h"
 
-#include <cstdio>
-
 #include "cuda_error.h"
 #include "duet/byte_size.h"
 #include "duet/error.h"
@@ -9,22 +7,9 @@
 namespace duet::cuda {
 namespace {
 
-class CudaBuffer final : public Buffer {
- public:
-  CudaBuffer(void* data, uint64_t size) : data_(data), size_(size) {}
-  // cudaFree synchronises with the device before it releases the memory,
-  // so kernels still queued on the stream never read freed memory.
-  ~CudaBuffer() override { (void)cudaFree(data_); }
-  CudaBuffer(const CudaBuffer&) = delete;
-  CudaBuffer& operator=(const CudaBuffer&) = delete;
-
-  void* data() override { return data_; }
-  uint64_t size() const override { return size_; }
-
- private:
-  void* data_;
-  uint64_t size_;
-};
+// cudaFree synchronises with the device before it releases the memory, so
+// kernels still queued on the stream never read freed memory.
+void release_device_memory(void* data, uint64_t) { (void)cudaFree(data); }
 
 }  // namespace
 
@@ -60,7 +45,7 @@ std::unique_ptr<Buffer> CudaDevice::allocate(uint64_t bytes) {
                                              "smaller model");
   }
   check_cuda(status, "allocating device memory");
-  return std::make_unique<CudaBuffer>(p, bytes);
+  return std::make_unique<ReleasingBuffer>(p, bytes, release_device_memory);
 }
 
 void CudaDevice::copy_from_host(void* device_dst, const void* host_src, uint64_t bytes) {

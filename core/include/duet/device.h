@@ -19,6 +19,28 @@ class DUET_API Buffer {
   virtual uint64_t size() const = 0;
 };
 
+// A Buffer of `size` bytes at `data` that `release(data, size)` gives back
+// when it is destroyed: the buffer of a device whose memory comes from a
+// pair of functions (aligned new and delete, mmap and munmap, cudaMalloc and
+// cudaFree).
+class ReleasingBuffer final : public Buffer {
+ public:
+  using Release = void (*)(void* data, uint64_t size);
+  ReleasingBuffer(void* data, uint64_t size, Release release)
+      : data_(data), size_(size), release_(release) {}
+  ~ReleasingBuffer() override { release_(data_, size_); }
+  ReleasingBuffer(const ReleasingBuffer&) = delete;
+  ReleasingBuffer& operator=(const ReleasingBuffer&) = delete;
+
+  void* data() override { return data_; }
+  uint64_t size() const override { return size_; }
+
+ private:
+  void* data_;
+  uint64_t size_;
+  Release release_;
+};
+
 struct DUET_API MemoryInfo {
   uint64_t total_bytes = 0;  // 0 when unknown
   uint64_t free_bytes = 0;   // 0 when unknown

@@ -15,26 +15,6 @@ namespace {
 
 constexpr std::align_val_t kHeapAlignment{64};
 
-// Host memory of `size` bytes at `data`, given back by `release` (the
-// heap's delete or munmap) when the buffer is destroyed.
-class HostBuffer final : public Buffer {
- public:
-  using Release = void (*)(void* data, uint64_t size);
-  HostBuffer(void* data, uint64_t size, Release release)
-      : data_(data), size_(size), release_(release) {}
-  ~HostBuffer() override { release_(data_, size_); }
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
-
-  void* data() override { return data_; }
-  uint64_t size() const override { return size_; }
-
- private:
-  void* data_;
-  uint64_t size_;
-  Release release_;
-};
-
 // A zero-byte mapping still takes one page, so its pointer is unique.
 size_t mapped_bytes(uint64_t size) { return static_cast<size_t>(size == 0 ? 1 : size); }
 
@@ -51,7 +31,7 @@ std::unique_ptr<Buffer> HostDevice::allocate(uint64_t bytes) {
     void* p = mmap(nullptr, mapped_bytes(bytes), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) out_of_memory(bytes);
-    return std::make_unique<HostBuffer>(p, bytes, release_mapping);
+    return std::make_unique<ReleasingBuffer>(p, bytes, release_mapping);
   }
   // operator new never returns null for zero bytes, so an empty buffer
   // still has a unique valid pointer.
@@ -59,7 +39,7 @@ std::unique_ptr<Buffer> HostDevice::allocate(uint64_t bytes) {
   if (m.free_bytes != 0 && bytes > m.free_bytes) out_of_memory(bytes);
   void* p = ::operator new(static_cast<size_t>(bytes), kHeapAlignment, std::nothrow);
   if (p == nullptr) out_of_memory(bytes);
-  return std::make_unique<HostBuffer>(p, bytes, release_heap);
+  return std::make_unique<ReleasingBuffer>(p, bytes, release_heap);
 }
 
 void HostDevice::out_of_memory(uint64_t bytes) const {
