@@ -48,12 +48,8 @@ class Speculative : public ::testing::Test {
   }
 
   PipelineConfig config(const std::string& decode, std::vector<std::string> overrides = {}) {
-    // Core is linked in statically here (duet_internal), so the build
-    // tree's plugin folder is named: libduet.so's own search finds it from
-    // where libduet.so lies.
-    const std::string yaml = "model: {path: tiny.gguf}\nplugins: {paths: [\"" DUET_BUILD_DIR
-                             "/plugins\"]}\n"
-                             R"(backend: {plugin: reference}
+    const std::string yaml = R"(model: {path: tiny.gguf}
+backend: {plugin: reference}
 components:
   kv_cache: {capacity_tokens: 256, block_tokens: 4}
   sampler: {seed: 7, chain: [greedy]}
