@@ -125,8 +125,6 @@ using testdata::random_floats;
 constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
                                   DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
 
-bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
-
 // ---- the fixture ----------------------------------------------------------------
 
 class BackendConformance : public ::testing::TestWithParam<BackendCase> {
@@ -204,7 +202,7 @@ TEST_P(BackendConformance, MatmulOfEveryWeightTypeAndRowCount) {
     for (int64_t n : {1, 7, 64}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 22);
       compare("matmul " + std::string(dtype_name(type)) + " n=" + std::to_string(n),
-              is_quantized(type) ? GetParam().quantized_threshold(n) : kFloatMatmul,
+              is_block_quantized(type) ? GetParam().quantized_threshold(n) : kFloatMatmul,
               [&](Backend& b) {
                 DeviceTensor wt = upload(b.device(), type, {m, k}, w);
                 DeviceTensor xt = upload(b.device(), DType::kF32, {n, k}, x);

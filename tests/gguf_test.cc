@@ -53,10 +53,14 @@ TEST(GgufDType, TraitsOfSupportedTypes) {
     int64_t block_bytes;
   };
   const Expect expected[] = {
-      {DType::kF32, "f32", 1, 4},     {DType::kF16, "f16", 1, 2},
-      {DType::kBF16, "bf16", 1, 2},   {DType::kI32, "i32", 1, 4},
-      {DType::kQ4_0, "q4_0", 32, 18}, {DType::kQ4_1, "q4_1", 32, 20},
-      {DType::kQ8_0, "q8_0", 32, 34},
+      {DType::kF32, "f32", 1, 4},       {DType::kF16, "f16", 1, 2},
+      {DType::kBF16, "bf16", 1, 2},     {DType::kI32, "i32", 1, 4},
+      {DType::kQ4_0, "q4_0", 32, 18},   {DType::kQ4_1, "q4_1", 32, 20},
+      {DType::kQ8_0, "q8_0", 32, 34},   {DType::kQ5_0, "q5_0", 32, 22},
+      {DType::kQ5_1, "q5_1", 32, 24},   {DType::kQ2_K, "q2_k", 256, 84},
+      {DType::kQ3_K, "q3_k", 256, 110}, {DType::kQ4_K, "q4_k", 256, 144},
+      {DType::kQ5_K, "q5_k", 256, 176}, {DType::kQ6_K, "q6_k", 256, 210},
+      {DType::kQ8_K, "q8_k", 256, 292},
   };
   for (const Expect& e : expected) {
     const DTypeTraits& t = dtype_traits(e.type);
@@ -68,9 +72,9 @@ TEST(GgufDType, TraitsOfSupportedTypes) {
     EXPECT_EQ(dtype_from_code(static_cast<uint32_t>(e.type)), e.type);
     EXPECT_EQ(dtype_name(e.type), e.name);
   }
-  EXPECT_EQ(dtype_from_code(12), std::nullopt);  // q4_k: known to ggml, not to Duet
+  EXPECT_EQ(dtype_from_code(23), std::nullopt);  // iq4_xs: known to ggml, not to Duet
   EXPECT_EQ(dtype_from_code(1000), std::nullopt);
-  EXPECT_EQ(dtype_from_name("q4_k"), std::nullopt);
+  EXPECT_EQ(dtype_from_name("iq4_xs"), std::nullopt);
   EXPECT_EQ(dtype_from_name("F32"), std::nullopt);
 }
 
@@ -424,20 +428,21 @@ TEST(Gguf, AcceptsVersion2) {
 
 TEST(Gguf, ListsUnsupportedTypesByName) {
   GgufWriter w;
-  const std::vector<uint8_t> q4_k(2 * 144, 0);
-  w.add_tensor("blk.0.ffn_down.weight", 12u, Shape{2, 256}, q4_k.data(), q4_k.size());
-  TempFile file("q4k");
+  const std::vector<uint8_t> iq4_xs(2 * 136, 0);
+  w.add_tensor("blk.0.ffn_down.weight", 23u, Shape{2, 256}, iq4_xs.data(), iq4_xs.size());
+  TempFile file("iq4xs");
   const GgufFile f = open_bytes(file, w.to_bytes());
   const GgufTensorInfo& t = f.tensor("blk.0.ffn_down.weight");
   EXPECT_FALSE(t.supported());
-  EXPECT_EQ(t.type_code, 12u);
-  EXPECT_EQ(t.type_name(), "q4_k");
-  EXPECT_EQ(t.bytes, 288u);
+  EXPECT_EQ(t.type_code, 23u);
+  EXPECT_EQ(t.type_name(), "iq4_xs");
+  EXPECT_EQ(t.bytes, 272u);
   EXPECT_EQ(t.shape, (Shape{2, 256}));
   const std::string m = error_message([&] { t.data(); });
   EXPECT_NE(m.find(file.path().string()), std::string::npos) << m;
-  EXPECT_NE(m.find("tensor 'blk.0.ffn_down.weight' has type q4_k, which Duet does not support "
-                   "(supported: f32, f16, q4_0, q4_1, q8_0, i32, bf16)"),
+  EXPECT_NE(m.find("tensor 'blk.0.ffn_down.weight' has type iq4_xs, which Duet does not support "
+                   "(supported: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, "
+                   "q6_k, q8_k, i32, bf16)"),
             std::string::npos)
       << m;
 }
@@ -510,8 +515,8 @@ TEST(GgufModelSummary, PrintsSectionsAndMissingKeysAsDash) {
   w.set_uint32("tokenizer.ggml.eos_token_id", 2);
   w.set_uint32("test.block_count", 30);
   w.set_float32("test.attention.layer_norm_rms_epsilon", 1e-5f);
-  const std::vector<uint8_t> q4_k(144, 0);
-  w.add_tensor("exotic", 12u, Shape{256}, q4_k.data(), q4_k.size());
+  const std::vector<uint8_t> iq4_xs(136, 0);
+  w.add_tensor("exotic", 23u, Shape{256}, iq4_xs.data(), iq4_xs.size());
   TempFile file("summary");
   const GgufFile f = open_bytes(file, w.to_bytes());
 
@@ -533,7 +538,7 @@ TEST(GgufModelSummary, PrintsSectionsAndMissingKeysAsDash) {
   EXPECT_TRUE(has("bos token        -")) << s;
   EXPECT_TRUE(has("eos token        2 'hi\\nthere'")) << s;
   EXPECT_TRUE(has("chat template    absent")) << s;
-  EXPECT_TRUE(has("q4_k (unsupported)       1 tensor        144 B  (144 bytes)")) << s;
+  EXPECT_TRUE(has("iq4_xs (unsupported)     1 tensor        136 B  (136 bytes)")) << s;
   EXPECT_TRUE(has("q8_0                     1 tensor         68 B  (68 bytes)")) << s;
   EXPECT_TRUE(has("test.strings  [array of 3 string]")) << s;
   EXPECT_TRUE(has("test.flag     true")) << s;
@@ -542,7 +547,7 @@ TEST(GgufModelSummary, PrintsSectionsAndMissingKeysAsDash) {
   std::ostringstream full;
   print_model_summary(full, f, true);
   EXPECT_NE(full.str().find("tensors (shape is outermost first)"), std::string::npos);
-  EXPECT_NE(full.str().find("dup.t2   q8_0  [2, 32]            68"), std::string::npos)
+  EXPECT_NE(full.str().find("dup.t2   q8_0    [2, 32]            68"), std::string::npos)
       << full.str();
 }
 

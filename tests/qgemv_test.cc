@@ -57,8 +57,6 @@ std::vector<CpuPath> runnable_paths() {
   return paths;
 }
 
-bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
-
 // Sets DUET_CPU_PATH for one scope and restores the previous value.
 class ScopedCpuPathEnv {
  public:
@@ -183,7 +181,7 @@ std::vector<double> reference_product(const Matrix& m, const std::vector<float>&
 std::vector<float> product(CpuPath path, const Matrix& m, const std::vector<float>& x,
                            int64_t row_begin, int64_t row_end, int terms = 1) {
   Q8Activations xq;
-  if (is_quantized(m.type)) xq.quantize(x.data(), m.k, path, terms);
+  if (qgemv_block_type(m.type)) xq.quantize(x.data(), m.k, path, terms);
   std::vector<float> y(static_cast<size_t>(m.rows), kNaN);
   gemv(path, m.type, m.bytes.data(), m.k, xq, x.data(), y.data(), row_begin, row_end);
   return y;
@@ -415,9 +413,9 @@ TEST_P(QgemvTest, MatchesTheDoubleProductAndTheScalarPath) {
   const std::vector<float> x = random_activations(k, 11);
   const std::vector<double> ref = reference_product(m, x);
   for (int terms : {1, 2}) {
-    if (terms == 2 && !is_quantized(type)) continue;
+    if (terms == 2 && !qgemv_block_type(type)) continue;
     const std::vector<float> scalar = product(CpuPath::kScalar, m, x, 0, kRowsInTest, terms);
-    const double tolerance = !is_quantized(type) ? 1e-5 : terms == 1 ? 1e-2 : 1e-4;
+    const double tolerance = !qgemv_block_type(type) ? 1e-5 : terms == 1 ? 1e-2 : 1e-4;
     float scalar_max = 0.0f;
     for (float v : scalar) scalar_max = std::max(scalar_max, std::fabs(v));
     for (CpuPath path : runnable_paths()) {
@@ -494,7 +492,7 @@ TEST_P(QgemvTest, BatchEqualsOneProductPerVector) {
     for (CpuPath path : runnable_paths()) {
       SCOPED_TRACE(cpu_path_name(path));
       std::vector<Q8Activations> xq(static_cast<size_t>(n));
-      if (is_quantized(type)) {
+      if (qgemv_block_type(type)) {
         for (int64_t i = 0; i < n; ++i) xq[i].quantize(xs.data() + i * k, k, path, terms[i]);
       }
       std::vector<float> y(static_cast<size_t>(n * ldy), kNaN);
@@ -557,11 +555,11 @@ TEST_P(QgemvTest, NeverReadsPastTheLastRow) {
     SCOPED_TRACE(cpu_path_name(path));
     for (int terms : {1, 2}) {
       Q8Activations xq;
-      if (is_quantized(type)) xq.quantize(x.data(), k, path, terms);
+      if (qgemv_block_type(type)) xq.quantize(x.data(), k, path, terms);
       std::vector<float> y(static_cast<size_t>(kRowsInTest));
       gemv(path, type, guarded.data(), k, xq, x.data(), y.data(), 0, kRowsInTest);
       const std::vector<float> expected =
-          product(path, m, x, 0, kRowsInTest, is_quantized(type) ? terms : 1);
+          product(path, m, x, 0, kRowsInTest, qgemv_block_type(type) ? terms : 1);
       EXPECT_EQ(y, expected);
       // The many-vector kernels: 8 copies of the vector, the last row for all.
       std::vector<Q8Activations> xqs(8);
@@ -569,7 +567,7 @@ TEST_P(QgemvTest, NeverReadsPastTheLastRow) {
       std::vector<float> ys(8 * static_cast<size_t>(kRowsInTest));
       for (int64_t i = 0; i < 8; ++i) {
         std::copy(x.begin(), x.end(), xs.begin() + i * k);
-        if (is_quantized(type)) xqs[i].quantize(x.data(), k, path, terms);
+        if (qgemv_block_type(type)) xqs[i].quantize(x.data(), k, path, terms);
       }
       gemv_batch(path, type, guarded.data(), k, xqs.data(), xs.data(), 8, ys.data(), kRowsInTest, 0,
                  kRowsInTest);

@@ -10,10 +10,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "duet/app/gguf.h"
 #include "duet/error.h"
 
 namespace duet {
@@ -198,7 +201,7 @@ TEST(Dequantize, ScalarTypes) {
 TEST(Dequantize, RejectsPartialBlocksAndNonFloatTypes) {
   std::vector<uint8_t> buf(64);
   std::vector<float> out(64);
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
     try {
       dequantize_row(t, buf.data(), out.data(), 31);
       ADD_FAILURE() << "31 elements accepted";
@@ -208,8 +211,16 @@ TEST(Dequantize, RejectsPartialBlocksAndNonFloatTypes) {
     }
     EXPECT_THROW(quantize_row(t, out.data(), buf.data(), 33), Error);
   }
+  // A K-quant row is whole 256-element super-blocks: 32 elements are not.
+  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    EXPECT_THROW(dequantize_row(t, buf.data(), out.data(), 32), Error) << dtype_name(t);
+  }
   EXPECT_THROW(dequantize_row(DType::kI32, buf.data(), out.data(), 4), Error);
   EXPECT_THROW(quantize_row(DType::kI32, out.data(), buf.data(), 4), Error);
+  // No K-quant is written by quantize_row (yet): a clear refusal.
+  std::vector<uint8_t> super(144);
+  std::vector<float> x(256);
+  EXPECT_THROW(quantize_row(DType::kQ4_K, x.data(), super.data(), 256), Error);
 }
 
 // ---- quantizing --------------------------------------------------------------
@@ -279,7 +290,7 @@ TEST(Quantize, Q4_1StoresMinimumAndStep) {
 
 TEST(Quantize, AllZeroBlocksStayZero) {
   const std::vector<float> zeros(64, 0.0f);
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
     EXPECT_EQ(dequantize(t, quantize(t, zeros), 64), zeros) << dtype_name(t);
   }
 }
@@ -355,6 +366,79 @@ TEST(Quantize, ScalarTypesRoundTripThroughTheirConversions) {
       EXPECT_EQ(y[i], want) << dtype_name(t) << " element " << i;
     }
   }
+}
+
+// ---- against gguf-py -----------------------------------------------------------
+
+// The file tests/quant_oracle.py writes (ctest fixture quant_oracle): random
+// blocks of every type with gguf-py's dequantization of them, and random
+// floats with gguf-py's quantization of them.
+class QuantOracle : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::filesystem::path path = std::filesystem::path(DUET_BUILD_DIR) / "quant_oracle.gguf";
+    ASSERT_TRUE(std::filesystem::exists(path))
+        << path << " is missing: run ctest, whose fixture quant_oracle writes it";
+    file_ = new GgufFile(GgufFile::open(path));
+  }
+  static void TearDownTestSuite() {
+    delete file_;
+    file_ = nullptr;
+  }
+  static const GgufFile& file() { return *file_; }
+
+ private:
+  static inline GgufFile* file_ = nullptr;
+};
+
+TEST_F(QuantOracle, DequantizationEqualsGgufPyBitForBit) {
+  int types = 0;
+  for (const GgufTensorInfo& blocks : file().tensors()) {
+    if (!blocks.name.starts_with("blocks.")) continue;
+    ++types;
+    const std::string name(blocks.name.substr(7));
+    ASSERT_TRUE(blocks.supported()) << name;
+    const GgufTensorInfo& expect = file().tensor("expect." + name);
+    ASSERT_EQ(expect.shape, blocks.shape) << name;
+    const int64_t rows = blocks.shape[0];
+    const int64_t cols = blocks.shape[1];
+    const uint64_t row_bytes = *dtype_row_bytes(*blocks.dtype, static_cast<uint64_t>(cols));
+    std::vector<float> got(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(*blocks.dtype, static_cast<const uint8_t*>(blocks.data()) + r * row_bytes,
+                     got.data(), cols);
+      const auto* want = static_cast<const float*>(expect.data()) + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[static_cast<size_t>(c)]),
+                  std::bit_cast<uint32_t>(want[c]))
+            << name << " row " << r << " element " << c << ": Duet " << got[static_cast<size_t>(c)]
+            << ", gguf-py " << want[c];
+      }
+    }
+  }
+  EXPECT_EQ(types, 10) << "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k";
+}
+
+TEST_F(QuantOracle, QuantizationEqualsGgufPyByteForByte) {
+  int types = 0;
+  for (const GgufTensorInfo& floats : file().tensors()) {
+    if (!floats.name.starts_with("floats.")) continue;
+    ++types;
+    const std::string name(floats.name.substr(7));
+    const GgufTensorInfo& expect = file().tensor("quantized." + name);
+    ASSERT_TRUE(expect.supported()) << name;
+    const int64_t n = floats.shape[0] * floats.shape[1];
+    std::vector<uint8_t> got(*dtype_row_bytes(*expect.dtype, static_cast<uint64_t>(n)));
+    ASSERT_EQ(got.size(), expect.bytes) << name;
+    quantize_row(*expect.dtype, static_cast<const float*>(floats.data()), got.data(), n);
+    const auto* want = static_cast<const uint8_t*>(expect.data());
+    const int64_t block_bytes = dtype_traits(*expect.dtype).block_bytes;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << name << " block " << static_cast<int64_t>(i) / block_bytes
+                                 << " byte " << static_cast<int64_t>(i) % block_bytes;
+    }
+  }
+  EXPECT_EQ(types, 5) << "q4_0 q4_1 q5_0 q5_1 q8_0";
 }
 
 }  // namespace

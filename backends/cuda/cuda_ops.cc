@@ -5,29 +5,14 @@
 namespace duet::cuda {
 namespace {
 
-bool is_weight_type(DType t) {
-  for (DType w :
-       {DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ8_0}) {
-    if (w == t) return true;
-  }
-  return false;
-}
-
-std::string type_name(DType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
+// The weight types the embedding and matmul kernels read (kernels/formats.cuh).
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
+                                  DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
 
 }  // namespace
 
 Support CudaOps::supports(const OpDesc& desc) const {
-  const bool has_weight = desc.kind == OpKind::kEmbedding || desc.kind == OpKind::kMatmul;
-  if (has_weight) {
-    if (is_weight_type(desc.weight_dtype)) return Support::yes();
-    return Support::no(std::string("the cuda backend has no ") + op_kind_name(desc.kind) +
-                       " for weight dtype " + type_name(desc.weight_dtype) +
-                       "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
-  }
-  if (desc.weight_dtype == DType::kF32) return Support::yes();
-  return Support::no(std::string("the cuda backend runs ") + op_kind_name(desc.kind) +
-                     " on f32 only, not " + type_name(desc.weight_dtype));
+  return weight_op_support("cuda", desc, kWeightTypes);
 }
 
 void CudaOps::embedding(const TensorView& table, const TensorView& ids, TensorView out) {

@@ -28,9 +28,7 @@ constexpr int64_t kGemvChunk = 4 * kGemvGrain;
 constexpr int64_t kTasksPerThread = 8;
 
 // The weight types of kernels/qgemv.h.
-bool gemv_supports(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || is_block_quantized(t);
-}
+bool gemv_supports(DType t) { return t == DType::kF32 || t == DType::kF16 || qgemv_block_type(t); }
 
 // C[n, cols] (leading dimension ldc) = A[n, k] · B[cols, k]ᵀ, all row-major.
 void sgemm_nt(int64_t n, int64_t cols, int64_t k, const float* a, const float* b, float* c,
@@ -93,7 +91,7 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
   const int64_t m = w.shape[0];
   const float* xf = x.as<const float>();
   // f32 and f16 weights read x itself (their Q8Activations go unread).
-  if (is_block_quantized(w.dtype)) {
+  if (qgemv_block_type(w.dtype)) {
     quantize_rows(xf, n, k);
   } else if (xq_.empty()) {
     xq_.resize(1);

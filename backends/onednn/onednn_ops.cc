@@ -12,10 +12,13 @@ namespace {
 // work would not pay for waking the pool.
 constexpr int64_t kParallelElements = int64_t{1} << 16;
 
-bool is_weight_type(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ4_0 ||
-         t == DType::kQ4_1 || t == DType::kQ8_0;
-}
+// The weight types the embedding and matmul read: q4_0, q4_1 and q8_0 with
+// their own kernels, the K-quants and 5-bit types through
+// duet::dequantize_row (expand_weights).
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
+                                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                                  DType::kQ6_K};
 
 }  // namespace
 
@@ -27,16 +30,7 @@ OnednnOps::OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min
       matmul_(std::move(pool), path, min_gemm_rows, gemv_terms, batch_invariant) {}
 
 Support OnednnOps::supports(const OpDesc& desc) const {
-  const std::string type = ggml_type_name(static_cast<uint32_t>(desc.weight_dtype));
-  if (desc.kind == OpKind::kEmbedding || desc.kind == OpKind::kMatmul) {
-    if (is_weight_type(desc.weight_dtype)) return Support::yes();
-    return Support::no(std::string("the onednn backend has no ") + op_kind_name(desc.kind) +
-                       " for weight dtype " + type +
-                       "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
-  }
-  if (desc.weight_dtype == DType::kF32) return Support::yes();
-  return Support::no(std::string("the onednn backend runs ") + op_kind_name(desc.kind) +
-                     " on f32 only, not " + type);
+  return weight_op_support("onednn", desc, kWeightTypes);
 }
 
 void OnednnOps::embedding(const TensorView& table, const TensorView& ids, TensorView out) {

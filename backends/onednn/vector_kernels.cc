@@ -534,7 +534,7 @@ const VectorKernels& vector_kernels(CpuPath path) {
 
 void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst,
                     int64_t n) {
-  if (is_block_quantized(type)) {
+  if (has_vector_dequantize(type)) {
     kernels.dequantize(type, src, dst, n);
   } else {
     dequantize_row(type, src, dst, n);

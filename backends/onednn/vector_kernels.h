@@ -91,13 +91,12 @@ inline int64_t cache_head_bytes(DType type, int64_t head_dim) {
 const VectorKernels& vector_kernels(CpuPath path);
 
 // q4_0, q4_1 and q8_0: the block formats `dequantize` expands.
-inline bool is_block_quantized(DType t) {
+inline bool has_vector_dequantize(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0;
 }
 
-// Expands n elements of any weight type (f32, f16, bf16, q4_0, q4_1, q8_0;
-// n a multiple of 32 for the block types): the block types with `kernels`,
-// the others with duet::dequantize_row.
+// Expands n elements of any weight type (n a multiple of the block size):
+// q4_0, q4_1 and q8_0 with `kernels`, the others with duet::dequantize_row.
 void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst,
                     int64_t n);
 

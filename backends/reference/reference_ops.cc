@@ -10,17 +10,11 @@
 namespace duet::reference {
 namespace {
 
-constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
-                                  DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
-
-bool is_weight_type(DType t) {
-  for (DType w : kWeightTypes) {
-    if (w == t) return true;
-  }
-  return false;
-}
-
-std::string type_name(DType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
+// Every weight type duet::dequantize_row expands.
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
+                                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                                  DType::kQ6_K};
 
 // Start of row `r` of a row-major tensor whose rows are `row_bytes` long.
 const uint8_t* row_ptr(const TensorView& t, int64_t r, uint64_t row_bytes) {
@@ -30,16 +24,7 @@ const uint8_t* row_ptr(const TensorView& t, int64_t r, uint64_t row_bytes) {
 }  // namespace
 
 Support ReferenceOps::supports(const OpDesc& desc) const {
-  const bool has_weight = desc.kind == OpKind::kEmbedding || desc.kind == OpKind::kMatmul;
-  if (has_weight) {
-    if (is_weight_type(desc.weight_dtype)) return Support::yes();
-    return Support::no(std::string("the reference backend has no ") + op_kind_name(desc.kind) +
-                       " for weight dtype " + type_name(desc.weight_dtype) +
-                       "; it supports f32, f16, bf16, q4_0, q4_1 and q8_0");
-  }
-  if (desc.weight_dtype == DType::kF32) return Support::yes();
-  return Support::no(std::string("the reference backend runs ") + op_kind_name(desc.kind) +
-                     " on f32 only, not " + type_name(desc.weight_dtype));
+  return weight_op_support("reference", desc, kWeightTypes);
 }
 
 void ReferenceOps::embedding(const TensorView& table, const TensorView& ids, TensorView out) {

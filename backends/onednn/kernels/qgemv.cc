@@ -34,8 +34,6 @@ T* aligned_array(int64_t count) {
   return static_cast<T*>(p);
 }
 
-bool is_quantized(DType t) { return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0; }
-
 // Round to nearest, ties to even, then clamp to ±127. Adding 1.5 * 2^23
 // leaves no fraction bits, so the float adder rounds (as vcvtps2dq does).
 // REQUIRES: |v| < 2^22 (NaN and inf are kept out by the caller). Plain
@@ -95,7 +93,7 @@ detail::GemvArgs make_args(CpuPath path, DType wtype, const void* w, int64_t k,
                            const Q8Activations* xq, const float* x, float* y, int64_t row_begin,
                            int64_t row_end) {
   check_path(path, "gemv");
-  const bool quantized = is_quantized(wtype);
+  const bool quantized = qgemv_block_type(wtype);
   if (!quantized && wtype != DType::kF32 && wtype != DType::kF16) {
     throw Error(ErrorKind::kInternal,
                 "gemv: weight type " + std::string(dtype_name(wtype)) + " has no CPU kernel");
@@ -202,7 +200,7 @@ void gemv_batch(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Act
   if (n < 1) throw Error(ErrorKind::kInternal, "gemv_batch: n = " + std::to_string(n));
   detail::GemvArgs a = make_args(path, wtype, w, k, xq, x, y, row_begin, row_end);
   for (int64_t i = 1; i < n; ++i) {
-    if (is_quantized(wtype) && xq[i].k() != k) {
+    if (qgemv_block_type(wtype) && xq[i].k() != k) {
       throw Error(ErrorKind::kInternal, "gemv_batch: activation vectors differ in length");
     }
   }
@@ -219,7 +217,7 @@ void gemv_batch(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Act
     if (n > 1 && run_many(path, a)) continue;
     detail::GemvArgs one = a;
     for (int64_t i = 0; i < n; ++i) {
-      if (is_quantized(wtype)) {
+      if (qgemv_block_type(wtype)) {
         one.xq = xq + i;
       } else {
         one.x = x + i * k;

@@ -100,6 +100,12 @@ class Q8Activations {
   std::unique_ptr<int32_t[], AlignedFree> q_lo_bias_;
 };
 
+// The block types gemv multiplies against int8 activations (Q8Activations):
+// q4_0, q4_1 and q8_0.
+inline bool qgemv_block_type(DType t) {
+  return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0;
+}
+
 // y[r] = Σ_c W[r, c] * x[c] for every r in [row_begin, row_end), where W is a
 // row-major matrix of `wtype` with k columns: row r starts at
 // w + r * dtype_row_bytes(wtype, k). y is indexed by absolute row, so threads

@@ -1,35 +1,16 @@
 #include "duet/quant.h"
 
-#include <algorithm>
 #include <bit>
-#include <cfloat>
-#include <cmath>
 #include <cstring>
 #include <string>
 
+#include "duet/block_formats.h"
 #include "duet/error.h"
+#include "gguf/block_dequantize.h"
+#include "gguf/block_quantize.h"
 
 namespace duet {
 namespace {
-
-constexpr int64_t kBlock = 32;  // elements per block of every ggml 32-block format
-constexpr int64_t kHalf = kBlock / 2;
-
-struct BlockQ4_0 {
-  uint16_t d;
-  uint8_t qs[kHalf];
-};
-struct BlockQ4_1 {
-  uint16_t d;
-  uint16_t m;
-  uint8_t qs[kHalf];
-};
-struct BlockQ8_0 {
-  uint16_t d;
-  int8_t qs[kBlock];
-};
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ8_0) == 34,
-              "block structs must match ggml's byte layout");
 
 // Blocks are read and written through memcpy because a row inside a mapped
 // file carries no alignment or type guarantee for these structs.
@@ -52,7 +33,8 @@ void store_block(void* row, int64_t index, const Block& b) {
                                         ggml_type_name(static_cast<uint32_t>(type)) + ")");
 }
 
-void check_length(const char* fn, DType type, int64_t n, int64_t block) {
+void check_length(const char* fn, DType type, int64_t n) {
+  const int64_t block = dtype_traits(type).block_size;
   if (n < 0 || n % block != 0) {
     fail(fn, type,
          std::to_string(n) + " elements is not a multiple of the block size " +
@@ -60,73 +42,19 @@ void check_length(const char* fn, DType type, int64_t n, int64_t block) {
   }
 }
 
-bool is_block_type(DType type) {
-  return type == DType::kQ4_0 || type == DType::kQ4_1 || type == DType::kQ8_0;
-}
-
-void quantize_q4_0(const float* x, void* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kBlock; ++b) {
-    const float* xb = x + b * kBlock;
-    float amax = 0.0f;
-    float vmax = 0.0f;  // the element of largest magnitude, with its sign
-    for (int64_t j = 0; j < kBlock; ++j) {
-      if (amax < std::fabs(xb[j])) {
-        amax = std::fabs(xb[j]);
-        vmax = xb[j];
-      }
-    }
-    // Dividing by -8 maps vmax to q = 0 exactly, so the full 16 levels are
-    // used on vmax's side; the same sign convention as ggml keeps files equal.
-    const float d = vmax / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    BlockQ4_0 out;
-    out.d = f32_to_f16(d);
-    for (int64_t j = 0; j < kHalf; ++j) {
-      const int lo = std::min(15, static_cast<int>(xb[j] * id + 8.5f));
-      const int hi = std::min(15, static_cast<int>(xb[j + kHalf] * id + 8.5f));
-      out.qs[j] = static_cast<uint8_t>(lo | (hi << 4));
-    }
-    store_block(dst, b, out);
+// Expands or stores whole blocks of `Block` through a stack copy.
+template <typename Block>
+void dequantize_blocks(const void* src, float* dst, int64_t n) {
+  constexpr int kElements = blocks::BlockTraits<Block>::kElements;
+  for (int64_t b = 0; b < n / kElements; ++b) {
+    blocks::dequantize_block(load_block<Block>(src, b), dst + b * kElements);
   }
 }
 
-void quantize_q4_1(const float* x, void* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kBlock; ++b) {
-    const float* xb = x + b * kBlock;
-    float lo = FLT_MAX;
-    float hi = -FLT_MAX;
-    for (int64_t j = 0; j < kBlock; ++j) {
-      lo = std::min(lo, xb[j]);
-      hi = std::max(hi, xb[j]);
-    }
-    const float d = (hi - lo) / 15.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    BlockQ4_1 out;
-    out.d = f32_to_f16(d);
-    out.m = f32_to_f16(lo);
-    for (int64_t j = 0; j < kHalf; ++j) {
-      const int q0 = std::min(15, static_cast<int>((xb[j] - lo) * id + 0.5f));
-      const int q1 = std::min(15, static_cast<int>((xb[j + kHalf] - lo) * id + 0.5f));
-      out.qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
-    store_block(dst, b, out);
-  }
-}
-
-void quantize_q8_0(const float* x, void* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kBlock; ++b) {
-    const float* xb = x + b * kBlock;
-    float amax = 0.0f;
-    for (int64_t j = 0; j < kBlock; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    BlockQ8_0 out;
-    out.d = f32_to_f16(d);
-    for (int64_t j = 0; j < kBlock; ++j) {
-      out.qs[j] = static_cast<int8_t>(std::lround(xb[j] * id));
-    }
-    store_block(dst, b, out);
-  }
+template <typename Block, Block (*quantize)(const float*)>
+void quantize_blocks(const float* src, void* dst, int64_t n) {
+  constexpr int kElements = blocks::BlockTraits<Block>::kElements;
+  for (int64_t b = 0; b < n / kElements; ++b) store_block(dst, b, quantize(src + b * kElements));
 }
 
 }  // namespace
@@ -194,7 +122,7 @@ uint16_t f32_to_bf16(float f) noexcept {
 }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
-  check_length("dequantize_row", type, n, is_block_type(type) ? kBlock : 1);
+  check_length("dequantize_row", type, n);
   switch (type) {
     case DType::kF32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
@@ -209,45 +137,16 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       }
       return;
     }
-    case DType::kQ4_0:
-      for (int64_t b = 0; b < n / kBlock; ++b) {
-        const auto blk = load_block<BlockQ4_0>(src, b);
-        const float d = f16_to_f32(blk.d);
-        float* y = dst + b * kBlock;
-        for (int64_t j = 0; j < kHalf; ++j) {
-          y[j] = d * static_cast<float>((blk.qs[j] & 0x0f) - 8);
-          y[j + kHalf] = d * static_cast<float>((blk.qs[j] >> 4) - 8);
-        }
-      }
-      return;
-    case DType::kQ4_1:
-      for (int64_t b = 0; b < n / kBlock; ++b) {
-        const auto blk = load_block<BlockQ4_1>(src, b);
-        const float d = f16_to_f32(blk.d);
-        const float m = f16_to_f32(blk.m);
-        float* y = dst + b * kBlock;
-        for (int64_t j = 0; j < kHalf; ++j) {
-          y[j] = d * static_cast<float>(blk.qs[j] & 0x0f) + m;
-          y[j + kHalf] = d * static_cast<float>(blk.qs[j] >> 4) + m;
-        }
-      }
-      return;
-    case DType::kQ8_0:
-      for (int64_t b = 0; b < n / kBlock; ++b) {
-        const auto blk = load_block<BlockQ8_0>(src, b);
-        const float d = f16_to_f32(blk.d);
-        float* y = dst + b * kBlock;
-        for (int64_t j = 0; j < kBlock; ++j) y[j] = d * static_cast<float>(blk.qs[j]);
-      }
-      return;
-    case DType::kI32:
+    default:
       break;
   }
-  fail("dequantize_row", type, "not a floating-point or quantized type");
+  const bool blocked = blocks::visit_block_type(
+      type, [&](auto traits) { dequantize_blocks<typename decltype(traits)::Block>(src, dst, n); });
+  if (!blocked) fail("dequantize_row", type, "not a floating-point or quantized type");
 }
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
-  check_length("quantize_row", type, n, is_block_type(type) ? kBlock : 1);
+  check_length("quantize_row", type, n);
   switch (type) {
     case DType::kF32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
@@ -262,18 +161,19 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return;
     }
     case DType::kQ4_0:
-      quantize_q4_0(src, dst, n);
-      return;
+      return quantize_blocks<blocks::BlockQ4_0, blocks::quantize_q4_0>(src, dst, n);
     case DType::kQ4_1:
-      quantize_q4_1(src, dst, n);
-      return;
+      return quantize_blocks<blocks::BlockQ4_1, blocks::quantize_q4_1>(src, dst, n);
+    case DType::kQ5_0:
+      return quantize_blocks<blocks::BlockQ5_0, blocks::quantize_q5_0>(src, dst, n);
+    case DType::kQ5_1:
+      return quantize_blocks<blocks::BlockQ5_1, blocks::quantize_q5_1>(src, dst, n);
     case DType::kQ8_0:
-      quantize_q8_0(src, dst, n);
-      return;
-    case DType::kI32:
+      return quantize_blocks<blocks::BlockQ8_0, blocks::quantize_q8_0>(src, dst, n);
+    default:
       break;
   }
-  fail("quantize_row", type, "not a floating-point or quantized type");
+  fail("quantize_row", type, "not a type Duet quantizes to");
 }
 
 }  // namespace duet

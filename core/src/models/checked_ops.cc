@@ -12,24 +12,6 @@
 
 namespace duet {
 
-const char* op_kind_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::kEmbedding:
-      return "embedding";
-    case OpKind::kMatmul:
-      return "matmul";
-    case OpKind::kRmsNorm:
-      return "rmsnorm";
-    case OpKind::kRope:
-      return "rope";
-    case OpKind::kSwiGLU:
-      return "swiglu";
-    case OpKind::kAdd:
-      return "add";
-  }
-  return "unknown op";
-}
-
 namespace {
 
 // Named by its ggml code so that even a dtype Duet cannot handle prints.
