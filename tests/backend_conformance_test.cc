@@ -116,14 +116,16 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
 
 using testing::DeviceTensor;
 using testing::download;
+using testing::random_k_quant_weight;
 using testing::random_weight;
 using testing::upload;
 using testing::zeros;
 
 using testdata::random_floats;
 
-constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
-                                  DType::kQ4_0, DType::kQ4_1, DType::kQ8_0};
+// Every weight type quantize_row writes (the K-quants have their own case).
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
+                                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
 
 // ---- the fixture ----------------------------------------------------------------
 
@@ -166,6 +168,18 @@ class BackendConformance : public ::testing::TestWithParam<BackendCase> {
     EXPECT_LE(e, threshold) << what;
   }
 
+  // Whether the backend under test reads weights of `type`; when it does
+  // not, prints its reason (a backend without a kernel for a format says so
+  // in supports(): the cuda backend reads no 5-bit type or K-quant yet).
+  bool reads(DType type) {
+    const Support s = backend_->ops().supports({OpKind::kMatmul, type});
+    if (!s.ok()) {
+      std::printf("  %-16s %-48s not supported: %s\n", GetParam().label.c_str(),
+                  dtype_name(type).data(), s.reasons.front().c_str());
+    }
+    return s.ok();
+  }
+
   // Steps of one sequence, each seeing the earlier ones through the cache,
   // against the reference, for every attention the backend provides. Skips
   // when the backend cannot store `dtype`.
@@ -183,6 +197,7 @@ TEST_P(BackendConformance, EmbeddingOfEveryWeightType) {
   const int64_t vocab = 100, dim = 96;
   const std::vector<int32_t> ids = {3, 0, 99, 42, 42, 7, 64};
   for (DType type : kWeightTypes) {
+    if (!reads(type)) continue;
     const std::vector<uint8_t> table = random_weight(type, vocab, dim, 11);
     compare("embedding " + std::string(dtype_name(type)), kElementwise, [&](Backend& b) {
       DeviceTensor t = upload(b.device(), type, {vocab, dim}, table);
@@ -198,12 +213,41 @@ TEST_P(BackendConformance, MatmulOfEveryWeightTypeAndRowCount) {
   // m is not a multiple of 16 or of the thread count, so row ranges end unevenly.
   const int64_t m = 200, k = 320;
   for (DType type : kWeightTypes) {
+    if (!reads(type)) continue;
     const std::vector<uint8_t> w = random_weight(type, m, k, 21);
     for (int64_t n : {1, 7, 64}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 22);
       compare("matmul " + std::string(dtype_name(type)) + " n=" + std::to_string(n),
               is_block_quantized(type) ? GetParam().quantized_threshold(n) : kFloatMatmul,
               [&](Backend& b) {
+                DeviceTensor wt = upload(b.device(), type, {m, k}, w);
+                DeviceTensor xt = upload(b.device(), DType::kF32, {n, k}, x);
+                DeviceTensor out = zeros(b.device(), {n, m});
+                CheckedOps(b).matmul(xt.view, wt.view, out.view);
+                return download(b.device(), out.view);
+              });
+    }
+  }
+}
+
+// The K-quants, whose rows are whole 256-element super-blocks.
+TEST_P(BackendConformance, EmbeddingAndMatmulOfEveryKQuant) {
+  const int64_t m = 200, k = 512;
+  const std::vector<int32_t> ids = {3, 0, 199, 42, 42, 7};
+  for (DType type : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    if (!reads(type)) continue;
+    const std::vector<uint8_t> w = random_k_quant_weight(type, m, k, 31);
+    compare("embedding " + std::string(dtype_name(type)), kElementwise, [&](Backend& b) {
+      DeviceTensor t = upload(b.device(), type, {m, k}, w);
+      DeviceTensor i = upload(b.device(), DType::kI32, {static_cast<int64_t>(ids.size())}, ids);
+      DeviceTensor out = zeros(b.device(), {static_cast<int64_t>(ids.size()), k});
+      CheckedOps(b).embedding(t.view, i.view, out.view);
+      return download(b.device(), out.view);
+    });
+    for (int64_t n : {1, 7, 64}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 32);
+      compare("matmul " + std::string(dtype_name(type)) + " n=" + std::to_string(n),
+              GetParam().quantized_threshold(n), [&](Backend& b) {
                 DeviceTensor wt = upload(b.device(), type, {m, k}, w);
                 DeviceTensor xt = upload(b.device(), DType::kF32, {n, k}, x);
                 DeviceTensor out = zeros(b.device(), {n, m});

@@ -1,16 +1,23 @@
-// Reads the real SmolLM2-135M-Instruct Q4_1 model (label: model). The file is
-// not in git: a missing file fails the test with the command that fetches it.
+// Reads the real models (label: model): SmolLM2-135M-Instruct Q4_1, and
+// every tensor of it and of Gemma 3 270M Q4_K_M against gguf-py. The files
+// are not in git: a missing file fails the test with the command that
+// fetches it.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "duet/app/gguf.h"
 #include "duet/app/model_summary.h"
+#include "duet/quant.h"
 #include "model_files.h"
 
 namespace duet {
@@ -114,6 +121,52 @@ TEST_F(GgufSmolLM2, Summary) {
   EXPECT_TRUE(has("q4_1                   210 tensors")) << s;
   EXPECT_TRUE(has("tensors (shape is outermost first)")) << s;
   EXPECT_TRUE(has("token_embd.weight")) << s;
+}
+
+// ---- every tensor against gguf-py ---------------------------------------------
+
+// tests/tensor_checksums.py's checksum of a tensor's f32 values: the sum of
+// bits(x_i) * (2 i + 1) over its elements, modulo 2^64.
+uint64_t dequantized_checksum(const GgufTensorInfo& t) {
+  const int64_t cols = t.shape.innermost();
+  const int64_t rows = t.shape.rows();
+  const uint64_t row_bytes = *dtype_row_bytes(*t.dtype, static_cast<uint64_t>(cols));
+  std::vector<float> row(static_cast<size_t>(cols));
+  uint64_t sum = 0;
+  uint64_t i = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(*t.dtype, static_cast<const uint8_t*>(t.data()) + r * row_bytes, row.data(),
+                   cols);
+    for (float v : row) sum += uint64_t{std::bit_cast<uint32_t>(v)} * (2 * i++ + 1);
+  }
+  return sum;
+}
+
+// Every tensor of each real file dequantizes to gguf-py's values, bit for
+// bit: the checksums the fixture test tensor_checksums wrote.
+TEST(GgufRealFiles, EveryTensorDequantizesAsGgufPyDoes) {
+  const std::filesystem::path sums =
+      std::filesystem::path(DUET_BUILD_DIR) / "tensor_checksums.json";
+  std::ifstream in(sums);
+  ASSERT_TRUE(in) << sums << " is missing: run ctest, whose fixture tensor_checksums writes it";
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  std::set<std::string> types;
+  for (const std::filesystem::path& path : {testing::model_path(), testing::gemma_path()}) {
+    ASSERT_TRUE(std::filesystem::exists(path)) << testing::missing_model_message(path);
+    const GgufFile file = GgufFile::open(path);
+    const nlohmann::json& want = expected.at(path.filename().string());
+    ASSERT_EQ(want.size(), file.tensors().size()) << path;
+    for (const GgufTensorInfo& t : file.tensors()) {
+      const nlohmann::json& w = want.at(std::string(t.name));
+      ASSERT_TRUE(t.supported()) << path.filename() << ": " << t.name << " " << t.type_name();
+      EXPECT_EQ(t.type_name(), w[0].get<std::string>()) << t.name;
+      EXPECT_EQ(t.shape.elements(), w[1].get<int64_t>()) << t.name;
+      EXPECT_EQ(std::to_string(dequantized_checksum(t)), w[2].get<std::string>())
+          << path.filename() << ": " << t.name << " (" << t.type_name() << ")";
+      types.insert(t.type_name());
+    }
+  }
+  EXPECT_EQ(types, (std::set<std::string>{"f32", "q4_1", "q4_k", "q5_0", "q6_k", "q8_0"}));
 }
 
 }  // namespace

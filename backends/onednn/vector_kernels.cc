@@ -7,8 +7,10 @@
 #include "vector_kernels.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
+#include "duet/block_formats.h"
 #include "duet/quant.h"
 #include "kernels/attend_avx512.h"
 #include "kernels/attend_tiles.h"
@@ -19,6 +21,12 @@
 
 namespace duet::onednn {
 namespace {
+
+// The 32-element block formats, as duet/block_formats.h lays them out.
+using duet::blocks::BlockQ4_0;
+using duet::blocks::BlockQ4_1;
+using duet::blocks::BlockQ8_0;
+constexpr int kQK = duet::blocks::kQK;
 
 #define DUET_INLINE __attribute__((always_inline)) inline
 
@@ -195,9 +203,9 @@ DUET_INLINE typename Vec<W>::F load_row(const uint8_t* row, int64_t c) {
   if constexpr (T == DType::kF16) {
     return load_f16<W>(reinterpret_cast<const uint16_t*>(row) + c);
   } else if constexpr (T == DType::kQ8_0) {
-    const uint8_t* block = row + c / 32 * 34;
+    const uint8_t* block = row + c / kQK * sizeof(BlockQ8_0);
     typename Vec<W>::I8 q;
-    std::memcpy(&q, block + 2 + c % 32, sizeof q);
+    std::memcpy(&q, block + offsetof(BlockQ8_0, qs) + c % kQK, sizeof q);
     return widen<W>(q) * f16(block);
   } else {
     return load<W>(reinterpret_cast<const float*>(row) + c);
@@ -335,34 +343,36 @@ DUET_INLINE void swiglu_body(const float* gate, const float* up, float* out, int
   for (int64_t i = whole; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-// Block layouts as duet/quant.h gives them: element j < 16 of a 4-bit block
-// is the low nibble of qs[j], element j + 16 its high nibble.
+// Block layouts as duet/block_formats.h gives them: element j < 16 of a
+// 4-bit block is the low nibble of qs[j], element j + 16 its high nibble.
 template <int W>
 DUET_INLINE void dequantize_body(DType type, const void* src, float* dst, int64_t n) {
+  constexpr int kHalf = kQK / 2;
   const auto* b = static_cast<const uint8_t*>(src);
-  for (int64_t i = 0; i < n; i += 32) {
+  for (int64_t i = 0; i < n; i += kQK) {
     float* y = dst + i;
     if (type == DType::kQ8_0) {
-      const float d = f16(b);
-      for (int j = 0; j < 32; j += W) {
+      const float d = f16(b + offsetof(BlockQ8_0, d));
+      for (int j = 0; j < kQK; j += W) {
         typename Vec<W>::I8 q;
-        std::memcpy(&q, b + 2 + j, sizeof q);
+        std::memcpy(&q, b + offsetof(BlockQ8_0, qs) + j, sizeof q);
         store<W>(y + j, widen<W>(q) * d);
       }
-      b += 34;
+      b += sizeof(BlockQ8_0);
       continue;
     }
     const bool has_min = type == DType::kQ4_1;
-    const float d = f16(b);
-    const float m = has_min ? f16(b + 2) : -8.0f * d;  // q4_0: d(q - 8) = dq - 8d
-    const uint8_t* qs = b + (has_min ? 4 : 2);
-    for (int j = 0; j < 16; j += W) {
+    const float d = f16(b + (has_min ? offsetof(BlockQ4_1, d) : offsetof(BlockQ4_0, d)));
+    // q4_0: d(q - 8) = dq - 8d
+    const float m = has_min ? f16(b + offsetof(BlockQ4_1, m)) : -8.0f * d;
+    const uint8_t* qs = b + (has_min ? offsetof(BlockQ4_1, qs) : offsetof(BlockQ4_0, qs));
+    for (int j = 0; j < kHalf; j += W) {
       typename Vec<W>::U8 q;
       std::memcpy(&q, qs + j, sizeof q);
       store<W>(y + j, widen<W>(q & 0x0f) * d + m);
-      store<W>(y + 16 + j, widen<W>(q >> 4) * d + m);
+      store<W>(y + kHalf + j, widen<W>(q >> 4) * d + m);
     }
-    b += has_min ? 20 : 18;
+    b += has_min ? sizeof(BlockQ4_1) : sizeof(BlockQ4_0);
   }
 }
 
@@ -411,9 +421,9 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   using F = typename Vec<W>::F;
   using I = typename Vec<W>::I;
   auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t b = 0; b < n; b += 32, out += 34) {
+  for (int64_t b = 0; b < n; b += kQK, out += sizeof(BlockQ8_0)) {
     F vmax{};
-    for (int j = 0; j < 32; j += W) {
+    for (int j = 0; j < kQK; j += W) {
       const F a = __builtin_bit_cast(F, __builtin_bit_cast(I, load<W>(src + b + j)) & 0x7fffffff);
       vmax = a > vmax ? a : vmax;
     }
@@ -421,14 +431,14 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const uint16_t h = f32_to_f16(d);
     std::memcpy(out, &h, sizeof h);
-    for (int j = 0; j < 32; j += W) {
+    for (int j = 0; j < kQK; j += W) {
       const F y = load<W>(src + b + j) * id;
       I t = __builtin_convertvector(y, I);
       const F whole = __builtin_convertvector(t, F);
       t -= y >= whole + 0.5f;  // a true comparison is -1
       t += y <= whole - 0.5f;
       const typename Vec<W>::I8 q = __builtin_convertvector(t, typename Vec<W>::I8);
-      std::memcpy(out + 2 + j, &q, sizeof q);
+      std::memcpy(out + offsetof(BlockQ8_0, qs) + j, &q, sizeof q);
     }
   }
 }

@@ -5,7 +5,10 @@
 
 #include <cuda_fp16.h>
 
+#include <cstddef>
 #include <cstdint>
+
+#include "duet/block_formats.h"
 
 namespace duet::cuda {
 
@@ -27,8 +30,9 @@ __device__ __forceinline__ float4 load4(const __half* p) {
 // A cache of q8_0 rows (duet/quant.h's blocks of 32: an f16 scale, then 32
 // int8), as the template argument that picks its reader.
 struct Q8_0Cache {};
-constexpr int kQ8Block = 32;
-constexpr int kQ8BlockBytes = 34;
+constexpr int kQ8Block = duet::blocks::kQK;
+constexpr int kQ8BlockBytes = duet::blocks::kBlockBytes<DType::kQ8_0>;
+constexpr int kQ8Quants = offsetof(duet::blocks::BlockQ8_0, qs);
 
 // How one head's row of the cache is found and read, per element type:
 // head() points at the row of position `slot` for KV head `kv_head`, get()
@@ -57,12 +61,12 @@ struct CacheRow<Q8_0Cache> {
   }
   __device__ static float get(Ptr p, int d) {
     const uint8_t* block = p + d / kQ8Block * kQ8BlockBytes;
-    return scale(block) * static_cast<float>(static_cast<int8_t>(block[2 + d % kQ8Block]));
+    return scale(block) * static_cast<float>(static_cast<int8_t>(block[kQ8Quants + d % kQ8Block]));
   }
   // Four elements never straddle a block. The quants are 2-byte aligned only.
   __device__ static float4 get4(Ptr p, int d) {
     const uint8_t* block = p + d / kQ8Block * kQ8BlockBytes;
-    const uint8_t* q = block + 2 + d % kQ8Block;
+    const uint8_t* q = block + kQ8Quants + d % kQ8Block;
     const float s = scale(block);
     return make_float4(s * static_cast<int8_t>(q[0]), s * static_cast<int8_t>(q[1]),
                        s * static_cast<int8_t>(q[2]), s * static_cast<int8_t>(q[3]));

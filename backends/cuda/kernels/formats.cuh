@@ -1,22 +1,21 @@
-// formats.cuh — the stored weight formats of duet/dtype.h and duet/quant.h,
+// formats.cuh — the stored weight formats of duet/block_formats.h,
 // decoded on the device: one element at a time (embedding, dequantize) and a
 // whole 32-element block against 32 activations (gemv).
 //
-// Rows of a quantized matrix are arrays of blocks; inside a block element j
-// (0..15) is the low nibble of qs[j] and element j + 16 the high nibble.
-//   q4_0: { f16 d; uint8 qs[16]; }        x = d * (q - 8)   18 bytes
-//   q4_1: { f16 d; f16 m; uint8 qs[16]; } x = d * q + m     20 bytes
-//   q8_0: { f16 d; int8 qs[32]; }         x = d * q         34 bytes
-// Device buffers start 256-byte aligned and every row is a whole number of
-// blocks, so a q4_1 block is 4-byte aligned and the others 2-byte aligned;
-// loads below rely on exactly that much.
+// Rows of a quantized matrix are arrays of blocks (duet::blocks::BlockQ4_0,
+// BlockQ4_1, BlockQ8_0); inside a 4-bit block element j (0..15) is the low
+// nibble of qs[j] and element j + 16 the high nibble. Device buffers start 256-byte aligned and
+// every row is a whole number of blocks, so a q4_1 block is 4-byte aligned and the others 2-byte
+// aligned; loads below rely on exactly that much.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>
 #include <cstdint>
 
+#include "duet/block_formats.h"
 #include "duet/dtype.h"
 
 namespace duet::cuda {
@@ -62,11 +61,12 @@ struct Format<DType::kBF16> {
 template <>
 struct Format<DType::kQ4_0> {
   static constexpr bool kBlocked = true;
-  static constexpr int kBytes = 18;
+  static constexpr int kBytes = duet::blocks::kBlockBytes<DType::kQ4_0>;
+  static constexpr int kQs = offsetof(duet::blocks::BlockQ4_0, qs);
   __device__ static float element(const uint8_t* row, int64_t e) {
     const uint8_t* b = row + (e / 32) * kBytes;
     const int j = static_cast<int>(e % 32);
-    const int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+    const int q = j < 16 ? (b[kQs + j] & 15) : (b[kQs + j - 16] >> 4);
     return f16_bits(load_u16(b)) * static_cast<float>(q - 8);
   }
   // Σ_j element(j) * x[j] over the block at b.
@@ -74,7 +74,7 @@ struct Format<DType::kQ4_0> {
     float acc = 0.0f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t two = load_u16(b + 2 + 2 * i);
+      const uint32_t two = load_u16(b + kQs + 2 * i);
 #pragma unroll
       for (int byte = 0; byte < 2; ++byte) {
         const int j = 2 * i + byte;
@@ -90,12 +90,14 @@ struct Format<DType::kQ4_0> {
 template <>
 struct Format<DType::kQ4_1> {
   static constexpr bool kBlocked = true;
-  static constexpr int kBytes = 20;
+  static constexpr int kBytes = duet::blocks::kBlockBytes<DType::kQ4_1>;
+  static constexpr int kQs = offsetof(duet::blocks::BlockQ4_1, qs);
+  static constexpr int kM = offsetof(duet::blocks::BlockQ4_1, m);
   __device__ static float element(const uint8_t* row, int64_t e) {
     const uint8_t* b = row + (e / 32) * kBytes;
     const int j = static_cast<int>(e % 32);
-    const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
-    return f16_bits(load_u16(b)) * static_cast<float>(q) + f16_bits(load_u16(b + 2));
+    const int q = j < 16 ? (b[kQs + j] & 15) : (b[kQs + j - 16] >> 4);
+    return f16_bits(load_u16(b)) * static_cast<float>(q) + f16_bits(load_u16(b + kM));
   }
   __device__ static float dot(const uint8_t* b, const float (&x)[32]) {
     const uint32_t dm = load_u32(b);
@@ -103,7 +105,7 @@ struct Format<DType::kQ4_1> {
     float sum = 0.0f;  // Σ x_j, which the offset m multiplies
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t four = load_u32(b + 4 + 4 * i);
+      const uint32_t four = load_u32(b + kQs + 4 * i);
 #pragma unroll
       for (int byte = 0; byte < 4; ++byte) {
         const int j = 4 * i + byte;
@@ -120,17 +122,18 @@ struct Format<DType::kQ4_1> {
 template <>
 struct Format<DType::kQ8_0> {
   static constexpr bool kBlocked = true;
-  static constexpr int kBytes = 34;
+  static constexpr int kBytes = duet::blocks::kBlockBytes<DType::kQ8_0>;
+  static constexpr int kQs = offsetof(duet::blocks::BlockQ8_0, qs);
   __device__ static float element(const uint8_t* row, int64_t e) {
     const uint8_t* b = row + (e / 32) * kBytes;
     const int j = static_cast<int>(e % 32);
-    return f16_bits(load_u16(b)) * static_cast<float>(static_cast<int8_t>(b[2 + j]));
+    return f16_bits(load_u16(b)) * static_cast<float>(static_cast<int8_t>(b[kQs + j]));
   }
   __device__ static float dot(const uint8_t* b, const float (&x)[32]) {
     float acc = 0.0f;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      const uint32_t two = load_u16(b + 2 + 2 * i);
+      const uint32_t two = load_u16(b + kQs + 2 * i);
       acc += static_cast<float>(static_cast<int8_t>(two & 0xffu)) * x[2 * i] +
              static_cast<float>(static_cast<int8_t>(two >> 8)) * x[2 * i + 1];
     }

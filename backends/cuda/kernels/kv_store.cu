@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include "common.cuh"
+#include "duet/block_formats.h"
 
 namespace duet::cuda {
 namespace {
@@ -36,8 +37,8 @@ __global__ void kv_store_kernel(KvStoreArgs a) {
   }
 }
 
-constexpr int kQ8Block = 32;
-constexpr int kQ8BlockBytes = 34;
+constexpr int kQ8Block = duet::blocks::kQK;
+constexpr int kQ8BlockBytes = duet::blocks::kBlockBytes<DType::kQ8_0>;
 
 // One q8_0 block of `x` (32 elements, a lane each) into `block`, computed
 // as duet/quant.h's quantize_q8_0 computes it: d = amax / 127 in f32, stored

@@ -2,8 +2,10 @@
 #include "kernels/attend_avx512.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
+#include "duet/block_formats.h"
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/with_heads.h"
 #include "vector_kernels.h"
@@ -12,6 +14,11 @@ namespace duet::onednn::detail {
 namespace {
 
 constexpr int64_t kBlock = 16;  // positions per block: one score vector
+
+// The q8_0 cache rows' blocks (duet/block_formats.h): 32 values each.
+using duet::blocks::BlockQ8_0;
+constexpr int64_t kQ8Bytes = sizeof(BlockQ8_0);
+constexpr int64_t kQ8Quants = offsetof(BlockQ8_0, qs);
 
 // Values [c, c + 16) of a cache row of f32 or f16 elements (q8_0 rows are
 // read a block at a time: q8_block below).
@@ -28,9 +35,9 @@ __m512 load16(const uint8_t* row, int64_t c) {
 // The 32 values of the q8_0 block at `block`, as two vectors.
 __attribute__((always_inline)) inline void q8_block(const uint8_t* block, __m512* lo, __m512* hi) {
   uint16_t h;
-  std::memcpy(&h, block, sizeof h);
+  std::memcpy(&h, block + offsetof(BlockQ8_0, d), sizeof h);
   const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-  const auto* qs = reinterpret_cast<const __m128i*>(block + 2);
+  const auto* qs = reinterpret_cast<const __m128i*>(block + kQ8Quants);
   *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs))), d);
   *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d);
 }
@@ -130,12 +137,12 @@ void values_heads_q8(const uint8_t* v, int64_t stride_bytes, int64_t m, int64_t 
       if (u < chunks) a[h][u] = _mm512_loadu_ps(acc + h * head_dim + c0 + 16 * u);
     }
   }
-  const uint8_t* row = v + c0 / 32 * 34 + 2;
+  const uint8_t* row = v + c0 / duet::blocks::kQK * kQ8Bytes + kQ8Quants;
   for (int64_t i = 0; i < m; ++i, row += stride_bytes) {
     __m512 x[4];
     for (int u = 0; u < 4; ++u) {
       if (u < chunks) {
-        const auto* qs = reinterpret_cast<const __m128i*>(row + u / 2 * 34 + u % 2 * 16);
+        const auto* qs = reinterpret_cast<const __m128i*>(row + u / 2 * kQ8Bytes + u % 2 * 16);
         x[u] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs)));
       }
     }
@@ -173,8 +180,9 @@ void values_block_q8(const uint8_t* values, int64_t stride_bytes, int64_t m, int
     float w[H][2][kBlock];
     for (int b = 0; b < blocks; ++b) {
       // Four bytes at each position's block start: the low two are its f16 scale.
-      const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, rows,
-                                                        values + (c0 / 32 + b) * 34, 1);
+      const __m512i words =
+          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, rows,
+                                      values + (c0 / duet::blocks::kQK + b) * kQ8Bytes, 1);
       const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
       for (int h = 0; h < H; ++h) _mm512_storeu_ps(w[h][b], _mm512_mul_ps(p[h], d));
     }
@@ -210,7 +218,7 @@ void widen_keys(const uint8_t* keys, int64_t stride_bytes, int64_t m, int32_t he
     const uint8_t* row = keys + j * stride_bytes;
     float* o = out + j * head_dim;
     if constexpr (T == DType::kQ8_0) {
-      for (int64_t c = 0; c < head_dim; c += 32, row += 34) {
+      for (int64_t c = 0; c < head_dim; c += duet::blocks::kQK, row += kQ8Bytes) {
         __m512 lo, hi;
         q8_block(row, &lo, &hi);
         _mm512_storeu_ps(o + c, lo);

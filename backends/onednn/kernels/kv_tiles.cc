@@ -1,14 +1,17 @@
 #include "kernels/kv_tiles.h"
 
+#include <cstddef>
 #include <cstring>
 
+#include "duet/block_formats.h"
 #include "duet/quant.h"
 
 namespace duet::onednn {
 namespace {
 
-constexpr int32_t kQ8Block = 32;           // elements per q8_0 block
-constexpr int64_t kQ8BlockBytes = 2 + 32;  // its f16 scale, then the elements
+constexpr int32_t kQ8Block = duet::blocks::kQK;  // elements per q8_0 block
+constexpr int64_t kQ8BlockBytes = sizeof(duet::blocks::BlockQ8_0);
+constexpr int64_t kQ8Quants = offsetof(duet::blocks::BlockQ8_0, qs);
 
 // Byte offset of element d of slot j within one head's part of a tile.
 int64_t element_at(TilePart part, int32_t head_dim, int32_t j, int32_t d) {
@@ -32,7 +35,7 @@ void for_each_byte(TilePart part, int32_t kv_heads, int32_t head_dim, int32_t la
       fn(head + scale_at(head_dim, lane, b), block);
       fn(head + scale_at(head_dim, lane, b) + 1, block + 1);
       for (int32_t e = 0; e < kQ8Block; ++e) {
-        fn(head + element_at(part, head_dim, lane, b * kQ8Block + e), block + 2 + e);
+        fn(head + element_at(part, head_dim, lane, b * kQ8Block + e), block + kQ8Quants + e);
       }
     }
   }

@@ -8,13 +8,14 @@
 #include <new>
 #include <string>
 
+#include "duet/block_formats.h"
 #include "duet/error.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn {
 namespace {
 
-constexpr int64_t kBlock = 32;
+constexpr int64_t kBlock = duet::blocks::kQK;
 
 void check_path(CpuPath path, const char* what) {
   // Cached: hardware_cpu_path() is a static, but this runs once per product.

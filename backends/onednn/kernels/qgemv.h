@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "duet/block_formats.h"
 #include "duet/dtype.h"
 #include "kernels/cpu_features.h"
 
@@ -57,7 +58,7 @@ class Q8Activations {
   void quantize(const float* x, int64_t k, CpuPath path = CpuPath::kScalar, int terms = 1);
 
   int64_t k() const { return k_; }
-  int64_t blocks() const { return k_ / 32; }
+  int64_t blocks() const { return k_ / duet::blocks::kQK; }
   int terms() const { return terms_; }
   // k int8 values, 64-byte aligned; block b starts at q() + 32 * b.
   const int8_t* q() const { return q_.get(); }

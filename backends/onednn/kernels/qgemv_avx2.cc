@@ -5,24 +5,23 @@
 // instruction each, kRows rows per pass.
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "duet/block_formats.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn::detail {
 namespace {
 
-constexpr int64_t kBlock = 32;
+constexpr int64_t kBlock = duet::blocks::kQK;
 constexpr int kGroup = 4;  // blocks per group
 constexpr int kRows = 2;   // rows per pass; more would spill the 16 YMM registers
 
+using duet::blocks::kBlockBytes;
 template <DType T>
-constexpr int kBlockBytes = T == DType::kQ4_1   ? 20
-                            : T == DType::kQ4_0 ? 18
-                                                : 34;
-template <DType T>
-constexpr int kQsOffset = T == DType::kQ4_1 ? 4 : 2;
+constexpr int kQsOffset = static_cast<int>(offsetof(typename duet::blocks::BlockOf<T>::type, qs));
 
 float hsum(__m256 v) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

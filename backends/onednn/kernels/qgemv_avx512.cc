@@ -12,15 +12,17 @@
 // pairs, whose even lanes are broadcast to the lanes holding each block's
 // integer sums.
 
+#include <cstddef>
 #include <cstdint>
 
+#include "duet/block_formats.h"
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn::detail {
 namespace {
 
-constexpr int64_t kBlock = 32;
+constexpr int64_t kBlock = duet::blocks::kQK;
 constexpr int kGroup = 4;  // blocks per group
 constexpr int kRows = 4;   // rows per pass; 4 keeps every accumulator in registers
 
@@ -63,22 +65,35 @@ constexpr PermIndex<E> runs(int count, int len, int first, int stride, int times
 // the others.
 template <DType T>
 struct Layout;
+// Offsets and lengths in the permutes' elements, 16- or 32-bit words of
+// duet/block_formats.h's structs.
+constexpr int w16(size_t bytes) { return static_cast<int>(bytes / 2); }
+constexpr int w32(size_t bytes) { return static_cast<int>(bytes / 4); }
+
 template <>
 struct Layout<DType::kQ4_0> {  // {d, qs[16]}: word permutes
-  static constexpr int kBytes = 18;
-  static constexpr PermIndex<uint16_t> kQuants = runs<uint16_t>(kGroup, 8, 1, 9);
-  static constexpr PermIndex<uint16_t> kScales = runs<uint16_t>(kGroup, 1, 0, 9, 2);
+  using B = duet::blocks::BlockQ4_0;
+  static constexpr int kBytes = sizeof(B);
+  static constexpr PermIndex<uint16_t> kQuants =
+      runs<uint16_t>(kGroup, w16(sizeof(B::qs)), w16(offsetof(B, qs)), w16(sizeof(B)));
+  static constexpr PermIndex<uint16_t> kScales =
+      runs<uint16_t>(kGroup, 1, w16(offsetof(B, d)), w16(sizeof(B)), 2);
 };
 template <>
 struct Layout<DType::kQ4_1> {  // {d, m, qs[16]}: 5 dwords, so dword permutes (one uop, not two)
-  static constexpr int kBytes = 20;
-  static constexpr PermIndex<uint32_t> kQuants = runs<uint32_t>(kGroup, 4, 1, 5);
-  static constexpr PermIndex<uint32_t> kScales = runs<uint32_t>(kGroup, 1, 0, 5);
+  using B = duet::blocks::BlockQ4_1;
+  static constexpr int kBytes = sizeof(B);
+  static constexpr PermIndex<uint32_t> kQuants =
+      runs<uint32_t>(kGroup, w32(sizeof(B::qs)), w32(offsetof(B, qs)), w32(sizeof(B)));
+  static constexpr PermIndex<uint32_t> kScales =
+      runs<uint32_t>(kGroup, 1, w32(offsetof(B, d)), w32(sizeof(B)));
 };
 template <>
 struct Layout<DType::kQ8_0> {  // {d, qs[32]}: quants by plain 32-byte loads (load_group)
-  static constexpr int kBytes = 34;
-  static constexpr PermIndex<uint16_t> kScales = runs<uint16_t>(kGroup, 1, 0, 17, 2);
+  using B = duet::blocks::BlockQ8_0;
+  static constexpr int kBytes = sizeof(B);
+  static constexpr PermIndex<uint16_t> kScales =
+      runs<uint16_t>(kGroup, 1, w16(offsetof(B, d)), w16(sizeof(B)), 2);
 };
 
 // Index vectors, loaded once per kernel call.
@@ -106,8 +121,8 @@ struct Group {
 // q8_0 block j's 32 quants (zeros if j ≥ t).
 __m256i load_q8_quants(const uint8_t* blk, int j, int t) {
   if (j >= t) return _mm256_setzero_si256();
-  return _mm256_loadu_si256(
-      reinterpret_cast<const __m256i*>(blk + j * Layout<DType::kQ8_0>::kBytes + 2));
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+      blk + j * Layout<DType::kQ8_0>::kBytes + offsetof(duet::blocks::BlockQ8_0, qs)));
 }
 
 // The first t blocks of the group at blk; the rest read as zeros.

@@ -2,16 +2,21 @@
 // fallback for CPUs without AVX2. One weight block at a time, integer dot
 // product per block, exactly the formulas of qgemv.h.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "duet/block_formats.h"
 #include "duet/quant.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn::detail {
 namespace {
 
-constexpr int64_t kBlock = 32;
+constexpr int64_t kBlock = duet::blocks::kQK;
+using duet::blocks::BlockQ4_0;
+using duet::blocks::BlockQ4_1;
+using duet::blocks::BlockQ8_0;
 
 float load_f16(const uint8_t* p) {
   uint16_t h;
@@ -22,8 +27,8 @@ float load_f16(const uint8_t* p) {
 // Σ qw*qx over one 4-bit block: qs[j] holds element j (low nibble) and j + 16.
 int32_t dot_q4(const uint8_t* qs, const int8_t* qx) {
   int32_t sum = 0;
-  for (int j = 0; j < 16; ++j) {
-    sum += (qs[j] & 0x0f) * qx[j] + (qs[j] >> 4) * qx[j + 16];
+  for (int j = 0; j < kBlock / 2; ++j) {
+    sum += (qs[j] & 0x0f) * qx[j] + (qs[j] >> 4) * qx[j + kBlock / 2];
   }
   return sum;
 }
@@ -47,14 +52,15 @@ int32_t block_sum(Dot dot, W w, const Q8Activations& xq, int64_t b) {
 
 float row_q4(DType wtype, const uint8_t* row, const Q8Activations& xq) {
   const float* sx = xq.scales();
-  const int64_t block_bytes = wtype == DType::kQ4_1 ? 20 : 18;
-  const int64_t qs_offset = wtype == DType::kQ4_1 ? 4 : 2;
+  const bool has_min = wtype == DType::kQ4_1;
+  const int64_t block_bytes = has_min ? sizeof(BlockQ4_1) : sizeof(BlockQ4_0);
+  const int64_t qs_offset = has_min ? offsetof(BlockQ4_1, qs) : offsetof(BlockQ4_0, qs);
   float acc = 0.0f;
   for (int64_t b = 0; b < xq.blocks(); ++b) {
     const uint8_t* blk = row + b * block_bytes;
-    const float d = load_f16(blk);
+    const float d = load_f16(blk + (has_min ? offsetof(BlockQ4_1, d) : offsetof(BlockQ4_0, d)));
     // q4_0 is q4_1 with the minimum fixed at -8d: d*(q - 8) = d*q + (-8d).
-    const float m = wtype == DType::kQ4_1 ? load_f16(blk + 2) : -8.0f * d;
+    const float m = has_min ? load_f16(blk + offsetof(BlockQ4_1, m)) : -8.0f * d;
     const auto isum = static_cast<float>(block_sum(dot_q4, blk + qs_offset, xq, b));
     acc += d * sx[2 * b] * isum + m * sx[2 * b + 1];
   }
@@ -65,10 +71,10 @@ float row_q8_0(const uint8_t* row, const Q8Activations& xq) {
   const float* sx = xq.scales();
   float acc = 0.0f;
   for (int64_t b = 0; b < xq.blocks(); ++b) {
-    const uint8_t* blk = row + b * 34;
-    const auto isum =
-        static_cast<float>(block_sum(dot_q8, reinterpret_cast<const int8_t*>(blk + 2), xq, b));
-    acc += load_f16(blk) * sx[2 * b] * isum;
+    const uint8_t* blk = row + b * sizeof(BlockQ8_0);
+    const auto* qs = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ8_0, qs));
+    const auto isum = static_cast<float>(block_sum(dot_q8, qs, xq, b));
+    acc += load_f16(blk + offsetof(BlockQ8_0, d)) * sx[2 * b] * isum;
   }
   return acc;
 }

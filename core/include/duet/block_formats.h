@@ -123,7 +123,15 @@ static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(Bloc
 template <typename Block>
 struct BlockTraits;
 
+// The block struct of a block-quantized DType, for code templated on the type.
+template <DType T>
+struct BlockOf;
+
 #define DUET_BLOCK_TRAITS(BLOCK, TYPE, ELEMENTS, HAS_MIN, SUB_BLOCK)              \
+  template <>                                                                     \
+  struct BlockOf<TYPE> {                                                          \
+    using type = BLOCK;                                                           \
+  };                                                                              \
   template <>                                                                     \
   struct BlockTraits<BLOCK> {                                                     \
     using Block = BLOCK;                                                          \
@@ -146,6 +154,12 @@ DUET_BLOCK_TRAITS(BlockQ5_K, DType::kQ5_K, kQK_K, true, 32)
 DUET_BLOCK_TRAITS(BlockQ6_K, DType::kQ6_K, kQK_K, false, 16)
 DUET_BLOCK_TRAITS(BlockQ8_K, DType::kQ8_K, kQK_K, false, 16)
 #undef DUET_BLOCK_TRAITS
+
+// Bytes and elements of one block of T: kBlockBytes<DType::kQ8_0> is 34.
+template <DType T>
+inline constexpr int kBlockBytes = static_cast<int>(sizeof(typename BlockOf<T>::type));
+template <DType T>
+inline constexpr int kBlockElements = BlockTraits<typename BlockOf<T>::type>::kElements;
 
 // Calls f(BlockTraits<B>{}) for the block type of `type` and returns true, or
 // returns false for a type that is not block-quantized (f32, f16, bf16, i32).
