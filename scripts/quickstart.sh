@@ -5,7 +5,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
-bash "$root/scripts/fetch-model.sh"
+bash "$root/scripts/fetch-model.sh" smollm2
 bash "$root/scripts/build.sh"
 duet="${DUET_BUILD_DIR:-$root/build}/bin/duet"
 
