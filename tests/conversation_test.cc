@@ -6,8 +6,8 @@
 
 #include <filesystem>
 
-#include "duet/app/tokenizer.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 #include "tiny_model.h"
 
 namespace duet {

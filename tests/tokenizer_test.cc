@@ -5,7 +5,7 @@
 //     from tests/tokenizer_oracle.py, which ctest runs first (test
 //     tokenizer_oracle); a missing model or oracle file fails with the command
 //     that produces it.
-#include "duet/app/tokenizer.h"
+#include "duet/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

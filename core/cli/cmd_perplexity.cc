@@ -11,8 +11,8 @@
 
 #include "duet/app/perplexity.h"
 #include "duet/app/pipeline.h"
-#include "duet/app/tokenizer.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 #include "json_writer.h"
 #include "logits_file.h"
 #include "pipeline_loading.h"

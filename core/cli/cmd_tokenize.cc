@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "duet/app/gguf.h"
-#include "duet/app/tokenizer.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 #include "json_writer.h"
 #include "prompt_input.h"
 #include "subcommands.h"

@@ -10,8 +10,8 @@
 
 #include "duet/app/gguf.h"
 #include "duet/app/pipeline_config.h"
-#include "duet/app/tokenizer.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 #include "subprocess.h"
 
 namespace duet::compare {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "duet/app/chat_template.h"
-#include "duet/app/tokenizer.h"
+#include "duet/tokenizer.h"
 
 namespace duet::serve {
 

@@ -2,7 +2,7 @@
 
 #include <boost/asio/post.hpp>
 
-#include "duet/app/tokenizer.h"
+#include "duet/tokenizer.h"
 
 namespace duet::serve {
 namespace {

@@ -7,8 +7,8 @@
 #include "duet/app/gguf.h"
 #include "duet/app/model_hparams.h"
 #include "duet/app/model_summary.h"
-#include "duet/app/tokenizer.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 #include "fuzz_input.h"
 
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "duet/app/gguf.h"
-#include "duet/app/tokenizer.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 #include "fuzz_input.h"
 #include "text/utf8_stream.h"
 

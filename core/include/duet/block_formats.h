@@ -1,7 +1,9 @@
 // duet/block_formats.h — the byte layout of every block-quantized type, the
 // one place it is written down. Core's conversions (duet/quant.h), the
-// reference, onednn and cuda kernels and the KV caches all read blocks
-// through these structs and helpers; none spells a block size or an offset.
+// onednn and cuda kernels and the KV caches take block sizes and field
+// offsets from these structs (sizeof, offsetof, kBlockBytes<T>); kernels
+// still index the elements inside a block themselves (the nibble halves of
+// 4-bit blocks), as the comments below describe them.
 //
 // The layouts are ggml's, byte for byte, so GGUF files are used in place. A
 // row of n elements is n / kElements consecutive blocks. Two families:

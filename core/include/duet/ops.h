@@ -40,7 +40,7 @@ struct DUET_API OpDesc {
 // Ops::supports() of a backend whose embedding and matmul read the weight
 // types in `weight_types` and whose other ops read f32, so that a backend's
 // list and its refusals come from one table. A refusal names the backend,
-// the op, the dtype and the list: "the reference backend has no matmul for
+// the op, the dtype and the list: "the cuda backend has no matmul for
 // weight dtype q2_k; it supports f32, f16, bf16, q4_0, q4_1 and q8_0".
 DUET_API Support weight_op_support(std::string_view backend, const OpDesc& desc,
                                    std::span<const DType> weight_types);

@@ -1,11 +1,8 @@
 // duet/quant.h — conversion between f32 and the stored weight formats.
 //
-// The block formats are ggml's, byte for byte (see duet/dtype.h): a row of n
-// elements is n / 32 consecutive blocks, and inside a block element j (0..15)
-// is the low nibble of qs[j] and element j + 16 its high nibble.
-//   q4_0: { f16 d; uint8 qs[16]; }        x = d * (q - 8)
-//   q4_1: { f16 d; f16 m; uint8 qs[16]; } x = d * q + m
-//   q8_0: { f16 d; int8 qs[32]; }         x = d * q
+// The block formats are ggml's, byte for byte, laid out in
+// duet/block_formats.h: a row of n elements is n / block_size consecutive
+// blocks (32 elements for q4_0 ... q8_0, 256 for the K-quants).
 // Every function is pure and thread-safe.
 #pragma once
 
@@ -27,10 +24,12 @@ DUET_API uint16_t f32_to_f16(float f) noexcept;
 DUET_API float bf16_to_f32(uint16_t h) noexcept;
 DUET_API uint16_t f32_to_bf16(float f) noexcept;
 
-// Expands `n` elements of `type` stored at `src` into `dst`.
-// Supports f32, f16, bf16, q4_0, q4_1 and q8_0. Throws duet::Error(kInternal)
-// for any other type or when n is not a multiple of the type's block size:
-// callers validate both first, so either is a bug in Duet.
+// Expands `n` elements of `type` stored at `src` into `dst`, with ggml's
+// float operations in ggml's order, so that the values equal gguf-py's
+// `gguf.quants.dequantize` bit for bit. Supports f32, f16, bf16 and every
+// block type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k,
+// q8_k). Throws duet::Error(kInternal) for i32 or when n is not a multiple of
+// the type's block size: callers validate both first, so either is a bug.
 DUET_API void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Stores `n` elements of `src` as `type` at `dst` (dtype_row_bytes(type, n)
@@ -39,9 +38,11 @@ DUET_API void dequantize_row(DType type, const void* src, float* dst, int64_t n)
 //   q4_0: d = v / -8 where v is the element of largest magnitude,
 //         q = min(15, trunc(x / d + 8.5));
 //   q4_1: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5));
+//   q5_0, q5_1: as q4_0 and q4_1 with 16 and 31 for 8 and 15;
 //   q8_0: d = max|x| / 127, q = round(x / d).
-// (An all-zero block has d = 0 and every q at its zero point.) Same types and
-// errors as dequantize_row.
+// (An all-zero block has d = 0 and every q at its zero point.) Supports f32,
+// f16, bf16, q4_0, q4_1, q5_0, q5_1 and q8_0 (no K-quant yet); throws
+// duet::Error(kInternal) for any other type and for a partial block.
 DUET_API void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
 }  // namespace duet

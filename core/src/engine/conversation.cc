@@ -1,7 +1,7 @@
 #include "duet/app/conversation.h"
 
-#include "duet/app/tokenizer.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 
 namespace duet {
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "duet/app/tokenizer.h"
 #include "duet/app/utf8.h"
 #include "duet/error.h"
+#include "duet/tokenizer.h"
 #include "text/text_stream.h"
 
 namespace duet {

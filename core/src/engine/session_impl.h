@@ -3,10 +3,10 @@
 
 #include <chrono>
 
-#include "duet/app/tokenizer.h"
 #include "duet/attention.h"
 #include "duet/kv_cache.h"
 #include "duet/session.h"
+#include "duet/tokenizer.h"
 #include "kv/kv_allocator.h"
 #include "models/model.h"
 #include "sampling/sampler_chain.h"

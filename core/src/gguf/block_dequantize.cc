@@ -7,6 +7,20 @@ namespace {
 
 float f(int v) { return static_cast<float>(v); }
 
+// q4_k and q5_k: 8 sub-blocks of 32 with 6-bit scales and mins.
+template <typename Block, int (*quant)(const Block&, int)>
+void dequantize_k4(const Block& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  const float dmin = f16_to_f32(b.dmin);
+  for (int s = 0; s < kQK_K / 32; ++s) {
+    int sc = 0, m = 0;
+    k4_scale_min(b.scales, s, sc, m);
+    const float d1 = d * f(sc);
+    const float m1 = dmin * f(m);
+    for (int j = 32 * s; j < 32 * s + 32; ++j) y[j] = d1 * f(quant(b, j)) - m1;
+  }
+}
+
 }  // namespace
 
 void dequantize_block(const BlockQ4_0& b, float* y) {
@@ -54,29 +68,9 @@ void dequantize_block(const BlockQ3_K& b, float* y) {
   }
 }
 
-void dequantize_block(const BlockQ4_K& b, float* y) {
-  const float d = f16_to_f32(b.d);
-  const float dmin = f16_to_f32(b.dmin);
-  for (int s = 0; s < kQK_K / 32; ++s) {
-    int sc = 0, m = 0;
-    k4_scale_min(b.scales, s, sc, m);
-    const float d1 = d * f(sc);
-    const float m1 = dmin * f(m);
-    for (int j = 32 * s; j < 32 * s + 32; ++j) y[j] = d1 * f(q4_k_quant(b, j)) - m1;
-  }
-}
+void dequantize_block(const BlockQ4_K& b, float* y) { dequantize_k4<BlockQ4_K, q4_k_quant>(b, y); }
 
-void dequantize_block(const BlockQ5_K& b, float* y) {
-  const float d = f16_to_f32(b.d);
-  const float dmin = f16_to_f32(b.dmin);
-  for (int s = 0; s < kQK_K / 32; ++s) {
-    int sc = 0, m = 0;
-    k4_scale_min(b.scales, s, sc, m);
-    const float d1 = d * f(sc);
-    const float m1 = dmin * f(m);
-    for (int j = 32 * s; j < 32 * s + 32; ++j) y[j] = d1 * f(q5_k_quant(b, j)) - m1;
-  }
-}
+void dequantize_block(const BlockQ5_K& b, float* y) { dequantize_k4<BlockQ5_K, q5_k_quant>(b, y); }
 
 void dequantize_block(const BlockQ6_K& b, float* y) {
   const float d = f16_to_f32(b.d);

@@ -61,18 +61,18 @@ std::vector<fs::path> plugin_search_dirs(const std::vector<std::string>& config_
     }
   }
   // libduet.so sits in <prefix>/<libdir> when installed and in <build>/core
-  // in the build tree, where the build's plugins are searched too. (In the
-  // white-box tests core is linked into the test executable, in
-  // <build>/tests: inside the build tree as well.)
+  // in the build tree, where the build's plugins are searched too; so are
+  // they for the white-box tests in <build>/tests, which link core
+  // statically.
   std::error_code ec;
   const fs::path lib_dir =
       fs::weakly_canonical(fs::path(boost::dll::this_line_location().string()).parent_path(), ec);
   add(lib_dir / "duet" / "plugins");
   const fs::path build_root =
       fs::weakly_canonical(fs::path(DUET_BUILD_PLUGIN_DIR).parent_path(), ec);
-  const auto [inside, rest] =
-      std::mismatch(build_root.begin(), build_root.end(), lib_dir.begin(), lib_dir.end());
-  if (!build_root.empty() && inside == build_root.end()) add(DUET_BUILD_PLUGIN_DIR);
+  for (const char* part : {"core", "tests"}) {
+    if (fs::equivalent(lib_dir, build_root / part, ec)) add(DUET_BUILD_PLUGIN_DIR);
+  }
   return dirs;
 }
 

@@ -1,5 +1,5 @@
 // bpe_tokenizer.h — byte-level BPE, the GPT-2 family of tokenizers (internal;
-// callers use load_tokenizer() from duet/app/tokenizer.h).
+// callers use load_tokenizer() from duet/tokenizer.h).
 //
 // Encoding: the text is first cut at special tokens written in it (leftmost,
 // longest first), every other stretch is split into words by the
@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "duet/app/tokenizer.h"
+#include "duet/tokenizer.h"
 #include "text/pretokenizer.h"
 
 namespace duet {

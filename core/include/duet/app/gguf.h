@@ -298,7 +298,7 @@ class DUET_API GgufWriter {
   void add_tensor(std::string_view name, DType type, const Shape& shape, const void* data,
                   size_t bytes);
   // The same for any ggml type code with a known layout, including types Duet
-  // cannot compute with (q4_k, ...).
+  // cannot compute with (iq4_xs, ...).
   void add_tensor(std::string_view name, uint32_t ggml_type_code, const Shape& shape,
                   const void* data, size_t bytes);
 

@@ -13,9 +13,9 @@
 #include "duet/app/pipeline_check.h"
 #include "duet/app/pipeline_config.h"
 #include "duet/app/plugin_host.h"
-#include "duet/app/tokenizer.h"
 #include "duet/export.h"
 #include "duet/session.h"
+#include "duet/tokenizer.h"
 
 namespace duet {
 

@@ -50,8 +50,9 @@ DUET_API bool is_plugin_file_name(const std::string& file_name);
 // The folders searched for plugins, in order: `config_paths` (a pipeline's
 // plugins.paths, relative ones taken from `config_dir`), each entry of the
 // DUET_PLUGIN_PATH environment variable (':'-separated), the install's plugin
-// folder (<prefix>/lib/duet/plugins beside the running executable), and the
-// build tree's plugin folder. Folders that do not exist are skipped.
+// folder (<libdir>/duet/plugins beside libduet.so) and, for a libduet.so in a
+// build tree's core/ (or a test in its tests/ that links core statically),
+// that build's plugins/. Folders that do not exist are skipped.
 DUET_API std::vector<std::filesystem::path> plugin_search_dirs(
     const std::vector<std::string>& config_paths, const std::filesystem::path& config_dir);
 

@@ -1,4 +1,4 @@
-// duet/app/tokenizer.h — text to token ids and back, as the model was trained.
+// duet/tokenizer.h — text to token ids and back, as the model was trained.
 #pragma once
 
 #include <cstdint>
