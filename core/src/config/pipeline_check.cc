@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <utility>
 
 #include "duet/app/gguf.h"
 #include "duet/app/suggest.h"
@@ -226,10 +227,14 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
   Problems problems;
   const std::string src = config.source.string();
 
+  // Set only when the file opens and its hyperparameters read: every check
+  // below that needs the model is skipped otherwise, so a file core cannot
+  // run gives one problem, not its consequences too.
   std::optional<GgufFile> model;
   problems.attempt("", [&] {
-    model.emplace(GgufFile::open(config.model.path));
-    out.hparams = read_hparams(*model);
+    GgufFile file = GgufFile::open(config.model.path);
+    out.hparams = read_hparams(file);
+    model.emplace(std::move(file));
   });
 
   if (model) {
