@@ -1,13 +1,17 @@
-// Fuzz target: the GGUF reader on arbitrary bytes, and everything that reads
-// a model's metadata (hyperparameters, tokenizer, `duet inspect`'s summary).
-// Any exception other than duet::Error, any crash or leak is a finding.
+// Fuzz target: the GGUF reader on arbitrary bytes, everything that reads a
+// model's metadata (hyperparameters, tokenizer, `duet inspect`'s summary),
+// and the dequantization of the first row of every tensor of a type Duet
+// reads (any bytes are a valid block). Any exception other than duet::Error,
+// any crash or leak is a finding.
 #include <ostream>
 #include <streambuf>
+#include <vector>
 
 #include "duet/app/gguf.h"
 #include "duet/app/model_hparams.h"
 #include "duet/app/model_summary.h"
 #include "duet/error.h"
+#include "duet/quant.h"
 #include "duet/tokenizer.h"
 #include "fuzz_input.h"
 
@@ -31,10 +35,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
     volatile uint8_t sink = 0;
+    std::vector<float> row;
     for (const auto& tensor : gguf.tensors()) {
       if (!tensor.supported() || tensor.bytes == 0) continue;
       const auto* bytes = static_cast<const uint8_t*>(tensor.data());
       sink = static_cast<uint8_t>(sink + bytes[0] + bytes[tensor.bytes - 1]);
+      const int64_t cols = tensor.shape.innermost();
+      if (*tensor.dtype == duet::DType::kI32 || cols > (int64_t{1} << 16)) continue;
+      row.resize(static_cast<size_t>(cols));
+      duet::dequantize_row(*tensor.dtype, bytes, row.data(), cols);
     }
     NullBuffer null_buffer;
     std::ostream null_stream(&null_buffer);
