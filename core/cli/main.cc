@@ -25,6 +25,8 @@ constexpr const char* kUsage =
     "  bench PIPELINE.yaml     measure prompt-processing and generation tokens/s\n"
     "  compare EXPERIMENT.yaml compare pipeline variants: speed, memory, fidelity\n"
     "  serve PIPELINE.yaml     an OpenAI-compatible HTTP server on the batching scheduler\n"
+    "  quantize IN.gguf OUT.gguf --type TYPE\n"
+    "                          write a model again with its weights in another format\n"
     "\n"
     "'duet COMMAND --help' describes a command's options.\n"
     "Exit codes: 0 ok, 2 usage or config, 3 model file, 4 plugin or backend,\n"
@@ -53,6 +55,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "bench") return cmd_bench(args);
   if (command == "compare") return cmd_compare(args);
   if (command == "serve") return cmd_serve(args);
+  if (command == "quantize") return cmd_quantize(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
@@ -64,7 +67,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   throw duet::Error(duet::ErrorKind::kUsage,
                     "unknown command '" + command +
                         "'; commands: run, chat, validate, plugins, "
-                        "inspect, tokenize, perplexity, bench, compare, serve");
+                        "inspect, tokenize, perplexity, bench, compare, serve, quantize");
 }
 
 }  // namespace

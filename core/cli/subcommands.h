@@ -18,5 +18,6 @@ int cmd_perplexity(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
+int cmd_quantize(const std::vector<std::string>& args);
 
 }  // namespace duet::cli

@@ -33,16 +33,21 @@ DUET_API uint16_t f32_to_bf16(float f) noexcept;
 DUET_API void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Stores `n` elements of `src` as `type` at `dst` (dtype_row_bytes(type, n)
-// bytes), rounding exactly as ggml's reference quantizers do, so files Duet
-// writes match files ggml writes:
+// bytes), rounding exactly as ggml's reference quantizers (those llama.cpp's
+// llama-quantize uses without an importance matrix) do, so files Duet writes
+// match files ggml writes:
 //   q4_0: d = v / -8 where v is the element of largest magnitude,
 //         q = min(15, trunc(x / d + 8.5));
 //   q4_1: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5));
 //   q5_0, q5_1: as q4_0 and q4_1 with 16 and 31 for 8 and 15;
-//   q8_0: d = max|x| / 127, q = round(x / d).
+//   q8_0: d = max|x| / 127, q = round(x / d);
+//   q4_k, q5_k, q6_k: each sub-block's scale (and minimum) by ggml's weighted
+//         least-squares search, stored against the super-block's f16 scales,
+//         then every element rounded against its decoded scale.
 // (An all-zero block has d = 0 and every q at its zero point.) Supports f32,
-// f16, bf16, q4_0, q4_1, q5_0, q5_1 and q8_0 (no K-quant yet); throws
-// duet::Error(kInternal) for any other type and for a partial block.
+// f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k and q6_k; throws
+// duet::Error(kInternal) for any other type and for a partial block. `src`
+// must be finite (callers check; the K-quant searches assume it).
 DUET_API void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
 }  // namespace duet

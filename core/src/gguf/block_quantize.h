@@ -1,7 +1,7 @@
-// block_quantize.h — 32 floats stored as one block, rounding exactly as
-// ggml's reference quantizers do, so files Duet writes match files ggml
-// writes (internal to core; duet::quantize_row is the public face). Each
-// function reads kQK floats from x.
+// block_quantize.h — floats stored as one block, rounding exactly as ggml's
+// reference quantizers do, so files Duet writes match files ggml writes
+// (internal to core; duet::quantize_row is the public face). The 32-element
+// formats read kQK floats from x, the K-quants kQK_K.
 #pragma once
 
 #include "duet/block_formats.h"
@@ -20,5 +20,16 @@ BlockQ5_0 quantize_q5_0(const float* x);
 BlockQ5_1 quantize_q5_1(const float* x);
 // d = max|x| / 127, q = round(x / d) (halves away from zero).
 BlockQ8_0 quantize_q8_0(const float* x);
+
+// K-quants (block_quantize_k.cc): each sub-block's scale (and minimum) is
+// found by a weighted least-squares search, stored as a 6-bit (q6_k: 8-bit)
+// multiple of the super-block's f16 scale, and every element rounded again
+// against the scale it decodes with.
+// q4_k: 8 sub-blocks of 32, levels 0..15, x ≈ d*sc*q - dmin*m.
+BlockQ4_K quantize_q4_k(const float* x);
+// q5_k: as q4_k with levels 0..31.
+BlockQ5_K quantize_q5_k(const float* x);
+// q6_k: 16 sub-blocks of 16, levels -32..31, x ≈ d*sc*q.
+BlockQ6_K quantize_q6_k(const float* x);
 
 }  // namespace duet::blocks

@@ -236,6 +236,84 @@ void GgufWriter::set_float32_array(std::string_view key, std::span<const float> 
   set_array(key, array);
 }
 
+namespace {
+
+// A builder holding the elements of `array`, with its element type.
+GgufArrayBuilder copy_array(const GgufArray& array) {
+  GgufArrayBuilder out(array.element_type());
+  for (const GgufValue& v : array.elements()) {
+    switch (array.element_type()) {
+      case GgufType::kUint8:
+      case GgufType::kUint16:
+      case GgufType::kUint32:
+      case GgufType::kUint64:
+        out.add_uint(*v.as_uint());
+        break;
+      case GgufType::kInt8:
+      case GgufType::kInt16:
+      case GgufType::kInt32:
+      case GgufType::kInt64:
+        out.add_int(*v.as_int());
+        break;
+      case GgufType::kFloat32:
+      case GgufType::kFloat64:
+        out.add_float(*v.as_float());
+        break;
+      case GgufType::kBool:
+        out.add_bool(*v.as_bool());
+        break;
+      case GgufType::kString:
+        out.add_string(*v.as_string());
+        break;
+      case GgufType::kArray:
+        out.add_array(copy_array(*v.as_array()));
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void GgufWriter::set_value(std::string_view key, const GgufValue& value) {
+  if (key == kAlignmentKey) {
+    const std::optional<uint64_t> a = value.as_uint();
+    if (!a || *a > std::numeric_limits<uint32_t>::max()) {
+      throw std::invalid_argument("GgufWriter: general.alignment must be a uint32 power of two");
+    }
+    set_alignment(static_cast<uint32_t>(*a));
+    return;
+  }
+  switch (value.type()) {
+    case GgufType::kUint8:
+      return set_uint8(key, static_cast<uint8_t>(*value.as_uint()));
+    case GgufType::kInt8:
+      return set_int8(key, static_cast<int8_t>(*value.as_int()));
+    case GgufType::kUint16:
+      return set_uint16(key, static_cast<uint16_t>(*value.as_uint()));
+    case GgufType::kInt16:
+      return set_int16(key, static_cast<int16_t>(*value.as_int()));
+    case GgufType::kUint32:
+      return set_uint32(key, static_cast<uint32_t>(*value.as_uint()));
+    case GgufType::kInt32:
+      return set_int32(key, static_cast<int32_t>(*value.as_int()));
+    case GgufType::kUint64:
+      return set_uint64(key, *value.as_uint());
+    case GgufType::kInt64:
+      return set_int64(key, *value.as_int());
+    case GgufType::kFloat32:
+      return set_float32(key, static_cast<float>(*value.as_float()));
+    case GgufType::kFloat64:
+      return set_float64(key, *value.as_float());
+    case GgufType::kBool:
+      return set_bool(key, *value.as_bool());
+    case GgufType::kString:
+      return set_string(key, *value.as_string());
+    case GgufType::kArray:
+      return set_array(key, copy_array(*value.as_array()));
+  }
+}
+
 void GgufWriter::set_alignment(uint32_t alignment) {
   if (!std::has_single_bit(alignment)) {
     throw std::invalid_argument("GgufWriter: alignment " + std::to_string(alignment) +
@@ -254,6 +332,13 @@ void GgufWriter::add_tensor(std::string_view name, DType type, const Shape& shap
 
 void GgufWriter::add_tensor(std::string_view name, uint32_t ggml_type_code, const Shape& shape,
                             const void* data, size_t bytes) {
+  const auto* begin = static_cast<const uint8_t*>(data);
+  add_tensor(name, ggml_type_code, shape, std::vector<uint8_t>(begin, begin + bytes));
+}
+
+void GgufWriter::add_tensor(std::string_view name, uint32_t ggml_type_code, const Shape& shape,
+                            std::vector<uint8_t> data) {
+  const size_t bytes = data.size();
   const std::string label = "GgufWriter: tensor '" + std::string(name) + "'";
   const std::optional<GgmlTypeLayout> layout = ggml_type_layout(ggml_type_code);
   if (!layout) {
@@ -284,8 +369,7 @@ void GgufWriter::add_tensor(std::string_view name, uint32_t ggml_type_code, cons
   for (const Tensor& t : tensors_) {
     if (t.name == name) throw std::invalid_argument(label + " was already added");
   }
-  const auto* begin = static_cast<const uint8_t*>(data);
-  tensors_.push_back({std::string(name), ggml_type_code, shape, {begin, begin + bytes}});
+  tensors_.push_back({std::string(name), ggml_type_code, shape, std::move(data)});
 }
 
 // --- output ------------------------------------------------------------------

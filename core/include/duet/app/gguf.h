@@ -287,6 +287,10 @@ class DUET_API GgufWriter {
   void set_string_array(std::string_view key, std::span<const std::string> values);
   void set_int32_array(std::string_view key, std::span<const int32_t> values);
   void set_float32_array(std::string_view key, std::span<const float> values);
+  // Copies a value read from a GgufFile, arrays (nested too) included, with
+  // its stored type; general.alignment is taken as set_alignment() takes it
+  // (std::invalid_argument unless it is a nonzero power of two).
+  void set_value(std::string_view key, const GgufValue& value);
 
   // Sets the data alignment and records it as general.alignment (uint32).
   // `alignment` must be a nonzero power of two. Setting general.alignment
@@ -301,6 +305,9 @@ class DUET_API GgufWriter {
   // cannot compute with (iq4_xs, ...).
   void add_tensor(std::string_view name, uint32_t ggml_type_code, const Shape& shape,
                   const void* data, size_t bytes);
+  // The same, taking the bytes over instead of copying them.
+  void add_tensor(std::string_view name, uint32_t ggml_type_code, const Shape& shape,
+                  std::vector<uint8_t> data);
 
   // Writes the file, replacing any existing one.
   void write(const std::filesystem::path& path) const;
