@@ -42,7 +42,7 @@ TEST_F(Cli, NoArgumentsPrintsUsageAndExits2) {
 
 TEST_F(Cli, HelpForEveryCommand) {
   EXPECT_EQ(duet("--help").code, 0);
-  for (const char* command : {"run", "validate", "plugins", "inspect"}) {
+  for (const char* command : {"run", "validate", "plugins", "inspect", "quantize"}) {
     Result r = duet(std::string(command) + " --help");
     EXPECT_EQ(r.code, 0) << command;
     EXPECT_NE(r.out.find(std::string("Usage: duet ") + command), std::string::npos) << r.out;
@@ -59,6 +59,32 @@ TEST_F(Cli, UnknownCommandAndUnknownFlagAreUsageErrors) {
   r = duet("inspect");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("missing argument model"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, QuantizeWritesAFileAndRefusesBadRequestsWithTheirExitCodes) {
+  const std::string tiny = (dir_ / "tiny.gguf").string();
+  const std::string out = (dir_ / "out.gguf").string();
+  Result r = duet("quantize " + tiny + " " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--type is required; one of f32, f16"), std::string::npos) << r.err;
+  r = duet("quantize " + tiny + " " + out + " --type q4_k");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown --type 'q4_k'; one of"), std::string::npos) << r.err;
+  r = duet("quantize " + tiny + " " + out + " --type q8_0");  // tiny is q4_1
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("pass --allow-requantize"), std::string::npos) << r.err;
+  r = duet("quantize " + (dir_ / "absent.gguf").string() + " " + out + " --type f32");
+  EXPECT_EQ(r.code, 3);
+  r = duet("quantize " + tiny + " " + out + " --type Q8_0 --allow-requantize --threads 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("as q8_0: 20 tensors (f32 5, q8_0 15)"), std::string::npos) << r.out;
+  r = duet("inspect --tensors " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("q8_0"), std::string::npos) << r.out;
+  r = duet("quantize " + tiny + " " + out + " --type q4_k_m --dry-run");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("blk.0.attn_q.weight  [64, 64]  q4_1 -> q5_0 (fallback"), std::string::npos)
+      << r.out;
 }
 
 TEST_F(Cli, InspectShowsTheModel) {

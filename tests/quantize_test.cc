@@ -1,0 +1,264 @@
+// duet/app/quantize.h: llama-quantize's recipe (which type each tensor gets)
+// and the files quantize_model writes. That the bytes equal llama.cpp's on a
+// real model is checked by bench/quantize_vs_llama_cpp.py (it needs
+// llama-cpp-python); the block quantizers themselves by quant_test.
+#include "duet/app/quantize.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "duet/error.h"
+#include "duet/quant.h"
+#include "tiny_model.h"
+
+namespace duet {
+namespace {
+
+using testing::make_temp_dir;
+
+class Quantize : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir("quantize"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // A Llama-shaped f32 file: `layers` layers of width `embd` (ffn 2*embd),
+  // an output matrix unless tied, random weights.
+  std::filesystem::path llama_file(int layers, int embd, bool tied, const std::string& name = "in.gguf") {
+    GgufWriter w;
+    w.set_string("general.architecture", "llama");
+    w.set_uint32("llama.block_count", static_cast<uint32_t>(layers));
+    w.set_float32("llama.rope.freq_base", 10000.0f);
+    w.set_string_array("tokenizer.ggml.tokens", std::vector<std::string>{"a", "b"});
+    w.set_alignment(64);
+    auto add = [&](const std::string& n, const Shape& shape) {
+      std::vector<float> data(static_cast<size_t>(shape.elements()));
+      for (float& v : data) v = dist_(rng_);
+      w.add_tensor(n, DType::kF32, shape, data.data(), data.size() * sizeof(float));
+    };
+    add("token_embd.weight", Shape{64, embd});
+    add("output_norm.weight", Shape{embd});
+    if (!tied) add("output.weight", Shape{64, embd});
+    for (int l = 0; l < layers; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      add(b + "attn_norm.weight", Shape{embd});
+      add(b + "attn_q.weight", Shape{embd, embd});
+      add(b + "attn_k.weight", Shape{embd / 2, embd});
+      add(b + "attn_v.weight", Shape{embd / 2, embd});
+      add(b + "attn_output.weight", Shape{embd, embd});
+      add(b + "ffn_norm.weight", Shape{embd});
+      add(b + "ffn_gate.weight", Shape{2 * embd, embd});
+      add(b + "ffn_up.weight", Shape{2 * embd, embd});
+      add(b + "ffn_down.weight", Shape{embd, 2 * embd});
+    }
+    const std::filesystem::path path = dir_ / name;
+    w.write(path);
+    return path;
+  }
+
+  static std::map<std::string, TensorPlan> by_name(const std::vector<TensorPlan>& plan) {
+    std::map<std::string, TensorPlan> out;
+    for (const TensorPlan& p : plan) out[p.name] = p;
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::mt19937 rng_{3};
+  std::uniform_real_distribution<float> dist_{-0.1f, 0.1f};
+};
+
+TEST_F(Quantize, FileTypeNamesRoundTripAndIgnoreCase) {
+  for (FileType t : file_types()) EXPECT_EQ(file_type_from_name(file_type_name(t)), t);
+  EXPECT_EQ(file_type_from_name("Q4_K_M"), FileType::kQ4_K_M);
+  EXPECT_EQ(file_type_from_name("q4_k"), std::nullopt);  // llama-quantize has no plain q4_k
+  EXPECT_EQ(file_type_from_name("q2_k"), std::nullopt);
+  EXPECT_EQ(static_cast<uint32_t>(FileType::kQ4_K_M), 15u);  // llama.cpp's general.file_type
+}
+
+// llama-quantize's q4_k_m on 16 layers: attn_v and ffn_down get q6_k in the
+// "more bits" layers (first and last eighth, every third between:
+// 0 1 4 7 10 13 14 15), the output matrix q6_k, everything else q4_k;
+// norms stay f32.
+TEST_F(Quantize, Q4KMGivesMoreBitsToTheLayersLlamaQuantizeChooses) {
+  const GgufFile in = GgufFile::open(llama_file(16, 256, /*tied=*/false));
+  const auto plan = by_name(plan_quantization(in, FileType::kQ4_K_M));
+  const std::set<int> more = {0, 1, 4, 7, 10, 13, 14, 15};
+  for (int l = 0; l < 16; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const DType rich = more.count(l) ? DType::kQ6_K : DType::kQ4_K;
+    EXPECT_EQ(plan.at(b + "attn_v.weight").to, rich) << l;
+    EXPECT_EQ(plan.at(b + "ffn_down.weight").to, rich) << l;
+    EXPECT_EQ(plan.at(b + "attn_q.weight").to, DType::kQ4_K) << l;
+    EXPECT_EQ(plan.at(b + "ffn_up.weight").to, DType::kQ4_K) << l;
+    EXPECT_FALSE(plan.at(b + "attn_norm.weight").converted) << l;
+    EXPECT_EQ(plan.at(b + "attn_norm.weight").to, DType::kF32) << l;
+  }
+  EXPECT_EQ(plan.at("output.weight").to, DType::kQ6_K);
+  EXPECT_EQ(plan.at("token_embd.weight").to, DType::kQ4_K);  // not tied: the base type
+  for (const auto& [name, p] : plan) EXPECT_FALSE(p.fallback) << name;
+}
+
+TEST_F(Quantize, OtherRecipesFollowLlamaQuantize) {
+  const GgufFile in = GgufFile::open(llama_file(16, 256, /*tied=*/true));
+  auto q4ks = by_name(plan_quantization(in, FileType::kQ4_K_S));
+  // q4_k_s: attn_v of the first four layers and ffn_down of the first
+  // eighth get q5_k; tied embeddings are the output matrix: q6_k.
+  for (int l = 0; l < 16; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    EXPECT_EQ(q4ks.at(b + "attn_v.weight").to, l < 4 ? DType::kQ5_K : DType::kQ4_K) << l;
+    EXPECT_EQ(q4ks.at(b + "ffn_down.weight").to, l < 2 ? DType::kQ5_K : DType::kQ4_K) << l;
+  }
+  EXPECT_EQ(q4ks.at("token_embd.weight").to, DType::kQ6_K);
+  auto q8 = by_name(plan_quantization(in, FileType::kQ8_0));
+  EXPECT_EQ(q8.at("token_embd.weight").to, DType::kQ8_0);  // q8_0 keeps its output q8_0
+  auto q4 = by_name(plan_quantization(in, FileType::kQ4_0));
+  EXPECT_EQ(q4.at("token_embd.weight").to, DType::kQ6_K);
+  EXPECT_EQ(q4.at("blk.3.ffn_down.weight").to, DType::kQ4_0);
+  auto f16 = by_name(plan_quantization(in, FileType::kF16));
+  EXPECT_EQ(f16.at("token_embd.weight").to, DType::kF16);  // no recipe for float types
+  EXPECT_EQ(f16.at("blk.0.attn_v.weight").to, DType::kF16);
+  EXPECT_EQ(f16.at("blk.0.ffn_norm.weight").to, DType::kF32);
+}
+
+// SmolLM2's width, 576, is not a multiple of 256: q4_k falls back to q5_0,
+// q6_k to q8_0, and the tied output matrix goes straight to q8_0, as
+// llama-quantize does; ffn_down (rows of 1152 = 4.5 super-blocks) too.
+TEST_F(Quantize, RowsThatAreNotWholeSuperBlocksFallBack) {
+  const GgufFile in = GgufFile::open(llama_file(8, 576, /*tied=*/true));
+  const auto plan = by_name(plan_quantization(in, FileType::kQ4_K_M));
+  EXPECT_EQ(plan.at("token_embd.weight").to, DType::kQ8_0);
+  EXPECT_FALSE(plan.at("token_embd.weight").fallback);
+  EXPECT_EQ(plan.at("blk.2.attn_q.weight").to, DType::kQ5_0);
+  EXPECT_TRUE(plan.at("blk.2.attn_q.weight").fallback);
+  EXPECT_EQ(plan.at("blk.0.attn_v.weight").to, DType::kQ8_0);  // q6_k's fallback
+  EXPECT_EQ(plan.at("blk.2.attn_v.weight").to, DType::kQ5_0);
+  EXPECT_EQ(plan.at("blk.0.ffn_down.weight").to, DType::kQ8_0);
+  const auto q5km = by_name(plan_quantization(in, FileType::kQ5_K_M));
+  EXPECT_EQ(q5km.at("blk.2.attn_q.weight").to, DType::kQ5_1);  // q5_k's fallback
+}
+
+TEST_F(Quantize, RowsThatFitNoBlockAreRefusedByName) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  std::vector<float> data(40 * 8, 0.5f);
+  w.add_tensor("blk.0.attn_q.weight", DType::kF32, Shape({8, 40}), data.data(), data.size() * 4);
+  w.write(dir_ / "odd.gguf");
+  const GgufFile in = GgufFile::open(dir_ / "odd.gguf");
+  try {
+    plan_quantization(in, FileType::kQ8_0);
+    ADD_FAILURE() << "rows of 40 accepted for q8_0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kModelFile);
+    EXPECT_NE(std::string(e.what()).find("'blk.0.attn_q.weight' has rows of 40 elements"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(plan_quantization(in, FileType::kF16)[0].to, DType::kF16);  // f16 fits any row
+}
+
+// The written file: metadata copied with its types, llama-quantize's two
+// keys, each tensor's bytes as quantize_row makes them from the input.
+TEST_F(Quantize, WritesTheRecipeAndCopiesEverythingElse) {
+  const GgufFile in = GgufFile::open(llama_file(4, 256, /*tied=*/false));
+  QuantizeOptions o;
+  o.type = FileType::kQ4_K_M;
+  o.threads = 3;
+  int seen = 0;
+  o.on_tensor = [&](const TensorPlan&) { ++seen; };
+  const QuantizeResult r = quantize_model(in, dir_ / "out.gguf", o);
+  EXPECT_EQ(seen, static_cast<int>(in.tensors().size()));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "out.gguf.partial"));
+  const GgufFile out = GgufFile::open(dir_ / "out.gguf");
+  EXPECT_EQ(out.get_uint("general.file_type"), 15u);
+  EXPECT_EQ(out.get_uint("general.quantization_version"), 2u);
+  EXPECT_EQ(out.alignment(), 64u);
+  EXPECT_EQ(out.find("llama.rope.freq_base")->type(), GgufType::kFloat32);
+  EXPECT_EQ(out.get_float("llama.rope.freq_base"), 10000.0);
+  EXPECT_EQ(out.get_string_array("tokenizer.ggml.tokens"), (std::vector<std::string_view>{"a", "b"}));
+  ASSERT_EQ(out.tensors().size(), in.tensors().size());
+  uint64_t bytes_out = 0;
+  for (size_t i = 0; i < in.tensors().size(); ++i) {
+    const GgufTensorInfo& a = in.tensors()[i];
+    const GgufTensorInfo& b = out.tensors()[i];
+    ASSERT_EQ(a.name, b.name);
+    EXPECT_EQ(a.shape, b.shape) << a.name;
+    EXPECT_EQ(b.dtype, r.plan[i].to) << a.name;
+    std::vector<uint8_t> want(b.bytes);
+    quantize_row(*b.dtype, static_cast<const float*>(a.data()), want.data(), a.shape.elements());
+    EXPECT_EQ(std::memcmp(want.data(), b.data(), b.bytes), 0) << a.name;
+    bytes_out += b.bytes;
+  }
+  EXPECT_EQ(r.bytes_out, bytes_out);
+}
+
+// Dequantizing is exact, so any file goes to f32 without --allow-requantize
+// and back to its own type unchanged; quantizing quantized weights again
+// needs the option.
+TEST_F(Quantize, F32IsExactAndRequantizingNeedsConsent) {
+  testing::write_tiny_llama(dir_ / "tiny.gguf");  // q4_1 matrices
+  const GgufFile tiny = GgufFile::open(dir_ / "tiny.gguf");
+  QuantizeOptions o;
+  o.type = FileType::kF32;
+  quantize_model(tiny, dir_ / "f32.gguf", o);
+  const GgufFile f32 = GgufFile::open(dir_ / "f32.gguf");
+  o.type = FileType::kQ4_1;
+  try {
+    quantize_model(tiny, dir_ / "again.gguf", o);
+    ADD_FAILURE() << "requantized without consent";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kModelFile);
+    EXPECT_NE(std::string(e.what()).find("already quantized (q4_1)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--allow-requantize"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "again.gguf"));
+  // From the exact f32 copy, q4_1 blocks come back to within 1e-6: each
+  // block's min is stored exactly and its step rounds back to f16.
+  quantize_model(f32, dir_ / "back.gguf", o);
+  const GgufFile back = GgufFile::open(dir_ / "back.gguf");
+  int compared = 0;
+  for (size_t i = 0; i < tiny.tensors().size(); ++i) {
+    const GgufTensorInfo& a = tiny.tensors()[i];
+    const GgufTensorInfo& b = back.tensors()[i];
+    if (a.dtype != DType::kQ4_1 || b.dtype != DType::kQ4_1) continue;  // token_embd: q8_0
+    ++compared;
+    std::vector<float> fa(static_cast<size_t>(a.shape.elements())), fb(fa.size());
+    dequantize_row(DType::kQ4_1, a.data(), fa.data(), a.shape.elements());
+    dequantize_row(*b.dtype, b.data(), fb.data(), b.shape.elements());
+    for (size_t j = 0; j < fa.size(); ++j) ASSERT_NEAR(fa[j], fb[j], 1e-6f) << a.name << " " << j;
+  }
+  EXPECT_EQ(compared, 14);  // 7 matrices in each of 2 layers
+}
+
+TEST_F(Quantize, NonFiniteWeightsAreRefusedWithTheirPlace) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  std::vector<float> data(256 * 4, 0.25f);
+  data[256 * 2 + 17] = std::numeric_limits<float>::quiet_NaN();
+  w.add_tensor("blk.0.attn_q.weight", DType::kF32, Shape({4, 256}), data.data(), data.size() * 4);
+  w.write(dir_ / "nan.gguf");
+  const GgufFile in = GgufFile::open(dir_ / "nan.gguf");
+  QuantizeOptions o;
+  o.type = FileType::kQ4_K_M;
+  try {
+    quantize_model(in, dir_ / "out.gguf", o);
+    ADD_FAILURE() << "NaN accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kModelFile);
+    EXPECT_NE(std::string(e.what()).find("'blk.0.attn_q.weight' row 2 column 17 holds nan"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "out.gguf"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "out.gguf.partial"));
+}
+
+}  // namespace
+}  // namespace duet
