@@ -32,7 +32,8 @@ class Quantize : public ::testing::Test {
 
   // A Llama-shaped f32 file: `layers` layers of width `embd` (ffn 2*embd),
   // an output matrix unless tied, random weights.
-  std::filesystem::path llama_file(int layers, int embd, bool tied, const std::string& name = "in.gguf") {
+  std::filesystem::path llama_file(int layers, int embd, bool tied,
+                                   const std::string& name = "in.gguf") {
     GgufWriter w;
     w.set_string("general.architecture", "llama");
     w.set_uint32("llama.block_count", static_cast<uint32_t>(layers));
@@ -182,7 +183,8 @@ TEST_F(Quantize, WritesTheRecipeAndCopiesEverythingElse) {
   EXPECT_EQ(out.alignment(), 64u);
   EXPECT_EQ(out.find("llama.rope.freq_base")->type(), GgufType::kFloat32);
   EXPECT_EQ(out.get_float("llama.rope.freq_base"), 10000.0);
-  EXPECT_EQ(out.get_string_array("tokenizer.ggml.tokens"), (std::vector<std::string_view>{"a", "b"}));
+  EXPECT_EQ(out.get_string_array("tokenizer.ggml.tokens"),
+            (std::vector<std::string_view>{"a", "b"}));
   ASSERT_EQ(out.tensors().size(), in.tensors().size());
   uint64_t bytes_out = 0;
   for (size_t i = 0; i < in.tensors().size(); ++i) {
@@ -215,7 +217,8 @@ TEST_F(Quantize, F32IsExactAndRequantizingNeedsConsent) {
     ADD_FAILURE() << "requantized without consent";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kModelFile);
-    EXPECT_NE(std::string(e.what()).find("already quantized (q4_1)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("already quantized (q4_1)"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("--allow-requantize"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(dir_ / "again.gguf"));

@@ -102,16 +102,31 @@ class Q8Activations {
 };
 
 // The block types gemv multiplies against int8 activations (Q8Activations):
-// q4_0, q4_1 and q8_0.
+// q4_0, q4_1 and q8_0 (hand-written kernels per path), q5_0, q5_1, q4_k,
+// q5_k and q6_k (qgemv_kquant.cc: portable code the compiler vectorises
+// per path).
 inline bool qgemv_block_type(DType t) {
-  return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0;
+  switch (t) {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ8_0:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // y[r] = Σ_c W[r, c] * x[c] for every r in [row_begin, row_end), where W is a
 // row-major matrix of `wtype` with k columns: row r starts at
 // w + r * dtype_row_bytes(wtype, k). y is indexed by absolute row, so threads
 // that split the rows pass the same w and y.
-//   q4_0, q4_1, q8_0: read xq (REQUIRES xq.k() == k, k % 32 == 0); x unused.
+//   block types: read xq (REQUIRES xq.k() == k, k a multiple of the type's
+//                block: 32, or 256 for the K-quants); x unused.
 //   f32, f16:         read x[0..k) directly with f32 FMA (any k ≥ 1); xq unused.
 // REQUIRES: path ≤ hardware_cpu_path(), 0 ≤ row_begin ≤ row_end ≤ rows of W.
 // Throws duet::Error(kInternal) for any other wtype, a k or xq that breaks

@@ -14,9 +14,9 @@
 
 namespace duet::onednn::detail {
 
-// One gemv call, validated by qgemv.cc: wtype is one of f32, f16, q4_0, q4_1,
-// q8_0; w is row 0; rows are row_bytes apart; quantized types have k % 32 == 0
-// and xq->k() == k.
+// One gemv call, validated by qgemv.cc: wtype is f32, f16 or a
+// qgemv_block_type; w is row 0; rows are row_bytes apart; quantized types
+// have k a multiple of their block and xq->k() == k.
 struct GemvArgs {
   DType wtype;
   const uint8_t* w;
@@ -34,6 +34,12 @@ struct GemvArgs {
 };
 
 void gemv_scalar(const GemvArgs& a);
+
+// The 5-bit formats and the K-quants (qgemv_kquant.cc, built once per path).
+void gemv_kquant_scalar(const GemvArgs& a);
+void gemv_kquant_avx2(const GemvArgs& a);
+void gemv_kquant_avx512(const GemvArgs& a);
+void gemv_kquant_avx512_vnni(const GemvArgs& a);
 void gemv_avx2(const GemvArgs& a);
 void gemv_avx512(const GemvArgs& a);
 void gemv_avx512_vnni(const GemvArgs& a);

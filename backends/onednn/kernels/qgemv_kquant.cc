@@ -1,0 +1,290 @@
+// gemv kernels for the 5-bit formats and the K-quants (q5_0, q5_1, q4_k,
+// q5_k, q6_k), written once and compiled once per CpuPath with that path's
+// instruction flags (kernels/CMakeLists.txt): unpacking and the byte dot
+// products of 32 elements have AVX2 forms (vpmaddubsw, or vpdpbusd where
+// AVX-512 VNNI is on) beside the portable ones the scalar build keeps; every
+// form computes the same integers. DUET_KQUANT_ENTRY names the entry point
+// being built.
+//
+// Every format is taken 32 elements at a time, one activation block of
+// Q8Activations: the weights' integer levels are unpacked to 32 bytes, their
+// dot products with the activation terms formed in integers, and the block
+// adds, as qgemv.h's formulas,
+//   u * dw * Σ(qw*qx) + mw * s
+// with dw, mw the block's scale and offset: q5_0 (d, -16d), q5_1 (d, m),
+// q4_k and q5_k (d*sc, -dmin*m of the 32-element sub-block); q6_k's two
+// 16-element sub-blocks each add u * d*sc * Σ((q-32)*qx) over their half.
+// Each row is summed in one fixed order, so the results do not depend on how
+// rows are shared among threads or which vectors share a call.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "duet/block_formats.h"
+#include "duet/quant.h"
+#include "kernels/qgemv_paths.h"
+
+#ifndef DUET_KQUANT_ENTRY
+#error "DUET_KQUANT_ENTRY must name the entry point (kernels/CMakeLists.txt)"
+#endif
+
+namespace duet::onednn::detail {
+namespace {
+
+namespace blk = duet::blocks;
+constexpr int kBlock = blk::kQK;
+
+float load_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return f16_to_f32(h);
+#endif
+}
+
+// One activation block's worth of weight levels, unsigned (≤ 63).
+struct alignas(32) Levels {
+  uint8_t v[kBlock];
+};
+
+#if defined(__AVX2__)
+__m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+void store(Levels& w, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(w.v), v); }
+__m256i bytes(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
+
+// Per 32-bit lane i: Σ w[4i..4i+3] * x[4i..4i+3], w unsigned (≤ 63), x signed.
+__m256i dot_lanes(__m256i w, __m256i x) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x);
+#else
+  // Pairs stay below 2 * 63 * 127 < 2^15: vpmaddubsw does not saturate.
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+#endif
+}
+int32_t sum_lanes(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+  return _mm_cvtsi128_si32(v);
+}
+int32_t sum_lanes(__m256i v) {
+  return sum_lanes(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+#endif
+
+// Σ w[j] * x[j] over the 32 elements.
+int32_t dot32(const Levels& w, const int8_t* x) {
+#if defined(__AVX2__)
+  return sum_lanes(dot_lanes(load32(w.v), load32(x)));
+#else
+  int32_t sum = 0;
+  for (int j = 0; j < kBlock; ++j) sum += static_cast<int32_t>(w.v[j]) * x[j];
+  return sum;
+#endif
+}
+
+// Σ (w[j] - 32) * x[j] over j < 16 (lo) and j ≥ 16 (hi): q6_k's two
+// sub-blocks in one activation block.
+void dot32_halves_minus32(const Levels& w, const int8_t* x, int32_t& lo, int32_t& hi) {
+#if defined(__AVX2__)
+  const __m256i xv = load32(x);
+  const __m256i d = _mm256_sub_epi32(dot_lanes(load32(w.v), xv), dot_lanes(bytes(32), xv));
+  lo = sum_lanes(_mm256_castsi256_si128(d));
+  hi = sum_lanes(_mm256_extracti128_si256(d, 1));
+#else
+  lo = hi = 0;
+  for (int j = 0; j < 16; ++j) lo += (static_cast<int32_t>(w.v[j]) - 32) * x[j];
+  for (int j = 16; j < kBlock; ++j) hi += (static_cast<int32_t>(w.v[j]) - 32) * x[j];
+#endif
+}
+
+// An activation block's integer sum over all terms of xq (qgemv.h): Σ(w*q),
+// or with two terms 256*Σ(w*q) + Σ(w*q_lo).
+int32_t terms_sum(const Levels& w, const Q8Activations& xq, int64_t b) {
+  const int32_t hi = dot32(w, xq.q() + b * kBlock);
+  if (xq.terms() == 1) return hi;
+  return 256 * hi + dot32(w, xq.q_lo() + b * kBlock);
+}
+
+// ---- unpacking ---------------------------------------------------------------
+
+// q5_0 / q5_1: qs[j] holds elements j (low nibble) and j + 16; bit j of the
+// 32-bit qh is element j's fifth bit.
+void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, Levels& w) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, sizeof qh);
+#if defined(__AVX2__)
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(15));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(15));
+  // Byte j of `spread` is byte j / 8 of qh; the mask picks bit j % 8.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(qh)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                       3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i fifth =
+      _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), bytes(16));
+  store(w, _mm256_or_si256(_mm256_set_m128i(hi, lo), fifth));
+#else
+  for (int j = 0; j < kBlock / 2; ++j) {
+    w.v[j] = static_cast<uint8_t>((qs[j] & 15) | ((qh >> j) & 1) << 4);
+    w.v[j + kBlock / 2] = static_cast<uint8_t>((qs[j] >> 4) | ((qh >> (j + kBlock / 2)) & 1) << 4);
+  }
+#endif
+}
+
+// q4_k / q5_k sub-block s: nibble s % 2 of the 32 bytes q, and for q5_k
+// bit s of each byte of qh as the fifth bit.
+void unpack_k4(const uint8_t* q, const uint8_t* qh, int s, Levels& w) {
+#if defined(__AVX2__)
+  __m256i v = load32(q);
+  if (s % 2 == 1) v = _mm256_srli_epi16(v, 4);
+  v = _mm256_and_si256(v, bytes(15));
+  if (qh != nullptr) {
+    // Shifting 16-bit lanes right by s leaves bit s of each byte at bit 0.
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(load32(qh), s), bytes(1));
+    v = _mm256_or_si256(v, _mm256_slli_epi16(h, 4));
+  }
+  store(w, v);
+#else
+  const int shift = 4 * (s % 2);
+  for (int j = 0; j < kBlock; ++j) {
+    int level = (q[j] >> shift) & 15;
+    if (qh != nullptr) level |= ((qh[j] >> s) & 1) << 4;
+    w.v[j] = static_cast<uint8_t>(level);
+  }
+#endif
+}
+
+// q6_k activation block a = 4h + r (elements 128h + 32r + l): low nibble r / 2
+// of ql (from 64h + 32(r % 2)), two high bits 2r of qh (from 32h); levels
+// 0..63, the format's -32 applied by dot32_halves_minus32.
+void unpack_q6(const uint8_t* ql, const uint8_t* qh, int r, Levels& w) {
+#if defined(__AVX2__)
+  __m256i low = load32(ql);
+  if (r >= 2) low = _mm256_srli_epi16(low, 4);
+  low = _mm256_and_si256(low, bytes(15));
+  const __m256i high = _mm256_and_si256(_mm256_srli_epi16(load32(qh), 2 * r), bytes(3));
+  store(w, _mm256_or_si256(low, _mm256_slli_epi16(high, 4)));
+#else
+  for (int l = 0; l < kBlock; ++l) {
+    const int low = (ql[l] >> (4 * (r / 2))) & 15;
+    const int high = (qh[l] >> (2 * r)) & 3;
+    w.v[l] = static_cast<uint8_t>(low | high << 4);
+  }
+#endif
+}
+
+// ---- rows ---------------------------------------------------------------------
+
+template <class Block>
+float row_q5(const uint8_t* row, const Q8Activations& xq) {
+  const float* sx = xq.scales();
+  float acc = 0.0f;
+  Levels w;
+  for (int64_t b = 0; b < xq.blocks(); ++b) {
+    const uint8_t* p = row + b * static_cast<int64_t>(sizeof(Block));
+    unpack_q5(p + offsetof(Block, qs), p + offsetof(Block, qh), w);
+    const float d = load_f16(p + offsetof(Block, d));
+    float m = -16.0f * d;  // q5_0: d*(q - 16) = d*q + (-16d)
+    if constexpr (std::is_same_v<Block, blk::BlockQ5_1>) m = load_f16(p + offsetof(Block, m));
+    const auto isum = static_cast<float>(terms_sum(w, xq, b));
+    acc += d * sx[2 * b] * isum + m * sx[2 * b + 1];
+  }
+  return acc;
+}
+
+// q4_k and q5_k: eight 32-element sub-blocks per super-block, each one
+// activation block.
+template <class Block>
+float row_k4(const uint8_t* row, const Q8Activations& xq) {
+  constexpr bool kFive = std::is_same_v<Block, blk::BlockQ5_K>;
+  constexpr int kSubs = blk::kQK_K / kBlock;
+  const float* sx = xq.scales();
+  const int64_t supers = xq.k() / blk::kQK_K;
+  float acc = 0.0f;
+  Levels w;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
+    const float d = load_f16(p + offsetof(Block, d));
+    const float dmin = load_f16(p + offsetof(Block, dmin));
+    const uint8_t* scales = p + offsetof(Block, scales);
+    const uint8_t* qs = p + offsetof(Block, qs);
+    const uint8_t* qh = nullptr;
+    if constexpr (kFive) qh = p + offsetof(Block, qh);
+    for (int s = 0; s < kSubs; ++s) {
+      unpack_k4(qs + kBlock * (s / 2), qh, s, w);
+      int sc = 0, m = 0;
+      blk::k4_scale_min(scales, s, sc, m);
+      const int64_t b = sb * kSubs + s;
+      const auto isum = static_cast<float>(terms_sum(w, xq, b));
+      acc += (d * static_cast<float>(sc)) * sx[2 * b] * isum +
+             (-dmin * static_cast<float>(m)) * sx[2 * b + 1];
+    }
+  }
+  return acc;
+}
+
+float row_q6_k(const uint8_t* row, const Q8Activations& xq) {
+  using Block = blk::BlockQ6_K;
+  constexpr int kSubs = blk::kQK_K / kBlock;
+  const float* sx = xq.scales();
+  const int64_t supers = xq.k() / blk::kQK_K;
+  float acc = 0.0f;
+  Levels w;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
+    const float d = load_f16(p + offsetof(Block, d));
+    const auto* scales = reinterpret_cast<const int8_t*>(p + offsetof(Block, scales));
+    for (int a = 0; a < kSubs; ++a) {
+      const int h = a / 4, r = a % 4;
+      unpack_q6(p + offsetof(Block, ql) + 64 * h + 32 * (r % 2), p + offsetof(Block, qh) + 32 * h, r,
+                w);
+      const int64_t b = sb * kSubs + a;
+      int32_t lo = 0, hi = 0;
+      dot32_halves_minus32(w, xq.q() + b * kBlock, lo, hi);
+      if (xq.terms() == 2) {
+        int32_t lo2 = 0, hi2 = 0;
+        dot32_halves_minus32(w, xq.q_lo() + b * kBlock, lo2, hi2);
+        lo = 256 * lo + lo2;
+        hi = 256 * hi + hi2;
+      }
+      acc += d * sx[2 * b] *
+             (static_cast<float>(scales[2 * a]) * static_cast<float>(lo) +
+              static_cast<float>(scales[2 * a + 1]) * static_cast<float>(hi));
+    }
+  }
+  return acc;
+}
+
+float row(DType t, const uint8_t* w, const Q8Activations& xq) {
+  switch (t) {
+    case DType::kQ5_0:
+      return row_q5<blk::BlockQ5_0>(w, xq);
+    case DType::kQ5_1:
+      return row_q5<blk::BlockQ5_1>(w, xq);
+    case DType::kQ4_K:
+      return row_k4<blk::BlockQ4_K>(w, xq);
+    case DType::kQ5_K:
+      return row_k4<blk::BlockQ5_K>(w, xq);
+    default:
+      return row_q6_k(w, xq);
+  }
+}
+
+}  // namespace
+
+void DUET_KQUANT_ENTRY(const GemvArgs& a) {
+  for (int64_t r = a.row_begin; r < a.row_end; ++r) {
+    a.y[r] = row(a.wtype, a.w + r * a.row_bytes, *a.xq);
+  }
+}
+
+}  // namespace duet::onednn::detail
