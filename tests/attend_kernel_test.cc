@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -317,6 +318,39 @@ TEST(QuantizeQ8Kernel, StoresTheBytesOfQuantizeRow) {
     for (size_t b = 0; b < want.size(); b += 34) {
       ASSERT_TRUE(std::equal(want.begin() + b, want.begin() + b + 34, got.begin() + b))
           << cpu_path_name(path) << " block " << b / 34;
+    }
+  }
+}
+
+// GEMM panels of the 5-bit formats and K-quants are expanded by
+// expand_kquant: every value must be duet::dequantize_row's, bit for bit, on
+// every path (random bytes, f16 scales of every binade, either sign).
+TEST(ExpandWeights, KQuantsEqualDequantizeRowOnEveryPath) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (DType t : {DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const int64_t n = 256 * 6;
+    std::vector<uint8_t> blocks(static_cast<size_t>(*dtype_row_bytes(t, n)));
+    for (uint8_t& b : blocks) b = static_cast<uint8_t>(byte(rng));
+    // Keep the f16 fields finite (random bytes make some NaN or inf).
+    const int64_t block_bytes = dtype_traits(t).block_bytes;
+    const int64_t f16_at = t == DType::kQ6_K ? block_bytes - 2 : 0;
+    const int fields = t == DType::kQ5_0 || t == DType::kQ6_K ? 1 : 2;
+    for (size_t at = 0; at < blocks.size(); at += static_cast<size_t>(block_bytes)) {
+      for (int f = 0; f < fields; ++f) blocks[at + f16_at + 2 * f + 1] &= 0xbb;  // exponent < 31
+    }
+    std::vector<float> want(static_cast<size_t>(n));
+    dequantize_row(t, blocks.data(), want.data(), n);
+    for (CpuPath path :
+         {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+      if (path > hardware_cpu_path()) continue;
+      std::vector<float> got(want.size(), -1.0f);
+      vector_kernels(path).expand_kquant(t, blocks.data(), got.data(), n);
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << dtype_name(t) << " " << cpu_path_name(path) << " element " << i << ": " << got[i]
+            << " vs " << want[i];
+      }
     }
   }
 }

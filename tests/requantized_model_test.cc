@@ -35,7 +35,8 @@ class RequantizedModel : public ::testing::TestWithParam<std::string> {
   // onednn generates 32 tokens; the reference only prefills (with every
   // position's logits) and takes one token.
   std::unique_ptr<Pipeline> build(const std::string& plugin, bool teacher) {
-    const fs::path model = fs::path(DUET_BUILD_DIR) / "requantized" / ("smollm2-" + GetParam() + ".gguf");
+    const fs::path model =
+        fs::path(DUET_BUILD_DIR) / "requantized" / ("smollm2-" + GetParam() + ".gguf");
     if (!fs::exists(model)) {
       ADD_FAILURE() << model << " is missing: the fixture test requantized_smollm2 writes it";
       return nullptr;
@@ -47,8 +48,8 @@ class RequantizedModel : public ::testing::TestWithParam<std::string> {
         std::string("stages.0.prefill.all_logits=") + (teacher ? "true" : "false"),
         std::string("stages.1.decode.max_new_tokens=") + (teacher ? "1" : "32"),
         "stages.1.decode.stop=[]"};
-    PipelineConfig config =
-        load_pipeline_config(fs::path(DUET_SOURCE_DIR) / "configs/smollm2-reference.yaml", overrides);
+    PipelineConfig config = load_pipeline_config(
+        fs::path(DUET_SOURCE_DIR) / "configs/smollm2-reference.yaml", overrides);
     load_pipeline_plugins(config, host_);
     return Pipeline::build(config, host_);
   }
@@ -73,7 +74,8 @@ TEST_P(RequantizedModel, OnednnGreedyTokensAreTheReferenceBackends) {
     const RunResult want = reference->run_tokens(forced, sink);
     ASSERT_GE(want.prompt_logits.size(), forced.size() * static_cast<size_t>(vocab)) << prompt;
     for (size_t i = 0; i < got.generated_tokens.size(); ++i) {
-      const float* row = want.prompt_logits.data() + (ids.size() - 1 + i) * static_cast<size_t>(vocab);
+      const float* row =
+          want.prompt_logits.data() + (ids.size() - 1 + i) * static_cast<size_t>(vocab);
       const auto best = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
       ASSERT_EQ(got.generated_tokens[i], best)
           << GetParam() << " '" << prompt << "': generated token " << i << " differs";

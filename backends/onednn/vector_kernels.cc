@@ -14,6 +14,7 @@
 #include "duet/quant.h"
 #include "kernels/attend_avx512.h"
 #include "kernels/attend_tiles.h"
+#include "kernels/qgemv_paths.h"
 
 // Vector types are passed by value only between always-inline functions of
 // this file, so the ABI change GCC warns about never applies.
@@ -444,7 +445,7 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
 }
 
 // The kernels of one instruction set, attend_##NAME defined before it.
-#define DUET_VECTOR_KERNELS(NAME, W, TARGET)                                                    \
+#define DUET_VECTOR_KERNELS(NAME, W, TARGET, EXPAND_KQUANT)                                     \
   TARGET void softmax_##NAME(float* s, int64_t valid, int64_t width) {                          \
     softmax_body<W>(s, valid, width);                                                           \
   }                                                                                             \
@@ -470,7 +471,8 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   }                                                                                             \
   constexpr VectorKernels k##NAME{softmax_##NAME,   attend_##NAME,     nullptr,                 \
                                   merge_##NAME,     swiglu_##NAME,     dequantize_##NAME,       \
-                                  widen_f16_##NAME, narrow_f16_##NAME, quantize_q8_0_##NAME};
+                                  widen_f16_##NAME, narrow_f16_##NAME, quantize_q8_0_##NAME,    \
+                                  EXPAND_KQUANT};
 
 #define DUET_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define DUET_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
@@ -480,7 +482,7 @@ void attend_Baseline(const float* q, int32_t kv_heads, int32_t group, int32_t he
                      float* scores, SoftmaxPart state) {
   attend_body<4>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
 }
-DUET_VECTOR_KERNELS(Baseline, 4, )
+DUET_VECTOR_KERNELS(Baseline, 4, , detail::expand_kquant_scalar)
 
 #if defined(__x86_64__)
 DUET_TARGET_AVX2 void attend_Avx2(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
@@ -488,7 +490,7 @@ DUET_TARGET_AVX2 void attend_Avx2(const float* q, int32_t kv_heads, int32_t grou
                                   int64_t stride, int64_t n, float* scores, SoftmaxPart state) {
   attend_body<8>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
 }
-DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2)
+DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2, detail::expand_kquant_avx2)
 
 // Attention's memory-bound halves in intrinsics (kernels/attend_avx512.h),
 // the online-softmax step between them from the generic body.
@@ -501,7 +503,7 @@ DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t 
   attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
   detail::attend_values_avx512(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
 }
-DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512)
+DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512, detail::expand_kquant_avx512)
 
 // The AVX-512 kernels, and attention over a tiled q8_0 cache with VNNI
 // (kernels/attend_tiles.h).
@@ -546,6 +548,8 @@ void expand_weights(const VectorKernels& kernels, DType type, const void* src, f
                     int64_t n) {
   if (has_vector_dequantize(type)) {
     kernels.dequantize(type, src, dst, n);
+  } else if (has_vector_expand_kquant(type)) {
+    kernels.expand_kquant(type, src, dst, n);
   } else {
     dequantize_row(type, src, dst, n);
   }

@@ -79,6 +79,9 @@ struct VectorKernels {
   // Stores n elements (a multiple of 32) as q8_0 blocks at dst, byte for
   // byte as duet::quantize_row(DType::kQ8_0, ...) stores finite values.
   void (*quantize_q8_0)(const float* src, void* dst, int64_t n);
+  // Expands n elements of q5_0, q5_1, q4_k, q5_k or q6_k (whole blocks),
+  // each value equal to duet::dequantize_row's (kernels/qgemv_kquant.cc).
+  void (*expand_kquant)(DType type, const void* src, float* dst, int64_t n);
 };
 
 // Bytes of one KV head's head_dim elements in a cache slot of `type` (f32,
@@ -95,8 +98,15 @@ inline bool has_vector_dequantize(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0;
 }
 
+// q5_0, q5_1, q4_k, q5_k and q6_k: the block formats `expand_kquant` expands.
+inline bool has_vector_expand_kquant(DType t) {
+  return t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ4_K || t == DType::kQ5_K ||
+         t == DType::kQ6_K;
+}
+
 // Expands n elements of any weight type (n a multiple of the block size):
-// q4_0, q4_1 and q8_0 with `kernels`, the others with duet::dequantize_row.
+// q4_0, q4_1, q8_0 and the has_vector_expand_kquant formats with `kernels`,
+// the others (q2_k, q3_k, bf16) with duet::dequantize_row.
 void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst,
                     int64_t n);
 

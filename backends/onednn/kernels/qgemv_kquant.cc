@@ -3,8 +3,11 @@
 // instruction flags (kernels/CMakeLists.txt): unpacking and the byte dot
 // products of 32 elements have AVX2 forms (vpmaddubsw, or vpdpbusd where
 // AVX-512 VNNI is on) beside the portable ones the scalar build keeps; every
-// form computes the same integers. DUET_KQUANT_ENTRY names the entry point
-// being built.
+// form computes the same integers. The same unpacking expands the formats to
+// f32 for GEMM panels, value for value as duet::dequantize_row does.
+// DUET_KQUANT_ENTRY names the gemv entry point being built and
+// DUET_KQUANT_EXPAND_ENTRY, where given, the expansion's (the VNNI build,
+// whose expansion would be the AVX-512 one, has none).
 //
 // Every format is taken 32 elements at a time, one activation block of
 // Q8Activations: the weights' integer levels are unpacked to 32 bytes, their
@@ -29,8 +32,8 @@
 #include "duet/quant.h"
 #include "kernels/qgemv_paths.h"
 
-#ifndef DUET_KQUANT_ENTRY
-#error "DUET_KQUANT_ENTRY must name the entry point (kernels/CMakeLists.txt)"
+#if !defined(DUET_KQUANT_ENTRY)
+#error "DUET_KQUANT_ENTRY must name the gemv entry point (kernels/CMakeLists.txt)"
 #endif
 
 namespace duet::onednn::detail {
@@ -124,10 +127,10 @@ void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, Levels& w) {
   const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(15));
   const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(15));
   // Byte j of `spread` is byte j / 8 of qh; the mask picks bit j % 8.
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(qh)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                       3, 3, 3, 3, 3, 3, 3));
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
   const __m256i fifth =
       _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), bytes(16));
@@ -245,8 +248,8 @@ float row_q6_k(const uint8_t* row, const Q8Activations& xq) {
     const auto* scales = reinterpret_cast<const int8_t*>(p + offsetof(Block, scales));
     for (int a = 0; a < kSubs; ++a) {
       const int h = a / 4, r = a % 4;
-      unpack_q6(p + offsetof(Block, ql) + 64 * h + 32 * (r % 2), p + offsetof(Block, qh) + 32 * h, r,
-                w);
+      unpack_q6(p + offsetof(Block, ql) + 64 * h + 32 * (r % 2), p + offsetof(Block, qh) + 32 * h,
+                r, w);
       const int64_t b = sb * kSubs + a;
       int32_t lo = 0, hi = 0;
       dot32_halves_minus32(w, xq.q() + b * kBlock, lo, hi);
@@ -279,7 +282,106 @@ float row(DType t, const uint8_t* w, const Q8Activations& xq) {
   }
 }
 
+// ---- expansion to f32 (GEMM panels) ------------------------------------------
+#if defined(DUET_KQUANT_EXPAND_ENTRY)
+
+// y[i] = scale * (q[i] - bias) (+ offset) over 32 levels, scale per half
+// (q6_k's two sub-blocks), as duet::dequantize_row computes each value: one
+// multiply, then one add, never fused (this file is built with
+// -ffp-contract=off); formats without an offset add nothing, which keeps -0.
+template <bool kOffset>
+void expand32(const Levels& w, int bias, const float (&scale)[2], float offset, float* y) {
+#if defined(__AVX2__)
+  for (int i = 0; i < 4; ++i) {
+    const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.v + 8 * i));
+    const __m256 q =
+        _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(q8), _mm256_set1_epi32(bias)));
+    __m256 v = _mm256_mul_ps(_mm256_set1_ps(scale[i / 2]), q);
+    if constexpr (kOffset) v = _mm256_add_ps(v, _mm256_set1_ps(offset));
+    _mm256_storeu_ps(y + 8 * i, v);
+  }
+#else
+  for (int j = 0; j < kBlock; ++j) {
+    y[j] = scale[j / 16] * static_cast<float>(w.v[j] - bias);
+    if constexpr (kOffset) y[j] += offset;
+  }
+#endif
+}
+
+template <class Block>
+void expand_q5(const uint8_t* src, float* y, int64_t blocks) {
+  Levels w;
+  for (int64_t b = 0; b < blocks; ++b, y += kBlock) {
+    const uint8_t* p = src + b * static_cast<int64_t>(sizeof(Block));
+    unpack_q5(p + offsetof(Block, qs), p + offsetof(Block, qh), w);
+    const float d = load_f16(p + offsetof(Block, d));
+    if constexpr (std::is_same_v<Block, blk::BlockQ5_1>) {
+      const float m = load_f16(p + offsetof(Block, m));
+      expand32<true>(w, 0, {d, d}, m, y);
+    } else {
+      expand32<false>(w, 16, {d, d}, 0.0f, y);
+    }
+  }
+}
+
+template <class Block>
+void expand_k4(const uint8_t* src, float* y, int64_t supers) {
+  Levels w;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = src + sb * static_cast<int64_t>(sizeof(Block));
+    const float d = load_f16(p + offsetof(Block, d));
+    const float dmin = load_f16(p + offsetof(Block, dmin));
+    const uint8_t* qh = nullptr;
+    if constexpr (std::is_same_v<Block, blk::BlockQ5_K>) qh = p + offsetof(Block, qh);
+    for (int s = 0; s < blk::kQK_K / kBlock; ++s, y += kBlock) {
+      unpack_k4(p + offsetof(Block, qs) + kBlock * (s / 2), qh, s, w);
+      int sc = 0, m = 0;
+      blk::k4_scale_min(p + offsetof(Block, scales), s, sc, m);
+      const float d1 = d * static_cast<float>(sc);
+      const float m1 = -(dmin * static_cast<float>(m));  // d1*q - m1 as d1*q + (-m1)
+      expand32<true>(w, 0, {d1, d1}, m1, y);
+    }
+  }
+}
+
+void expand_q6_k(const uint8_t* src, float* y, int64_t supers) {
+  using Block = blk::BlockQ6_K;
+  Levels w;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = src + sb * static_cast<int64_t>(sizeof(Block));
+    const float d = load_f16(p + offsetof(Block, d));
+    const auto* scales = reinterpret_cast<const int8_t*>(p + offsetof(Block, scales));
+    for (int a = 0; a < blk::kQK_K / kBlock; ++a, y += kBlock) {
+      const int h = a / 4, r = a % 4;
+      unpack_q6(p + offsetof(Block, ql) + 64 * h + 32 * (r % 2), p + offsetof(Block, qh) + 32 * h,
+                r, w);
+      const float lo = d * static_cast<float>(scales[2 * a]);
+      const float hi = d * static_cast<float>(scales[2 * a + 1]);
+      expand32<false>(w, 32, {lo, hi}, 0.0f, y);
+    }
+  }
+}
+#endif
+
 }  // namespace
+
+#if defined(DUET_KQUANT_EXPAND_ENTRY)
+void DUET_KQUANT_EXPAND_ENTRY(DType type, const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  switch (type) {
+    case DType::kQ5_0:
+      return expand_q5<blk::BlockQ5_0>(p, dst, n / kBlock);
+    case DType::kQ5_1:
+      return expand_q5<blk::BlockQ5_1>(p, dst, n / kBlock);
+    case DType::kQ4_K:
+      return expand_k4<blk::BlockQ4_K>(p, dst, n / blk::kQK_K);
+    case DType::kQ5_K:
+      return expand_k4<blk::BlockQ5_K>(p, dst, n / blk::kQK_K);
+    default:
+      return expand_q6_k(p, dst, n / blk::kQK_K);
+  }
+}
+#endif
 
 void DUET_KQUANT_ENTRY(const GemvArgs& a) {
   for (int64_t r = a.row_begin; r < a.row_end; ++r) {

@@ -40,6 +40,11 @@ void gemv_kquant_scalar(const GemvArgs& a);
 void gemv_kquant_avx2(const GemvArgs& a);
 void gemv_kquant_avx512(const GemvArgs& a);
 void gemv_kquant_avx512_vnni(const GemvArgs& a);
+// Their expansion to f32, n elements (whole blocks), each value equal to
+// duet::dequantize_row's.
+void expand_kquant_scalar(DType type, const void* src, float* dst, int64_t n);
+void expand_kquant_avx2(DType type, const void* src, float* dst, int64_t n);
+void expand_kquant_avx512(DType type, const void* src, float* dst, int64_t n);
 void gemv_avx2(const GemvArgs& a);
 void gemv_avx512(const GemvArgs& a);
 void gemv_avx512_vnni(const GemvArgs& a);
