@@ -71,49 +71,70 @@ __m256i dot_lanes(__m256i w, __m256i x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
 #endif
 }
-int32_t sum_lanes(__m128i v) {
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
-  return _mm_cvtsi128_si32(v);
-}
-int32_t sum_lanes(__m256i v) {
-  return sum_lanes(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+float sum_lanes(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
 }
 #endif
 
-// Σ w[j] * x[j] over the 32 elements.
-int32_t dot32(const Levels& w, const int8_t* x) {
+// A row's running sum. Each activation block adds
+//   scale_lo * Σ_{j<16} (w[j] - bias) * x[j] + scale_hi * Σ_{j≥16} (...) + offset
+// over all terms of xq (x = 256*q + q_lo with two), where the scales carry the
+// block's unit u: dw*u for every format, per half for q6_k's two sub-blocks.
+// The AVX2 form keeps 8 lanes of 4-element integer sums (exact in float:
+// below 2^23 even with two terms) and scales them as floats, so a block costs
+// no horizontal sum; the lanes are summed once per row.
+class RowSum {
+ public:
+  void add(const Levels& w, const Q8Activations& xq, int64_t b, int bias, float scale_lo,
+           float scale_hi, float offset) {
 #if defined(__AVX2__)
-  return sum_lanes(dot_lanes(load32(w.v), load32(x)));
+    const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(w.v));
+    __m256i lanes = term(wv, xq.q() + b * kBlock, bias);
+    if (xq.terms() == 2) {
+      lanes = _mm256_add_epi32(_mm256_slli_epi32(lanes, 8), term(wv, xq.q_lo() + b * kBlock, bias));
+    }
+    const __m256 scale = _mm256_set_m128(_mm_set1_ps(scale_hi), _mm_set1_ps(scale_lo));
+    lanes_ = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scale, lanes_);
 #else
-  int32_t sum = 0;
-  for (int j = 0; j < kBlock; ++j) sum += static_cast<int32_t>(w.v[j]) * x[j];
-  return sum;
+    int32_t lo = half(w.v, xq.q() + b * kBlock, bias);
+    int32_t hi = half(w.v + 16, xq.q() + b * kBlock + 16, bias);
+    if (xq.terms() == 2) {
+      lo = 256 * lo + half(w.v, xq.q_lo() + b * kBlock, bias);
+      hi = 256 * hi + half(w.v + 16, xq.q_lo() + b * kBlock + 16, bias);
+    }
+    sum_ += scale_lo * static_cast<float>(lo) + scale_hi * static_cast<float>(hi);
 #endif
-}
+    sum_ += offset;
+  }
 
-// Σ (w[j] - 32) * x[j] over j < 16 (lo) and j ≥ 16 (hi): q6_k's two
-// sub-blocks in one activation block.
-void dot32_halves_minus32(const Levels& w, const int8_t* x, int32_t& lo, int32_t& hi) {
+  float total() const {
 #if defined(__AVX2__)
-  const __m256i xv = load32(x);
-  const __m256i d = _mm256_sub_epi32(dot_lanes(load32(w.v), xv), dot_lanes(bytes(32), xv));
-  lo = sum_lanes(_mm256_castsi256_si128(d));
-  hi = sum_lanes(_mm256_extracti128_si256(d, 1));
+    return sum_ + sum_lanes(lanes_);
 #else
-  lo = hi = 0;
-  for (int j = 0; j < 16; ++j) lo += (static_cast<int32_t>(w.v[j]) - 32) * x[j];
-  for (int j = 16; j < kBlock; ++j) hi += (static_cast<int32_t>(w.v[j]) - 32) * x[j];
+    return sum_;
 #endif
-}
+  }
 
-// An activation block's integer sum over all terms of xq (qgemv.h): Σ(w*q),
-// or with two terms 256*Σ(w*q) + Σ(w*q_lo).
-int32_t terms_sum(const Levels& w, const Q8Activations& xq, int64_t b) {
-  const int32_t hi = dot32(w, xq.q() + b * kBlock);
-  if (xq.terms() == 1) return hi;
-  return 256 * hi + dot32(w, xq.q_lo() + b * kBlock);
-}
+ private:
+#if defined(__AVX2__)
+  static __m256i term(__m256i w, const int8_t* x, int bias) {
+    const __m256i xv = load32(x);
+    const __m256i d = dot_lanes(w, xv);
+    return bias == 0 ? d : _mm256_sub_epi32(d, dot_lanes(bytes(bias), xv));
+  }
+  __m256 lanes_ = _mm256_setzero_ps();
+#else
+  static int32_t half(const uint8_t* w, const int8_t* x, int bias) {
+    int32_t sum = 0;
+    for (int j = 0; j < 16; ++j) sum += (static_cast<int32_t>(w[j]) - bias) * x[j];
+    return sum;
+  }
+#endif
+  float sum_ = 0.0f;
+};
 
 // ---- unpacking ---------------------------------------------------------------
 
@@ -143,9 +164,12 @@ void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, Levels& w) {
 #endif
 }
 
+// (The next two serve the expansion and the portable rows, which the VNNI
+// build, whose AVX2 rows unpack in registers and which has no expansion,
+// leaves unused.)
 // q4_k / q5_k sub-block s: nibble s % 2 of the 32 bytes q, and for q5_k
 // bit s of each byte of qh as the fifth bit.
-void unpack_k4(const uint8_t* q, const uint8_t* qh, int s, Levels& w) {
+[[maybe_unused]] void unpack_k4(const uint8_t* q, const uint8_t* qh, int s, Levels& w) {
 #if defined(__AVX2__)
   __m256i v = load32(q);
   if (s % 2 == 1) v = _mm256_srli_epi16(v, 4);
@@ -168,8 +192,8 @@ void unpack_k4(const uint8_t* q, const uint8_t* qh, int s, Levels& w) {
 
 // q6_k activation block a = 4h + r (elements 128h + 32r + l): low nibble r / 2
 // of ql (from 64h + 32(r % 2)), two high bits 2r of qh (from 32h); levels
-// 0..63, the format's -32 applied by dot32_halves_minus32.
-void unpack_q6(const uint8_t* ql, const uint8_t* qh, int r, Levels& w) {
+// 0..63, the format's -32 applied as RowSum's bias.
+[[maybe_unused]] void unpack_q6(const uint8_t* ql, const uint8_t* qh, int r, Levels& w) {
 #if defined(__AVX2__)
   __m256i low = load32(ql);
   if (r >= 2) low = _mm256_srli_epi16(low, 4);
@@ -190,7 +214,7 @@ void unpack_q6(const uint8_t* ql, const uint8_t* qh, int r, Levels& w) {
 template <class Block>
 float row_q5(const uint8_t* row, const Q8Activations& xq) {
   const float* sx = xq.scales();
-  float acc = 0.0f;
+  RowSum acc;
   Levels w;
   for (int64_t b = 0; b < xq.blocks(); ++b) {
     const uint8_t* p = row + b * static_cast<int64_t>(sizeof(Block));
@@ -198,12 +222,14 @@ float row_q5(const uint8_t* row, const Q8Activations& xq) {
     const float d = load_f16(p + offsetof(Block, d));
     float m = -16.0f * d;  // q5_0: d*(q - 16) = d*q + (-16d)
     if constexpr (std::is_same_v<Block, blk::BlockQ5_1>) m = load_f16(p + offsetof(Block, m));
-    const auto isum = static_cast<float>(terms_sum(w, xq, b));
-    acc += d * sx[2 * b] * isum + m * sx[2 * b + 1];
+    const float scale = d * sx[2 * b];
+    acc.add(w, xq, b, 0, scale, scale, m * sx[2 * b + 1]);
   }
-  return acc;
+  return acc.total();
 }
 
+#if !defined(__AVX2__)
+// The portable forms; the AVX2 builds use row_k4_avx2 and row_q6_k_avx2.
 // q4_k and q5_k: eight 32-element sub-blocks per super-block, each one
 // activation block.
 template <class Block>
@@ -212,7 +238,7 @@ float row_k4(const uint8_t* row, const Q8Activations& xq) {
   constexpr int kSubs = blk::kQK_K / kBlock;
   const float* sx = xq.scales();
   const int64_t supers = xq.k() / blk::kQK_K;
-  float acc = 0.0f;
+  RowSum acc;
   Levels w;
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
@@ -227,20 +253,149 @@ float row_k4(const uint8_t* row, const Q8Activations& xq) {
       int sc = 0, m = 0;
       blk::k4_scale_min(scales, s, sc, m);
       const int64_t b = sb * kSubs + s;
-      const auto isum = static_cast<float>(terms_sum(w, xq, b));
-      acc += (d * static_cast<float>(sc)) * sx[2 * b] * isum +
-             (-dmin * static_cast<float>(m)) * sx[2 * b + 1];
+      const float scale = (d * static_cast<float>(sc)) * sx[2 * b];
+      acc.add(w, xq, b, 0, scale, scale, (-dmin * static_cast<float>(m)) * sx[2 * b + 1]);
     }
   }
-  return acc;
+  return acc.total();
 }
 
+#endif
+
+#if defined(__AVX2__)
+// q4_k and q5_k a super-block at a time, in registers: the eight 6-bit scales
+// and minimums are unpacked together and turned into one vector each of
+// d*sc*u and dmin*m*s (u, s: each activation block's unit and sum); each pair
+// of sub-blocks (the low and high nibbles of 32 bytes) adds its 8-lane
+// integer sums scaled by its lane of the first, and the minimums are one
+// multiply-add per super-block.
+template <class Block>
+float row_k4_avx2(const uint8_t* row, const Q8Activations& xq) {
+  constexpr bool kFive = std::is_same_v<Block, blk::BlockQ5_K>;
+  const int64_t supers = xq.k() / blk::kQK_K;
+  const bool two = xq.terms() == 2;
+  const __m256i low4 = bytes(15);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
+    const int64_t b0 = sb * (blk::kQK_K / kBlock);
+    // k4_scale_min for all eight sub-blocks: 32-bit words of the 12 bytes.
+    uint32_t w[3];
+    std::memcpy(w, p + offsetof(Block, scales), sizeof w);
+    const uint32_t sc_lo = w[0] & 0x3f3f3f3fu;
+    const uint32_t m_lo = w[1] & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 6) & 0x03030303u) << 4;
+    const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 6) & 0x03030303u) << 4;
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+        _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
+    const __m256 mn = _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
+    // (u, s) pairs of the eight activation blocks, split into u and s.
+    const float* us = xq.scales() + 2 * b0;
+    const __m256 a = _mm256_loadu_ps(us), c = _mm256_loadu_ps(us + 8);
+    const __m256 u = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0x88)), 0xd8));
+    const __m256 sum = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0xdd)), 0xd8));
+    const __m256 scale =
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(load_f16(p + offsetof(Block, d))), sc), u);
+    acc_min = _mm256_fmadd_ps(
+        _mm256_mul_ps(_mm256_set1_ps(load_f16(p + offsetof(Block, dmin))), mn), sum, acc_min);
+    const uint8_t* qs = p + offsetof(Block, qs);
+    __m256i high = _mm256_setzero_si256();
+    if constexpr (kFive) high = load32(p + offsetof(Block, qh));
+    for (int pair = 0; pair < 4; ++pair) {
+      const __m256i q = load32(qs + kBlock * pair);
+      __m256i lv = _mm256_and_si256(q, low4);
+      __m256i hv = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (kFive) {
+        // Bits 2*pair and 2*pair + 1 of each qh byte: the fifth bits.
+        lv = _mm256_or_si256(
+            lv,
+            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * pair), bytes(1)), 4));
+        hv = _mm256_or_si256(
+            hv, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2 * pair + 1), bytes(1)),
+                                  4));
+      }
+      const int64_t b = b0 + 2 * pair;
+      __m256i dl = dot_lanes(lv, load32(xq.q() + b * kBlock));
+      __m256i dh = dot_lanes(hv, load32(xq.q() + (b + 1) * kBlock));
+      if (two) {
+        dl = _mm256_add_epi32(_mm256_slli_epi32(dl, 8),
+                              dot_lanes(lv, load32(xq.q_lo() + b * kBlock)));
+        dh = _mm256_add_epi32(_mm256_slli_epi32(dh, 8),
+                              dot_lanes(hv, load32(xq.q_lo() + (b + 1) * kBlock)));
+      }
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dl),
+                            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * pair)), acc);
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dh),
+                            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * pair + 1)), acc);
+    }
+  }
+  return sum_lanes(acc) - sum_lanes(acc_min);
+}
+#endif
+
+#if defined(__AVX2__)
+// q6_k a super-block at a time, in registers: for activation block a (the
+// elements 32a..32a+31), lanes 0-3 hold sub-block 2a's integer sums and
+// lanes 4-7 sub-block 2a+1's, scaled by d*u*sc of their sub-block.
+float row_q6_k_avx2(const uint8_t* row, const Q8Activations& xq) {
+  using Block = blk::BlockQ6_K;
+  const int64_t supers = xq.k() / blk::kQK_K;
+  const bool two = xq.terms() == 2;
+  const __m256i low4 = bytes(15), low2 = bytes(3), bias = bytes(32);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
+    const int64_t b0 = sb * (blk::kQK_K / kBlock);
+    const __m128i sc8 =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offsetof(Block, scales)));
+    const __m256 sc_first = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8));
+    const __m256 sc_second = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)));
+    const float* us = xq.scales() + 2 * b0;
+    const __m256 a0 = _mm256_loadu_ps(us), a1 = _mm256_loadu_ps(us + 8);
+    const __m256 du = _mm256_mul_ps(_mm256_set1_ps(load_f16(p + offsetof(Block, d))),
+                                    _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                        _mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0x88)), 0xd8)));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = load32(p + offsetof(Block, ql) + 64 * h);
+      const __m256i ql1 = load32(p + offsetof(Block, ql) + 64 * h + 32);
+      const __m256i qh = load32(p + offsetof(Block, qh) + 32 * h);
+      for (int r = 0; r < 4; ++r) {
+        const __m256i lowv = _mm256_and_si256(
+            r < 2 ? (r == 0 ? ql0 : ql1) : _mm256_srli_epi16(r == 2 ? ql0 : ql1, 4), low4);
+        const __m256i highv = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * r), low2);
+        const __m256i w = _mm256_or_si256(lowv, _mm256_slli_epi16(highv, 4));
+        const int a = 4 * h + r;
+        const int64_t b = b0 + a;
+        const __m256i x = load32(xq.q() + b * kBlock);
+        __m256i d = _mm256_sub_epi32(dot_lanes(w, x), dot_lanes(bias, x));
+        if (two) {
+          const __m256i xl = load32(xq.q_lo() + b * kBlock);
+          d = _mm256_add_epi32(_mm256_slli_epi32(d, 8),
+                               _mm256_sub_epi32(dot_lanes(w, xl), dot_lanes(bias, xl)));
+        }
+        const int j = 2 * (a % 4);
+        const __m256i pick = _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1);
+        const __m256 sc = _mm256_permutevar8x32_ps(a < 4 ? sc_first : sc_second, pick);
+        const __m256 scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(du, _mm256_set1_epi32(a)), sc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc);
+      }
+    }
+  }
+  return sum_lanes(acc);
+}
+#endif
+
+#if !defined(__AVX2__)
 float row_q6_k(const uint8_t* row, const Q8Activations& xq) {
   using Block = blk::BlockQ6_K;
   constexpr int kSubs = blk::kQK_K / kBlock;
   const float* sx = xq.scales();
   const int64_t supers = xq.k() / blk::kQK_K;
-  float acc = 0.0f;
+  RowSum acc;
   Levels w;
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
@@ -251,21 +406,14 @@ float row_q6_k(const uint8_t* row, const Q8Activations& xq) {
       unpack_q6(p + offsetof(Block, ql) + 64 * h + 32 * (r % 2), p + offsetof(Block, qh) + 32 * h,
                 r, w);
       const int64_t b = sb * kSubs + a;
-      int32_t lo = 0, hi = 0;
-      dot32_halves_minus32(w, xq.q() + b * kBlock, lo, hi);
-      if (xq.terms() == 2) {
-        int32_t lo2 = 0, hi2 = 0;
-        dot32_halves_minus32(w, xq.q_lo() + b * kBlock, lo2, hi2);
-        lo = 256 * lo + lo2;
-        hi = 256 * hi + hi2;
-      }
-      acc += d * sx[2 * b] *
-             (static_cast<float>(scales[2 * a]) * static_cast<float>(lo) +
-              static_cast<float>(scales[2 * a + 1]) * static_cast<float>(hi));
+      const float du = d * sx[2 * b];
+      acc.add(w, xq, b, 32, du * static_cast<float>(scales[2 * a]),
+              du * static_cast<float>(scales[2 * a + 1]), 0.0f);
     }
   }
-  return acc;
+  return acc.total();
 }
+#endif
 
 float row(DType t, const uint8_t* w, const Q8Activations& xq) {
   switch (t) {
@@ -273,12 +421,21 @@ float row(DType t, const uint8_t* w, const Q8Activations& xq) {
       return row_q5<blk::BlockQ5_0>(w, xq);
     case DType::kQ5_1:
       return row_q5<blk::BlockQ5_1>(w, xq);
+#if defined(__AVX2__)
+    case DType::kQ4_K:
+      return row_k4_avx2<blk::BlockQ4_K>(w, xq);
+    case DType::kQ5_K:
+      return row_k4_avx2<blk::BlockQ5_K>(w, xq);
+    default:
+      return row_q6_k_avx2(w, xq);
+#else
     case DType::kQ4_K:
       return row_k4<blk::BlockQ4_K>(w, xq);
     case DType::kQ5_K:
       return row_k4<blk::BlockQ5_K>(w, xq);
     default:
       return row_q6_k(w, xq);
+#endif
   }
 }
 
