@@ -218,7 +218,7 @@ TEST(Dequantize, RejectsPartialBlocksAndNonFloatTypes) {
   EXPECT_THROW(dequantize_row(DType::kI32, buf.data(), out.data(), 4), Error);
   EXPECT_THROW(quantize_row(DType::kI32, out.data(), buf.data(), 4), Error);
   // q2_k, q3_k and q8_k are read, not written: a clear refusal.
-  std::vector<uint8_t> super(292);
+  std::vector<uint8_t> super(static_cast<size_t>(dtype_traits(DType::kQ8_K).block_bytes));
   std::vector<float> x(256);
   for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ8_K}) {
     EXPECT_THROW(quantize_row(t, x.data(), super.data(), 256), Error) << dtype_name(t);

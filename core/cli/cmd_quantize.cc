@@ -38,8 +38,8 @@ std::string plan_line(const TensorPlan& p) {
 // "q4_k 30, q6_k 12, q5_0 170" over the tensors written.
 std::string type_counts(const std::vector<TensorPlan>& plan) {
   std::map<std::string, int> counts;
-  for (const TensorPlan& p : plan) ++counts[p.converted ? std::string(dtype_name(p.to))
-                                                        : ggml_type_name(p.from_code)];
+  for (const TensorPlan& p : plan)
+    ++counts[p.converted ? std::string(dtype_name(p.to)) : ggml_type_name(p.from_code)];
   std::string out;
   for (const auto& [name, n] : counts) {
     out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
@@ -69,14 +69,14 @@ int cmd_quantize(const std::vector<std::string>& args) {
       "[--dry-run] [--verbose]";
   if (!parse_command_line("quantize", synopsis, opts, {"in", "out"}, args, vm)) return 0;
   if (!vm.count("type")) {
-    throw Error(ErrorKind::kUsage,
-                "duet quantize: --type is required; one of " + type_list() + "; usage: " + synopsis);
+    throw Error(ErrorKind::kUsage, "duet quantize: --type is required; one of " + type_list() +
+                                       "; usage: " + synopsis);
   }
   const std::string type_name = vm["type"].as<std::string>();
   const std::optional<FileType> type = file_type_from_name(type_name);
   if (!type) {
-    throw Error(ErrorKind::kUsage, "duet quantize: unknown --type '" + type_name +
-                                       "'; one of " + type_list() +
+    throw Error(ErrorKind::kUsage, "duet quantize: unknown --type '" + type_name + "'; one of " +
+                                       type_list() +
                                        " (q2_k, q3_k and the iq types are not written)");
   }
   const int threads = vm["threads"].as<int>();
@@ -97,7 +97,8 @@ int cmd_quantize(const std::vector<std::string>& args) {
   const bool verbose = vm.count("verbose") != 0;
   options.on_tensor = [&](const TensorPlan& p) {
     ++done;
-    if (verbose) std::cerr << "[" << done << "/" << in.tensors().size() << "] " << plan_line(p) << "\n";
+    if (verbose)
+      std::cerr << "[" << done << "/" << in.tensors().size() << "] " << plan_line(p) << "\n";
   };
   const std::string out = vm["out"].as<std::string>();
   const QuantizeResult r = quantize_model(in, out, options);

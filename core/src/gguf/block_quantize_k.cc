@@ -55,7 +55,8 @@ float fit_with_min(int n, int nmax, const float* x, const float* w, float rmin, 
     return 0.0f;
   }
   auto levels = [&](float inv, uint8_t* out) {
-    for (int i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(std::clamp(nearest(inv * (x[i] - lo)), 0, nmax));
+    for (int i = 0; i < n; ++i)
+      out[i] = static_cast<uint8_t>(std::clamp(nearest(inv * (x[i] - lo)), 0, nmax));
   };
   auto weighted_error = [&](float scale, float offset, const uint8_t* levels_of) {
     float err = 0.0f;
@@ -185,7 +186,8 @@ void fit_k4_super_block(const float* x, int nmax, float rmin, int steps, Block& 
     for (int i = 0; i < kSub32; ++i) sum_x2 += xs[i] * xs[i];
     const float rms = std::sqrt(sum_x2 / kSub32);
     for (int i = 0; i < kSub32; ++i) weights[i] = rms + std::fabs(xs[i]);
-    scales[s] = fit_with_min(kSub32, nmax, xs, weights, rmin, 0.1f, steps, L + kSub32 * s, work, mins[s]);
+    scales[s] =
+        fit_with_min(kSub32, nmax, xs, weights, rmin, 0.1f, steps, L + kSub32 * s, work, mins[s]);
     max_scale = std::max(max_scale, scales[s]);
     max_min = std::max(max_min, mins[s]);
   }
@@ -207,7 +209,8 @@ void fit_k4_super_block(const float* x, int nmax, float rmin, int steps, Block& 
     if (d == 0.0f) continue;  // keeps the levels of the fit
     const float dm = f16_to_f32(out.dmin) * static_cast<float>(m);
     for (int i = 0; i < kSub32; ++i) {
-      L[kSub32 * s + i] = static_cast<uint8_t>(std::clamp(nearest((x[kSub32 * s + i] + dm) / d), 0, nmax));
+      L[kSub32 * s + i] =
+          static_cast<uint8_t>(std::clamp(nearest((x[kSub32 * s + i] + dm) / d), 0, nmax));
     }
   }
 }
@@ -220,8 +223,10 @@ BlockQ4_K quantize_q4_k(const float* x) {
   fit_k4_super_block(x, 15, -1.0f, 20, out, L);
   for (int j = 0; j < kQK_K; ++j) {
     const int chunk = j / 64, nib = (j % 64) / 32, l = j % 32;
-    if (nib == 0) out.qs[32 * chunk + l] = L[j];
-    else out.qs[32 * chunk + l] |= static_cast<uint8_t>(L[j] << 4);
+    if (nib == 0)
+      out.qs[32 * chunk + l] = L[j];
+    else
+      out.qs[32 * chunk + l] |= static_cast<uint8_t>(L[j] << 4);
   }
   return out;
 }
@@ -234,8 +239,10 @@ BlockQ5_K quantize_q5_k(const float* x) {
   for (int j = 0; j < kQK_K; ++j) {
     const int chunk = j / 64, nib = (j % 64) / 32, l = j % 32;
     const auto low = static_cast<uint8_t>(L[j] & 15);
-    if (nib == 0) out.qs[32 * chunk + l] = low;
-    else out.qs[32 * chunk + l] |= static_cast<uint8_t>(low << 4);
+    if (nib == 0)
+      out.qs[32 * chunk + l] = low;
+    else
+      out.qs[32 * chunk + l] |= static_cast<uint8_t>(low << 4);
     out.qh[l] |= static_cast<uint8_t>((L[j] >> 4) << (j / 32));
   }
   return out;
@@ -265,7 +272,8 @@ BlockQ6_K quantize_q6_k(const float* x) {
     const float d = f16_to_f32(out.d) * out.scales[s];
     if (d == 0.0f) continue;  // keeps the levels of the fit
     for (int i = 0; i < kSub16; ++i) {
-      L[kSub16 * s + i] = static_cast<int8_t>(std::clamp(nearest(x[kSub16 * s + i] / d), -32, 31) + 32);
+      L[kSub16 * s + i] =
+          static_cast<int8_t>(std::clamp(nearest(x[kSub16 * s + i] / d), -32, 31) + 32);
     }
   }
   // Element j = 128 h + 32 r + l: low nibble in ql (q6_k_quant's layout),

@@ -1,6 +1,8 @@
 // quantize_model of duet/app/quantize.h: every tensor of the plan converted
 // row by row (dequantize exactly, check, quantize), rows shared among
 // threads, then one GGUF written beside the destination and renamed over it.
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -10,8 +12,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <sched.h>
 
 #include "duet/app/quantize.h"
 #include "duet/error.h"
@@ -34,9 +34,10 @@ std::string where(const GgufFile& in, const TensorPlan& p) {
 void check_convertible(const GgufFile& in, const GgufTensorInfo& t, const TensorPlan& p,
                        const QuantizeOptions& o) {
   if (!t.dtype) {
-    throw Error(ErrorKind::kModelFile, where(in, p) + " is stored as " + t.type_name() +
-                                           ", which Duet cannot read, so it cannot be converted to " +
-                                           std::string(dtype_name(p.to)));
+    throw Error(ErrorKind::kModelFile,
+                where(in, p) + " is stored as " + t.type_name() +
+                    ", which Duet cannot read, so it cannot be converted to " +
+                    std::string(dtype_name(p.to)));
   }
   if (is_block_quantized(*t.dtype) && o.type != FileType::kF32 && !o.allow_requantize) {
     throw Error(ErrorKind::kModelFile,

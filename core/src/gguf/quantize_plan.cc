@@ -20,12 +20,12 @@ struct FileTypeInfo {
 };
 
 constexpr FileTypeInfo kFileTypes[] = {
-    {FileType::kF32, "f32", DType::kF32},         {FileType::kF16, "f16", DType::kF16},
-    {FileType::kBF16, "bf16", DType::kBF16},      {FileType::kQ8_0, "q8_0", DType::kQ8_0},
-    {FileType::kQ6_K, "q6_k", DType::kQ6_K},      {FileType::kQ5_K_M, "q5_k_m", DType::kQ5_K},
-    {FileType::kQ5_K_S, "q5_k_s", DType::kQ5_K},  {FileType::kQ5_1, "q5_1", DType::kQ5_1},
-    {FileType::kQ5_0, "q5_0", DType::kQ5_0},      {FileType::kQ4_K_M, "q4_k_m", DType::kQ4_K},
-    {FileType::kQ4_K_S, "q4_k_s", DType::kQ4_K},  {FileType::kQ4_1, "q4_1", DType::kQ4_1},
+    {FileType::kF32, "f32", DType::kF32},        {FileType::kF16, "f16", DType::kF16},
+    {FileType::kBF16, "bf16", DType::kBF16},     {FileType::kQ8_0, "q8_0", DType::kQ8_0},
+    {FileType::kQ6_K, "q6_k", DType::kQ6_K},     {FileType::kQ5_K_M, "q5_k_m", DType::kQ5_K},
+    {FileType::kQ5_K_S, "q5_k_s", DType::kQ5_K}, {FileType::kQ5_1, "q5_1", DType::kQ5_1},
+    {FileType::kQ5_0, "q5_0", DType::kQ5_0},     {FileType::kQ4_K_M, "q4_k_m", DType::kQ4_K},
+    {FileType::kQ4_K_S, "q4_k_s", DType::kQ4_K}, {FileType::kQ4_1, "q4_1", DType::kQ4_1},
     {FileType::kQ4_0, "q4_0", DType::kQ4_0},
 };
 
@@ -33,8 +33,8 @@ const FileTypeInfo& info(FileType type) {
   for (const FileTypeInfo& i : kFileTypes) {
     if (i.type == type) return i;
   }
-  throw Error(ErrorKind::kInternal, "FileType " + std::to_string(static_cast<uint32_t>(type)) +
-                                        " has no recipe");
+  throw Error(ErrorKind::kInternal,
+              "FileType " + std::to_string(static_cast<uint32_t>(type)) + " has no recipe");
 }
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != s.npos; }
@@ -93,8 +93,10 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
   }
   if (name == "token_embd.weight") return t;
   if (contains(name, "attn_v.weight")) {
-    if (k_m && more_bits(st.i_attn_v, st.n_attn_v)) t = DType::kQ6_K;
-    else if (ft == FileType::kQ4_K_S && st.i_attn_v < 4) t = DType::kQ5_K;
+    if (k_m && more_bits(st.i_attn_v, st.n_attn_v))
+      t = DType::kQ6_K;
+    else if (ft == FileType::kQ4_K_S && st.i_attn_v < 4)
+      t = DType::kQ5_K;
     ++st.i_attn_v;
     return t;
   }

@@ -62,11 +62,11 @@ DUET_API std::optional<FileType> file_type_from_name(std::string_view name);
 // What happens to one tensor of the input.
 struct DUET_API TensorPlan {
   std::string name;
-  Shape shape;                // outermost first
-  uint32_t from_code = 0;     // its ggml type code in the input
-  DType to = DType::kF32;     // the type written (the input's when !converted)
-  bool converted = false;     // false: copied byte for byte
-  bool fallback = false;      // the recipe's type did not fit the rows (see above)
+  Shape shape;             // outermost first
+  uint32_t from_code = 0;  // its ggml type code in the input
+  DType to = DType::kF32;  // the type written (the input's when !converted)
+  bool converted = false;  // false: copied byte for byte
+  bool fallback = false;   // the recipe's type did not fit the rows (see above)
 };
 
 // Each tensor's fate, in the input's order. Throws Error(kModelFile) naming
