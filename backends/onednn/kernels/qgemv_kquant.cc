@@ -97,7 +97,11 @@ class RowSum {
       lanes = _mm256_add_epi32(_mm256_slli_epi32(lanes, 8), term(wv, xq.q_lo() + b * kBlock, bias));
     }
     const __m256 scale = _mm256_set_m128(_mm_set1_ps(scale_hi), _mm_set1_ps(scale_lo));
-    lanes_ = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scale, lanes_);
+    // Alternating accumulators, and the offsets apart from both: no block's
+    // additions wait on the previous block's.
+    lanes_[n_ % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scale, lanes_[n_ % 2]);
+    offsets_[n_ % 8] += offset;
+    ++n_;
 #else
     int32_t lo = half(w.v, xq.q() + b * kBlock, bias);
     int32_t hi = half(w.v + 16, xq.q() + b * kBlock + 16, bias);
@@ -106,13 +110,14 @@ class RowSum {
       hi = 256 * hi + half(w.v + 16, xq.q_lo() + b * kBlock + 16, bias);
     }
     sum_ += scale_lo * static_cast<float>(lo) + scale_hi * static_cast<float>(hi);
-#endif
     sum_ += offset;
+#endif
   }
 
   float total() const {
 #if defined(__AVX2__)
-    return sum_ + sum_lanes(lanes_);
+    return sum_lanes(_mm256_add_ps(lanes_[0], lanes_[1])) +
+           sum_lanes(_mm256_loadu_ps(offsets_));
 #else
     return sum_;
 #endif
@@ -125,15 +130,17 @@ class RowSum {
     const __m256i d = dot_lanes(w, xv);
     return bias == 0 ? d : _mm256_sub_epi32(d, dot_lanes(bytes(bias), xv));
   }
-  __m256 lanes_ = _mm256_setzero_ps();
+  __m256 lanes_[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  float offsets_[8] = {};
+  int64_t n_ = 0;
 #else
   static int32_t half(const uint8_t* w, const int8_t* x, int bias) {
     int32_t sum = 0;
     for (int j = 0; j < 16; ++j) sum += (static_cast<int32_t>(w[j]) - bias) * x[j];
     return sum;
   }
-#endif
   float sum_ = 0.0f;
+#endif
 };
 
 // ---- unpacking ---------------------------------------------------------------
@@ -276,6 +283,7 @@ float row_k4_avx2(const uint8_t* row, const Q8Activations& xq) {
   const bool two = xq.terms() == 2;
   const __m256i low4 = bytes(15);
   __m256 acc = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
@@ -327,13 +335,14 @@ float row_k4_avx2(const uint8_t* row, const Q8Activations& xq) {
         dh = _mm256_add_epi32(_mm256_slli_epi32(dh, 8),
                               dot_lanes(hv, load32(xq.q_lo() + (b + 1) * kBlock)));
       }
+      // Two accumulators: the multiply-adds of a row do not wait on each other.
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dl),
                             _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * pair)), acc);
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dh),
-                            _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * pair + 1)), acc);
+      acc2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dh),
+                             _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * pair + 1)), acc2);
     }
   }
-  return sum_lanes(acc) - sum_lanes(acc_min);
+  return sum_lanes(_mm256_add_ps(acc, acc2)) - sum_lanes(acc_min);
 }
 #endif
 
@@ -346,7 +355,7 @@ float row_q6_k_avx2(const uint8_t* row, const Q8Activations& xq) {
   const int64_t supers = xq.k() / blk::kQK_K;
   const bool two = xq.terms() == 2;
   const __m256i low4 = bytes(15), low2 = bytes(3), bias = bytes(32);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // independent chains
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
     const int64_t b0 = sb * (blk::kQK_K / kBlock);
@@ -381,11 +390,11 @@ float row_q6_k_avx2(const uint8_t* row, const Q8Activations& xq) {
         const __m256i pick = _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1);
         const __m256 sc = _mm256_permutevar8x32_ps(a < 4 ? sc_first : sc_second, pick);
         const __m256 scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(du, _mm256_set1_epi32(a)), sc);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc);
+        acc[r % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[r % 2]);
       }
     }
   }
-  return sum_lanes(acc);
+  return sum_lanes(_mm256_add_ps(acc[0], acc[1]));
 }
 #endif
 
