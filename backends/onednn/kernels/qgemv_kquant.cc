@@ -116,8 +116,7 @@ class RowSum {
 
   float total() const {
 #if defined(__AVX2__)
-    return sum_lanes(_mm256_add_ps(lanes_[0], lanes_[1])) +
-           sum_lanes(_mm256_loadu_ps(offsets_));
+    return sum_lanes(_mm256_add_ps(lanes_[0], lanes_[1])) + sum_lanes(_mm256_loadu_ps(offsets_));
 #else
     return sum_;
 #endif
@@ -216,6 +215,23 @@ void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, Levels& w) {
 #endif
 }
 
+// Asks for the cache lines `kAhead` bytes past the block at p, which this
+// thread reads next (its rows are back to back): a block's bytes, that far
+// on. The hardware prefetchers alone left the 1B-shaped Q4_K_M's decode at
+// 14-15 tok/s; 1 KiB ahead gave 17-18, 2-8 KiB 18.6-20.7 (one run each,
+// alternating). A prefetch past the matrix never faults.
+void prefetch_ahead(const uint8_t* p, size_t block_bytes) {
+#if defined(__AVX2__)
+  constexpr size_t kAhead = 2048;
+  for (size_t at = 0; at < block_bytes; at += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + at), _MM_HINT_T0);
+  }
+#else
+  (void)p;
+  (void)block_bytes;
+#endif
+}
+
 // ---- rows ---------------------------------------------------------------------
 
 template <class Block>
@@ -225,6 +241,7 @@ float row_q5(const uint8_t* row, const Q8Activations& xq) {
   Levels w;
   for (int64_t b = 0; b < xq.blocks(); ++b) {
     const uint8_t* p = row + b * static_cast<int64_t>(sizeof(Block));
+    if (b % 3 == 0) prefetch_ahead(p, 64);  // a line per three 22- or 24-byte blocks
     unpack_q5(p + offsetof(Block, qs), p + offsetof(Block, qh), w);
     const float d = load_f16(p + offsetof(Block, d));
     float m = -16.0f * d;  // q5_0: d*(q - 16) = d*q + (-16d)
@@ -288,6 +305,7 @@ float row_k4_avx2(const uint8_t* row, const Q8Activations& xq) {
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
     const int64_t b0 = sb * (blk::kQK_K / kBlock);
+    prefetch_ahead(p, sizeof(Block));
     // k4_scale_min for all eight sub-blocks: 32-bit words of the 12 bytes.
     uint32_t w[3];
     std::memcpy(w, p + offsetof(Block, scales), sizeof w);
@@ -338,8 +356,9 @@ float row_k4_avx2(const uint8_t* row, const Q8Activations& xq) {
       // Two accumulators: the multiply-adds of a row do not wait on each other.
       acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dl),
                             _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * pair)), acc);
-      acc2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dh),
-                             _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * pair + 1)), acc2);
+      acc2 =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(dh),
+                          _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(2 * pair + 1)), acc2);
     }
   }
   return sum_lanes(_mm256_add_ps(acc, acc2)) - sum_lanes(acc_min);
@@ -359,6 +378,7 @@ float row_q6_k_avx2(const uint8_t* row, const Q8Activations& xq) {
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
     const int64_t b0 = sb * (blk::kQK_K / kBlock);
+    prefetch_ahead(p, sizeof(Block));
     const __m128i sc8 =
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offsetof(Block, scales)));
     const __m256 sc_first = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8));
