@@ -75,6 +75,10 @@ TEST_F(Cli, QuantizeWritesAFileAndRefusesBadRequestsWithTheirExitCodes) {
   EXPECT_NE(r.err.find("pass --allow-requantize"), std::string::npos) << r.err;
   r = duet("quantize " + (dir_ / "absent.gguf").string() + " " + out + " --type f32");
   EXPECT_EQ(r.code, 3);
+  // An output nowhere to be written is refused before any conversion.
+  r = duet("quantize " + tiny + " " + (dir_ / "no" / "such" / "dir.gguf").string() + " --type f32");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("cannot write model file"), std::string::npos) << r.err;
   r = duet("quantize " + tiny + " " + out + " --type Q8_0 --allow-requantize --threads 2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("as q8_0: 20 tensors (f32 5, q8_0 15)"), std::string::npos) << r.out;

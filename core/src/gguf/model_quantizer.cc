@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -101,23 +103,14 @@ std::vector<uint8_t> convert(const GgufFile& in, const GgufTensorInfo& t, const 
   return out;
 }
 
-}  // namespace
-
-QuantizeResult quantize_model(const GgufFile& in, const std::filesystem::path& out,
-                              const QuantizeOptions& options) {
-  QuantizeResult result;
-  result.plan = plan_quantization(in, options.type);
-  for (size_t i = 0; i < result.plan.size(); ++i) {
-    if (result.plan[i].converted) check_convertible(in, in.tensors()[i], result.plan[i], options);
-  }
-  const int threads = options.threads > 0 ? options.threads : default_threads();
-
+// Converts every tensor of the plan and writes the file to `path`.
+void write_converted(const GgufFile& in, const QuantizeOptions& options, int threads,
+                     const std::filesystem::path& path, QuantizeResult& result) {
   GgufWriter writer;
   for (const GgufMetadataEntry& e : in.metadata()) writer.set_value(e.key, e.value);
   // As llama-quantize writes them.
   writer.set_uint32("general.quantization_version", 2);
   writer.set_uint32("general.file_type", static_cast<uint32_t>(options.type));
-
   for (size_t i = 0; i < result.plan.size(); ++i) {
     const GgufTensorInfo& t = in.tensors()[i];
     const TensorPlan& p = result.plan[i];
@@ -134,12 +127,31 @@ QuantizeResult quantize_model(const GgufFile& in, const std::filesystem::path& o
                       std::move(data));
     if (options.on_tensor) options.on_tensor(p);
   }
+  writer.write(path);
+}
 
+}  // namespace
+
+QuantizeResult quantize_model(const GgufFile& in, const std::filesystem::path& out,
+                              const QuantizeOptions& options) {
+  QuantizeResult result;
+  result.plan = plan_quantization(in, options.type);
+  for (size_t i = 0; i < result.plan.size(); ++i) {
+    if (result.plan[i].converted) check_convertible(in, in.tensors()[i], result.plan[i], options);
+  }
+  const int threads = options.threads > 0 ? options.threads : default_threads();
   std::filesystem::path partial = out;
   partial += ".partial";
+  // Fail before the conversion (minutes for a large model), not after it.
+  if (!std::ofstream(partial, std::ios::binary | std::ios::trunc)) {
+    throw Error(ErrorKind::kModelFile, "cannot write model file '" + out.string() +
+                                           "' (creating '" + partial.string() +
+                                           "' beside it failed: " + std::strerror(errno) + ")");
+  }
+
   std::error_code ec;
   try {
-    writer.write(partial);
+    write_converted(in, options, threads, partial, result);
   } catch (...) {
     std::filesystem::remove(partial, ec);
     throw;
