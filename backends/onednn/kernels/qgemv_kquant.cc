@@ -9,7 +9,7 @@
 // DUET_KQUANT_EXPAND_ENTRY, where given, the expansion's (the VNNI build,
 // whose expansion would be the AVX-512 one, has none).
 //
-// Every format is taken 32 elements at a time, one activation block of
+// Every format is reckoned 32 elements at a time, one activation block of
 // Q8Activations: the weights' integer levels are unpacked to 32 bytes, their
 // dot products with the activation terms formed in integers, and the block
 // adds, as qgemv.h's formulas,
@@ -17,8 +17,12 @@
 // with dw, mw the block's scale and offset: q5_0 (d, -16d), q5_1 (d, m),
 // q4_k and q5_k (d*sc, -dmin*m of the 32-element sub-block); q6_k's two
 // 16-element sub-blocks each add u * d*sc * Σ((q-32)*qx) over their half.
-// Each row is summed in one fixed order, so the results do not depend on how
-// rows are shared among threads or which vectors share a call.
+// The AVX2 builds take a K-quant super-block (or eight q5 blocks) per step,
+// with the scales of all its blocks as one vector, keep 8 lanes of integer
+// sums per block scaled as floats (one horizontal sum per row), and prefetch
+// ahead in each thread's stream of rows; the portable build takes one block
+// at a time. Each row is summed in one fixed order, so the results do not
+// depend on how rows are shared among threads or which vectors share a call.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -79,7 +83,8 @@ float sum_lanes(__m256 v) {
 }
 #endif
 
-// A row's running sum. Each activation block adds
+// A row's running sum, block by block (the portable rows, and the q5 rows'
+// last blocks short of eight). Each activation block adds
 //   scale_lo * Σ_{j<16} (w[j] - bias) * x[j] + scale_hi * Σ_{j≥16} (...) + offset
 // over all terms of xq (x = 256*q + q_lo with two), where the scales carry the
 // block's unit u: dw*u for every format, per half for q6_k's two sub-blocks.
