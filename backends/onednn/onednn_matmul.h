@@ -26,8 +26,8 @@
 // expands each to f32 in a scratch buffer of its own and multiplies it with
 // oneDNN's f32 GEMM (dnnl_sgemm), which picks its AVX-512/AVX2 kernel at
 // run time. Only one panel per thread is ever expanded, never the whole
-// matrix, so memory stays at the mapped file plus a few MiB. bf16 weights,
-// which the gemv kernels lack, always go this way.
+// matrix, so memory stays at the mapped file plus a few MiB. bf16, q2_k and
+// q3_k weights, which the gemv kernels lack, always go this way.
 //
 // Batch-invariant mode (BackendOptions::batch_invariant): every product
 // takes the gemv kernels, whatever its number of rows, since they compute
