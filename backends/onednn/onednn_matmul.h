@@ -34,9 +34,9 @@
 // each activation row on its own with the same arithmetic (integer block
 // sums, then one fixed float order per weight row) whichever rows share the
 // call and however the weight rows are split among threads; GEMM does not
-// promise that (its blocking, hence its summation order, follows n). bf16
-// weights, which those kernels lack, are expanded to f32 a panel at a time
-// and go through the f32 gemv kernel.
+// promise that (its blocking, hence its summation order, follows n). bf16,
+// q2_k and q3_k weights, which those kernels lack, are expanded to f32 a
+// panel at a time and go through the f32 gemv kernel.
 //
 // Thread-safety: none; one thread calls run() at a time.
 #pragma once
