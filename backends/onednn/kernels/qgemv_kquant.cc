@@ -245,6 +245,16 @@ void prefetch_ahead(const uint8_t* p, size_t block_bytes) {
 // ---- rows ---------------------------------------------------------------------
 
 #if defined(__AVX2__)
+// The units u and sums s of the eight activation blocks from `us`, where
+// Q8Activations::scales() interleaves them (u0, s0, u1, s1, ...).
+void split_units(const float* us, __m256& u, __m256& s) {
+  const __m256 a = _mm256_loadu_ps(us), c = _mm256_loadu_ps(us + 8);
+  u = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0x88)), 0xd8));
+  s = _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0xdd)), 0xd8));
+}
+
 // q5_0 and q5_1 eight blocks at a time: their f16 scales (and minimums)
 // converted together and multiplied by the activation blocks' units and
 // sums as vectors; each block adds its 8 lanes of integer sums scaled by its
@@ -269,12 +279,8 @@ float row_q5_avx2(const uint8_t* row, const Q8Activations& xq) {
         std::memcpy(&mh[i], p + i * kBytes + offsetof(Block, m), sizeof(uint16_t));
     }
     const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
-    const float* us = xq.scales() + 2 * b;
-    const __m256 a0 = _mm256_loadu_ps(us), a1 = _mm256_loadu_ps(us + 8);
-    const __m256 u = _mm256_castpd_ps(
-        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0x88)), 0xd8));
-    const __m256 sum = _mm256_castpd_ps(
-        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0xdd)), 0xd8));
+    __m256 u, sum;
+    split_units(xq.scales() + 2 * b, u, sum);
     // q5_0: d*(q - 16) = d*q + (-16d); q5_1: d*q + m.
     const __m256 m = kMin ? _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(mh)))
                           : _mm256_mul_ps(_mm256_set1_ps(-16.0f), d);
@@ -392,13 +398,8 @@ float row_k4_avx2(const uint8_t* row, const Q8Activations& xq) {
         _mm_set_epi32(0, 0, static_cast<int>(sc_hi), static_cast<int>(sc_lo))));
     const __m256 mn = _mm256_cvtepi32_ps(
         _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(m_hi), static_cast<int>(m_lo))));
-    // (u, s) pairs of the eight activation blocks, split into u and s.
-    const float* us = xq.scales() + 2 * b0;
-    const __m256 a = _mm256_loadu_ps(us), c = _mm256_loadu_ps(us + 8);
-    const __m256 u = _mm256_castpd_ps(
-        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0x88)), 0xd8));
-    const __m256 sum = _mm256_castpd_ps(
-        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0xdd)), 0xd8));
+    __m256 u, sum;
+    split_units(xq.scales() + 2 * b0, u, sum);
     const __m256 scale =
         _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(load_f16(p + offsetof(Block, d))), sc), u);
     acc_min = _mm256_fmadd_ps(
@@ -458,11 +459,9 @@ float row_q6_k_avx2(const uint8_t* row, const Q8Activations& xq) {
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offsetof(Block, scales)));
     const __m256 sc_first = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8));
     const __m256 sc_second = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)));
-    const float* us = xq.scales() + 2 * b0;
-    const __m256 a0 = _mm256_loadu_ps(us), a1 = _mm256_loadu_ps(us + 8);
-    const __m256 du = _mm256_mul_ps(_mm256_set1_ps(load_f16(p + offsetof(Block, d))),
-                                    _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                        _mm256_castps_pd(_mm256_shuffle_ps(a0, a1, 0x88)), 0xd8)));
+    __m256 u, unused_sums;
+    split_units(xq.scales() + 2 * b0, u, unused_sums);
+    const __m256 du = _mm256_mul_ps(_mm256_set1_ps(load_f16(p + offsetof(Block, d))), u);
     for (int h = 0; h < 2; ++h) {
       const __m256i ql0 = load32(p + offsetof(Block, ql) + 64 * h);
       const __m256i ql1 = load32(p + offsetof(Block, ql) + 64 * h + 32);
