@@ -28,7 +28,7 @@
 #include "duet/app/plugin_host.h"
 #include "duet/error.h"
 #include "duet/quant.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "random_floats.h"
 #include "random_weight.h"
 
@@ -339,7 +339,7 @@ TEST_F(OnednnBatchInvariance, SwigluRowsAreBitIdenticalForOneOrManyRows) {
 
 // ---- the whole model ----------------------------------------------------------------
 
-// SmolLM2 with its own weights, LlamaModel driven step by step as a
+// SmolLM2 with its own weights, the model driven step by step as a
 // continuous-batching scheduler would: each sequence's logits at every
 // position must not change when it runs with others or on one thread.
 class ModelRig {
@@ -347,7 +347,7 @@ class ModelRig {
   ModelRig(int threads, DType kv_dtype, const std::shared_ptr<const GgufFile>& file,
            const ModelHParams& h, uint32_t placement, bool invariant = true)
       : backend_(onednn(threads, invariant)), hparams_(h) {
-    model_ = std::make_unique<LlamaModel>(file, h, *backend_);
+    model_ = make_model(file, h, *backend_);
     KVCacheSpec spec;
     spec.n_layers = h.n_layers;
     spec.n_kv_heads = h.n_kv_heads;
@@ -419,7 +419,7 @@ class ModelRig {
   static constexpr int32_t kModelBlocks = 64;
   std::shared_ptr<Backend> backend_;
   ModelHParams hparams_;
-  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<KVCache> kv_;
   std::unique_ptr<Attention> attention_;
   std::vector<int32_t> free_;

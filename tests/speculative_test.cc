@@ -10,7 +10,7 @@
 #include "duet/app/pipeline.h"
 #include "duet/error.h"
 #include "engine/session_impl.h"
-#include "models/llama.h"
+#include "models/model.h"
 #include "ngram_draft.h"
 #include "tiny_model.h"
 
@@ -150,7 +150,7 @@ struct Rig {
     file = std::make_shared<const GgufFile>(GgufFile::open(config.model.path));
     tokenizer = load_tokenizer(*file);
     backend = host.create_backend(c.backend, c.backend_options);
-    model = std::make_unique<LlamaModel>(file, c.hparams, *backend);
+    model = make_model(file, c.hparams, *backend);
     kv = backend->create_kv_cache(c.kv_cache);
     allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
     const ModelHParams& h = c.hparams;
@@ -184,7 +184,7 @@ struct Rig {
   std::shared_ptr<const GgufFile> file;
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<Backend> backend;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Model> model;
   std::unique_ptr<KVCache> kv;
   std::unique_ptr<KVAllocator> allocator;
   std::unique_ptr<Attention> attention;

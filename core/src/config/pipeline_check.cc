@@ -1,7 +1,6 @@
 #include "duet/app/pipeline_check.h"
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -108,8 +107,7 @@ void check_backend(Backend& backend, const PluginHost& host, const PipelineConfi
   if (out.attention_impl == "default" && !attn_impls.empty())
     out.attention_impl = attn_impls.front();
   problems.attempt(where, [&] {
-    AttentionSpec spec{h.n_heads, h.n_kv_heads, h.head_dim, 0.0f};
-    spec.scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
+    const AttentionSpec spec{h.n_heads, h.n_kv_heads, h.head_dim, h.attention_scale};
     auto attention =
         make_attention(backend, host, out.attention_impl, spec, config.attention.options);
     Support s = attention->check(out.kv_cache);

@@ -1,7 +1,6 @@
 #include "duet/app/pipeline.h"
 
 #include <chrono>
-#include <cmath>
 #include <new>
 #include <optional>
 
@@ -62,10 +61,10 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
         p.instance ? std::move(p.instance) : host.create_backend(p.backend, p.backend_options);
     made.model = make_model(s->file, c.hparams, *made.backend);
     made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
-    made.attention = make_attention(
-        *made.backend, host, p.attention_impl,
-        AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))},
-        config.attention.options);
+    made.attention =
+        make_attention(*made.backend, host, p.attention_impl,
+                       AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, h.attention_scale},
+                       config.attention.options);
   }
   // One bookkeeping for every cache: a sequence has the same slots in each.
   s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);

@@ -2,9 +2,9 @@
 // layers with their weights bound on a backend (internal to core).
 //
 // Sessions and the batching scheduler name only this interface. Every
-// architecture core accepts today (is_supported_architecture()) has Llama's
-// layer layout, so make_model() always builds the one implementation,
-// LlamaModel (llama.h).
+// architecture core accepts (models/architecture.h) is a row of the
+// registry that make_model() reads; today all of them build DecoderModel
+// (decoder_model.h) with their own layout.
 #pragma once
 
 #include <cstdint>
@@ -40,10 +40,10 @@ class Model {
                        std::vector<float>& logits) = 0;
 };
 
-// A LlamaModel with `file`'s weights bound on `backend`, whatever the
-// file's general.architecture (read_hparams() has already refused those
-// core cannot run). Throws duet::Error(kModelFile) as LlamaModel's
-// constructor does.
+// The model of `hparams.architecture` (read from `file` by read_hparams(),
+// which refuses architectures and keys core cannot run) with `file`'s
+// weights bound on `backend`. Throws duet::Error(kModelFile) for an
+// unregistered architecture and as DecoderModel's constructor does.
 std::unique_ptr<Model> make_model(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
                                   Backend& backend);
 

@@ -2,17 +2,43 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <string_view>
 
 #include "duet/app/gguf.h"
 #include "duet/app/suggest.h"
 #include "duet/error.h"
+#include "models/architecture.h"
 
 namespace duet {
 namespace {
 
-const std::vector<std::string>& supported_architectures() {
-  static const std::vector<std::string> kArchitectures = {"llama"};
-  return kArchitectures;
+// The `<arch>.*` keys read_hparams() understands, without the prefix. Any
+// other key under the prefix names something the model would do that Duet
+// does not (rope.scaling.factor, attention.sliding_window, expert_count,
+// ...), so the file is refused with that key.
+constexpr std::array<std::string_view, 13> kKnownKeys = {
+    "context_length",       "embedding_length",       "block_count",
+    "feed_forward_length",  "attention.head_count",   "attention.head_count_kv",
+    "attention.key_length", "attention.value_length", "attention.layer_norm_rms_epsilon",
+    "rope.freq_base",
+    "rope.dimension_count",  // must equal head_dim: all of a head rotates
+    "rope.scaling.type",     // must be "none"
+    "vocab_size",            // informative; tokenizer.ggml.tokens decides
+};
+
+void refuse_unknown_keys(const GgufFile& f, const std::string& arch) {
+  const std::string prefix = arch + ".";
+  for (const GgufMetadataEntry& e : f.metadata()) {
+    if (e.key.substr(0, prefix.size()) != prefix) continue;
+    const std::string_view rest = e.key.substr(prefix.size());
+    if (std::find(kKnownKeys.begin(), kKnownKeys.end(), rest) != kKnownKeys.end()) continue;
+    throw Error(ErrorKind::kModelFile,
+                f.path().string() + ": " + std::string(e.key) + " is a hyperparameter Duet's " +
+                    arch +
+                    " model does not implement; it would run the model wrong, so the file is "
+                    "refused (docs/architecture.md lists what each architecture supports)");
+  }
 }
 
 // Reads an integer key and checks it against [min, max]: every size later
@@ -29,9 +55,10 @@ int64_t read_bounded(const GgufFile& f, const std::string& key, int64_t min, int
 
 }  // namespace
 
+std::vector<std::string> supported_architectures() { return architecture_names(); }
+
 bool is_supported_architecture(const std::string& architecture) {
-  const auto& all = supported_architectures();
-  return std::find(all.begin(), all.end(), architecture) != all.end();
+  return find_architecture(architecture) != nullptr;
 }
 
 ModelHParams read_hparams(const GgufFile& f) {
@@ -43,6 +70,7 @@ ModelHParams read_hparams(const GgufFile& f) {
                 file + ": general.architecture '" + h.architecture +
                     "' is not supported; supported: " + quoted_list(supported_architectures()));
   }
+  refuse_unknown_keys(f, h.architecture);
   h.name = std::string(f.find_string("general.name").value_or(""));
   const std::string a = h.architecture + ".";
   h.context_length = read_bounded(f, a + "context_length", 1, int64_t{1} << 24);
@@ -55,18 +83,44 @@ ModelHParams read_hparams(const GgufFile& f) {
     h.n_kv_heads =
         static_cast<int32_t>(read_bounded(f, a + "attention.head_count_kv", 1, h.n_heads));
   }
-  if (h.n_embd % h.n_heads != 0 || h.n_heads % h.n_kv_heads != 0) {
-    throw Error(
-        ErrorKind::kModelFile,
-        file + ": inconsistent heads: embedding_length " + std::to_string(h.n_embd) +
-            ", head_count " + std::to_string(h.n_heads) + ", head_count_kv " +
-            std::to_string(h.n_kv_heads) +
-            "; head_count must divide embedding_length and head_count_kv must divide head_count");
+  if (h.n_heads % h.n_kv_heads != 0) {
+    throw Error(ErrorKind::kModelFile, file + ": inconsistent heads: head_count " +
+                                           std::to_string(h.n_heads) + ", head_count_kv " +
+                                           std::to_string(h.n_kv_heads) +
+                                           "; head_count_kv must divide head_count");
   }
-  h.head_dim = h.n_embd / h.n_heads;
+  if (f.find(a + "attention.key_length")) {
+    h.head_dim = static_cast<int32_t>(read_bounded(f, a + "attention.key_length", 1, 1 << 12));
+  } else if (h.n_embd % h.n_heads == 0) {
+    h.head_dim = h.n_embd / h.n_heads;
+  } else {
+    throw Error(ErrorKind::kModelFile, file + ": embedding_length " + std::to_string(h.n_embd) +
+                                           " is not a multiple of head_count " +
+                                           std::to_string(h.n_heads) + " and " + a +
+                                           "attention.key_length is absent, so the head "
+                                           "dimension is unknown");
+  }
   if (h.head_dim % 2 != 0) {
     throw Error(ErrorKind::kModelFile, file + ": head dimension " + std::to_string(h.head_dim) +
                                            " is odd; rotary embeddings need an even one");
+  }
+  // Keys that may only restate what Duet does.
+  const auto require_head_dim = [&](const std::string& key) {
+    if (!f.find(key)) return;
+    const int64_t v = f.get_int(key);
+    if (v != h.head_dim) {
+      throw Error(ErrorKind::kModelFile,
+                  file + ": " + key + " is " + std::to_string(v) + " but the head dimension is " +
+                      std::to_string(h.head_dim) + "; Duet implements only " + key + " = " +
+                      std::to_string(h.head_dim));
+    }
+  };
+  require_head_dim(a + "attention.value_length");
+  require_head_dim(a + "rope.dimension_count");
+  if (auto scaling = f.find_string(a + "rope.scaling.type"); scaling && *scaling != "none") {
+    throw Error(ErrorKind::kModelFile, file + ": " + a + "rope.scaling.type is '" +
+                                           std::string(*scaling) +
+                                           "'; Duet implements only unscaled RoPE ('none')");
   }
   const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
   if (tokens == nullptr || tokens->as_array() == nullptr) {
@@ -87,6 +141,7 @@ ModelHParams read_hparams(const GgufFile& f) {
                     " and layer_norm_rms_epsilon " + std::to_string(h.rms_eps) +
                     " must be positive (epsilon at most 1)");
   }
+  h.attention_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
   return h;
 }
 

@@ -1,4 +1,6 @@
-#include "models/llama.h"
+#include "models/decoder_model.h"
+
+#include <optional>
 
 #include "duet/error.h"
 
@@ -35,51 +37,83 @@ TensorView reshaped(const TensorView& t, Shape shape) {
   return r;
 }
 
+// The weight types core reads, as "f32, f16, q4_0, ...".
+std::string weight_type_list() {
+  std::string list;
+  for (uint32_t code = 0; code < 64; ++code) {
+    const std::optional<DType> t = dtype_from_code(code);
+    if (!t || *t == DType::kI32 || *t == DType::kQ8_K) continue;
+    list += (list.empty() ? "" : ", ") + std::string(dtype_name(*t));
+  }
+  return list;
+}
+
 }  // namespace
 
 // Activations for one step, grown to the largest step seen so far.
-struct LlamaModel::Scratch {
+struct DecoderModel::Scratch {
   int32_t n_rows = 0, n_logit_rows = 0;
   DeviceTensor ids, positions, x, h, q, k, v, attn, proj, gate, up, final_h, logits;
 };
 
-LlamaModel::LlamaModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
-                       Backend& backend)
-    : file_(std::move(file)), hparams_(hparams), backend_(backend), ops_(backend) {
+DecoderModel::DecoderModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
+                           const DecoderLayout& layout, Backend& backend)
+    : file_(std::move(file)), hparams_(hparams), layout_(layout), backend_(backend), ops_(backend) {
   const ModelHParams& h = hparams_;
+  const int64_t q_dim = int64_t{h.n_heads} * h.head_dim;
   const int64_t kv_dim = int64_t{h.n_kv_heads} * h.head_dim;
-  token_embd_ = bind("token_embd.weight", {h.n_vocab, h.n_embd});
-  output_norm_ = bind("output_norm.weight", {h.n_embd});
-  output_ = file_->find_tensor("output.weight") ? bind("output.weight", {h.n_vocab, h.n_embd})
-                                                : token_embd_;
+  using R = TensorRole;
+  token_embd_ = bind(R::kTokenEmbd, 0, {h.n_vocab, h.n_embd});
+  output_norm_ = bind(R::kOutputNorm, 0, {h.n_embd});
+  output_ = file_->find_tensor(tensor_name(R::kOutput)) ? bind(R::kOutput, 0, {h.n_vocab, h.n_embd})
+                                                        : token_embd_;
   for (int32_t l = 0; l < h.n_layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    layers_.push_back(Layer{
-        bind(b + "attn_norm.weight", {h.n_embd}), bind(b + "attn_q.weight", {h.n_embd, h.n_embd}),
-        bind(b + "attn_k.weight", {kv_dim, h.n_embd}),
-        bind(b + "attn_v.weight", {kv_dim, h.n_embd}),
-        bind(b + "attn_output.weight", {h.n_embd, h.n_embd}),
-        bind(b + "ffn_norm.weight", {h.n_embd}), bind(b + "ffn_gate.weight", {h.n_ff, h.n_embd}),
-        bind(b + "ffn_up.weight", {h.n_ff, h.n_embd}),
-        bind(b + "ffn_down.weight", {h.n_embd, h.n_ff})});
+    Layer w;
+    w.attn_norm = bind(R::kAttnNorm, l, {h.n_embd});
+    w.wq = bind(R::kAttnQ, l, {q_dim, h.n_embd});
+    w.wk = bind(R::kAttnK, l, {kv_dim, h.n_embd});
+    w.wv = bind(R::kAttnV, l, {kv_dim, h.n_embd});
+    if (layout_.qk_norm) {
+      w.q_norm = bind(R::kAttnQNorm, l, {h.head_dim});
+      w.k_norm = bind(R::kAttnKNorm, l, {h.head_dim});
+    }
+    w.wo = bind(R::kAttnOutput, l, {h.n_embd, q_dim});
+    w.ffn_norm = bind(R::kFfnNorm, l, {h.n_embd});
+    w.w_gate = bind(R::kFfnGate, l, {h.n_ff, h.n_embd});
+    w.w_up = bind(R::kFfnUp, l, {h.n_ff, h.n_embd});
+    w.w_down = bind(R::kFfnDown, l, {h.n_embd, h.n_ff});
+    layers_.push_back(w);
+  }
+  refuse_unbound_tensors();
+}
+
+DecoderModel::~DecoderModel() = default;
+
+void DecoderModel::refuse_unbound_tensors() const {
+  for (const GgufTensorInfo& t : file_->tensors()) {
+    if (bound_.count(t.name) != 0) continue;
+    throw Error(ErrorKind::kModelFile,
+                file_->path().string() + ": tensor '" + std::string(t.name) +
+                    "' is not part of Duet's " + hparams_.architecture +
+                    " model, so the model would run without it; the file is refused "
+                    "(docs/architecture.md lists what each architecture supports)");
   }
 }
 
-LlamaModel::~LlamaModel() = default;
-
-TensorView LlamaModel::bind(const std::string& name, Shape expected) {
+TensorView DecoderModel::bind(TensorRole role, int32_t layer, Shape expected) {
+  const std::string name = tensor_name(role, layer);
   const std::string where = file_->path().string() + ": tensor '" + name + "'";
   const GgufTensorInfo* info = file_->find_tensor(name);
   if (info == nullptr) throw Error(ErrorKind::kModelFile, where + " is missing");
+  bound_.insert(name);
   if (!(info->shape == expected)) {
     throw Error(ErrorKind::kModelFile, where + " has shape " + info->shape.str() +
                                            "; this model's hyperparameters need " + expected.str());
   }
   if (!info->supported()) {
-    throw Error(
-        ErrorKind::kModelFile,
-        where + " has type " + info->type_name() +
-            ", which Duet cannot compute with; supported: f32, f16, bf16, q4_0, q4_1, q8_0");
+    throw Error(ErrorKind::kModelFile,
+                where + " has type " + info->type_name() +
+                    ", which Duet cannot compute with; supported: " + weight_type_list());
   }
   const DType dtype = *info->dtype;
   const bool is_matrix = expected.rank == 2;
@@ -108,11 +142,12 @@ TensorView LlamaModel::bind(const std::string& name, Shape expected) {
   return view;
 }
 
-void LlamaModel::ensure_scratch(int32_t n_rows, int32_t n_logit_rows) {
+void DecoderModel::ensure_scratch(int32_t n_rows, int32_t n_logit_rows) {
   if (scratch_ && scratch_->n_rows >= n_rows && scratch_->n_logit_rows >= n_logit_rows) return;
   const ModelHParams& h = hparams_;
   const int32_t n = std::max(n_rows, scratch_ ? scratch_->n_rows : 0);
   const int32_t m = std::max(n_logit_rows, scratch_ ? scratch_->n_logit_rows : 0);
+  const int64_t q_dim = int64_t{h.n_heads} * h.head_dim;
   const int64_t kv_dim = int64_t{h.n_kv_heads} * h.head_dim;
   Device& d = backend_.device();
   auto s = std::make_unique<Scratch>();
@@ -122,10 +157,10 @@ void LlamaModel::ensure_scratch(int32_t n_rows, int32_t n_logit_rows) {
   s->positions = allocate(d, DType::kI32, {n});
   s->x = allocate(d, DType::kF32, {n, h.n_embd});
   s->h = allocate(d, DType::kF32, {n, h.n_embd});
-  s->q = allocate(d, DType::kF32, {n, h.n_embd});
+  s->q = allocate(d, DType::kF32, {n, q_dim});
   s->k = allocate(d, DType::kF32, {n, kv_dim});
   s->v = allocate(d, DType::kF32, {n, kv_dim});
-  s->attn = allocate(d, DType::kF32, {n, h.n_embd});
+  s->attn = allocate(d, DType::kF32, {n, q_dim});
   s->proj = allocate(d, DType::kF32, {n, h.n_embd});
   s->gate = allocate(d, DType::kF32, {n, h.n_ff});
   s->up = allocate(d, DType::kF32, {n, h.n_ff});
@@ -134,9 +169,9 @@ void LlamaModel::ensure_scratch(int32_t n_rows, int32_t n_logit_rows) {
   scratch_ = std::move(s);
 }
 
-void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv,
-                         Attention& attention, std::span<const int32_t> logit_rows,
-                         std::vector<float>& logits) {
+void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& step, KVCache& kv,
+                           Attention& attention, std::span<const int32_t> logit_rows,
+                           std::vector<float>& logits) {
   const ModelHParams& h = hparams_;
   const auto n = static_cast<int32_t>(tokens.size());
   const auto m = static_cast<int32_t>(logit_rows.size());
@@ -152,7 +187,7 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
              k = rows(s.k.view, 0, n), v = rows(s.v.view, 0, n), attn = rows(s.attn.view, 0, n),
              proj = rows(s.proj.view, 0, n), gate = rows(s.gate.view, 0, n),
              up = rows(s.up.view, 0, n);
-  const RopeParams rope{h.rope_freq_base, RopeParams::Pairs::kAdjacent};
+  const RopeParams rope{h.rope_freq_base, layout_.rope_pairs};
 
   backend_.begin_forward(step);
   ops_.embedding(token_embd_, ids, x);
@@ -164,6 +199,12 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
     ops_.matmul(hn, w.wv, v);
     TensorView q_heads = reshaped(q, {n, h.n_heads, h.head_dim});
     TensorView k_heads = reshaped(k, {n, h.n_kv_heads, h.head_dim});
+    if (layout_.qk_norm) {
+      TensorView q_rows = reshaped(q, {int64_t{n} * h.n_heads, h.head_dim});
+      TensorView k_rows = reshaped(k, {int64_t{n} * h.n_kv_heads, h.head_dim});
+      ops_.rmsnorm(q_rows, w.q_norm, h.rms_eps, q_rows);
+      ops_.rmsnorm(k_rows, w.k_norm, h.rms_eps, k_rows);
+    }
     ops_.rope(q_heads, positions, rope);
     ops_.rope(k_heads, positions, rope);
     attention.forward(l, step, q_heads, k_heads, reshaped(v, {n, h.n_kv_heads, h.head_dim}), kv,
@@ -192,15 +233,14 @@ void LlamaModel::forward(std::span<const int32_t> tokens, const StepBatch& step,
   device.synchronize();
 }
 
-}  // namespace duet
-
-namespace duet {
-
 std::unique_ptr<Model> make_model(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
                                   Backend& backend) {
-  // Every architecture core supports (supported_architectures()) is Llama's
-  // layer layout.
-  return std::make_unique<LlamaModel>(std::move(file), hparams, backend);
+  const Architecture* arch = find_architecture(hparams.architecture);
+  if (arch == nullptr) {
+    throw Error(ErrorKind::kModelFile, file->path().string() + ": general.architecture '" +
+                                           hparams.architecture + "' is not supported");
+  }
+  return std::make_unique<DecoderModel>(std::move(file), hparams, arch->layout, backend);
 }
 
 }  // namespace duet
