@@ -1,10 +1,11 @@
-// duet_make_random_model — writes a Llama model with random weights, of
+// duet_make_random_model — writes a decoder model with random weights, of
 // SmolLM2-135M's shape or a 1B-class one (see random_llama.h), for
 // benchmarks and backend comparisons on machines that do not have the real
 // model.
 //
-//   duet_make_random_model OUT.gguf [--shape smollm2-135m|llama-1b]
-//                          [--type q4_1|q4_0|q8_0|f16|f32] [--seed N]
+//   duet_make_random_model OUT.gguf [--arch llama|qwen3]
+//                          [--shape smollm2-135m|llama-1b]
+//                          [--type q4_1|q4_0|q8_0|f16|f32|...] [--seed N]
 #include <cstdlib>
 #include <exception>
 #include <iostream>
@@ -16,13 +17,15 @@
 
 int main(int argc, char** argv) {
   const std::string usage =
-      "usage: duet_make_random_model OUT.gguf [--shape smollm2-135m|llama-1b]\n"
-      "                              [--type q4_1|q4_0|q8_0|f16|f32] [--seed N]\n";
+      "usage: duet_make_random_model OUT.gguf [--arch llama|qwen3]\n"
+      "                              [--shape smollm2-135m|llama-1b]\n"
+      "                              [--type q4_1|q4_0|q8_0|f16|f32|...] [--seed N]\n";
   if (argc < 2 || std::string(argv[1]) == "--help") {
     std::cerr << usage;
     return argc < 2 ? 2 : 0;
   }
   std::string shape_name = "smollm2-135m";
+  std::string arch = "llama";
   std::optional<duet::DType> type;
   std::optional<uint64_t> seed;
   for (int i = 2; i < argc; ++i) {
@@ -32,7 +35,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string value = argv[++i];
-    if (flag == "--shape") {
+    if (flag == "--arch") {
+      arch = value;
+      if (!duet::testing::random_llama_architecture(arch)) {
+        std::cerr << "--arch: unknown architecture '" << arch << "'\n" << usage;
+        return 2;
+      }
+    } else if (flag == "--shape") {
       shape_name = value;
     } else if (flag == "--type") {
       type = duet::dtype_from_name(value);
@@ -57,6 +66,7 @@ int main(int argc, char** argv) {
     std::cerr << "--shape: unknown shape '" << shape_name << "'\n" << usage;
     return 2;
   }
+  shape->architecture = arch;
   if (type) shape->matrix_type = *type;
   if (seed) shape->seed = *seed;
   try {

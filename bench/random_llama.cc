@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "duet/app/gguf.h"
+#include "duet/app/tensor_names.h"
 #include "duet/quant.h"
 #include "duet/rng.h"
 #include "gpt2_byte_symbols.h"
@@ -126,6 +127,8 @@ std::optional<RandomLlama> random_llama_shape(std::string_view name) {
   return shape;
 }
 
+bool random_llama_architecture(std::string_view name) { return name == "llama" || name == "qwen3"; }
+
 int32_t random_llama_next(int32_t token, int32_t n_vocab) {
   const int64_t span = n_vocab - kControlTokens;
   // 7919 is prime and does not divide 49149 (= 3² · 43 · 127), so for
@@ -137,39 +140,50 @@ int32_t random_llama_next(int32_t token, int32_t n_vocab) {
 
 void write_random_llama(const std::filesystem::path& path, const RandomLlama& s) {
   GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  w.set_string("general.name", "random-llama");
-  w.set_uint32("llama.context_length", static_cast<uint32_t>(s.context_length));
-  w.set_uint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_uint32("llama.block_count", static_cast<uint32_t>(s.n_layers));
-  w.set_uint32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_uint32("llama.attention.head_count", static_cast<uint32_t>(s.n_heads));
-  w.set_uint32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
-  w.set_float32("llama.rope.freq_base", 100000.0f);
-  w.set_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  const std::string a = s.architecture + ".";
+  const int64_t head_dim = int64_t{s.n_embd} / s.n_heads;
+  w.set_string("general.architecture", s.architecture);
+  w.set_string("general.name", "random-" + s.architecture);
+  w.set_uint32(a + "context_length", static_cast<uint32_t>(s.context_length));
+  w.set_uint32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_uint32(a + "block_count", static_cast<uint32_t>(s.n_layers));
+  w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(s.n_heads));
+  w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
+  const bool qwen3 = s.architecture == "qwen3";
+  if (qwen3) {
+    w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
+    w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
+  }
+  w.set_float32(a + "rope.freq_base", 100000.0f);
+  w.set_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   write_vocabulary(w, s.n_vocab);
 
-  const int64_t kv_dim = int64_t{s.n_embd} / s.n_heads * s.n_kv_heads;
+  const int64_t kv_dim = head_dim * s.n_kv_heads;
+  using R = TensorRole;
   TensorMaker t(w, s.seed, s.matrix_type);
-  t.matrix("token_embd.weight", s.n_vocab, s.n_embd, 0, 1.0f, [](int64_t r) { return r; });
+  t.matrix(tensor_name(R::kTokenEmbd), s.n_vocab, s.n_embd, 0, 1.0f, [](int64_t r) { return r; });
   // Row next(c) of the LM head is embedding row c (see the header).
   std::vector<int64_t> from(static_cast<size_t>(s.n_vocab), -1);
   for (int32_t c = kControlTokens; c < s.n_vocab; ++c)
     from[static_cast<size_t>(random_llama_next(c, s.n_vocab))] = c;
-  t.matrix("output.weight", s.n_vocab, s.n_embd, 0, 1.0f,
+  t.matrix(tensor_name(R::kOutput), s.n_vocab, s.n_embd, 0, 1.0f,
            [&](int64_t r) { return from[static_cast<size_t>(r)]; });
-  t.ones("output_norm.weight", s.n_embd);
+  t.ones(tensor_name(R::kOutputNorm), s.n_embd);
   for (int32_t l = 0; l < s.n_layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    t.ones(b + "attn_norm.weight", s.n_embd);
-    t.matrix(b + "attn_q.weight", s.n_embd, s.n_embd, s.qk_scale);
-    t.matrix(b + "attn_k.weight", kv_dim, s.n_embd, s.qk_scale);
-    t.matrix(b + "attn_v.weight", kv_dim, s.n_embd, s.vo_scale);
-    t.matrix(b + "attn_output.weight", s.n_embd, s.n_embd, s.vo_scale);
-    t.ones(b + "ffn_norm.weight", s.n_embd);
-    t.matrix(b + "ffn_gate.weight", s.n_ff, s.n_embd, s.ffn_scale);
-    t.matrix(b + "ffn_up.weight", s.n_ff, s.n_embd, s.ffn_scale);
-    t.matrix(b + "ffn_down.weight", s.n_embd, s.n_ff, s.ffn_scale);
+    t.ones(tensor_name(R::kAttnNorm, l), s.n_embd);
+    t.matrix(tensor_name(R::kAttnQ, l), s.n_embd, s.n_embd, s.qk_scale);
+    t.matrix(tensor_name(R::kAttnK, l), kv_dim, s.n_embd, s.qk_scale);
+    t.matrix(tensor_name(R::kAttnV, l), kv_dim, s.n_embd, s.vo_scale);
+    if (qwen3) {
+      t.ones(tensor_name(R::kAttnQNorm, l), head_dim);
+      t.ones(tensor_name(R::kAttnKNorm, l), head_dim);
+    }
+    t.matrix(tensor_name(R::kAttnOutput, l), s.n_embd, s.n_embd, s.vo_scale);
+    t.ones(tensor_name(R::kFfnNorm, l), s.n_embd);
+    t.matrix(tensor_name(R::kFfnGate, l), s.n_ff, s.n_embd, s.ffn_scale);
+    t.matrix(tensor_name(R::kFfnUp, l), s.n_ff, s.n_embd, s.ffn_scale);
+    t.matrix(tensor_name(R::kFfnDown, l), s.n_embd, s.n_ff, s.ffn_scale);
   }
   w.write(path);
 }

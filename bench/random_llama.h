@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "duet/dtype.h"
@@ -29,6 +30,9 @@
 namespace duet::testing {
 
 struct RandomLlama {
+  // general.architecture: "llama", or "qwen3" (per-head q/k norms of ones,
+  // NeoX RoPE, attention.key_length written).
+  std::string architecture = "llama";
   // SmolLM2-135M's shape.
   int32_t n_vocab = 49152;
   int32_t n_embd = 576;
@@ -55,12 +59,15 @@ struct RandomLlama {
 //                 f16. Its weight scales are SmolLM2's times sqrt(576 / 2048),
 //                 so that each product adds about what a SmolLM2-shaped one
 //                 does to its 2048-wide input.
-// matrix_type and seed keep their defaults.
+// architecture, matrix_type and seed keep their defaults.
 std::optional<RandomLlama> random_llama_shape(std::string_view name);
 
 // The token the LM head favours after `token` when the layers are quiet:
 // a permutation of [3, n_vocab); control tokens 0..2 map into it too.
 int32_t random_llama_next(int32_t token, int32_t n_vocab);
+
+// Whether `name` is an architecture write_random_llama() can write.
+bool random_llama_architecture(std::string_view name);
 
 // Writes the model to `path` (about 110 MB for the default shape in q4_1).
 // Uses every hardware thread to draw and quantize the weights.

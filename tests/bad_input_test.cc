@@ -89,6 +89,12 @@ class BadInput : public ::testing::TestWithParam<Row> {
     testing::TinyLlama missing;
     missing.omit_tensor = "blk.1.ffn_down.weight";
     testing::write_tiny_llama(d / "missing-tensor.gguf", missing);
+    testing::TinyLlama scaled;
+    scaled.extra_key = "rope.scaling.factor";
+    testing::write_tiny_llama(d / "hparam.gguf", scaled);
+    testing::TinyLlama freqs;
+    freqs.extra_tensor = "rope_freqs.weight";
+    testing::write_tiny_llama(d / "extra-tensor.gguf", freqs);
     testing::TinyLlama pre;
     pre.pre_tokenizer = "llama-bpe-2031";
     testing::write_tiny_llama(d / "pre.gguf", pre);
@@ -154,7 +160,7 @@ class BadInput : public ::testing::TestWithParam<Row> {
     split("split-wide.yaml", "path: tiny.gguf", "path: wide.gguf");
     spit(d / "large.yaml", std::string(2 << 20, '#'));
     for (const char* m : {"empty", "text", "truncated", "version1", "huge-string", "dir", "arch",
-                          "missing-tensor", "pre"}) {
+                          "missing-tensor", "pre", "hparam", "extra-tensor"}) {
       variant(std::string("model-") + m + ".yaml", "path: tiny.gguf",
               std::string("path: ") + m + ".gguf");
     }
@@ -216,6 +222,13 @@ const Row kRows[] = {
     {"model_missing_tensor", "run {dir}/model-missing-tensor.yaml", 3,
      "'blk.1.ffn_down.weight' is missing"},
     {"model_pre_tokenizer", "run {dir}/model-pre.yaml", 3, "'llama-bpe-2031' is not supported"},
+    // A hyperparameter or tensor Duet does not implement is named, not
+    // ignored.
+    {"model_unimplemented_key", "run {dir}/model-hparam.yaml", 3,
+     "llama.rope.scaling.factor is a hyperparameter Duet's llama model does not implement", true,
+     true},
+    {"model_unbound_tensor", "run {dir}/model-extra-tensor.yaml", 3,
+     "tensor 'rope_freqs.weight' is not part of Duet's llama model", true, true},
     {"run_model_truncated", "run {dir}/model-truncated.yaml", 3, "truncated.gguf"},
     {"run_model_text", "run {dir}/model-text.yaml", 3, "not a GGUF file"},
     // Pipeline YAML.

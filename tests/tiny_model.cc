@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "duet/app/gguf.h"
+#include "duet/app/tensor_names.h"
 #include "duet/quant.h"
 #include "duet/rng.h"
 #include "gpt2_byte_symbols.h"
@@ -76,14 +77,20 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
   GgufWriter w;
   w.set_string("general.architecture", s.architecture);
   w.set_string("general.name", "tiny-llama-test");
-  w.set_uint32("llama.context_length", static_cast<uint32_t>(s.context_length));
-  w.set_uint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_uint32("llama.block_count", static_cast<uint32_t>(s.n_layers));
-  w.set_uint32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_uint32("llama.attention.head_count", static_cast<uint32_t>(s.n_heads));
-  w.set_uint32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
-  w.set_float32("llama.rope.freq_base", 10000.0f);
-  w.set_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  const std::string a = s.architecture + ".";
+  w.set_uint32(a + "context_length", static_cast<uint32_t>(s.context_length));
+  w.set_uint32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_uint32(a + "block_count", static_cast<uint32_t>(s.n_layers));
+  w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(s.n_heads));
+  w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
+  if (s.head_dim != 0) {
+    w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
+    w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
+  }
+  w.set_float32(a + "rope.freq_base", 10000.0f);
+  w.set_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (!s.extra_key.empty()) w.set_uint32(a + s.extra_key, 1);
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string("tokenizer.ggml.pre", s.pre_tokenizer);
   const TinyVocab vocab = tiny_vocab(s.n_vocab);
@@ -99,23 +106,30 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
                "'<|im_start|>assistant\\n' }}"
                "{% endif %}");
 
-  const int64_t head_dim = s.n_embd / s.n_heads;
+  const int64_t head_dim = s.head_dim != 0 ? s.head_dim : s.n_embd / s.n_heads;
+  const int64_t q_dim = head_dim * s.n_heads;
   const int64_t kv_dim = head_dim * s.n_kv_heads;
+  const bool qk_norm = s.architecture == "qwen3";
   TensorMaker t(w, s.seed, s.omit_tensor);
-  t.add("token_embd.weight", s.matrix_type, {s.n_vocab, s.n_embd});
-  t.add("output_norm.weight", DType::kF32, {s.n_embd}, 1.0f);
+  using R = TensorRole;
+  t.add(tensor_name(R::kTokenEmbd), s.matrix_type, {s.n_vocab, s.n_embd});
+  t.add(tensor_name(R::kOutputNorm), DType::kF32, {s.n_embd}, 1.0f);
   for (int32_t l = 0; l < s.n_layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    t.add(b + "attn_norm.weight", DType::kF32, {s.n_embd}, 1.0f);
-    t.add(b + "attn_q.weight", s.matrix_type, {s.n_embd, s.n_embd});
-    t.add(b + "attn_k.weight", s.matrix_type, {kv_dim, s.n_embd});
-    t.add(b + "attn_v.weight", s.matrix_type, {kv_dim, s.n_embd});
-    t.add(b + "attn_output.weight", s.matrix_type, {s.n_embd, s.n_embd});
-    t.add(b + "ffn_norm.weight", DType::kF32, {s.n_embd}, 1.0f);
-    t.add(b + "ffn_gate.weight", s.matrix_type, {s.n_ff, s.n_embd});
-    t.add(b + "ffn_up.weight", s.matrix_type, {s.n_ff, s.n_embd});
-    t.add(b + "ffn_down.weight", s.matrix_type, {s.n_embd, s.n_ff});
+    t.add(tensor_name(R::kAttnNorm, l), DType::kF32, {s.n_embd}, 1.0f);
+    t.add(tensor_name(R::kAttnQ, l), s.matrix_type, {q_dim, s.n_embd});
+    t.add(tensor_name(R::kAttnK, l), s.matrix_type, {kv_dim, s.n_embd});
+    t.add(tensor_name(R::kAttnV, l), s.matrix_type, {kv_dim, s.n_embd});
+    if (qk_norm) {
+      t.add(tensor_name(R::kAttnQNorm, l), DType::kF32, {head_dim}, 1.0f);
+      t.add(tensor_name(R::kAttnKNorm, l), DType::kF32, {head_dim}, 1.0f);
+    }
+    t.add(tensor_name(R::kAttnOutput, l), s.matrix_type, {s.n_embd, q_dim});
+    t.add(tensor_name(R::kFfnNorm, l), DType::kF32, {s.n_embd}, 1.0f);
+    t.add(tensor_name(R::kFfnGate, l), s.matrix_type, {s.n_ff, s.n_embd});
+    t.add(tensor_name(R::kFfnUp, l), s.matrix_type, {s.n_ff, s.n_embd});
+    t.add(tensor_name(R::kFfnDown, l), s.matrix_type, {s.n_embd, s.n_ff});
   }
+  if (!s.extra_tensor.empty()) t.add(s.extra_tensor, DType::kF32, {s.n_embd}, 1.0f);
   w.write(path);
 }
 

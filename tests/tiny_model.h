@@ -17,17 +17,22 @@ struct TinyLlama {
   int32_t n_heads = 4;
   int32_t n_kv_heads = 2;
   int32_t n_ff = 128;
+  int32_t head_dim = 0;  // 0: n_embd / n_heads; else written as attention.key_length
   int64_t context_length = 256;
   DType matrix_type = DType::kQ4_1;  // projections and the embedding table
   uint64_t seed = 1;                 // weights are uniform in [-0.5, 0.5)
+  // general.architecture and the prefix of its keys: "llama", or "qwen3"
+  // (adds per-head q/k norms); any other name makes a file Duet refuses.
+  std::string architecture = "llama";
   // Ways to make a broken model for error tests.
-  std::string architecture = "llama";    // general.architecture
   std::string pre_tokenizer = "smollm";  // tokenizer.ggml.pre
   std::string omit_tensor;               // a tensor name to leave out
+  std::string extra_key;                 // written as `<architecture>.<extra_key>` = 1
+  std::string extra_tensor;              // an [n_embd] f32 tensor no model binds
 };
 
-// Writes a model with the Llama tensor names and metadata to `path`: tied
-// embeddings; a byte-level BPE vocabulary (pre-tokenizer "smollm") of
+// Writes a model of `shape.architecture` to `path`: tied embeddings; a byte-level BPE vocabulary
+// (pre-tokenizer "smollm") of
 // <|endoftext|>, <|im_start|> (bos), <|im_end|> (eos), the 256 byte tokens
 // and letter pairs "ab", "ac", ... with their merges; a ChatML template.
 void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& shape = {});

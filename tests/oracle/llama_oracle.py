@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent NumPy reference forward pass for Llama-architecture GGUF models.
+"""Independent NumPy reference forward pass for llama and qwen3 GGUF models.
 
 This file is a test oracle for Duet. It deliberately shares no code with Duet:
 the GGUF file is parsed by the PyPI package ``gguf`` (``gguf.GGUFReader``) and
@@ -17,6 +17,9 @@ Conventions (checked against llama.cpp, see tests/oracle/README.md):
   * llama.cpp's converter permutes the rows of attn_q / attn_k for the llama
     architecture, so RoPE on GGUF weights rotates ADJACENT pairs
     (x[2i], x[2i+1]) ("normal" rope, LLAMA_ROPE_TYPE_NORM), not NeoX halves.
+  * qwen3 is converted without that permutation and runs with NeoX RoPE
+    (halves (x[i], x[i + d/2])), after an RMS norm of each head of q and k
+    (attn_q_norm / attn_k_norm); its head_dim is attention.key_length.
   * Grouped-query attention: query head h reads kv head h // (n_head / n_kv).
 
 CLI:
@@ -64,6 +67,8 @@ class Hparams:
     n_rot: int
     rope_base: float
     rms_eps: float
+    neox: bool = False     # RoPE rotates halves (x[i], x[i + d/2]) instead of adjacent pairs
+    qk_norm: bool = False  # per-head RMS norms of q and k before RoPE
 
 
 def _field_value(reader: gguf.GGUFReader, key: str, default=None):
@@ -81,13 +86,13 @@ class LlamaOracle:
     def __init__(self, model_path: str):
         reader = gguf.GGUFReader(model_path)
         arch = _field_value(reader, "general.architecture")
-        if arch != "llama":
-            raise ValueError(f"unsupported architecture {arch!r} (oracle handles 'llama')")
-        p = "llama."
+        if arch not in ("llama", "qwen3"):
+            raise ValueError(f"unsupported architecture {arch!r} (oracle handles llama, qwen3)")
+        p = arch + "."
         n_embd = int(_field_value(reader, p + "embedding_length"))
         n_head = int(_field_value(reader, p + "attention.head_count"))
         n_head_kv = int(_field_value(reader, p + "attention.head_count_kv", n_head))
-        head_dim = n_embd // n_head
+        head_dim = int(_field_value(reader, p + "attention.key_length", n_embd // n_head))
         self.hp = Hparams(
             n_layer=int(_field_value(reader, p + "block_count")),
             n_embd=n_embd,
@@ -99,6 +104,10 @@ class LlamaOracle:
             n_rot=int(_field_value(reader, p + "rope.dimension_count", head_dim)),
             rope_base=float(_field_value(reader, p + "rope.freq_base", 10000.0)),
             rms_eps=float(_field_value(reader, p + "attention.layer_norm_rms_epsilon")),
+            # Qwen3 is converted without llama's Q/K row permutation, and
+            # llama.cpp runs it with LLAMA_ROPE_TYPE_NEOX.
+            neox=arch == "qwen3",
+            qk_norm=arch == "qwen3",
         )
         if n_head % n_head_kv != 0:
             raise ValueError("n_head must be a multiple of n_head_kv")
@@ -132,7 +141,11 @@ class LlamaOracle:
         self.layers = []
         for i in range(hp.n_layer):
             b = f"blk.{i}."
-            self.layers.append({
+            layer = {}
+            if hp.qk_norm:
+                layer["q_norm"] = load(b + "attn_q_norm.weight", (hp.head_dim,))
+                layer["k_norm"] = load(b + "attn_k_norm.weight", (hp.head_dim,))
+            self.layers.append(layer | {
                 "attn_norm": load(b + "attn_norm.weight", (hp.n_embd,)),
                 "wq": load(b + "attn_q.weight", (hp.n_head * hp.head_dim, hp.n_embd)),
                 "wk": load(b + "attn_k.weight", (kv_dim, hp.n_embd)),
@@ -152,18 +165,21 @@ class LlamaOracle:
         return x / np.sqrt(ms + self.hp.rms_eps) * w
 
     def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Adjacent-pair RoPE. x: [T, n_heads, head_dim]; positions: [T]."""
+        """RoPE. x: [T, n_heads, head_dim]; positions: [T]. Pair i is
+        (x[2i], x[2i+1]), or (x[i], x[i + d/2]) for NeoX."""
         d = self.hp.head_dim
         i = np.arange(d // 2, dtype=np.float64)
         inv_freq = self.hp.rope_base ** (-2.0 * i / d)            # theta_i
         ang = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
         cos = np.cos(ang)[:, None, :]
         sin = np.sin(ang)[:, None, :]
-        x0 = x[..., 0::2]
-        x1 = x[..., 1::2]
+        first = slice(0, d // 2) if self.hp.neox else slice(0, None, 2)
+        second = slice(d // 2, None) if self.hp.neox else slice(1, None, 2)
+        x0 = x[..., first]
+        x1 = x[..., second]
         out = np.empty_like(x)
-        out[..., 0::2] = x0 * cos - x1 * sin
-        out[..., 1::2] = x0 * sin + x1 * cos
+        out[..., first] = x0 * cos - x1 * sin
+        out[..., second] = x0 * sin + x1 * cos
         return out
 
     def forward(self, ids) -> np.ndarray:
@@ -186,6 +202,9 @@ class LlamaOracle:
             q = (h @ L["wq"].T).reshape(T, hp.n_head, hp.head_dim)
             k = (h @ L["wk"].T).reshape(T, hp.n_head_kv, hp.head_dim)
             v = (h @ L["wv"].T).reshape(T, hp.n_head_kv, hp.head_dim)
+            if hp.qk_norm:
+                q = self.rms_norm(q, L["q_norm"])
+                k = self.rms_norm(k, L["k_norm"])
             q = self.rope(q, pos)
             k = self.rope(k, pos)
             kv_of_head = np.arange(hp.n_head) // group          # h -> kv head
