@@ -141,9 +141,9 @@ TEST_P(ArchitectureOracle, LogitsAndGreedyTokensMatchTheOracleOnEveryBackend) {
       const std::vector<int32_t> expected = oracle_greedy(dir_ / "oracle.json", p.name);
       ASSERT_LE(r.generated_tokens.size(), expected.size());
       EXPECT_EQ(r.generated_tokens,
-                std::vector<int32_t>(expected.begin(),
-                                     expected.begin() + static_cast<std::ptrdiff_t>(
-                                                            r.generated_tokens.size())))
+                std::vector<int32_t>(
+                    expected.begin(),
+                    expected.begin() + static_cast<std::ptrdiff_t>(r.generated_tokens.size())))
           << backend << " " << p.name;
       if (r.generated_tokens.size() < expected.size()) {
         EXPECT_EQ(r.finish, FinishReason::kStop) << backend << " " << p.name;

@@ -292,6 +292,32 @@ TEST_F(Cli, RunStreamsTextAndSummarizesOnStderr) {
   EXPECT_NE(r.err.find("decode "), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, RunTakesAModelFileAndSavesThePipelineItBuilds) {
+  const std::string saved = (dir_ / "saved.yaml").string();
+  Result r = duet("run " + (dir_ / "tiny.gguf").string() +
+                  " --prompt hi --set stages.1.decode.max_new_tokens=3 --save-pipeline " + saved);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("pipeline written to " + saved), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("finish "), std::string::npos) << r.err;
+  const std::string yaml = slurp(saved);
+  EXPECT_NE(yaml.find("path: " + (dir_ / "tiny.gguf").string()), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("max_new_tokens: 3"), std::string::npos) << yaml;  // --set included
+  EXPECT_NE(yaml.find("chat: true"), std::string::npos) << yaml;         // the file has a template
+  EXPECT_NE(yaml.find("capacity_tokens: 256"), std::string::npos) << yaml;  // its context
+  Result again = duet("validate " + saved);
+  EXPECT_EQ(again.code, 0) << again.err;
+  // A pipeline file is not rewritten: --save-pipeline is for model files.
+  Result yaml_arg = duet("validate " + saved + " --save-pipeline " + saved + ".2");
+  EXPECT_EQ(yaml_arg.code, 2);
+  EXPECT_NE(yaml_arg.err.find("is a pipeline file already"), std::string::npos) << yaml_arg.err;
+  Result unwritable = duet("validate " + (dir_ / "tiny.gguf").string() + " --save-pipeline " +
+                           (dir_ / "no/such/dir.yaml").string());
+  EXPECT_EQ(unwritable.code, 2);
+  EXPECT_NE(unwritable.err.find("cannot write"), std::string::npos) << unwritable.err;
+  Result missing = duet("run " + (dir_ / "absent.gguf").string() + " --prompt hi");
+  EXPECT_EQ(missing.code, 3) << missing.err;
+}
+
 TEST_F(Cli, RunJsonIsOneObjectWithTheResult) {
   Result r = duet("run --json " + write("p.yaml", kTinyPipeline) +
                   " --prompt hi --chat --system 'Be \"brief\"'");

@@ -23,7 +23,8 @@ namespace duet::cli {
 namespace {
 
 constexpr const char* kSynopsis =
-    "duet bench PIPELINE.yaml [-p N[,N...]] [-n N[,N...]] [-r R] [--warmup W] [--depth D[,D...]] "
+    "duet bench PIPELINE.yaml|MODEL.gguf [-p N[,N...]] [-n N[,N...]] [-r R] [--warmup W] [--depth "
+    "D[,D...]] "
     "[--tests pp,tg] [--batch N[,N...]] [--interleave] [-o table|json|csv] "
     "[--set key.path=value]...";
 

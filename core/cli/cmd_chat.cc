@@ -70,7 +70,8 @@ int cmd_chat(const std::vector<std::string>& args) {
   add_pipeline_options(opts);
   po::variables_map vm;
   if (!parse_command_line(
-          "chat", "duet chat PIPELINE.yaml [--system TEXT] [--stats] [--set key.path=value]...",
+          "chat",
+          "duet chat PIPELINE.yaml|MODEL.gguf [--system TEXT] [--stats] [--set key.path=value]...",
           opts, {"pipeline"}, args, vm)) {
     return 0;
   }

@@ -117,11 +117,11 @@ int cmd_perplexity(const std::vector<std::string>& args) {
       "json", "print one JSON object instead of text");
   add_pipeline_options(opts);
   po::variables_map vm;
-  if (!parse_command_line(
-          "perplexity",
-          "duet perplexity PIPELINE.yaml TEXT_FILE [--ctx N] [--save-logits FILE | --kl-base FILE] "
-          "[--json] [--set key.path=value]...",
-          opts, {"pipeline", "text"}, args, vm)) {
+  if (!parse_command_line("perplexity",
+                          "duet perplexity PIPELINE.yaml|MODEL.gguf TEXT_FILE [--ctx N] "
+                          "[--save-logits FILE | --kl-base FILE] "
+                          "[--json] [--set key.path=value]...",
+                          opts, {"pipeline", "text"}, args, vm)) {
     return 0;
   }
   const int32_t ctx = vm["ctx"].as<int32_t>();

@@ -123,13 +123,14 @@ int cmd_run(const std::vector<std::string>& args) {
       "with --prompts-file: write the JSONL results to this file instead of stdout");
   add_pipeline_options(opts);
   po::variables_map vm;
-  if (!parse_command_line(
-          "run",
-          "duet run PIPELINE.yaml [--prompt TEXT | --prompt - | --prompt-file FILE] [--chat] "
-          "[--json] [--set key.path=value]...\n"
-          "       duet run PIPELINE.yaml --prompts-file PROMPTS.jsonl [--output RESULTS.jsonl] "
-          "[--set key.path=value]...",
-          opts, {"pipeline"}, args, vm)) {
+  if (!parse_command_line("run",
+                          "duet run PIPELINE.yaml|MODEL.gguf [--prompt TEXT | --prompt - | "
+                          "--prompt-file FILE] [--chat] "
+                          "[--json] [--set key.path=value]...\n"
+                          "       duet run PIPELINE.yaml|MODEL.gguf --prompts-file PROMPTS.jsonl "
+                          "[--output RESULTS.jsonl] "
+                          "[--set key.path=value]...",
+                          opts, {"pipeline"}, args, vm)) {
     return 0;
   }
   if (vm.count("prompts-file")) return run_batch(vm);

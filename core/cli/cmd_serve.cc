@@ -28,7 +28,8 @@ namespace net = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kSynopsis =
-    "duet serve PIPELINE.yaml [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--max-queue N] "
+    "duet serve PIPELINE.yaml|MODEL.gguf [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
+    "[--max-queue N] "
     "[--idle-timeout S] [--shutdown-timeout S] [--set key.path=value]...";
 // After the engine drained on a signal: how long answers still being written
 // get before every connection closes.

@@ -11,7 +11,8 @@ int cmd_validate(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")("quiet,q", "print nothing on success");
   add_pipeline_options(opts);
   po::variables_map vm;
-  if (!parse_command_line("validate", "duet validate PIPELINE.yaml [--set key.path=value]...", opts,
+  if (!parse_command_line("validate",
+                          "duet validate PIPELINE.yaml|MODEL.gguf [--set key.path=value]...", opts,
                           {"pipeline"}, args, vm)) {
     return 0;
   }

@@ -28,6 +28,10 @@ constexpr const char* kUsage =
     "  quantize IN.gguf OUT.gguf --type TYPE\n"
     "                          write a model again with its weights in another format\n"
     "\n"
+    "\n"
+    "run, chat, validate, perplexity, bench and serve also take a MODEL.gguf in\n"
+    "place of PIPELINE.yaml: they build the default pipeline for it (fastest\n"
+    "backend, the model's chat template); --save-pipeline FILE.yaml writes it out.\n"
     "'duet COMMAND --help' describes a command's options.\n"
     "Exit codes: 0 ok, 2 usage or config, 3 model file, 4 plugin or backend,\n"
     "5 out of memory, 6 input rejected, 70 internal error.\n";

@@ -1,9 +1,14 @@
 #include "pipeline_loading.h"
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "duet/byte_size.h"
+#include "duet/error.h"
 
 namespace duet::cli {
 
@@ -16,7 +21,17 @@ PluginHost& cli_plugin_host() {
 
 void add_pipeline_options(po::options_description& opts) {
   opts.add_options()("set,s", po::value<std::vector<std::string>>()->composing(),
-                     "override a pipeline key: --set key.path=value (repeatable)");
+                     "override a pipeline key: --set key.path=value (repeatable)")(
+      "save-pipeline", po::value<std::string>()->value_name("FILE.yaml"),
+      "with MODEL.gguf: also write the pipeline it builds (--set overrides included) to "
+      "FILE.yaml, to edit and run");
+}
+
+bool is_model_path(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".gguf";
 }
 
 PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
@@ -26,7 +41,28 @@ PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
     const auto& set = vm["set"].as<std::vector<std::string>>();
     overrides.insert(overrides.end(), set.begin(), set.end());
   }
-  PipelineConfig config = load_pipeline_config(vm["pipeline"].as<std::string>(), overrides);
+  const std::string source = vm["pipeline"].as<std::string>();
+  const bool model = is_model_path(source);
+  if (vm.count("save-pipeline") && !model) {
+    throw Error(ErrorKind::kUsage,
+                "--save-pipeline writes the pipeline a MODEL.gguf argument "
+                "builds, but '" +
+                    source + "' is a pipeline file already; copy it instead");
+  }
+  PipelineConfig config =
+      model ? parse_pipeline_config(default_pipeline_yaml(source), "default pipeline for " + source,
+                                    "", overrides)
+            : load_pipeline_config(source, overrides);
+  if (vm.count("save-pipeline")) {
+    const std::string out = vm["save-pipeline"].as<std::string>();
+    std::ofstream file(out);
+    file << describe(config);
+    if (!file.flush()) {
+      throw Error(ErrorKind::kUsage, "--save-pipeline: cannot write '" + out +
+                                         "'; check that its folder exists and is writable");
+    }
+    std::cerr << "pipeline written to " << out << "\n";
+  }
   load_pipeline_plugins(config, host);
   return config;
 }

@@ -23,12 +23,19 @@ class StdoutSink final : public TextSink {
 // while main() reports an exception thrown from its code.
 PluginHost& cli_plugin_host();
 
-// Adds --set to a subcommand's options.
+// Adds --set and --save-pipeline to a subcommand's options.
 void add_pipeline_options(po::options_description& opts);
 
-// Parses the pipeline named by vm["pipeline"] with `extra` overrides (from
-// other flags) followed by vm's --set overrides, and loads the plugins it can
-// see into `host`.
+// Whether a PIPELINE argument names a model file (*.gguf, any case) rather
+// than a pipeline YAML.
+bool is_model_path(const std::string& path);
+
+// Parses the pipeline named by vm["pipeline"] — a YAML file, or a model file
+// for which default_pipeline_yaml() builds one — with `extra` overrides (from
+// other flags) followed by vm's --set overrides, writes it to
+// vm["save-pipeline"] when given, and loads the plugins it can see into
+// `host`. Throws kUsage for --save-pipeline with a YAML argument or a file
+// it cannot write.
 PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
                              const std::vector<std::string>& extra = {});
 

@@ -85,6 +85,7 @@ class Printer {
     return file_.find(key);
   }
   bool shown(std::string_view key) const { return shown_.count(std::string(key)) != 0; }
+  const GgufFile& file() const { return file_; }
 
  private:
   std::ostream& out_;
@@ -143,6 +144,12 @@ void print_hyperparameters(std::ostream& out, Printer& p, const std::string& arc
     p.row("vocab_size", std::to_string(token_count) + " (tokens in tokenizer.ggml.tokens)", kWidth);
   } else {
     p.row("vocab_size", format_value(vocab), kWidth);
+  }
+  // The architecture's other keys (key_length, sliding_window, ...) here too.
+  const std::string prefix = arch + ".";
+  for (const GgufMetadataEntry& e : p.file().metadata()) {
+    if (arch.empty() || e.key.substr(0, prefix.size()) != prefix || p.shown(e.key)) continue;
+    p.row(e.key.substr(prefix.size()), format_value(p.use(std::string(e.key))), kWidth);
   }
 }
 

@@ -1,0 +1,38 @@
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "duet/app/gguf.h"
+#include "duet/app/pipeline_config.h"
+
+namespace duet {
+
+std::string default_pipeline_yaml(const std::filesystem::path& model) {
+  const GgufFile file = GgufFile::open(model);
+  const std::string arch(file.find_string("general.architecture").value_or(""));
+  const uint64_t context = file.find_uint(arch + ".context_length").value_or(2048);
+  const uint64_t capacity = std::clamp<uint64_t>(context, 1, 4096);
+  const bool chat = file.find("tokenizer.chat_template") != nullptr;
+  return "# The default pipeline for " + model.filename().string() +
+         " (duet run MODEL.gguf): the fastest\n"
+         "# backend that loads, greedy decoding until the model's end-of-generation token.\n"
+         "model:\n"
+         "  path: " +
+         yaml_quoted(std::filesystem::absolute(model).lexically_normal().string()) +
+         "\n"
+         "  chat: " +
+         (chat ? "true" : "false") +
+         "\n"
+         "backend:\n"
+         "  plugin: [cuda, onednn, reference]\n"
+         "components:\n"
+         "  kv_cache: {capacity_tokens: " +
+         std::to_string(capacity) +
+         ", dtype: f16}\n"
+         "  sampler: {seed: 42, chain: [greedy]}\n"
+         "stages:\n"
+         "  - prefill: {chunk_tokens: 512}\n"
+         "  - decode: {max_new_tokens: 256}\n";
+}
+
+}  // namespace duet
