@@ -388,6 +388,46 @@ TEST_P(BackendConformance, Add) {
   }
 }
 
+TEST_P(BackendConformance, AddBias) {
+  const int64_t d = 576;
+  const std::vector<float> bias = random_floats(static_cast<size_t>(d), 65);
+  for (int64_t n : {kFewRows, kPromptRows}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * d), 66);
+    compare("add_bias n=" + std::to_string(n), kElementwise, [&](Backend& b) {
+      DeviceTensor xt = upload(b.device(), DType::kF32, {n, d}, x);
+      DeviceTensor bt = upload(b.device(), DType::kF32, {d}, bias);
+      CheckedOps(b).add_bias(xt.view, bt.view, xt.view);
+      return download(b.device(), xt.view);
+    });
+  }
+}
+
+TEST_P(BackendConformance, GeGLUSmallAndLarge) {
+  // Gates past ±10 reach GELU's flat ends, where tanh saturates.
+  for (int64_t n : {7 * 2048 + 5, 64 * 2048}) {
+    const std::vector<float> gate = random_floats(static_cast<size_t>(n), 67, -12.0f, 12.0f);
+    const std::vector<float> up = random_floats(static_cast<size_t>(n), 68);
+    compare("geglu " + std::to_string(n), kElementwise, [&](Backend& b) {
+      DeviceTensor g = upload(b.device(), DType::kF32, {n}, gate);
+      DeviceTensor u = upload(b.device(), DType::kF32, {n}, up);
+      CheckedOps(b).geglu(g.view, u.view, u.view);
+      return download(b.device(), u.view);
+    });
+  }
+}
+
+TEST_P(BackendConformance, Scale) {
+  const int64_t d = 640;
+  for (int64_t n : {kFewRows, kPromptRows}) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * d), 69);
+    compare("scale n=" + std::to_string(n), kElementwise, [&](Backend& b) {
+      DeviceTensor xt = upload(b.device(), DType::kF32, {n, d}, x);
+      CheckedOps(b).scale(xt.view, 25.298221f, xt.view);
+      return download(b.device(), xt.view);
+    });
+  }
+}
+
 // ---- attention ------------------------------------------------------------------
 
 // SmolLM2's geometry: 9 query heads in 3 groups of 64.

@@ -381,6 +381,66 @@ TEST_F(ReferenceOpsTest, AddIsExactAndRunsInPlace) {
   EXPECT_EQ(download(device_, at.view), want);
 }
 
+// Exact: one f32 addition per element, the bias repeated on every row.
+TEST_F(ReferenceOpsTest, AddBiasAddsTheRowToEveryRowInPlace) {
+  const std::vector<float> x = random_floats(12, 63), bias = random_floats(4, 64);
+  DeviceTensor xt = upload(device_, DType::kF32, {3, 4}, x);
+  DeviceTensor bt = upload(device_, DType::kF32, {4}, bias);
+  std::vector<float> want(12);
+  for (size_t i = 0; i < 12; ++i) want[i] = x[i] + bias[i % 4];
+  ops_.add_bias(xt.view, bt.view, xt.view);
+  EXPECT_EQ(download(device_, xt.view), want);
+}
+
+// GELU's tanh form at points whose values were computed independently
+// (Python: 0.5*x*(1+math.tanh(math.sqrt(2/math.pi)*(x+0.044715*x**3)))),
+// times up; 1e-7 relative.
+TEST_F(ReferenceOpsTest, GeGLUIsTheTanhFormOfGeluTimesUp) {
+  const std::vector<float> gate = {0.0f, 1.0f, -1.0f, 2.0f, -3.0f, 10.0f, -12.0f};
+  const std::vector<double> gelu = {0.0,
+                                    0.8411919906082768,
+                                    -0.15880800939172324,
+                                    1.954597694087775,
+                                    -0.0036373920817729943,
+                                    10.0,
+                                    -0.0};
+  const std::vector<float> up = {1.5f, 2.0f, -1.0f, 0.5f, 3.0f, 1.0f, 2.0f};
+  const int64_t n = static_cast<int64_t>(gate.size());
+  DeviceTensor gt = upload(device_, DType::kF32, {n}, gate);
+  DeviceTensor ut = upload(device_, DType::kF32, {n}, up);
+  ops_.geglu(gt.view, ut.view, gt.view);
+  const std::vector<float> got = download(device_, gt.view);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double want = gelu[i] * up[i];
+    EXPECT_NEAR(got[i], want, 1e-7 * std::fabs(want) + 1e-12) << "gate " << gate[i];
+  }
+}
+
+TEST_F(ReferenceOpsTest, ScaleMultipliesEveryElement) {
+  const std::vector<float> x = random_floats(10, 65);
+  DeviceTensor xt = upload(device_, DType::kF32, {2, 5}, x);
+  std::vector<float> want(10);
+  for (size_t i = 0; i < 10; ++i) want[i] = x[i] * 25.298221f;
+  ops_.scale(xt.view, 25.298221f, xt.view);
+  EXPECT_EQ(download(device_, xt.view), want);
+}
+
+// A backend of an ABI 1.1 plugin has no slot for the ops ABI 1.2 appended:
+// CheckedOps says so and never calls them.
+TEST_F(ReferenceOpsTest, OpsOfANewerAbiAreRefusedOnAnOlderBackend) {
+  CheckedOps old(*backend_, 1);
+  for (OpKind kind : {OpKind::kAddBias, OpKind::kGeGLU, OpKind::kScale}) {
+    const Support s = old.supports(OpDesc{kind});
+    ASSERT_FALSE(s.ok()) << op_kind_name(kind);
+    EXPECT_NE(s.reasons.front().find("built against Duet ABI 1.1"), std::string::npos)
+        << s.reasons.front();
+    EXPECT_TRUE(ops_.supports(OpDesc{kind}).ok()) << op_kind_name(kind);
+  }
+  DeviceTensor xt = upload(device_, DType::kF32, {4}, random_floats(4, 66));
+  EXPECT_THROW(old.scale(xt.view, 2.0f, xt.view), Error);
+  EXPECT_TRUE(old.supports(OpDesc{OpKind::kAdd}).ok());
+}
+
 // ---- CheckedOps rejects what the contracts forbid ------------------------------------
 
 // Runs `fn`, expecting duet::Error of `kind` whose message contains every

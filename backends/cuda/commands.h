@@ -125,6 +125,31 @@ struct AddCall {
   bool operator==(const AddCall&) const = default;
 };
 
+struct AddBiasCall {
+  const float* x = nullptr;
+  const float* bias = nullptr;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  float* out = nullptr;
+  bool operator==(const AddBiasCall&) const = default;
+};
+
+struct GeGLUCall {
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  int64_t n = 0;
+  float* out = nullptr;
+  bool operator==(const GeGLUCall&) const = default;
+};
+
+struct ScaleCall {
+  const float* x = nullptr;
+  float factor = 1.0f;
+  int64_t n = 0;
+  float* out = nullptr;
+  bool operator==(const ScaleCall&) const = default;
+};
+
 // KVCache::write from an attention that is not the backend's own: the
 // store alone.
 struct KvStoreCall {
@@ -140,8 +165,8 @@ struct AttentionCall {
   bool operator==(const AttentionCall&) const = default;
 };
 
-using Command =
-    std::variant<EmbeddingCall, GemvCall, GemvSwiGLUCall, GemmCall, RmsNormCall, AddRmsNormCall,
-                 RopeCall, SwiGLUCall, AddCall, KvStoreCall, AttentionCall>;
+using Command = std::variant<EmbeddingCall, GemvCall, GemvSwiGLUCall, GemmCall, RmsNormCall,
+                             AddRmsNormCall, RopeCall, SwiGLUCall, AddCall, AddBiasCall, GeGLUCall,
+                             ScaleCall, KvStoreCall, AttentionCall>;
 
 }  // namespace duet::cuda

@@ -58,4 +58,18 @@ void CudaOps::add(const TensorView& a, const TensorView& b, TensorView out) {
   pass_.submit(AddCall{a.as<const float>(), b.as<const float>(), a.elements(), out.as<float>()});
 }
 
+void CudaOps::add_bias(const TensorView& x, const TensorView& bias, TensorView out) {
+  pass_.submit(AddBiasCall{x.as<const float>(), bias.as<const float>(), x.shape[0], x.shape[1],
+                           out.as<float>()});
+}
+
+void CudaOps::geglu(const TensorView& gate, const TensorView& up, TensorView out) {
+  pass_.submit(
+      GeGLUCall{gate.as<const float>(), up.as<const float>(), gate.elements(), out.as<float>()});
+}
+
+void CudaOps::scale(const TensorView& x, float factor, TensorView out) {
+  pass_.submit(ScaleCall{x.as<const float>(), factor, x.elements(), out.as<float>()});
+}
+
 }  // namespace duet::cuda

@@ -29,6 +29,9 @@ class CudaOps final : public Ops {
   void rope(TensorView x, const TensorView& positions, const RopeParams& params) override;
   void swiglu(const TensorView& gate, const TensorView& up, TensorView out) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
+  void add_bias(const TensorView& x, const TensorView& bias, TensorView out) override;
+  void geglu(const TensorView& gate, const TensorView& up, TensorView out) override;
+  void scale(const TensorView& x, float factor, TensorView out) override;
 
  private:
   ForwardPass& pass_;

@@ -37,6 +37,12 @@ void Launcher::run(const Command& command) {
           check_cuda(launch_swiglu(at_, c.gate, c.up, c.n, c.out), "launching swiglu");
         } else if constexpr (std::is_same_v<T, AddCall>) {
           check_cuda(launch_add(at_, c.a, c.b, c.n, c.out), "launching add");
+        } else if constexpr (std::is_same_v<T, AddBiasCall>) {
+          check_cuda(launch_add_bias(at_, c.x, c.bias, c.rows, c.dim, c.out), "launching add_bias");
+        } else if constexpr (std::is_same_v<T, GeGLUCall>) {
+          check_cuda(launch_geglu(at_, c.gate, c.up, c.n, c.out), "launching geglu");
+        } else if constexpr (std::is_same_v<T, ScaleCall>) {
+          check_cuda(launch_scale(at_, c.x, c.factor, c.n, c.out), "launching scale");
         } else if constexpr (std::is_same_v<T, KvStoreCall>) {
           check_cuda(launch_kv_store(at_, c.store), "launching the KV-cache store");
         } else {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <string>
 
 namespace duet::onednn {
@@ -168,6 +169,41 @@ void OnednnOps::add(const TensorView& a, const TensorView& b, TensorView out) {
   float* po = out.as<float>();
   for_rows(n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
+  });
+}
+
+void OnednnOps::add_bias(const TensorView& x, const TensorView& bias, TensorView out) {
+  const int64_t cols = x.shape[1];
+  const float* px = x.as<const float>();
+  const float* pb = bias.as<const float>();
+  float* po = out.as<float>();
+  for_rows(x.shape[0], cols, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t c = 0; c < cols; ++c) po[r * cols + c] = px[r * cols + c] + pb[c];
+    }
+  });
+}
+
+void OnednnOps::geglu(const TensorView& gate, const TensorView& up, TensorView out) {
+  // The tanh form of GELU in double, as the reference computes it: a few
+  // thousand elements per row, a small part of a forward pass.
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  const float* g = gate.as<const float>();
+  const float* u = up.as<const float>();
+  float* o = out.as<float>();
+  for_rows(gate.elements(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const double x = g[i];
+      o[i] = static_cast<float>(0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))) * u[i]);
+    }
+  });
+}
+
+void OnednnOps::scale(const TensorView& x, float factor, TensorView out) {
+  const float* px = x.as<const float>();
+  float* po = out.as<float>();
+  for_rows(x.elements(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = px[i] * factor;
   });
 }
 

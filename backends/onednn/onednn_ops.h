@@ -1,7 +1,8 @@
-// onednn_ops.h — the six ops of duet/ops.h on the host, multi-threaded.
+// onednn_ops.h — the ops of duet/ops.h on the host, multi-threaded.
 //
 // matmul is Matmul (onednn_matmul.h); SwiGLU uses the vector kernels;
-// RMSNorm, RoPE, add and embedding are short loops the compiler vectorizes
+// RMSNorm, RoPE, add, add_bias, GeGLU, scale and embedding are short loops
+// the compiler vectorizes
 // for baseline x86-64 — together they take a few percent of a forward pass;
 // the first three split their rows across the pool when a prompt gives them
 // enough (a decode step's single row stays on the calling thread).
@@ -36,6 +37,9 @@ class OnednnOps final : public Ops {
   void rope(TensorView x, const TensorView& positions, const RopeParams& params) override;
   void swiglu(const TensorView& gate, const TensorView& up, TensorView out) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
+  void add_bias(const TensorView& x, const TensorView& bias, TensorView out) override;
+  void geglu(const TensorView& gate, const TensorView& up, TensorView out) override;
+  void scale(const TensorView& x, float factor, TensorView out) override;
 
  private:
   // fn(begin, end) over rows [0, rows) of row_elements each: on the calling

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,30 @@ void ReferenceOps::add(const TensorView& a, const TensorView& b, TensorView out)
   const int64_t n = a.elements();
   for (int64_t i = 0; i < n; ++i)
     out.as<float>()[i] = a.as<const float>()[i] + b.as<const float>()[i];
+}
+
+void ReferenceOps::add_bias(const TensorView& x, const TensorView& bias, TensorView out) {
+  const int64_t rows = x.shape[0], cols = x.shape[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      out.as<float>()[r * cols + c] = x.as<const float>()[r * cols + c] + bias.as<const float>()[c];
+    }
+  }
+}
+
+void ReferenceOps::geglu(const TensorView& gate, const TensorView& up, TensorView out) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  const int64_t n = gate.elements();
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate.as<const float>()[i];
+    const double gelu = 0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g)));
+    out.as<float>()[i] = static_cast<float>(gelu * up.as<const float>()[i]);
+  }
+}
+
+void ReferenceOps::scale(const TensorView& x, float factor, TensorView out) {
+  const int64_t n = x.elements();
+  for (int64_t i = 0; i < n; ++i) out.as<float>()[i] = x.as<const float>()[i] * factor;
 }
 
 }  // namespace duet::reference

@@ -1,4 +1,4 @@
-// reference_ops.h — the six ops of duet/ops.h in plain, single-threaded C++.
+// reference_ops.h — the ops of duet/ops.h in plain, single-threaded C++.
 //
 // This is the yardstick every other backend is compared against, so each op
 // is written as directly from its formula as possible: reductions accumulate
@@ -20,6 +20,9 @@ class ReferenceOps final : public Ops {
   void rope(TensorView x, const TensorView& positions, const RopeParams& params) override;
   void swiglu(const TensorView& gate, const TensorView& up, TensorView out) override;
   void add(const TensorView& a, const TensorView& b, TensorView out) override;
+  void add_bias(const TensorView& x, const TensorView& bias, TensorView out) override;
+  void geglu(const TensorView& gate, const TensorView& up, TensorView out) override;
+  void scale(const TensorView& x, float factor, TensorView out) override;
 };
 
 }  // namespace duet::reference

@@ -54,6 +54,19 @@ cudaError_t launch_swiglu(const LaunchConfig& at, const float* gate, const float
 cudaError_t launch_add(const LaunchConfig& at, const float* a, const float* b, int64_t n,
                        float* out);
 
+// out[r, :] = x[r, :] + bias over `rows` rows of `dim`; out may be x.
+cudaError_t launch_add_bias(const LaunchConfig& at, const float* x, const float* bias, int64_t rows,
+                            int64_t dim, float* out);
+
+// out = gelu(gate) * up over n elements (the tanh form of GELU, duet/ops.h);
+// out may be gate or up.
+cudaError_t launch_geglu(const LaunchConfig& at, const float* gate, const float* up, int64_t n,
+                         float* out);
+
+// out = x * factor over n elements; out may be x.
+cudaError_t launch_scale(const LaunchConfig& at, const float* x, float factor, int64_t n,
+                         float* out);
+
 // For each of the first `count` segments: out[i, r] = w[r, :] · x[i, :],
 // w [rows, cols] of `dtype` (f32, f16, bf16, q4_0, q4_1, q8_0), x [x_rows,
 // cols], out [x_rows, rows], f32 accumulation. The decode-time matmul: a

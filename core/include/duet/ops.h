@@ -26,6 +26,10 @@ enum class OpKind {
   kRope,
   kSwiGLU,
   kAdd,
+  // ABI 1.2
+  kAddBias,  // one row added to every row (Q/K/V biases)
+  kGeGLU,    // gelu(gate) * up (Gemma's FFN)
+  kScale,    // times a constant (Gemma's embedding scale)
 };
 
 DUET_API const char* op_kind_name(OpKind kind);
@@ -86,6 +90,24 @@ class DUET_API Ops {
 
   // out = a + b, elementwise, all f32 of one shape. out may alias a or b.
   virtual void add(const TensorView& a, const TensorView& b, TensorView out) = 0;
+
+  // ABI 1.2: ops appended for architectures beyond Llama. Core calls them
+  // only on backends whose plugin was built against ABI 1.2 or later (it
+  // refuses a model that needs them on an older one). The defaults throw
+  // duet::Error(kPlugin) naming the op, for a backend that does not
+  // implement them; its supports() should then say no for the op's kind.
+
+  // out[i, :] = x[i, :] + bias[:]. x, out: f32 [n, d]; bias: f32 [d].
+  // out may alias x.
+  virtual void add_bias(const TensorView& x, const TensorView& bias, TensorView out);
+
+  // out = gelu(gate) * up, elementwise, with the tanh form of GELU:
+  // gelu(g) = g/2 · (1 + tanh(√(2/π) · (g + 0.044715 g³))). All f32 of one
+  // shape. out may alias gate or up.
+  virtual void geglu(const TensorView& gate, const TensorView& up, TensorView out);
+
+  // out = x · factor, elementwise, f32 of one shape. out may alias x.
+  virtual void scale(const TensorView& x, float factor, TensorView out);
 };
 
 }  // namespace duet

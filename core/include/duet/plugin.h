@@ -36,7 +36,7 @@
 #include "duet/stage.h"
 
 #define DUET_ABI_MAJOR 1
-#define DUET_ABI_MINOR 1
+#define DUET_ABI_MINOR 2
 
 #define DUET_PLUGIN_STR_(x) #x
 #define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
@@ -125,7 +125,10 @@ extern "C" {
 // add_attention/add_kv_cache, Device::copy_on_device, KVCache::write and
 // Backend::kv_cache_tile_slots. A 1.0 plugin never calls the first two, and
 // the host calls the others only on objects of plugins built against 1.1 or
-// later, so 1.0 plugins keep loading and working.
+// later, so 1.0 plugins keep loading and working. ABI 1.2 appended
+// Ops::add_bias, Ops::geglu and Ops::scale, called only on backends of
+// plugins built against 1.2 or later; a model that needs them is refused
+// on an older backend, naming the op.
 struct DUET_API DuetPluginDescriptor {
   uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
   uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with

@@ -131,12 +131,23 @@ void expect_whole_blocks(const Operand& w) {
 
 }  // namespace
 
-CheckedOps::CheckedOps(Backend& backend) : backend_(backend), ops_(backend.ops()) {}
+CheckedOps::CheckedOps(Backend& backend, uint32_t abi_minor)
+    : backend_(backend), ops_(backend.ops()), abi_minor_(abi_minor) {}
 
-Support CheckedOps::supports(const OpDesc& desc) const { return ops_.supports(desc); }
+Support CheckedOps::supports(const OpDesc& desc) const {
+  const bool abi_1_2 =
+      desc.kind == OpKind::kAddBias || desc.kind == OpKind::kGeGLU || desc.kind == OpKind::kScale;
+  if (abi_1_2 && abi_minor_ < 2) {
+    // The plugin's Ops has no such virtual function: never ask it.
+    return Support::no("backend '" + backend_.name() + "' was built against Duet ABI 1." +
+                       std::to_string(abi_minor_) + ", which has no " + op_kind_name(desc.kind) +
+                       " op; rebuild the plugin against this SDK (ABI 1.2)");
+  }
+  return ops_.supports(desc);
+}
 
 void CheckedOps::require_support(const OpDesc& desc) const {
-  const Support s = ops_.supports(desc);
+  const Support s = supports(desc);
   if (s.ok()) return;
   std::string msg = "backend '" + backend_.name() + "' cannot run " + op_kind_name(desc.kind) +
                     " with weight dtype " + type_name(desc.weight_dtype) + ": ";
@@ -250,6 +261,53 @@ void CheckedOps::swiglu(const TensorView& gate, const TensorView& up, TensorView
   expect_same_or_disjoint(o, g);
   expect_same_or_disjoint(o, u);
   ops_.swiglu(gate, up, out);
+}
+
+void CheckedOps::add_bias(const TensorView& x, const TensorView& bias, TensorView out) {
+  const OpKind op = OpKind::kAddBias;
+  const Operand xo{op, "x", x}, bo{op, "bias", bias}, o{op, "out", out};
+  expect_rank(xo, 2, "[n, d]");
+  expect_rank(bo, 1, "[d]");
+  expect_rank(o, 2, "[n, d]");
+  for (const Operand& t : {xo, bo, o}) {
+    expect_valid(t);
+    expect_dtype(t, DType::kF32);
+  }
+  require_support({op, DType::kF32});
+  expect_dim(bo, 0, "elements", xo, 1, "columns");
+  expect_same_shape(o, xo);
+  expect_same_or_disjoint(o, xo);
+  expect_disjoint(o, bo);
+  ops_.add_bias(x, bias, out);
+}
+
+void CheckedOps::geglu(const TensorView& gate, const TensorView& up, TensorView out) {
+  const OpKind op = OpKind::kGeGLU;
+  const Operand g{op, "gate", gate}, u{op, "up", up}, o{op, "out", out};
+  for (const Operand& t : {g, u, o}) {
+    expect_valid(t);
+    expect_dtype(t, DType::kF32);
+  }
+  require_support({op, DType::kF32});
+  expect_same_shape(u, g);
+  expect_same_shape(o, g);
+  expect_same_or_disjoint(o, g);
+  expect_same_or_disjoint(o, u);
+  ops_.geglu(gate, up, out);
+}
+
+void CheckedOps::scale(const TensorView& x, float factor, TensorView out) {
+  const OpKind op = OpKind::kScale;
+  const Operand xo{op, "x", x}, o{op, "out", out};
+  for (const Operand& t : {xo, o}) {
+    expect_valid(t);
+    expect_dtype(t, DType::kF32);
+  }
+  require_support({op, DType::kF32});
+  expect_same_shape(o, xo);
+  if (!std::isfinite(factor)) fail(op, "factor is " + float_str(factor) + "; expected finite");
+  expect_same_or_disjoint(o, xo);
+  ops_.scale(x, factor, out);
 }
 
 void CheckedOps::add(const TensorView& a, const TensorView& b, TensorView out) {

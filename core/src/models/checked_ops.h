@@ -20,10 +20,12 @@
 // Thread-safety: as the wrapped backend (none).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "duet/backend.h"
 #include "duet/ops.h"
+#include "duet/plugin.h"
 
 namespace duet {
 
@@ -32,8 +34,11 @@ class CheckedOps {
   // Wraps `backend`'s ops. The backend must outlive this object. Embedding
   // ids are range-checked where the device's memory is host-accessible;
   // on other devices reading them back would stall every forward pass, and
-  // the Session guarantees their range instead.
-  explicit CheckedOps(Backend& backend);
+  // the Session guarantees their range instead. `abi_minor`: the
+  // DUET_ABI_MINOR the backend's plugin was built with
+  // (PluginHost::backend_abi_minor); the ops a newer ABI appended are
+  // unsupported below it, and never called.
+  explicit CheckedOps(Backend& backend, uint32_t abi_minor = DUET_ABI_MINOR);
 
   Support supports(const OpDesc& desc) const;
 
@@ -43,6 +48,9 @@ class CheckedOps {
   void rope(TensorView x, const TensorView& positions, const RopeParams& params);
   void swiglu(const TensorView& gate, const TensorView& up, TensorView out);
   void add(const TensorView& a, const TensorView& b, TensorView out);
+  void add_bias(const TensorView& x, const TensorView& bias, TensorView out);
+  void geglu(const TensorView& gate, const TensorView& up, TensorView out);
+  void scale(const TensorView& x, float factor, TensorView out);
 
  private:
   // Throws kPlugin unless the backend supports `desc`.
@@ -52,6 +60,7 @@ class CheckedOps {
 
   Backend& backend_;
   Ops& ops_;
+  uint32_t abi_minor_;
 };
 
 }  // namespace duet

@@ -1,5 +1,6 @@
 #include <string>
 
+#include "duet/error.h"
 #include "duet/ops.h"
 
 namespace duet {
@@ -18,9 +19,35 @@ const char* op_kind_name(OpKind kind) {
       return "swiglu";
     case OpKind::kAdd:
       return "add";
+    case OpKind::kAddBias:
+      return "add_bias";
+    case OpKind::kGeGLU:
+      return "geglu";
+    case OpKind::kScale:
+      return "scale";
   }
   return "unknown op";
 }
+
+namespace {
+
+[[noreturn]] void not_implemented(OpKind kind) {
+  throw Error(ErrorKind::kPlugin, std::string("this backend does not implement the ") +
+                                      op_kind_name(kind) +
+                                      " op (ABI 1.2); its supports() should have said so");
+}
+
+}  // namespace
+
+void Ops::add_bias(const TensorView&, const TensorView&, TensorView) {
+  not_implemented(OpKind::kAddBias);
+}
+
+void Ops::geglu(const TensorView&, const TensorView&, TensorView) {
+  not_implemented(OpKind::kGeGLU);
+}
+
+void Ops::scale(const TensorView&, float, TensorView) { not_implemented(OpKind::kScale); }
 
 Support weight_op_support(std::string_view backend, const OpDesc& desc,
                           std::span<const DType> weight_types) {
