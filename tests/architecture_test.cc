@@ -76,8 +76,10 @@ class ArchitectureOracle : public ::testing::TestWithParam<const char*> {
     testing::TinyLlama shape;
     shape.architecture = arch;
     shape.matrix_type = DType::kF32;
-    // Qwen3's heads are wider than n_embd / n_heads.
-    if (arch == "qwen3") shape.head_dim = 32;
+    // Qwen3's and Gemma 3's heads are wider than n_embd / n_heads.
+    if (arch == "qwen3" || arch == "gemma3") shape.head_dim = 32;
+    // Gemma 3's sixth layer is its first global one.
+    if (arch == "gemma3") shape.n_layers = 6;
     testing::write_tiny_llama(dir_ / "model.gguf", shape);
 
     std::string input = "{\"prompts\": [";
@@ -154,8 +156,8 @@ TEST_P(ArchitectureOracle, LogitsAndGreedyTokensMatchTheOracleOnEveryBackend) {
 
 std::string arch_name(const ::testing::TestParamInfo<const char*>& param) { return param.param; }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureOracle, ::testing::Values("llama", "qwen3"),
-                         arch_name);
+INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureOracle,
+                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3"), arch_name);
 
 }  // namespace
 }  // namespace duet

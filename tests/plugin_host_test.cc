@@ -92,8 +92,8 @@ TEST_P(PluginRefusal, IsRefusedWithItsReasonAndTheHostKeepsWorking) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryWayToFail, PluginRefusal,
-    ::testing::Values(Refusal{"abi-major", "ABI major version mismatch: plugin 2.1, host 1.1"},
-                      Refusal{"abi-minor-newer", "plugin needs ABI 1.2 but this host provides 1.1"},
+    ::testing::Values(Refusal{"abi-major", "ABI major version mismatch: plugin 2.2, host 1.2"},
+                      Refusal{"abi-minor-newer", "plugin needs ABI 1.3 but this host provides 1.2"},
                       Refusal{"bad-toolchain", "toolchain mismatch: plugin built with 'msvc"},
                       Refusal{"no-entry", "no duet_plugin_entry() symbol"},
                       Refusal{"probe-no", "cannot run here: no test device present"},

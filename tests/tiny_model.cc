@@ -88,8 +88,11 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
     w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
     w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
   }
-  w.set_float32(a + "rope.freq_base", 10000.0f);
+  w.set_float32(a + "rope.freq_base", s.architecture == "gemma3" ? 1e6f : 10000.0f);
   w.set_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (s.architecture == "gemma3") {
+    w.set_uint32(a + "attention.sliding_window", static_cast<uint32_t>(s.context_length / 2));
+  }
   if (!s.extra_key.empty()) w.set_uint32(a + s.extra_key, 1);
   w.set_string("tokenizer.ggml.model", "gpt2");
   w.set_string("tokenizer.ggml.pre", s.pre_tokenizer);
@@ -109,7 +112,9 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
   const int64_t head_dim = s.head_dim != 0 ? s.head_dim : s.n_embd / s.n_heads;
   const int64_t q_dim = head_dim * s.n_heads;
   const int64_t kv_dim = head_dim * s.n_kv_heads;
-  const bool qk_norm = s.architecture == "qwen3";
+  const bool qk_norm = s.architecture == "qwen3" || s.architecture == "gemma3";
+  const bool bias = s.architecture == "qwen2";
+  const bool post_norms = s.architecture == "gemma3";
   TensorMaker t(w, s.seed, s.omit_tensor);
   using R = TensorRole;
   t.add(tensor_name(R::kTokenEmbd), s.matrix_type, {s.n_vocab, s.n_embd});
@@ -119,15 +124,22 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
     t.add(tensor_name(R::kAttnQ, l), s.matrix_type, {q_dim, s.n_embd});
     t.add(tensor_name(R::kAttnK, l), s.matrix_type, {kv_dim, s.n_embd});
     t.add(tensor_name(R::kAttnV, l), s.matrix_type, {kv_dim, s.n_embd});
+    if (bias) {
+      t.add(tensor_name(R::kAttnQBias, l), DType::kF32, {q_dim});
+      t.add(tensor_name(R::kAttnKBias, l), DType::kF32, {kv_dim});
+      t.add(tensor_name(R::kAttnVBias, l), DType::kF32, {kv_dim});
+    }
     if (qk_norm) {
       t.add(tensor_name(R::kAttnQNorm, l), DType::kF32, {head_dim}, 1.0f);
       t.add(tensor_name(R::kAttnKNorm, l), DType::kF32, {head_dim}, 1.0f);
     }
     t.add(tensor_name(R::kAttnOutput, l), s.matrix_type, {s.n_embd, q_dim});
+    if (post_norms) t.add(tensor_name(R::kAttnPostNorm, l), DType::kF32, {s.n_embd}, 1.0f);
     t.add(tensor_name(R::kFfnNorm, l), DType::kF32, {s.n_embd}, 1.0f);
     t.add(tensor_name(R::kFfnGate, l), s.matrix_type, {s.n_ff, s.n_embd});
     t.add(tensor_name(R::kFfnUp, l), s.matrix_type, {s.n_ff, s.n_embd});
     t.add(tensor_name(R::kFfnDown, l), s.matrix_type, {s.n_embd, s.n_ff});
+    if (post_norms) t.add(tensor_name(R::kFfnPostNorm, l), DType::kF32, {s.n_embd}, 1.0f);
   }
   if (!s.extra_tensor.empty()) t.add(s.extra_tensor, DType::kF32, {s.n_embd}, 1.0f);
   w.write(path);

@@ -21,8 +21,10 @@ struct TinyLlama {
   int64_t context_length = 256;
   DType matrix_type = DType::kQ4_1;  // projections and the embedding table
   uint64_t seed = 1;                 // weights are uniform in [-0.5, 0.5)
-  // general.architecture and the prefix of its keys: "llama", or "qwen3"
-  // (adds per-head q/k norms); any other name makes a file Duet refuses.
+  // general.architecture and the prefix of its keys: "llama", "qwen2" (adds
+  // Q/K/V biases), "qwen3" (per-head q/k norms) or "gemma3" (q/k norms,
+  // post-norms, a sliding window of context_length / 2, RoPE base 1e6 for
+  // its global layers); any other name makes a file Duet refuses.
   std::string architecture = "llama";
   // Ways to make a broken model for error tests.
   std::string pre_tokenizer = "smollm";  // tokenizer.ggml.pre

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent NumPy reference forward pass for llama and qwen3 GGUF models.
+"""Independent NumPy reference forward pass for llama, qwen2, qwen3 and gemma3 GGUF models.
 
 This file is a test oracle for Duet. It deliberately shares no code with Duet:
 the GGUF file is parsed by the PyPI package ``gguf`` (``gguf.GGUFReader``) and
@@ -17,9 +17,15 @@ Conventions (checked against llama.cpp, see tests/oracle/README.md):
   * llama.cpp's converter permutes the rows of attn_q / attn_k for the llama
     architecture, so RoPE on GGUF weights rotates ADJACENT pairs
     (x[2i], x[2i+1]) ("normal" rope, LLAMA_ROPE_TYPE_NORM), not NeoX halves.
-  * qwen3 is converted without that permutation and runs with NeoX RoPE
-    (halves (x[i], x[i + d/2])), after an RMS norm of each head of q and k
-    (attn_q_norm / attn_k_norm); its head_dim is attention.key_length.
+  * qwen2, qwen3 and gemma3 are converted without that permutation and run
+    with NeoX RoPE (halves (x[i], x[i + d/2])). qwen2 adds Q/K/V biases;
+    qwen3 and gemma3 RMS-normalize each head of q and k (attn_q_norm /
+    attn_k_norm) before RoPE; head_dim is attention.key_length.
+  * gemma3: embeddings times sqrt(n_embd); GELU (tanh form) gated FFN; RMS
+    norms of the attention's and the FFN's outputs (post_attention_norm,
+    post_ffw_norm) before the residual adds; layer l is a sliding-window
+    layer (attends to the last attention.sliding_window positions, RoPE
+    base 10000) when l % 6 < 5, global (the file's base) otherwise.
   * Grouped-query attention: query head h reads kv head h // (n_head / n_kv).
 
 CLI:
@@ -69,6 +75,9 @@ class Hparams:
     rms_eps: float
     neox: bool = False     # RoPE rotates halves (x[i], x[i + d/2]) instead of adjacent pairs
     qk_norm: bool = False  # per-head RMS norms of q and k before RoPE
+    qkv_bias: bool = False  # attn_q/k/v.bias
+    gemma3: bool = False   # embedding scale, GELU FFN, post-norms, local/global layers
+    window: int = 0        # sliding window of gemma3's local layers
 
 
 def _field_value(reader: gguf.GGUFReader, key: str, default=None):
@@ -86,8 +95,9 @@ class LlamaOracle:
     def __init__(self, model_path: str):
         reader = gguf.GGUFReader(model_path)
         arch = _field_value(reader, "general.architecture")
-        if arch not in ("llama", "qwen3"):
-            raise ValueError(f"unsupported architecture {arch!r} (oracle handles llama, qwen3)")
+        if arch not in ("llama", "qwen2", "qwen3", "gemma3"):
+            raise ValueError(f"unsupported architecture {arch!r} "
+                             "(oracle handles llama, qwen2, qwen3, gemma3)")
         p = arch + "."
         n_embd = int(_field_value(reader, p + "embedding_length"))
         n_head = int(_field_value(reader, p + "attention.head_count"))
@@ -104,10 +114,13 @@ class LlamaOracle:
             n_rot=int(_field_value(reader, p + "rope.dimension_count", head_dim)),
             rope_base=float(_field_value(reader, p + "rope.freq_base", 10000.0)),
             rms_eps=float(_field_value(reader, p + "attention.layer_norm_rms_epsilon")),
-            # Qwen3 is converted without llama's Q/K row permutation, and
-            # llama.cpp runs it with LLAMA_ROPE_TYPE_NEOX.
-            neox=arch == "qwen3",
-            qk_norm=arch == "qwen3",
+            # Only llama is converted with llama.cpp's Q/K row permutation;
+            # llama.cpp runs the others with LLAMA_ROPE_TYPE_NEOX.
+            neox=arch != "llama",
+            qk_norm=arch in ("qwen3", "gemma3"),
+            qkv_bias=arch == "qwen2",
+            gemma3=arch == "gemma3",
+            window=int(_field_value(reader, p + "attention.sliding_window", 0)),
         )
         if n_head % n_head_kv != 0:
             raise ValueError("n_head must be a multiple of n_head_kv")
@@ -142,6 +155,13 @@ class LlamaOracle:
         for i in range(hp.n_layer):
             b = f"blk.{i}."
             layer = {}
+            if hp.qkv_bias:
+                layer["q_bias"] = load(b + "attn_q.bias", (hp.n_head * hp.head_dim,))
+                layer["k_bias"] = load(b + "attn_k.bias", (kv_dim,))
+                layer["v_bias"] = load(b + "attn_v.bias", (kv_dim,))
+            if hp.gemma3:
+                layer["attn_post_norm"] = load(b + "post_attention_norm.weight", (hp.n_embd,))
+                layer["ffn_post_norm"] = load(b + "post_ffw_norm.weight", (hp.n_embd,))
             if hp.qk_norm:
                 layer["q_norm"] = load(b + "attn_q_norm.weight", (hp.head_dim,))
                 layer["k_norm"] = load(b + "attn_k_norm.weight", (hp.head_dim,))
@@ -164,12 +184,12 @@ class LlamaOracle:
         ms = np.mean(x * x, axis=-1, keepdims=True)
         return x / np.sqrt(ms + self.hp.rms_eps) * w
 
-    def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    def rope(self, x: np.ndarray, positions: np.ndarray, base: float) -> np.ndarray:
         """RoPE. x: [T, n_heads, head_dim]; positions: [T]. Pair i is
         (x[2i], x[2i+1]), or (x[i], x[i + d/2]) for NeoX."""
         d = self.hp.head_dim
         i = np.arange(d // 2, dtype=np.float64)
-        inv_freq = self.hp.rope_base ** (-2.0 * i / d)            # theta_i
+        inv_freq = base ** (-2.0 * i / d)                        # theta_i
         ang = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
         cos = np.cos(ang)[:, None, :]
         sin = np.sin(ang)[:, None, :]
@@ -197,33 +217,56 @@ class LlamaOracle:
         causal = np.triu(np.ones((T, T), dtype=bool), k=1)  # True = masked (future)
 
         x = self.w["token_embd"][ids].copy()  # [T, n_embd]
-        for L in self.layers:
+        if hp.gemma3:
+            x *= math.sqrt(hp.n_embd)
+        for il, L in enumerate(self.layers):
+            # Gemma 3 (as llama.cpp runs it): five sliding-window layers with
+            # RoPE base 10000, then one global layer with the file's base.
+            local = hp.gemma3 and il % 6 < 5
+            mask = causal
+            if local:
+                mask = causal | np.tril(np.ones((T, T), dtype=bool), k=-hp.window)
             h = self.rms_norm(x, L["attn_norm"])
-            q = (h @ L["wq"].T).reshape(T, hp.n_head, hp.head_dim)
-            k = (h @ L["wk"].T).reshape(T, hp.n_head_kv, hp.head_dim)
-            v = (h @ L["wv"].T).reshape(T, hp.n_head_kv, hp.head_dim)
+            q = h @ L["wq"].T
+            k = h @ L["wk"].T
+            v = h @ L["wv"].T
+            if hp.qkv_bias:
+                q, k, v = q + L["q_bias"], k + L["k_bias"], v + L["v_bias"]
+            q = q.reshape(T, hp.n_head, hp.head_dim)
+            k = k.reshape(T, hp.n_head_kv, hp.head_dim)
+            v = v.reshape(T, hp.n_head_kv, hp.head_dim)
             if hp.qk_norm:
                 q = self.rms_norm(q, L["q_norm"])
                 k = self.rms_norm(k, L["k_norm"])
-            q = self.rope(q, pos)
-            k = self.rope(k, pos)
+            base = 10000.0 if local else hp.rope_base
+            q = self.rope(q, pos, base)
+            k = self.rope(k, pos, base)
             kv_of_head = np.arange(hp.n_head) // group          # h -> kv head
             kh = k[:, kv_of_head, :]                             # [T, n_head, d]
             vh = v[:, kv_of_head, :]
             # scores[h, i, j] = q[i,h,:] . k[j,h,:] * scale
             scores = np.einsum("ihd,jhd->hij", q, kh) * scale
-            scores = np.where(causal[None, :, :], -np.inf, scores)
+            scores = np.where(mask[None, :, :], -np.inf, scores)
             scores -= scores.max(axis=-1, keepdims=True)
             p = np.exp(scores)
             p /= p.sum(axis=-1, keepdims=True)
             attn = np.einsum("hij,jhd->ihd", p, vh).reshape(T, hp.n_head * hp.head_dim)
-            x = x + attn @ L["wo"].T
+            a = attn @ L["wo"].T
+            if hp.gemma3:
+                a = self.rms_norm(a, L["attn_post_norm"])
+            x = x + a
 
             h = self.rms_norm(x, L["ffn_norm"])
             g = h @ L["w_gate"].T
             u = h @ L["w_up"].T
-            act = g / (1.0 + np.exp(-g)) * u                     # silu(g) * u
-            x = x + act @ L["w_down"].T
+            if hp.gemma3:                                        # gelu(g) * u, tanh form
+                act = 0.5 * g * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (g + 0.044715 * g**3))) * u
+            else:
+                act = g / (1.0 + np.exp(-g)) * u                 # silu(g) * u
+            f = act @ L["w_down"].T
+            if hp.gemma3:
+                f = self.rms_norm(f, L["ffn_post_norm"])
+            x = x + f
 
         x = self.rms_norm(x, self.w["output_norm"])
         return x @ self.w["output"].T

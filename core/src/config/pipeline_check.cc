@@ -256,6 +256,17 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
                                            " exceeds the model's context_length " +
                                            std::to_string(h.context_length) + "; use at most " +
                                            std::to_string(h.context_length));
+    } else if (h.sliding_window > 0 && kc.capacity_tokens > h.sliding_window) {
+      // With at most `window` cached positions, full attention is the
+      // windowed attention exactly; past it the local layers would attend
+      // to positions their window excludes.
+      problems.add(ErrorKind::kConfig,
+                   src + ": components.kv_cache.capacity_tokens " +
+                       std::to_string(kc.capacity_tokens) + " exceeds " + h.architecture +
+                       "'s sliding window of " + std::to_string(h.sliding_window) +
+                       " positions; Duet does not run sliding-window attention yet, so use at "
+                       "most " +
+                       std::to_string(h.sliding_window) + " tokens");
     }
   }
 

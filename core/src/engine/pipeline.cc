@@ -59,7 +59,7 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
     State::Placement& made = s->placements.emplace_back();
     made.backend =
         p.instance ? std::move(p.instance) : host.create_backend(p.backend, p.backend_options);
-    made.model = make_model(s->file, c.hparams, *made.backend);
+    made.model = make_model(s->file, c.hparams, *made.backend, host.backend_abi_minor(p.backend));
     made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
     made.attention =
         make_attention(*made.backend, host, p.attention_impl,

@@ -1,5 +1,6 @@
 #include "models/decoder_model.h"
 
+#include <cmath>
 #include <optional>
 
 #include "duet/error.h"
@@ -57,8 +58,13 @@ struct DecoderModel::Scratch {
 };
 
 DecoderModel::DecoderModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
-                           const DecoderLayout& layout, Backend& backend)
-    : file_(std::move(file)), hparams_(hparams), layout_(layout), backend_(backend), ops_(backend) {
+                           const DecoderLayout& layout, Backend& backend, uint32_t abi_minor)
+    : file_(std::move(file)),
+      hparams_(hparams),
+      layout_(layout),
+      backend_(backend),
+      ops_(backend, abi_minor) {
+  require_layout_ops();
   const ModelHParams& h = hparams_;
   const int64_t q_dim = int64_t{h.n_heads} * h.head_dim;
   const int64_t kv_dim = int64_t{h.n_kv_heads} * h.head_dim;
@@ -73,21 +79,42 @@ DecoderModel::DecoderModel(std::shared_ptr<const GgufFile> file, const ModelHPar
     w.wq = bind(R::kAttnQ, l, {q_dim, h.n_embd});
     w.wk = bind(R::kAttnK, l, {kv_dim, h.n_embd});
     w.wv = bind(R::kAttnV, l, {kv_dim, h.n_embd});
+    if (layout_.qkv_bias) {
+      w.q_bias = bind(R::kAttnQBias, l, {q_dim});
+      w.k_bias = bind(R::kAttnKBias, l, {kv_dim});
+      w.v_bias = bind(R::kAttnVBias, l, {kv_dim});
+    }
     if (layout_.qk_norm) {
       w.q_norm = bind(R::kAttnQNorm, l, {h.head_dim});
       w.k_norm = bind(R::kAttnKNorm, l, {h.head_dim});
     }
     w.wo = bind(R::kAttnOutput, l, {h.n_embd, q_dim});
+    if (layout_.post_norms) w.attn_post_norm = bind(R::kAttnPostNorm, l, {h.n_embd});
     w.ffn_norm = bind(R::kFfnNorm, l, {h.n_embd});
     w.w_gate = bind(R::kFfnGate, l, {h.n_ff, h.n_embd});
     w.w_up = bind(R::kFfnUp, l, {h.n_ff, h.n_embd});
     w.w_down = bind(R::kFfnDown, l, {h.n_embd, h.n_ff});
+    if (layout_.post_norms) w.ffn_post_norm = bind(R::kFfnPostNorm, l, {h.n_embd});
     layers_.push_back(w);
   }
   refuse_unbound_tensors();
 }
 
 DecoderModel::~DecoderModel() = default;
+
+void DecoderModel::require_layout_ops() const {
+  std::vector<OpKind> needed;
+  if (layout_.qkv_bias) needed.push_back(OpKind::kAddBias);
+  if (layout_.ffn == DecoderLayout::Ffn::kGeGLU) needed.push_back(OpKind::kGeGLU);
+  if (layout_.embed_scale) needed.push_back(OpKind::kScale);
+  for (OpKind kind : needed) {
+    const Support s = ops_.supports(OpDesc{kind});
+    if (s.ok()) continue;
+    throw Error(ErrorKind::kPlugin, file_->path().string() + ": the " + hparams_.architecture +
+                                        " model needs the " + op_kind_name(kind) +
+                                        " op: " + s.reasons.front());
+  }
+}
 
 void DecoderModel::refuse_unbound_tensors() const {
   for (const GgufTensorInfo& t : file_->tensors()) {
@@ -187,16 +214,24 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
              k = rows(s.k.view, 0, n), v = rows(s.v.view, 0, n), attn = rows(s.attn.view, 0, n),
              proj = rows(s.proj.view, 0, n), gate = rows(s.gate.view, 0, n),
              up = rows(s.up.view, 0, n);
-  const RopeParams rope{h.rope_freq_base, layout_.rope_pairs};
+  const RopeParams global_rope{h.rope_freq_base, layout_.rope_pairs};
+  const RopeParams local_rope{layout_.local_rope_base, layout_.rope_pairs};
 
   backend_.begin_forward(step);
   ops_.embedding(token_embd_, ids, x);
+  if (layout_.embed_scale) ops_.scale(x, std::sqrt(static_cast<float>(h.n_embd)), x);
   for (int32_t l = 0; l < h.n_layers; ++l) {
     const Layer& w = layers_[static_cast<size_t>(l)];
+    const RopeParams& rope = is_local_layer(layout_, l) ? local_rope : global_rope;
     ops_.rmsnorm(x, w.attn_norm, h.rms_eps, hn);
     ops_.matmul(hn, w.wq, q);
     ops_.matmul(hn, w.wk, k);
     ops_.matmul(hn, w.wv, v);
+    if (layout_.qkv_bias) {
+      ops_.add_bias(q, w.q_bias, q);
+      ops_.add_bias(k, w.k_bias, k);
+      ops_.add_bias(v, w.v_bias, v);
+    }
     TensorView q_heads = reshaped(q, {n, h.n_heads, h.head_dim});
     TensorView k_heads = reshaped(k, {n, h.n_kv_heads, h.head_dim});
     if (layout_.qk_norm) {
@@ -210,12 +245,18 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
     attention.forward(l, step, q_heads, k_heads, reshaped(v, {n, h.n_kv_heads, h.head_dim}), kv,
                       reshaped(attn, {n, h.n_heads, h.head_dim}));
     ops_.matmul(attn, w.wo, proj);
+    if (layout_.post_norms) ops_.rmsnorm(proj, w.attn_post_norm, h.rms_eps, proj);
     ops_.add(x, proj, x);
     ops_.rmsnorm(x, w.ffn_norm, h.rms_eps, hn);
     ops_.matmul(hn, w.w_gate, gate);
     ops_.matmul(hn, w.w_up, up);
-    ops_.swiglu(gate, up, gate);
+    if (layout_.ffn == DecoderLayout::Ffn::kGeGLU) {
+      ops_.geglu(gate, up, gate);
+    } else {
+      ops_.swiglu(gate, up, gate);
+    }
     ops_.matmul(gate, w.w_down, proj);
+    if (layout_.post_norms) ops_.rmsnorm(proj, w.ffn_post_norm, h.rms_eps, proj);
     ops_.add(x, proj, x);
   }
 
@@ -234,13 +275,14 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
 }
 
 std::unique_ptr<Model> make_model(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
-                                  Backend& backend) {
+                                  Backend& backend, uint32_t backend_abi_minor) {
   const Architecture* arch = find_architecture(hparams.architecture);
   if (arch == nullptr) {
     throw Error(ErrorKind::kModelFile, file->path().string() + ": general.architecture '" +
                                            hparams.architecture + "' is not supported");
   }
-  return std::make_unique<DecoderModel>(std::move(file), hparams, arch->layout, backend);
+  return std::make_unique<DecoderModel>(std::move(file), hparams, arch->layout, backend,
+                                        backend_abi_minor);
 }
 
 }  // namespace duet

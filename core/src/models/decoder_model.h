@@ -1,14 +1,18 @@
 // decoder_model.h — the pre-norm decoder every registered architecture is:
 // which ops run in which order, on any backend (internal to core).
 //
-// Per layer, for the rows of one step:
+// x = embedding rows (times sqrt(n_embd) with layout.embed_scale); then per
+// layer, for the rows of one step ([..]: where the layout says so):
 //   h  = rmsnorm(x, attn_norm)
-//   q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ
-//   q, k = rmsnorm of each head (attn_q_norm, attn_k_norm)   [layout.qk_norm]
-//   rope(q), rope(k) at each row's position, pairs as layout.rope_pairs
-//   x += attention(q, k, v over the cache)·Woᵀ
+//   q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ  [+ attn_q/k/v.bias]
+//   [q, k = rmsnorm of each head (attn_q_norm, attn_k_norm)]
+//   rope(q), rope(k) at each row's position, pairs as layout.rope_pairs,
+//     base layout.local_rope_base on a sliding-window layer
+//   a  = attention(q, k, v over the cache)·Woᵀ  [then rmsnorm(a, post_attention_norm)]
+//   x += a
 //   h  = rmsnorm(x, ffn_norm)
-//   x += (silu(h·Wgateᵀ) * h·Wupᵀ)·Wdownᵀ
+//   f  = (act(h·Wgateᵀ) * h·Wupᵀ)·Wdownᵀ, act silu or gelu  [then rmsnorm(f, post_ffw_norm)]
+//   x += f
 // then logits = rmsnorm(x, output_norm)·Woutᵀ for the rows asked for, where
 // Wout is output.weight or, for tied embeddings, token_embd.weight. K and V
 // are projections of each layer's own input, as the model was trained.
@@ -43,8 +47,11 @@ class DecoderModel final : public Model {
   // tensor the layout does not use (rope_freqs.weight, a bias: something
   // the model does that this layout would skip), and kOutOfMemory from the
   // device.
+  // `abi_minor`: the backend plugin's DUET_ABI_MINOR (CheckedOps); a
+  // layout needing ops the backend lacks is refused with kPlugin, naming
+  // the op.
   DecoderModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
-               const DecoderLayout& layout, Backend& backend);
+               const DecoderLayout& layout, Backend& backend, uint32_t abi_minor);
   ~DecoderModel() override;
 
   const ModelHParams& hparams() const override { return hparams_; }
@@ -55,10 +62,12 @@ class DecoderModel final : public Model {
 
  private:
   struct Layer {
-    TensorView attn_norm, wq, wk, wv, q_norm, k_norm, wo, ffn_norm, w_gate, w_up, w_down;
+    TensorView attn_norm, wq, wk, wv, q_bias, k_bias, v_bias, q_norm, k_norm, wo, attn_post_norm;
+    TensorView ffn_norm, w_gate, w_up, w_down, ffn_post_norm;
   };
   struct Scratch;
 
+  void require_layout_ops() const;
   TensorView bind(TensorRole role, int32_t layer, Shape expected);
   void refuse_unbound_tensors() const;
   void ensure_scratch(int32_t n_rows, int32_t n_logit_rows);

@@ -17,6 +17,7 @@
 #include "duet/attention.h"
 #include "duet/backend.h"
 #include "duet/kv_cache.h"
+#include "duet/plugin.h"
 #include "duet/step_batch.h"
 
 namespace duet {
@@ -42,9 +43,11 @@ class Model {
 
 // The model of `hparams.architecture` (read from `file` by read_hparams(),
 // which refuses architectures and keys core cannot run) with `file`'s
-// weights bound on `backend`. Throws duet::Error(kModelFile) for an
-// unregistered architecture and as DecoderModel's constructor does.
+// weights bound on `backend`, whose plugin was built against ABI 1.
+// `backend_abi_minor` (PluginHost::backend_abi_minor). Throws
+// duet::Error(kModelFile) for an unregistered architecture and as
+// DecoderModel's constructor does.
 std::unique_ptr<Model> make_model(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
-                                  Backend& backend);
+                                  Backend& backend, uint32_t backend_abi_minor = DUET_ABI_MINOR);
 
 }  // namespace duet

@@ -27,12 +27,15 @@ constexpr std::array<std::string_view, 13> kKnownKeys = {
     "vocab_size",            // informative; tokenizer.ggml.tokens decides
 };
 
-void refuse_unknown_keys(const GgufFile& f, const std::string& arch) {
+// `windowed`: the architecture has sliding-window layers, whose window it
+// reads from attention.sliding_window.
+void refuse_unknown_keys(const GgufFile& f, const std::string& arch, bool windowed) {
   const std::string prefix = arch + ".";
   for (const GgufMetadataEntry& e : f.metadata()) {
     if (e.key.substr(0, prefix.size()) != prefix) continue;
     const std::string_view rest = e.key.substr(prefix.size());
     if (std::find(kKnownKeys.begin(), kKnownKeys.end(), rest) != kKnownKeys.end()) continue;
+    if (windowed && rest == "attention.sliding_window") continue;
     throw Error(ErrorKind::kModelFile,
                 f.path().string() + ": " + std::string(e.key) + " is a hyperparameter Duet's " +
                     arch +
@@ -70,7 +73,8 @@ ModelHParams read_hparams(const GgufFile& f) {
                 file + ": general.architecture '" + h.architecture +
                     "' is not supported; supported: " + quoted_list(supported_architectures()));
   }
-  refuse_unknown_keys(f, h.architecture);
+  const DecoderLayout& layout = find_architecture(h.architecture)->layout;
+  refuse_unknown_keys(f, h.architecture, layout.window_pattern > 0);
   h.name = std::string(f.find_string("general.name").value_or(""));
   const std::string a = h.architecture + ".";
   h.context_length = read_bounded(f, a + "context_length", 1, int64_t{1} << 24);
@@ -142,6 +146,10 @@ ModelHParams read_hparams(const GgufFile& f) {
                     " must be positive (epsilon at most 1)");
   }
   h.attention_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
+  if (layout.window_pattern > 0) {
+    h.sliding_window =
+        static_cast<int32_t>(read_bounded(f, a + "attention.sliding_window", 1, h.context_length));
+  }
   return h;
 }
 

@@ -19,12 +19,20 @@ const char* stem(TensorRole role) {
       return "attn_k";
     case TensorRole::kAttnV:
       return "attn_v";
+    case TensorRole::kAttnQBias:
+      return "attn_q";
+    case TensorRole::kAttnKBias:
+      return "attn_k";
+    case TensorRole::kAttnVBias:
+      return "attn_v";
     case TensorRole::kAttnQNorm:
       return "attn_q_norm";
     case TensorRole::kAttnKNorm:
       return "attn_k_norm";
     case TensorRole::kAttnOutput:
       return "attn_output";
+    case TensorRole::kAttnPostNorm:
+      return "post_attention_norm";
     case TensorRole::kFfnNorm:
       return "ffn_norm";
     case TensorRole::kFfnGate:
@@ -33,6 +41,8 @@ const char* stem(TensorRole role) {
       return "ffn_up";
     case TensorRole::kFfnDown:
       return "ffn_down";
+    case TensorRole::kFfnPostNorm:
+      return "post_ffw_norm";
   }
   return "unknown";
 }
@@ -45,8 +55,10 @@ bool is_layer_role(TensorRole role) {
 }
 
 std::string tensor_name(TensorRole role, int32_t layer) {
+  const bool bias = role == TensorRole::kAttnQBias || role == TensorRole::kAttnKBias ||
+                    role == TensorRole::kAttnVBias;
   std::string name = stem(role);
-  name += ".weight";
+  name += bias ? ".bias" : ".weight";
   if (is_layer_role(role)) name = "blk." + std::to_string(layer) + "." + name;
   return name;
 }

@@ -26,6 +26,10 @@ struct DUET_API ModelHParams {
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   float attention_scale = 0.0f;  // applied to q·k: 1/sqrt(head_dim)
+  // Positions a sliding-window layer attends to (Gemma 3's local layers);
+  // 0 when the architecture has none. Duet runs such a model with a KV cache
+  // of at most this many tokens, where every layer's attention is exact.
+  int32_t sliding_window = 0;
 };
 
 // Architectures Duet has a model definition for (general.architecture

@@ -20,24 +20,30 @@ enum class TensorRole {
   kOutputNorm,  // [n_embd] final RMS norm
   kOutput,      // [n_vocab, n_embd] LM head; absent when tied to kTokenEmbd
   // Per-layer tensors.
-  kAttnNorm,    // [n_embd]
-  kAttnQ,       // [n_heads * head_dim, n_embd]
-  kAttnK,       // [n_kv_heads * head_dim, n_embd]
-  kAttnV,       // [n_kv_heads * head_dim, n_embd]
-  kAttnQNorm,   // [head_dim] RMS norm of each query head (Qwen3, Gemma 3)
-  kAttnKNorm,   // [head_dim] RMS norm of each key head
-  kAttnOutput,  // [n_embd, n_heads * head_dim]
-  kFfnNorm,     // [n_embd]
-  kFfnGate,     // [n_ff, n_embd]
-  kFfnUp,       // [n_ff, n_embd]
-  kFfnDown,     // [n_embd, n_ff]
+  kAttnNorm,      // [n_embd]
+  kAttnQ,         // [n_heads * head_dim, n_embd]
+  kAttnK,         // [n_kv_heads * head_dim, n_embd]
+  kAttnV,         // [n_kv_heads * head_dim, n_embd]
+  kAttnQBias,     // [n_heads * head_dim] (Qwen2)
+  kAttnKBias,     // [n_kv_heads * head_dim]
+  kAttnVBias,     // [n_kv_heads * head_dim]
+  kAttnQNorm,     // [head_dim] RMS norm of each query head (Qwen3, Gemma 3)
+  kAttnKNorm,     // [head_dim] RMS norm of each key head
+  kAttnOutput,    // [n_embd, n_heads * head_dim]
+  kAttnPostNorm,  // [n_embd] RMS norm of the attention's output (Gemma 3)
+  kFfnNorm,       // [n_embd]
+  kFfnGate,       // [n_ff, n_embd]
+  kFfnUp,         // [n_ff, n_embd]
+  kFfnDown,       // [n_embd, n_ff]
+  kFfnPostNorm,   // [n_embd] RMS norm of the FFN's output (Gemma 3)
 };
 
 // Whether `role` is one tensor per layer (named "blk.<layer>.…").
 DUET_API bool is_layer_role(TensorRole role);
 
 // The tensor's name: "output_norm.weight" for a whole-model role (layer
-// ignored), "blk.<layer>.attn_q.weight" for a per-layer one.
+// ignored), "blk.<layer>.attn_q.weight" for a per-layer one,
+// "blk.<layer>.attn_q.bias" for a bias.
 DUET_API std::string tensor_name(TensorRole role, int32_t layer = 0);
 
 }  // namespace duet
