@@ -25,6 +25,7 @@
 #include "duet/app/gguf.h"
 #include "duet/error.h"
 #include "model_files.h"
+#include "text/spm_tokenizer.h"
 #include "text/utf8_stream.h"
 
 namespace duet {
@@ -236,10 +237,10 @@ TEST(TinyTokenizer, RejectsUnknownPreTokenizer) {
 
 TEST(TinyTokenizer, RejectsUnknownModel) {
   TinyVocab v;
-  v.model = "llama";
+  v.model = "bert";
   std::string msg = error_message([&] { load_tiny(v, "model"); }, ErrorKind::kModelFile);
-  EXPECT_NE(msg.find("tokenizer.ggml.model 'llama'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'gpt2'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tokenizer.ggml.model 'bert'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'gpt2', 'llama'"), std::string::npos) << msg;
 }
 
 TEST(TinyTokenizer, RejectsMalformedVocabularies) {
@@ -549,6 +550,174 @@ TEST_F(SmolLM2Tokenizer, RejectsIdsOutOfRange) {
     EXPECT_NE(msg.find("token id " + std::to_string(id)), std::string::npos) << msg;
     EXPECT_NE(msg.find("49152"), std::string::npos) << msg;
   }
+}
+
+// ---- SentencePiece-style BPE (tokenizer.ggml.model "llama") -----------------------
+
+// A hand-made vocabulary: pieces with scores, two byte tokens, a control and
+// a user-defined token.
+SpmTokenizer tiny_spm(bool add_space_prefix) {
+  SpmTokenizer::Vocabulary v;
+  auto add = [&](const std::string& text, float score, TokenType type) {
+    v.tokens.push_back(text);
+    v.scores.push_back(score);
+    v.types.push_back(type);
+  };
+  add("<unk>", 0, TokenType::kUnknown);         // 0
+  add("<s>", 0, TokenType::kControl);           // 1
+  add("</s>", 0, TokenType::kControl);          // 2
+  add("<0xC3>", 0, TokenType::kByte);           // 3
+  add("<0xA9>", 0, TokenType::kByte);           // 4
+  add("\xE2\x96\x81", -5, TokenType::kNormal);  // 5 "▁"
+  add("a", -5, TokenType::kNormal);             // 6
+  add("b", -5, TokenType::kNormal);             // 7
+  add("c", -5, TokenType::kNormal);             // 8
+  add("ab", -2, TokenType::kNormal);            // 9
+  add("bc", -1, TokenType::kNormal);            // 10: outscores "ab"
+  add("\xE2\x96\x81"
+      "a",
+      -3, TokenType::kNormal);              // 11 "▁a"
+  add("<hr>", 0, TokenType::kUserDefined);  // 12
+  v.bos = 1;
+  v.eos = 2;
+  v.add_bos = true;
+  v.add_space_prefix = add_space_prefix;
+  return SpmTokenizer(v, "tiny");
+}
+
+TEST(TinySpmTokenizer, MergesTheHighestScoringPairFirst) {
+  const SpmTokenizer tok = tiny_spm(false);
+  EXPECT_EQ(tok.encode("abc", false), (std::vector<int32_t>{6, 10}));  // a + bc, not ab + c
+  EXPECT_EQ(tok.encode("ab", false), (std::vector<int32_t>{9}));
+  EXPECT_EQ(tok.encode("a b", false), (std::vector<int32_t>{6, 5, 7}));  // "▁b" is no piece
+  EXPECT_EQ(tok.encode("ab a", false), (std::vector<int32_t>{9, 11}));
+}
+
+TEST(TinySpmTokenizer, SpacePrefixAtTheStartAndAfterSpecialTokens) {
+  const SpmTokenizer tok = tiny_spm(true);
+  EXPECT_EQ(tok.encode("a", false), (std::vector<int32_t>{11}));
+  EXPECT_EQ(tok.encode("</s>a", true), (std::vector<int32_t>{2, 11}));
+  EXPECT_EQ(tok.encode("<hr>a", false), (std::vector<int32_t>{12, 11}));
+  EXPECT_EQ(tok.decode(tok.encode("a b", false)), " a b");  // the prefix decodes too
+}
+
+TEST(TinySpmTokenizer, ByteFallbackAndDroppedBytes) {
+  const SpmTokenizer tok = tiny_spm(false);
+  EXPECT_EQ(tok.encode("\xC3\xA9", false), (std::vector<int32_t>{3, 4}));  // é as its bytes
+  EXPECT_EQ(tok.encode("a\xF0z", false), (std::vector<int32_t>{6}));       // no tokens: dropped
+  EXPECT_EQ(tok.piece(3), "\xC3");
+  EXPECT_EQ(tok.piece(5), " ");
+  EXPECT_EQ(tok.encode("</s>", false), (std::vector<int32_t>{}));  // "<", "/", ... dropped
+  EXPECT_EQ(tok.encode("</s>", true), (std::vector<int32_t>{2}));
+  EXPECT_TRUE(tok.is_end_of_generation(2));
+}
+
+TEST(TinySpmTokenizer, RejectsMalformedVocabularies) {
+  SpmTokenizer::Vocabulary v;
+  v.tokens = {"a", "<0xZZ>"};
+  v.scores = {0, 0};
+  v.types = {TokenType::kNormal, TokenType::kByte};
+  std::string msg = error_message([&] { SpmTokenizer(v, "f.gguf"); }, ErrorKind::kModelFile);
+  EXPECT_NE(msg.find("'<0xZZ>' is a byte token"), std::string::npos) << msg;
+  v.scores = {0};
+  msg = error_message([&] { SpmTokenizer(v, "f.gguf"); }, ErrorKind::kModelFile);
+  EXPECT_NE(msg.find("tokenizer.ggml.scores 1"), std::string::npos) << msg;
+  v.scores = {0, 0};
+  v.types = {TokenType::kNormal, TokenType::kNormal};
+  v.eos = 5;
+  msg = error_message([&] { SpmTokenizer(v, "f.gguf"); }, ErrorKind::kModelFile);
+  EXPECT_NE(msg.find("eos_token_id is 5; expected 0..1"), std::string::npos) << msg;
+}
+
+// ---- Gemma 3: SentencePiece-style BPE (tokenizer.ggml.model "llama") ----------
+
+class Gemma3Tokenizer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::filesystem::path path = testing::gemma_path();
+    if (!std::filesystem::exists(path)) {
+      missing_ = testing::missing_model_message(path);
+      return;
+    }
+    tokenizer_ = load_tokenizer(GgufFile::open(path)).release();
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    tokenizer_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(tokenizer_, nullptr) << missing_; }
+
+  static const Tokenizer& tok() { return *tokenizer_; }
+
+ private:
+  static inline Tokenizer* tokenizer_ = nullptr;
+  static inline std::string missing_;
+};
+
+// llama.cpp's ids (tests/gemma3_tokenizer_fixture.py, committed) for each of
+// the 240 lines of tests/data/tokenizer_corpus_mixed.txt and for the whole
+// corpus, with control tokens parsed and not.
+TEST_F(Gemma3Tokenizer, MatchesLlamaCppOnAMixedCorpus) {
+  const std::filesystem::path data = std::filesystem::path(DUET_SOURCE_DIR) / "tests" / "data";
+  const std::string corpus = read_file(data / "tokenizer_corpus_mixed.txt");
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < corpus.size();) {
+    const size_t end = corpus.find('\n', at);
+    lines.push_back(corpus.substr(at, end - at));
+    at = end + 1;
+  }
+  ASSERT_GE(lines.size(), 200u);
+  const Json oracle = JsonParser(read_file(data / "gemma3_tokenizer_ids.json")).parse();
+  const auto& cases = oracle["cases"].array();
+  ASSERT_EQ(cases.size(), 2 * lines.size() + 2);
+  for (const Json& c : cases) {
+    const int64_t line = std::get<int64_t>(c["line"].value);
+    const std::string& text = line < 0 ? corpus : lines.at(static_cast<size_t>(line));
+    const bool special = std::get<bool>(c["parse_special"].value);
+    std::vector<int32_t> expected;
+    for (const Json& id : c["ids"].array())
+      expected.push_back(static_cast<int32_t>(std::get<int64_t>(id.value)));
+    const std::vector<int32_t> got = tok().encode(text, special);
+    if (got == expected) continue;
+    size_t at = 0;
+    while (at < got.size() && at < expected.size() && got[at] == expected[at]) ++at;
+    ADD_FAILURE() << "line " << line << " (parse_special " << special << "): first difference at "
+                  << at << "\n  text:     " << text << "\n  expected: " << ids_to_string(expected)
+                  << "\n  got:      " << ids_to_string(got);
+  }
+}
+
+// Every byte has a byte token in Gemma's vocabulary, so nothing is dropped.
+TEST_F(Gemma3Tokenizer, RoundTripsCorpusAndRandomBytes) {
+  const std::string corpus = read_file(std::filesystem::path(DUET_SOURCE_DIR) / "tests" / "data" /
+                                       "tokenizer_corpus_mixed.txt");
+  for (bool special : {false, true}) EXPECT_EQ(tok().decode(tok().encode(corpus, special)), corpus);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    const std::string text = i % 2 ? random_bytes(rng, 64) : random_mixture(rng, 16);
+    for (bool special : {false, true}) {
+      ASSERT_EQ(tok().decode(tok().encode(text, special)), text) << "case " << i;
+    }
+  }
+}
+
+TEST_F(Gemma3Tokenizer, SpecialTokensAndEndOfTurn) {
+  EXPECT_EQ(tok().vocab_size(), 262144);
+  EXPECT_EQ(tok().bos_id(), 2);
+  EXPECT_EQ(tok().eos_id(), 1);
+  EXPECT_TRUE(tok().add_bos());
+  EXPECT_EQ(tok().encode("<start_of_turn>user", true), (std::vector<int32_t>{105, 2364}));
+  const std::vector<int32_t> plain = tok().encode("<start_of_turn>user", false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 105), 0);
+  EXPECT_EQ(tok().decode(plain), "<start_of_turn>user");
+  // User-defined tokens (runs of newlines, HTML tags) are matched always.
+  EXPECT_EQ(tok().encode("\n\n", false), (std::vector<int32_t>{108}));
+  EXPECT_EQ(tok().find_token("<end_of_turn>"), 106);
+  EXPECT_TRUE(tok().is_end_of_generation(1));    // <eos>
+  EXPECT_TRUE(tok().is_end_of_generation(106));  // <end_of_turn>
+  EXPECT_FALSE(tok().is_end_of_generation(105));
+  EXPECT_EQ(tok().piece(236743), " ");  // "▁" decodes to a space
+  EXPECT_EQ(tok().piece(248), "\n");    // the byte token <0x0A>
 }
 
 }  // namespace

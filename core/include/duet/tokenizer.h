@@ -64,10 +64,14 @@ class DUET_API Tokenizer {
 };
 
 // Builds the tokenizer a GGUF model describes. Supported: tokenizer.ggml.model
-// "gpt2" (byte-level BPE) with tokenizer.ggml.pre "smollm". Reads
-// tokenizer.ggml.tokens, .merges (rank = index), .token_type (optional; 1
-// normal, 3 control, 4 user-defined, ...), .bos/.eos/.eot_token_id and
-// .add_bos_token. Everything is copied: the tokenizer does not keep `file`.
+// "gpt2" (byte-level BPE) with tokenizer.ggml.pre "smollm", reading
+// tokenizer.ggml.merges (rank = index); and "llama" (SentencePiece-style BPE:
+// Llama 1/2, Mistral, Gemma), reading tokenizer.ggml.scores and
+// .add_space_prefix (default true). Both read tokenizer.ggml.tokens,
+// .token_type (optional; 1 normal, 3 control, 4 user-defined, 6 byte, ...),
+// .bos/.eos/.eot_token_id and .add_bos_token (default false for "gpt2",
+// true for "llama", as llama.cpp assumes). Everything is copied: the
+// tokenizer does not keep `file`.
 // Throws duet::Error(kModelFile) naming the file, the key and the value when a
 // model or pre-tokenizer is not supported or the vocabulary is malformed (a
 // merge of unknown tokens, a token text that is not byte-level encoded, an id

@@ -4,8 +4,6 @@
 #include <limits>
 #include <queue>
 
-#include "duet/app/gguf.h"
-#include "duet/app/suggest.h"
 #include "duet/error.h"
 
 namespace duet {
@@ -163,7 +161,7 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
   }
   // Chat models end a turn with these even when the file names another eos.
   for (const Special& s : specials_) {
-    if (s.control && (s.text == "<|im_end|>" || s.text == "<|endoftext|>")) {
+    if (s.control && is_end_of_turn_text(s.text)) {
       end_of_generation_[static_cast<size_t>(s.id)] = true;
     }
   }
@@ -271,40 +269,6 @@ std::optional<int32_t> BpeTokenizer::find_token(std::string_view text) const {
   auto it = by_piece_.find(std::string(text));
   if (it == by_piece_.end()) return std::nullopt;
   return it->second;
-}
-
-std::unique_ptr<Tokenizer> load_tokenizer(const GgufFile& file) {
-  const std::string source = file.path().string();
-  const std::string model(file.get_string("tokenizer.ggml.model"));
-  if (model != "gpt2") {
-    throw Error(ErrorKind::kModelFile, source + ": tokenizer.ggml.model '" + model +
-                                           "' is not supported; supported: 'gpt2'");
-  }
-  const std::string pre(file.get_string("tokenizer.ggml.pre"));
-  std::unique_ptr<PreTokenizer> pre_tokenizer = PreTokenizer::for_name(pre);
-  if (!pre_tokenizer) {
-    throw Error(ErrorKind::kModelFile, source + ": tokenizer.ggml.pre '" + pre +
-                                           "' is not supported; supported: " +
-                                           quoted_list(PreTokenizer::supported_names()));
-  }
-
-  BpeTokenizer::Vocabulary vocab;
-  for (std::string_view t : file.get_string_array("tokenizer.ggml.tokens"))
-    vocab.tokens.emplace_back(t);
-  for (std::string_view m : file.get_string_array("tokenizer.ggml.merges"))
-    vocab.merges.emplace_back(m);
-  if (file.find("tokenizer.ggml.token_type") != nullptr) {
-    for (int64_t t : file.get_int_array("tokenizer.ggml.token_type")) {
-      vocab.types.push_back(static_cast<TokenType>(t));
-    }
-  } else {
-    vocab.types.assign(vocab.tokens.size(), TokenType::kNormal);
-  }
-  vocab.bos = file.find_int("tokenizer.ggml.bos_token_id");
-  vocab.eos = file.find_int("tokenizer.ggml.eos_token_id");
-  vocab.eot = file.find_int("tokenizer.ggml.eot_token_id");
-  vocab.add_bos = file.find_bool("tokenizer.ggml.add_bos_token").value_or(false);
-  return std::make_unique<BpeTokenizer>(vocab, std::move(pre_tokenizer), source);
 }
 
 }  // namespace duet

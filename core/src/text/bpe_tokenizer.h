@@ -22,19 +22,9 @@
 
 #include "duet/tokenizer.h"
 #include "text/pretokenizer.h"
+#include "text/token_type.h"
 
 namespace duet {
-
-// GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
-enum class TokenType : int32_t {
-  kUndefined = 0,
-  kNormal = 1,
-  kUnknown = 2,
-  kControl = 3,
-  kUserDefined = 4,
-  kUnused = 5,
-  kByte = 6,
-};
 
 class BpeTokenizer final : public Tokenizer {
  public:
