@@ -48,8 +48,14 @@ constexpr const char* kLlama3Template =
     "'<|end_header_id|>\n\n' + message['content'] + '<|eot_id|>' }}{% endfor %}";
 
 const std::string kNotChatML =
-    "model's chat template is not a ChatML template; set model.chat_template in the pipeline "
-    "YAML or model.chat: false";
+    "model's chat template is neither a ChatML nor a Gemma template (Duet does not run Jinja "
+    "yet); set model.chat_template in the pipeline YAML or model.chat: false";
+
+// Gemma 3's instruction template, shortened to what Duet recognises.
+constexpr const char* kGemmaTemplate =
+    "{{ bos_token }}{%- for message in loop_messages -%}{{ '<start_of_turn>' + role + '\n' + "
+    "message['content'] | trim + '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt "
+    "-%}{{'<start_of_turn>model\n'}}{%- endif -%}";
 
 template <typename F>
 std::string config_error(F f) {
@@ -127,13 +133,40 @@ TEST_F(ChatModelFile, OverrideReplacesTheModelsTemplate) {
   EXPECT_EQ(ChatTemplate::from_model(file, kQwenLikeTemplate).default_system()->substr(0, 12),
             "You are Qwen");
   std::string msg = config_error([&] { ChatTemplate::from_model(file, kLlama3Template); });
-  EXPECT_EQ(msg.rfind("model.chat_template is not a ChatML template", 0), 0u) << msg;
+  EXPECT_EQ(msg.rfind("model.chat_template is neither a ChatML nor a Gemma template", 0), 0u)
+      << msg;
 }
 
 TEST_F(ChatModelFile, RejectsANonChatMLModelTemplate) {
   write(kLlama3Template);
   std::string msg = config_error([&] { ChatTemplate::from_model(GgufFile::open(path_), ""); });
   EXPECT_EQ(msg, path_.string() + ": " + kNotChatML);
+}
+
+TEST(ChatTemplate, GemmaTurnsWithTheSystemMessageInTheFirstUserTurn) {
+  const ChatTemplate t = ChatTemplate::from_text(kGemmaTemplate, "model's chat template");
+  EXPECT_EQ(t.name(), "gemma");
+  EXPECT_EQ(t.apply(std::nullopt, "Hi"),
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(t.apply("Be brief.", "Hi"),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(t.apply_next("And?", true),
+            "\n<start_of_turn>user\nAnd?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(t.apply_next("And?", false),
+            "<end_of_turn>\n<start_of_turn>user\nAnd?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(ChatTemplate::gemma().apply(std::nullopt, "x"), t.apply(std::nullopt, "x"));
+}
+
+TEST_F(ChatModelFile, AFileWithoutTemplateGetsTheFamilyItsVocabularyHolds) {
+  GgufWriter w;
+  w.set_string("general.architecture", "gemma3");
+  const std::vector<std::string> tokens = {"<pad>", "<start_of_turn>", "<end_of_turn>"};
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.write(path_);
+  const ChatTemplate t = ChatTemplate::from_model(GgufFile::open(path_), "");
+  EXPECT_EQ(t.name(), "gemma");
+  EXPECT_NE(t.origin().find("fallback"), std::string::npos) << t.origin();
+  EXPECT_EQ(ChatTemplate::from_model(GgufFile::open(path_), "chatml").name(), "chatml");
 }
 
 TEST_F(ChatModelFile, RejectsAModelWithoutTemplate) {

@@ -350,7 +350,7 @@ TEST_F(Cli, RunRejectsAChatTemplateItCannotApplyWithExit2) {
   Result r = duet("run " + write("p.yaml", kTinyPipeline) +
                   " --chat --set 'model.chat_template=\"{{ messages | join }}\"'");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("not a ChatML template"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("neither a ChatML nor a Gemma template"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, RunRejectsAnImpossibleSamplerValueWithItsKeyPath) {
@@ -624,6 +624,7 @@ TEST_F(Cli, InspectPrintsTheChatTemplate) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("{% for message in messages %}", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("<|im_start|>assistant"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("duet applies: chatml"), std::string::npos) << r.err;
   Result summary = duet("inspect " + (dir_ / "tiny.gguf").string());
   EXPECT_NE(summary.out.find("bytes; duet inspect --chat-template prints it)"), std::string::npos)
       << summary.out;

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli_options.h"
+#include "duet/app/chat_template.h"
 #include "duet/app/gguf.h"
 #include "duet/app/model_summary.h"
 #include "duet/error.h"
@@ -12,7 +13,9 @@ namespace duet::cli {
 int cmd_inspect(const std::vector<std::string>& args) {
   po::options_description opts("Options");
   opts.add_options()("help,h", "show this help")("tensors,t", "also list every tensor")(
-      "chat-template", "print only the model's chat template (tokenizer.chat_template), as stored");
+      "chat-template",
+      "print only the model's chat template (tokenizer.chat_template), as stored, and on "
+      "stderr the format Duet applies (its fallback when the file has none)");
   po::variables_map vm;
   if (!parse_command_line("inspect", "duet inspect MODEL.gguf [--tensors | --chat-template]", opts,
                           {"model"}, args, vm)) {
@@ -21,14 +24,28 @@ int cmd_inspect(const std::vector<std::string>& args) {
   GgufFile file = GgufFile::open(vm["model"].as<std::string>());
   if (vm.count("chat-template")) {
     std::optional<std::string_view> text = file.find_string("tokenizer.chat_template");
-    if (!text) {
-      throw Error(ErrorKind::kModelFile,
-                  file.path().string() +
-                      ": the model has no chat template (no tokenizer.chat_template "
-                      "string); a pipeline can name one with model.chat_template");
+    std::optional<ChatTemplate> format;
+    try {
+      format = ChatTemplate::from_model(file, "");
+    } catch (const Error& e) {
+      if (!text) {
+        throw Error(ErrorKind::kModelFile,
+                    file.path().string() +
+                        ": the model has no chat template (no tokenizer.chat_template "
+                        "string) and no format Duet knows fits its vocabulary; a pipeline can "
+                        "name one with model.chat_template");
+      }
+      std::cerr << "duet: " << e.what() << "\n";
     }
-    std::cout << *text;
-    if (!text->empty() && text->back() != '\n') std::cout << "\n";
+    if (text) {
+      std::cout << *text;
+      if (!text->empty() && text->back() != '\n') std::cout << "\n";
+    }
+    if (format) {
+      std::cerr << "duet applies: " << format->name() << " ("
+                << (text ? "recognised in the model's tokenizer.chat_template" : format->origin())
+                << ")\n";
+    }
     return 0;
   }
   print_model_summary(std::cout, file, vm.count("tensors") != 0);

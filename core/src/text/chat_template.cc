@@ -1,5 +1,7 @@
 #include "duet/app/chat_template.h"
 
+#include <algorithm>
+
 #include "duet/app/gguf.h"
 #include "duet/error.h"
 
@@ -8,6 +10,8 @@ namespace {
 
 constexpr std::string_view kStart = "<|im_start|>";
 constexpr std::string_view kEnd = "<|im_end|>";
+constexpr std::string_view kGemmaStart = "<start_of_turn>";
+constexpr std::string_view kGemmaEnd = "<end_of_turn>";
 constexpr std::string_view kFix =
     "set model.chat_template in the pipeline YAML or model.chat: false";
 
@@ -37,51 +41,92 @@ std::optional<std::string> literal_system_turn(std::string_view text) {
   return std::nullopt;
 }
 
-void append_turn(std::string& out, std::string_view role, std::string_view content) {
-  out.append(kStart).append(role).append("\n").append(content).append(kEnd).append("\n");
+bool contains(std::string_view text, std::string_view a, std::string_view b) {
+  return text.find(a) != std::string_view::npos && text.find(b) != std::string_view::npos;
 }
 
 }  // namespace
 
 ChatTemplate ChatTemplate::from_model(const GgufFile& file, const std::string& override_template) {
   if (override_template == "chatml") return chatml();
+  if (override_template == "gemma") return gemma();
   if (!override_template.empty()) return from_text(override_template, "model.chat_template");
-  std::optional<std::string_view> text = file.find_string("tokenizer.chat_template");
-  if (!text) {
-    throw Error(ErrorKind::kConfig, file.path().string() +
-                                        ": model has no chat template (tokenizer.chat_template); " +
-                                        std::string(kFix) +
-                                        " (model.chat_template: chatml names "
-                                        "the builtin ChatML template)");
+  if (std::optional<std::string_view> text = file.find_string("tokenizer.chat_template")) {
+    return from_text(*text, file.path().string() + ": model's chat template");
   }
-  return from_text(*text, file.path().string() + ": model's chat template");
+  if (file.find("tokenizer.ggml.tokens") != nullptr) {
+    const std::vector<std::string_view> tokens = file.get_string_array("tokenizer.ggml.tokens");
+    auto has = [&](std::string_view t) {
+      return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+    };
+    const std::string fallback =
+        "fallback: the file has no tokenizer.chat_template; its vocabulary has ";
+    if (has(kGemmaStart) && has(kGemmaEnd)) {
+      return ChatTemplate(Format::kGemma, std::nullopt, fallback + std::string(kGemmaStart));
+    }
+    if (has(kStart) && has(kEnd)) {
+      return ChatTemplate(Format::kChatML, std::nullopt, fallback + std::string(kStart));
+    }
+  }
+  throw Error(ErrorKind::kConfig,
+              file.path().string() +
+                  ": model has no chat template (tokenizer.chat_template) and its vocabulary has "
+                  "neither <|im_start|> nor <start_of_turn>; " +
+                  std::string(kFix) +
+                  " (model.chat_template: chatml or gemma names a builtin format)");
 }
 
 ChatTemplate ChatTemplate::from_text(std::string_view text, std::string_view origin) {
-  if (text.find(kStart) == std::string_view::npos || text.find(kEnd) == std::string_view::npos) {
-    throw Error(ErrorKind::kConfig,
-                std::string(origin) + " is not a ChatML template; " + std::string(kFix));
+  if (contains(text, kStart, kEnd)) {
+    return ChatTemplate(Format::kChatML, literal_system_turn(text), std::string(origin));
   }
-  return ChatTemplate(literal_system_turn(text));
+  if (contains(text, kGemmaStart, kGemmaEnd)) {
+    return ChatTemplate(Format::kGemma, std::nullopt, std::string(origin));
+  }
+  throw Error(ErrorKind::kConfig, std::string(origin) +
+                                      " is neither a ChatML nor a Gemma template (Duet does not "
+                                      "run Jinja yet); " +
+                                      std::string(kFix));
+}
+
+std::string_view ChatTemplate::name() const {
+  return format_ == Format::kGemma ? "gemma" : "chatml";
+}
+
+void ChatTemplate::append_turn(std::string& out, std::string_view role,
+                               std::string_view content) const {
+  if (format_ == Format::kGemma) {
+    out.append(kGemmaStart).append(role).append("\n").append(content).append(kGemmaEnd);
+  } else {
+    out.append(kStart).append(role).append("\n").append(content).append(kEnd);
+  }
+  out.append("\n");
 }
 
 std::string ChatTemplate::apply(std::optional<std::string_view> system,
                                 std::string_view user) const {
+  if (!system && default_system_) system = *default_system_;
   std::string out;
-  if (system) {
-    append_turn(out, "system", *system);
-  } else if (default_system_) {
-    append_turn(out, "system", *default_system_);
+  if (format_ == Format::kGemma) {
+    // No system role: the message heads the first user turn.
+    const std::string first =
+        system ? std::string(*system) + "\n\n" + std::string(user) : std::string(user);
+    append_turn(out, "user", first);
+    out.append(kGemmaStart).append("model\n");
+    return out;
   }
+  if (system) append_turn(out, "system", *system);
   append_turn(out, "user", user);
   out.append(kStart).append("assistant\n");
   return out;
 }
 
 std::string ChatTemplate::apply_next(std::string_view user, bool answer_closed) const {
-  std::string out = answer_closed ? "\n" : std::string(kEnd) + "\n";
+  const std::string_view end = format_ == Format::kGemma ? kGemmaEnd : kEnd;
+  std::string out = answer_closed ? "\n" : std::string(end) + "\n";
   append_turn(out, "user", user);
-  out.append(kStart).append("assistant\n");
+  out.append(format_ == Format::kGemma ? kGemmaStart : kStart)
+      .append(format_ == Format::kGemma ? "model\n" : "assistant\n");
   return out;
 }
 

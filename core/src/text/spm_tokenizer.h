@@ -41,9 +41,9 @@ class SpmTokenizer final : public Tokenizer {
  public:
   // Everything the tokenizer needs, as read from a GGUF file.
   struct Vocabulary {
-    std::vector<std::string> tokens;  // pieces, "▁" for spaces; "<0x41>" for byte tokens
-    std::vector<float> scores;        // same size as tokens: higher merges first
-    std::vector<TokenType> types;     // same size as tokens
+    std::vector<std::string> tokens;       // pieces, "▁" for spaces; "<0x41>" for byte tokens
+    std::vector<float> scores;             // same size as tokens: higher merges first
+    std::vector<TokenType> types;          // same size as tokens
     std::optional<int64_t> bos, eos, eot;  // checked against the vocabulary
     bool add_bos = false;
     bool add_space_prefix = false;
@@ -71,9 +71,9 @@ class SpmTokenizer final : public Tokenizer {
 
   void encode_stretch(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
 
-  std::vector<std::string> texts_;   // token texts as stored ("▁the", "<0x41>")
+  std::vector<std::string> texts_;  // token texts as stored ("▁the", "<0x41>")
   std::vector<float> scores_;
-  std::vector<std::string> pieces_;  // what each token decodes to
+  std::vector<std::string> pieces_;                        // what each token decodes to
   std::unordered_map<std::string_view, int32_t> by_text_;  // into texts_; last id wins
   std::array<int32_t, 256> byte_tokens_{};                 // each byte's token; -1: none
   std::vector<Special> specials_;                          // longest first
