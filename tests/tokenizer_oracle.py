@@ -43,6 +43,34 @@ PRE_TOKENIZERS = {
     ]),
 }
 
+# The word regexes of Llama 3's and Qwen2's tokenizer.json (a Split in
+# Isolated mode before a ByteLevel without its own regex), with the
+# case-insensitive contractions spelt out as llama.cpp spells them.
+CONTRACTIONS = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+SPLIT_PATTERNS = {
+    "llama-bpe": CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                 r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "qwen2": CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+             r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+SPLIT_CORPUS = ROOT / "tests" / "data" / "tokenizer_corpus_mixed.txt"
+
+
+def splits():
+    """Pieces of every line of the mixed corpus under each SPLIT_PATTERNS
+    pre-tokenizer, as Hugging Face's Split(Isolated) cuts them."""
+    out = []
+    lines = SPLIT_CORPUS.read_text(encoding="utf-8").split("\n")
+    for name, pattern in SPLIT_PATTERNS.items():
+        split = pre_tokenizers.Split(tokenizers.Regex(pattern), behavior="isolated")
+        for line in lines:
+            if not line:
+                continue
+            pieces = [p for p, _ in split.pre_tokenize_str(line)]
+            out.append({"pre": name, "text_hex": line.encode().hex(),
+                        "pieces_hex": [p.encode().hex() for p in pieces]})
+    return out
+
 
 def fail(message):
     sys.exit(f"tokenizer_oracle: {message}")
@@ -109,7 +137,8 @@ def main():
                           "text_hex": raw.hex(), "ids": ids})
 
     result = {"model": str(args.model), "corpus": str(args.corpus),
-              "tokenizers_version": tokenizers.__version__, "cases": cases}
+              "tokenizers_version": tokenizers.__version__, "cases": cases,
+              "splits": splits()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".part")
     tmp.write_text(json.dumps(result, indent=1) + "\n")

@@ -25,6 +25,7 @@
 #include "duet/app/gguf.h"
 #include "duet/error.h"
 #include "model_files.h"
+#include "text/pretokenizer.h"
 #include "text/spm_tokenizer.h"
 #include "text/utf8_stream.h"
 
@@ -477,6 +478,26 @@ std::string without_dropped_bytes(const Tokenizer& tok, const std::string& text)
     if (tok.find_token(std::string(1, c))) kept.push_back(c);
   }
   return kept;
+}
+
+// The pre-tokenizers other files name ("llama-bpe", "qwen2"), against
+// Hugging Face's Split on every line of the mixed corpus (the oracle's
+// "splits").
+TEST_F(SmolLM2Tokenizer, PreTokenizersSplitLikeHuggingFace) {
+  const Json oracle = JsonParser(read_file(oracle_path())).parse();
+  const auto& splits = oracle["splits"].array();
+  ASSERT_GE(splits.size(), 400u);
+  for (const Json& c : splits) {
+    const std::string pre = c["pre"].string();
+    const std::unique_ptr<PreTokenizer> split = PreTokenizer::for_name(pre);
+    ASSERT_NE(split, nullptr) << pre;
+    const std::string text = from_hex(c["text_hex"].string());
+    std::vector<std::string> expected;
+    for (const Json& p : c["pieces_hex"].array()) expected.push_back(from_hex(p.string()));
+    std::vector<std::string> got;
+    for (std::string_view p : split->split(text)) got.emplace_back(p);
+    EXPECT_EQ(got, expected) << pre << ": " << text;
+  }
 }
 
 TEST_F(SmolLM2Tokenizer, DropsOnlyTheBytesItHasNoTokenFor) {

@@ -64,7 +64,8 @@ class DUET_API Tokenizer {
 };
 
 // Builds the tokenizer a GGUF model describes. Supported: tokenizer.ggml.model
-// "gpt2" (byte-level BPE) with tokenizer.ggml.pre "smollm", reading
+// "gpt2" (byte-level BPE) with tokenizer.ggml.pre "smollm", "llama-bpe"
+// (also "llama3", "llama-v3") or "qwen2", reading
 // tokenizer.ggml.merges (rank = index); and "llama" (SentencePiece-style BPE:
 // Llama 1/2, Mistral, Gemma), reading tokenizer.ggml.scores and
 // .add_space_prefix (default true). Both read tokenizer.ggml.tokens,

@@ -18,6 +18,18 @@ namespace {
 constexpr const char* kGpt2Words =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// The word regex of Llama 3 (tokenizer.ggml.pre "llama-bpe") and Qwen2
+// ("qwen2"), as their tokenizer.json writes it but with the case-insensitive
+// contractions spelt out (PCRE2's (?i) would also fold "ſ" to "s"): letters
+// with at most one leading non-letter, then Llama 3 takes digits in runs of
+// up to three and Qwen2 one at a time.
+constexpr const char* kLlama3Words =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Words =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 // tokenizer.ggml.pre values and their regex sequences. "smollm" is the HF
 // pre-tokenizer Sequence[Digits(individual_digits=true),
 // ByteLevel(add_prefix_space=false, use_regex=true)] of SmolLM/SmolLM2, which
@@ -25,6 +37,11 @@ constexpr const char* kGpt2Words =
 const std::map<std::string, std::vector<std::string>, std::less<>>& known_pretokenizers() {
   static const std::map<std::string, std::vector<std::string>, std::less<>> kKnown = {
       {"smollm", {R"(\p{N})", kGpt2Words}},
+      // The names llama.cpp's converter writes for Llama 3 tokenizers.
+      {"llama-bpe", {kLlama3Words}},
+      {"llama3", {kLlama3Words}},
+      {"llama-v3", {kLlama3Words}},
+      {"qwen2", {kQwen2Words}},
   };
   return kKnown;
 }
