@@ -82,30 +82,36 @@ void OnednnOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps
   });
 }
 
-void OnednnOps::ensure_rope_table(float theta_base, int64_t head_dim, int32_t max_position) {
-  if (theta_base != rope_theta_ || head_dim != rope_head_dim_) {
-    rope_table_.clear();
-    rope_positions_ = 0;
-    rope_theta_ = theta_base;
-    rope_head_dim_ = head_dim;
+const std::vector<float>& OnednnOps::rope_table(float theta_base, int64_t head_dim,
+                                                int32_t max_position) {
+  auto it = std::find_if(rope_tables_.begin(), rope_tables_.end(), [&](const RopeTable& t) {
+    return t.theta_base == theta_base && t.head_dim == head_dim;
+  });
+  if (it == rope_tables_.end()) {
+    // Models use one or two bases (Gemma 3: local and global layers); a
+    // caller cycling through more only rebuilds.
+    if (rope_tables_.size() == kRopeTables) rope_tables_.erase(rope_tables_.begin());
+    rope_tables_.push_back(RopeTable{theta_base, head_dim, 0, {}});
+    it = rope_tables_.end() - 1;
   }
-  if (max_position < rope_positions_) return;
+  RopeTable& t = *it;
+  if (max_position < t.positions) return t.values;
   // Grow to the next power of two, so a long decode rebuilds rarely.
-  int64_t positions = std::max<int64_t>(64, rope_positions_);
+  int64_t positions = std::max<int64_t>(64, t.positions);
   while (positions <= max_position) positions *= 2;
   const int64_t half = head_dim / 2;
-  rope_table_.resize(static_cast<size_t>(positions * half * 2));
-  for (int64_t p = rope_positions_; p < positions; ++p) {
+  t.values.resize(static_cast<size_t>(positions * half * 2));
+  for (int64_t p = t.positions; p < positions; ++p) {
     for (int64_t j = 0; j < half; ++j) {
       const double angle = static_cast<double>(p) *
                            std::pow(static_cast<double>(theta_base),
                                     -2.0 * static_cast<double>(j) / static_cast<double>(head_dim));
-      rope_table_[static_cast<size_t>((p * half + j) * 2)] = static_cast<float>(std::cos(angle));
-      rope_table_[static_cast<size_t>((p * half + j) * 2 + 1)] =
-          static_cast<float>(std::sin(angle));
+      t.values[static_cast<size_t>((p * half + j) * 2)] = static_cast<float>(std::cos(angle));
+      t.values[static_cast<size_t>((p * half + j) * 2 + 1)] = static_cast<float>(std::sin(angle));
     }
   }
-  rope_positions_ = positions;
+  t.positions = positions;
+  return t.values;
 }
 
 void OnednnOps::rope(TensorView x, const TensorView& positions, const RopeParams& params) {
@@ -116,14 +122,14 @@ void OnednnOps::rope(TensorView x, const TensorView& positions, const RopeParams
   const int32_t* pos = positions.as<const int32_t>();
   int32_t max_position = 0;
   for (int64_t i = 0; i < n; ++i) max_position = std::max(max_position, pos[i]);
-  ensure_rope_table(params.theta_base, head_dim, max_position);
+  const std::vector<float>& table = rope_table(params.theta_base, head_dim, max_position);
   // Element a of pair j sits at `first * j`, element b at `first * j + second`.
   const bool adjacent = params.pairs == RopeParams::Pairs::kAdjacent;
   const int64_t first = adjacent ? 2 : 1;
   const int64_t second = adjacent ? 1 : half;
   for_rows(n, heads * head_dim, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const float* cs = rope_table_.data() + static_cast<int64_t>(pos[i]) * half * 2;
+      const float* cs = table.data() + static_cast<int64_t>(pos[i]) * half * 2;
       for (int64_t h = 0; h < heads; ++h) {
         float* v = x.as<float>() + (i * heads + h) * head_dim;
         for (int64_t j = 0; j < half; ++j) {

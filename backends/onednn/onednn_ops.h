@@ -46,19 +46,23 @@ class OnednnOps final : public Ops {
   // thread when there are few elements, else split across the pool.
   template <typename Fn>
   void for_rows(int64_t rows, int64_t row_elements, const Fn& fn);
-  // Makes rope_table_ hold positions [0, max_position] for these parameters.
-  void ensure_rope_table(float theta_base, int64_t head_dim, int32_t max_position);
+  // cos and sin of position * theta^(-2j / head_dim), interleaved:
+  // [position][j][cos, sin] for j < head_dim / 2, positions [0, positions).
+  struct RopeTable {
+    float theta_base;
+    int64_t head_dim;
+    int64_t positions;
+    std::vector<float> values;
+  };
+  static constexpr size_t kRopeTables = 4;
+  // The table for these parameters, grown to hold max_position.
+  const std::vector<float>& rope_table(float theta_base, int64_t head_dim, int32_t max_position);
 
   std::shared_ptr<ThreadPool> pool_;
   const VectorKernels& kernels_;
   bool batch_invariant_;
   Matmul matmul_;
-  // cos and sin of position * theta^(-2j / head_dim), interleaved:
-  // [position][j][cos, sin] for j < head_dim / 2.
-  std::vector<float> rope_table_;
-  float rope_theta_ = 0.0f;
-  int64_t rope_head_dim_ = 0;
-  int64_t rope_positions_ = 0;
+  std::vector<RopeTable> rope_tables_;  // most recently added last
 };
 
 }  // namespace duet::onednn
