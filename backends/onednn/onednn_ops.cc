@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numbers>
 #include <string>
 
 namespace duet::onednn {
@@ -191,17 +190,26 @@ void OnednnOps::add_bias(const TensorView& x, const TensorView& bias, TensorView
 }
 
 void OnednnOps::geglu(const TensorView& gate, const TensorView& up, TensorView out) {
-  // The tanh form of GELU in double, as the reference computes it: a few
-  // thousand elements per row, a small part of a forward pass.
-  const double k = std::sqrt(2.0 / std::numbers::pi);
   const float* g = gate.as<const float>();
   const float* u = up.as<const float>();
   float* o = out.as<float>();
-  for_rows(gate.elements(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const double x = g[i];
-      o[i] = static_cast<float>(0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))) * u[i]);
-    }
+  if (batch_invariant_) {
+    // Row by row, as swiglu: the scalar tail covers the same columns of
+    // every row whatever the number of rows.
+    const int64_t cols = gate.shape.innermost();
+    for_rows(gate.shape.rows(), cols, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        kernels_.geglu(g + i * cols, u + i * cols, o + i * cols, cols);
+    });
+    return;
+  }
+  const int64_t n = gate.elements();
+  if (n < kParallelElements) {
+    kernels_.geglu(g, u, o, n);
+    return;
+  }
+  pool_->parallel_for(n, 1024, [&](int64_t begin, int64_t end, int) {
+    kernels_.geglu(g + begin, u + begin, o + begin, end - begin);
   });
 }
 

@@ -344,6 +344,26 @@ DUET_INLINE void swiglu_body(const float* gate, const float* up, float* out, int
   for (int64_t i = whole; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// gelu(g) · up with GELU's tanh form, written as g · sigmoid(2y):
+// g/2 · (1 + tanh(y)) = g / (1 + exp(-2y)), y = √(2/π) · (g + 0.044715 g³).
+// For very negative g, exp overflows to inf and the quotient is -0, the
+// limit; for very positive g it is g.
+template <int W>
+DUET_INLINE void geglu_body(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float k2 = 2.0f * 0.7978845608028654f;  // 2 √(2/π)
+  constexpr float c = 0.044715f;
+  const int64_t whole = n / W * W;
+  for (int64_t i = 0; i < whole; i += W) {
+    const typename Vec<W>::F g = load<W>(gate + i);
+    const typename Vec<W>::F z = k2 * (g + c * g * g * g);
+    store<W>(out + i, g / (1.0f + exp_v<W>(-z)) * load<W>(up + i));
+  }
+  for (int64_t i = whole; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-k2 * (g + c * g * g * g))) * up[i];
+  }
+}
+
 // Block layouts as duet/block_formats.h gives them: element j < 16 of a
 // 4-bit block is the low nibble of qs[j], element j + 16 its high nibble.
 template <int W>
@@ -456,6 +476,9 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   TARGET void swiglu_##NAME(const float* gate, const float* up, float* out, int64_t n) {        \
     swiglu_body<W>(gate, up, out, n);                                                           \
   }                                                                                             \
+  TARGET void geglu_##NAME(const float* gate, const float* up, float* out, int64_t n) {         \
+    geglu_body<W>(gate, up, out, n);                                                            \
+  }                                                                                             \
   TARGET void dequantize_##NAME(DType type, const void* src, float* dst, int64_t n) {           \
     dequantize_body<W>(type, src, dst, n);                                                      \
   }                                                                                             \
@@ -469,10 +492,10 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   TARGET void quantize_q8_0_##NAME(const float* src, void* dst, int64_t n) {                    \
     quantize_q8_0_body<W>(src, dst, n);                                                         \
   }                                                                                             \
-  constexpr VectorKernels k##NAME{softmax_##NAME,   attend_##NAME,     nullptr,                 \
-                                  merge_##NAME,     swiglu_##NAME,     dequantize_##NAME,       \
-                                  widen_f16_##NAME, narrow_f16_##NAME, quantize_q8_0_##NAME,    \
-                                  EXPAND_KQUANT};
+  constexpr VectorKernels k##NAME{softmax_##NAME,       attend_##NAME,    nullptr,              \
+                                  merge_##NAME,         swiglu_##NAME,    geglu_##NAME,         \
+                                  dequantize_##NAME,    widen_f16_##NAME, narrow_f16_##NAME,    \
+                                  quantize_q8_0_##NAME, EXPAND_KQUANT};
 
 #define DUET_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define DUET_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))

@@ -67,6 +67,9 @@ struct VectorKernels {
                 float* out);
   // out[i] = silu(gate[i]) * up[i] for i in [0, n); out may alias either.
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  // out[i] = gelu(gate[i]) * up[i] (GELU's tanh form, duet/ops.h) for i in
+  // [0, n); out may alias either.
+  void (*geglu)(const float* gate, const float* up, float* out, int64_t n);
   // Expands n elements (a multiple of 32) of q4_0, q4_1 or q8_0 blocks.
   void (*dequantize)(DType type, const void* src, float* dst, int64_t n);
   // dst[r * cols + c] = src[r * stride + c] for `rows` rows of `cols` finite
