@@ -3,7 +3,7 @@
 // benchmarks and backend comparisons on machines that do not have the real
 // model.
 //
-//   duet_make_random_model OUT.gguf [--arch llama|qwen3]
+//   duet_make_random_model OUT.gguf [--arch llama|qwen2|qwen3|gemma3]
 //                          [--shape smollm2-135m|llama-1b]
 //                          [--type q4_1|q4_0|q8_0|f16|f32|...] [--seed N]
 #include <cstdlib>
@@ -17,7 +17,7 @@
 
 int main(int argc, char** argv) {
   const std::string usage =
-      "usage: duet_make_random_model OUT.gguf [--arch llama|qwen3]\n"
+      "usage: duet_make_random_model OUT.gguf [--arch llama|qwen2|qwen3|gemma3]\n"
       "                              [--shape smollm2-135m|llama-1b]\n"
       "                              [--type q4_1|q4_0|q8_0|f16|f32|...] [--seed N]\n";
   if (argc < 2 || std::string(argv[1]) == "--help") {

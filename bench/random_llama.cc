@@ -97,6 +97,18 @@ class TensorMaker {
     matrix(name, rows, cols, next_source_++, scale, [](int64_t r) { return r; });
   }
 
+  // An f32 vector of uniform values in ±scale / 2 (a bias).
+  void vector(const std::string& name, int64_t n, float scale) {
+    std::vector<float> values(static_cast<size_t>(n));
+    const uint64_t source = next_source_++;
+    for (int64_t i = 0; i < n; ++i) {
+      values[static_cast<size_t>(i)] =
+          scale * static_cast<float>(counter_uniform(seed_, source, static_cast<uint64_t>(i), 0) -
+                                     0.5);
+    }
+    w_.add_tensor(name, DType::kF32, {n}, values.data(), values.size() * sizeof(float));
+  }
+
   void ones(const std::string& name, int64_t n) {
     const std::vector<float> values(static_cast<size_t>(n), 1.0f);
     w_.add_tensor(name, DType::kF32, {n}, values.data(), values.size() * sizeof(float));
@@ -127,7 +139,9 @@ std::optional<RandomLlama> random_llama_shape(std::string_view name) {
   return shape;
 }
 
-bool random_llama_architecture(std::string_view name) { return name == "llama" || name == "qwen3"; }
+bool random_llama_architecture(std::string_view name) {
+  return name == "llama" || name == "qwen2" || name == "qwen3" || name == "gemma3";
+}
 
 int32_t random_llama_next(int32_t token, int32_t n_vocab) {
   const int64_t span = n_vocab - kControlTokens;
@@ -150,13 +164,16 @@ void write_random_llama(const std::filesystem::path& path, const RandomLlama& s)
   w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(s.n_heads));
   w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
-  const bool qwen3 = s.architecture == "qwen3";
-  if (qwen3) {
+  const bool qk_norm = s.architecture == "qwen3" || s.architecture == "gemma3";
+  const bool bias = s.architecture == "qwen2";
+  const bool gemma3 = s.architecture == "gemma3";
+  if (qk_norm) {
     w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(head_dim));
   }
   w.set_float32(a + "rope.freq_base", 100000.0f);
   w.set_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (gemma3) w.set_uint32(a + "attention.sliding_window", 512);
   write_vocabulary(w, s.n_vocab);
 
   const int64_t kv_dim = head_dim * s.n_kv_heads;
@@ -175,15 +192,22 @@ void write_random_llama(const std::filesystem::path& path, const RandomLlama& s)
     t.matrix(tensor_name(R::kAttnQ, l), s.n_embd, s.n_embd, s.qk_scale);
     t.matrix(tensor_name(R::kAttnK, l), kv_dim, s.n_embd, s.qk_scale);
     t.matrix(tensor_name(R::kAttnV, l), kv_dim, s.n_embd, s.vo_scale);
-    if (qwen3) {
+    if (bias) {
+      t.vector(tensor_name(R::kAttnQBias, l), s.n_embd, s.qk_scale);
+      t.vector(tensor_name(R::kAttnKBias, l), kv_dim, s.qk_scale);
+      t.vector(tensor_name(R::kAttnVBias, l), kv_dim, s.vo_scale);
+    }
+    if (qk_norm) {
       t.ones(tensor_name(R::kAttnQNorm, l), head_dim);
       t.ones(tensor_name(R::kAttnKNorm, l), head_dim);
     }
     t.matrix(tensor_name(R::kAttnOutput, l), s.n_embd, s.n_embd, s.vo_scale);
+    if (gemma3) t.ones(tensor_name(R::kAttnPostNorm, l), s.n_embd);
     t.ones(tensor_name(R::kFfnNorm, l), s.n_embd);
     t.matrix(tensor_name(R::kFfnGate, l), s.n_ff, s.n_embd, s.ffn_scale);
     t.matrix(tensor_name(R::kFfnUp, l), s.n_ff, s.n_embd, s.ffn_scale);
     t.matrix(tensor_name(R::kFfnDown, l), s.n_embd, s.n_ff, s.ffn_scale);
+    if (gemma3) t.ones(tensor_name(R::kFfnPostNorm, l), s.n_embd);
   }
   w.write(path);
 }
