@@ -103,8 +103,8 @@ class TensorMaker {
     const uint64_t source = next_source_++;
     for (int64_t i = 0; i < n; ++i) {
       values[static_cast<size_t>(i)] =
-          scale * static_cast<float>(counter_uniform(seed_, source, static_cast<uint64_t>(i), 0) -
-                                     0.5);
+          scale *
+          static_cast<float>(counter_uniform(seed_, source, static_cast<uint64_t>(i), 0) - 0.5);
     }
     w_.add_tensor(name, DType::kF32, {n}, values.data(), values.size() * sizeof(float));
   }

@@ -8,12 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "duet/app/pipeline.h"
+#include "oracle_outputs.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -35,38 +34,6 @@ std::vector<Prompt> prompts() {
   return p;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The oracle's greedy ids for `name` from oracle.json (one prompt object per
-// line, compact: ..."greedy":[1,2,3]...).
-std::vector<int32_t> oracle_greedy(const fs::path& json, const std::string& name) {
-  std::istringstream in(slurp(json));
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("\"name\":\"" + name + "\"") == std::string::npos) continue;
-    const size_t key = line.find("\"greedy\":[");
-    if (key == std::string::npos) break;
-    std::vector<int32_t> ids;
-    std::istringstream list(line.substr(key + 10, line.find(']', key) - key - 10));
-    for (std::string id; std::getline(list, id, ',');) ids.push_back(std::stoi(id));
-    return ids;
-  }
-  ADD_FAILURE() << "no greedy ids for '" << name << "' in " << json;
-  return {};
-}
-
-std::vector<float> read_logits(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<float> v(fs::file_size(p) / sizeof(float));
-  in.read(reinterpret_cast<char*>(v.data()),
-          static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
-
 class ArchitectureOracle : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -82,23 +49,12 @@ class ArchitectureOracle : public ::testing::TestWithParam<const char*> {
     if (arch == "gemma3") shape.n_layers = 6;
     testing::write_tiny_llama(dir_ / "model.gguf", shape);
 
-    std::string input = "{\"prompts\": [";
-    for (const Prompt& p : prompts()) {
-      input += std::string(input.back() == '[' ? "" : ", ") + "{\"name\": \"" + p.name +
-               "\", \"ids\": [";
-      for (size_t j = 0; j < p.ids.size(); ++j) input += (j ? ", " : "") + std::to_string(p.ids[j]);
-      input += "]}";
-    }
-    input += "]}\n";
-    std::ofstream(dir_ / "input.json") << input;
-    fs::remove(dir_ / "oracle.json");
-    const fs::path src = DUET_SOURCE_DIR;
-    const std::string cmd = "py=$(bash '" + (src / "scripts/python-env.sh").string() +
-                            "') && \"$py\" '" + (src / "tests/oracle/llama_oracle.py").string() +
-                            "' --model '" + (dir_ / "model.gguf").string() + "' --input '" +
-                            (dir_ / "input.json").string() + "' --output-dir '" + dir_.string() +
-                            "' --greedy " + std::to_string(kGreedyTokens) + " > /dev/null";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::vector<std::pair<std::string, std::vector<int32_t>>> input;
+    for (const Prompt& p : prompts()) input.emplace_back(p.name, p.ids);
+    fs::remove(dir_ / "oracle.json");  // the model was just written again
+    const std::string error =
+        testing::run_oracle(dir_ / "model.gguf", testing::oracle_input(input), dir_, kGreedyTokens);
+    ASSERT_TRUE(error.empty()) << error;
   }
 
   std::unique_ptr<Pipeline> make(const std::string& backend) {
@@ -126,21 +82,15 @@ TEST_P(ArchitectureOracle, LogitsAndGreedyTokensMatchTheOracleOnEveryBackend) {
     for (const Prompt& p : prompts()) {
       NullSink sink;
       const RunResult r = pipeline->run_tokens(p.ids, sink);
-      const std::vector<float> oracle = read_logits(dir_ / (p.name + ".logits.f32"));
+      const std::vector<float> oracle = testing::read_logits(dir_ / (p.name + ".logits.f32"));
       ASSERT_EQ(r.prompt_logits.size(), oracle.size()) << backend << " " << p.name;
-      double err = 0, norm = 0;
-      for (size_t i = 0; i < oracle.size(); ++i) {
-        const double d = double{r.prompt_logits[i]} - double{oracle[i]};
-        err += d * d;
-        norm += double{oracle[i]} * double{oracle[i]};
-      }
-      const double nmse = err / norm;
+      const double nmse = testing::logits_nmse(r.prompt_logits, oracle);
       std::printf("%s %-9s %-6s %2zu positions: logits NMSE %.3g\n", GetParam(), backend,
                   p.name.c_str(), p.ids.size(), nmse);
       EXPECT_LE(nmse, 1e-6) << backend << " " << p.name;
       // Generation ends early only at the end-of-generation token, which the
       // oracle (which never stops) must have picked there too.
-      const std::vector<int32_t> expected = oracle_greedy(dir_ / "oracle.json", p.name);
+      const std::vector<int32_t> expected = testing::oracle_greedy(dir_ / "oracle.json", p.name);
       ASSERT_LE(r.generated_tokens.size(), expected.size());
       EXPECT_EQ(r.generated_tokens,
                 std::vector<int32_t>(

@@ -12,6 +12,7 @@
 
 #include "duet/app/perplexity.h"
 #include "duet/app/pipeline.h"
+#include "oracle_outputs.h"
 
 namespace duet {
 namespace {
@@ -23,21 +24,8 @@ struct Prompt {
   std::vector<int32_t> ids;
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// The oracle's logits for one prompt: [n_tokens, n_vocab] float32.
-std::vector<float> read_logits(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<float> v(fs::file_size(p) / sizeof(float));
-  in.read(reinterpret_cast<char*>(v.data()),
-          static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
+using testing::read_logits;
+using testing::slurp;
 
 class SmolLM2Oracle : public ::testing::Test {
  protected:

@@ -142,7 +142,8 @@ void OnednnOps::rope(TensorView x, const TensorView& positions, const RopeParams
   });
 }
 
-void OnednnOps::swiglu(const TensorView& gate, const TensorView& up, TensorView out) {
+void OnednnOps::gated(GatedKernel kernel, const TensorView& gate, const TensorView& up,
+                      TensorView out) {
   const int64_t n = gate.elements();
   const float* g = gate.as<const float>();
   const float* u = up.as<const float>();
@@ -152,19 +153,21 @@ void OnednnOps::swiglu(const TensorView& gate, const TensorView& up, TensorView 
     // the same columns of every row, whatever the number of rows.
     const int64_t cols = gate.shape.innermost();
     for_rows(gate.shape.rows(), cols, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        kernels_.swiglu(g + i * cols, u + i * cols, o + i * cols, cols);
-      }
+      for (int64_t i = begin; i < end; ++i) kernel(g + i * cols, u + i * cols, o + i * cols, cols);
     });
     return;
   }
   if (n < kParallelElements) {
-    kernels_.swiglu(g, u, o, n);
+    kernel(g, u, o, n);
     return;
   }
   pool_->parallel_for(n, 1024, [&](int64_t begin, int64_t end, int) {
-    kernels_.swiglu(g + begin, u + begin, o + begin, end - begin);
+    kernel(g + begin, u + begin, o + begin, end - begin);
   });
+}
+
+void OnednnOps::swiglu(const TensorView& gate, const TensorView& up, TensorView out) {
+  gated(kernels_.swiglu, gate, up, out);
 }
 
 void OnednnOps::add(const TensorView& a, const TensorView& b, TensorView out) {
@@ -190,27 +193,7 @@ void OnednnOps::add_bias(const TensorView& x, const TensorView& bias, TensorView
 }
 
 void OnednnOps::geglu(const TensorView& gate, const TensorView& up, TensorView out) {
-  const float* g = gate.as<const float>();
-  const float* u = up.as<const float>();
-  float* o = out.as<float>();
-  if (batch_invariant_) {
-    // Row by row, as swiglu: the scalar tail covers the same columns of
-    // every row whatever the number of rows.
-    const int64_t cols = gate.shape.innermost();
-    for_rows(gate.shape.rows(), cols, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        kernels_.geglu(g + i * cols, u + i * cols, o + i * cols, cols);
-    });
-    return;
-  }
-  const int64_t n = gate.elements();
-  if (n < kParallelElements) {
-    kernels_.geglu(g, u, o, n);
-    return;
-  }
-  pool_->parallel_for(n, 1024, [&](int64_t begin, int64_t end, int) {
-    kernels_.geglu(g + begin, u + begin, o + begin, end - begin);
-  });
+  gated(kernels_.geglu, gate, up, out);
 }
 
 void OnednnOps::scale(const TensorView& x, float factor, TensorView out) {

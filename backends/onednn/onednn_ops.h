@@ -42,6 +42,9 @@ class OnednnOps final : public Ops {
   void scale(const TensorView& x, float factor, TensorView out) override;
 
  private:
+  using GatedKernel = void (*)(const float* gate, const float* up, float* out, int64_t n);
+  // swiglu or geglu through `kernel`, split across the pool.
+  void gated(GatedKernel kernel, const TensorView& gate, const TensorView& up, TensorView out);
   // fn(begin, end) over rows [0, rows) of row_elements each: on the calling
   // thread when there are few elements, else split across the pool.
   template <typename Fn>

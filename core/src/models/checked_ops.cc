@@ -248,8 +248,8 @@ void CheckedOps::rope(TensorView x, const TensorView& positions, const RopeParam
   ops_.rope(x, positions, params);
 }
 
-void CheckedOps::swiglu(const TensorView& gate, const TensorView& up, TensorView out) {
-  const OpKind op = OpKind::kSwiGLU;
+void CheckedOps::check_gated(OpKind op, const TensorView& gate, const TensorView& up,
+                             const TensorView& out) const {
   const Operand g{op, "gate", gate}, u{op, "up", up}, o{op, "out", out};
   for (const Operand& t : {g, u, o}) {
     expect_valid(t);
@@ -260,6 +260,10 @@ void CheckedOps::swiglu(const TensorView& gate, const TensorView& up, TensorView
   expect_same_shape(o, g);
   expect_same_or_disjoint(o, g);
   expect_same_or_disjoint(o, u);
+}
+
+void CheckedOps::swiglu(const TensorView& gate, const TensorView& up, TensorView out) {
+  check_gated(OpKind::kSwiGLU, gate, up, out);
   ops_.swiglu(gate, up, out);
 }
 
@@ -282,17 +286,7 @@ void CheckedOps::add_bias(const TensorView& x, const TensorView& bias, TensorVie
 }
 
 void CheckedOps::geglu(const TensorView& gate, const TensorView& up, TensorView out) {
-  const OpKind op = OpKind::kGeGLU;
-  const Operand g{op, "gate", gate}, u{op, "up", up}, o{op, "out", out};
-  for (const Operand& t : {g, u, o}) {
-    expect_valid(t);
-    expect_dtype(t, DType::kF32);
-  }
-  require_support({op, DType::kF32});
-  expect_same_shape(u, g);
-  expect_same_shape(o, g);
-  expect_same_or_disjoint(o, g);
-  expect_same_or_disjoint(o, u);
+  check_gated(OpKind::kGeGLU, gate, up, out);
   ops_.geglu(gate, up, out);
 }
 

@@ -55,6 +55,10 @@ class CheckedOps {
  private:
   // Throws kPlugin unless the backend supports `desc`.
   void require_support(const OpDesc& desc) const;
+  // The checks of a gated activation (swiglu, geglu): three f32 tensors of
+  // one shape, out the same as or disjoint from each input.
+  void check_gated(OpKind op, const TensorView& gate, const TensorView& up,
+                   const TensorView& out) const;
   // Throws kInternal unless every id in `ids` lies in [0, vocab).
   void check_ids(const TensorView& ids, int64_t vocab) const;
 
