@@ -33,7 +33,8 @@ inline std::vector<float> read_logits(const std::filesystem::path& p) {
 }
 
 // The oracle's input: {"prompts": [{"name": ..., "ids": [...]}, ...]}.
-inline std::string oracle_input(const std::vector<std::pair<std::string, std::vector<int32_t>>>& prompts) {
+inline std::string oracle_input(
+    const std::vector<std::pair<std::string, std::vector<int32_t>>>& prompts) {
   std::string input = "{\"prompts\": [";
   for (size_t i = 0; i < prompts.size(); ++i) {
     input += std::string(i ? ", " : "") + "{\"name\": \"" + prompts[i].first + "\", \"ids\": [";

@@ -90,16 +90,16 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
   // Token texts name tokens in merges; a text that appears twice means its
   // first id, as a Hugging Face vocabulary built from this list would keep.
   std::unordered_map<std::string_view, int32_t> by_text;
-  pieces_.reserve(n);
+  std::vector<std::string> pieces;
+  std::vector<SpecialToken> specials;
+  pieces.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
     const std::string& text = vocab.tokens[i];
     by_text.emplace(text, id);
     if (is_raw_text(vocab.types[i])) {
-      pieces_.push_back(text);
-      if (!text.empty()) {
-        specials_.push_back({text, id, vocab.types[i] == TokenType::kControl});
-      }
+      pieces.push_back(text);
+      if (!text.empty()) specials.push_back({text, id, vocab.types[i] == TokenType::kControl});
       continue;
     }
     std::optional<std::string> bytes = decode_byte_level(text);
@@ -107,7 +107,7 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
       throw malformed("token " + std::to_string(id) + " '" + text +
                       "' is not byte-level encoded text (tokenizer.ggml.model gpt2)");
     }
-    pieces_.push_back(std::move(*bytes));
+    pieces.push_back(std::move(*bytes));
   }
 
   for (int b = 0; b < 256; ++b) {
@@ -135,35 +135,10 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
                     Merge{static_cast<int32_t>(rank), result->second});
   }
 
-  std::stable_sort(specials_.begin(), specials_.end(), [](const Special& a, const Special& b) {
-    return a.text.size() > b.text.size();
-  });
-  for (const Special& s : specials_) special_starts_[static_cast<uint8_t>(s.text[0])] = true;
-
-  // Pieces of control and user-defined tokens win over equal normal ones.
-  for (const Special& s : specials_) by_piece_.emplace(s.text, s.id);
-  for (size_t i = 0; i < n; ++i) by_piece_.emplace(pieces_[i], static_cast<int32_t>(i));
-
-  auto checked_id = [&](const char* name, std::optional<int64_t> id) -> std::optional<int32_t> {
-    if (!id) return std::nullopt;
-    if (*id < 0 || static_cast<uint64_t>(*id) >= n) {
-      throw malformed(std::string("tokenizer.ggml.") + name + "_token_id is " +
-                      std::to_string(*id) + "; expected 0.." + std::to_string(n - 1));
-    }
-    return static_cast<int32_t>(*id);
-  };
-  bos_ = checked_id("bos", vocab.bos);
-  eos_ = checked_id("eos", vocab.eos);
-  std::optional<int32_t> eot = checked_id("eot", vocab.eot);
-  end_of_generation_.assign(n, false);
-  for (std::optional<int32_t> id : {eos_, eot}) {
-    if (id) end_of_generation_[static_cast<size_t>(*id)] = true;
-  }
-  // Chat models end a turn with these even when the file names another eos.
-  for (const Special& s : specials_) {
-    if (s.control && is_end_of_turn_text(s.text)) {
-      end_of_generation_[static_cast<size_t>(s.id)] = true;
-    }
+  table_ =
+      TokenTable(std::move(pieces), std::move(specials), vocab.bos, vocab.eos, vocab.eot, source);
+  for (const SpecialToken& s : table_.specials()) {
+    special_starts_[static_cast<uint8_t>(s.text[0])] = true;
   }
 }
 
@@ -172,9 +147,9 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool parse_spec
   size_t plain_start = 0;
   size_t i = 0;
   while (i < text.size()) {
-    const Special* found = nullptr;
+    const SpecialToken* found = nullptr;
     if (special_starts_[static_cast<uint8_t>(text[i])]) {
-      for (const Special& s : specials_) {
+      for (const SpecialToken& s : table_.specials()) {
         if ((parse_special || !s.control) && text.substr(i).starts_with(s.text)) {
           found = &s;
           break;
@@ -249,26 +224,6 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
     consider(c.left);
   }
   for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
-}
-
-std::string BpeTokenizer::piece(int32_t id) const {
-  if (id < 0 || id >= vocab_size()) {
-    throw Error(ErrorKind::kInputRejected, "token id " + std::to_string(id) +
-                                               " is outside the vocabulary of " +
-                                               std::to_string(vocab_size()) + " tokens (0.." +
-                                               std::to_string(vocab_size() - 1) + ")");
-  }
-  return pieces_[static_cast<size_t>(id)];
-}
-
-bool BpeTokenizer::is_end_of_generation(int32_t id) const {
-  return id >= 0 && id < vocab_size() && end_of_generation_[static_cast<size_t>(id)];
-}
-
-std::optional<int32_t> BpeTokenizer::find_token(std::string_view text) const {
-  auto it = by_piece_.find(std::string(text));
-  if (it == by_piece_.end()) return std::nullopt;
-  return it->second;
 }
 
 }  // namespace duet

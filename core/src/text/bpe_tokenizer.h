@@ -22,6 +22,7 @@
 
 #include "duet/tokenizer.h"
 #include "text/pretokenizer.h"
+#include "text/token_table.h"
 #include "text/token_type.h"
 
 namespace duet {
@@ -45,13 +46,15 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer> pre_tokenizer,
                const std::string& source);
 
-  int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
+  int32_t vocab_size() const override { return table_.size(); }
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
-  std::string piece(int32_t id) const override;
-  bool is_end_of_generation(int32_t id) const override;
-  std::optional<int32_t> find_token(std::string_view text) const override;
-  std::optional<int32_t> bos_id() const override { return bos_; }
-  std::optional<int32_t> eos_id() const override { return eos_; }
+  std::string piece(int32_t id) const override { return table_.piece(id); }
+  bool is_end_of_generation(int32_t id) const override { return table_.is_end_of_generation(id); }
+  std::optional<int32_t> find_token(std::string_view text) const override {
+    return table_.find(text);
+  }
+  std::optional<int32_t> bos_id() const override { return table_.bos(); }
+  std::optional<int32_t> eos_id() const override { return table_.eos(); }
   bool add_bos() const override { return add_bos_; }
 
  private:
@@ -59,24 +62,15 @@ class BpeTokenizer final : public Tokenizer {
     int32_t rank;
     int32_t result;
   };
-  struct Special {
-    std::string text;
-    int32_t id;
-    bool control;  // matched only with parse_special; user-defined always
-  };
 
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
-  std::vector<std::string> pieces_;             // raw bytes of each token
+  TokenTable table_;
   std::array<int32_t, 256> byte_tokens_{};      // each byte's token; -1: none
   std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
-  std::vector<Special> specials_;               // longest first
-  std::array<bool, 256> special_starts_{};      // first bytes of specials_
-  std::unordered_map<std::string, int32_t> by_piece_;
-  std::vector<bool> end_of_generation_;
-  std::optional<int32_t> bos_, eos_;
+  std::array<bool, 256> special_starts_{};      // first bytes of the special tokens
   bool add_bos_ = false;
 };
 

@@ -81,7 +81,9 @@ SpmTokenizer::SpmTokenizer(const Vocabulary& vocab, const std::string& source)
   texts_ = vocab.tokens;
   scores_ = vocab.scores;
   byte_tokens_.fill(-1);
-  pieces_.reserve(n);
+  std::vector<std::string> pieces;
+  std::vector<SpecialToken> specials;
+  pieces.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
     const std::string& text = texts_[i];
@@ -94,17 +96,17 @@ SpmTokenizer::SpmTokenizer(const Vocabulary& vocab, const std::string& source)
                         "' is a byte token (type 6) but not written <0xXX>");
       }
       if (byte_tokens_[*byte] < 0) byte_tokens_[*byte] = id;
-      pieces_.emplace_back(1, static_cast<char>(*byte));
+      pieces.emplace_back(1, static_cast<char>(*byte));
       continue;
     }
     if (is_raw_text(type)) {
-      pieces_.push_back(text);
+      pieces.push_back(text);
       // The unknown token is matched, like a control token, only with
       // parse_special.
-      if (!text.empty()) specials_.push_back({text, id, type != TokenType::kUserDefined});
+      if (!text.empty()) specials.push_back({text, id, type != TokenType::kUserDefined});
       continue;
     }
-    pieces_.push_back(replace_all(text, kSpace, " "));
+    pieces.push_back(replace_all(text, kSpace, " "));
   }
   // A byte without a byte token may still be a one-byte piece.
   for (int b = 0; b < 256; ++b) {
@@ -113,32 +115,8 @@ SpmTokenizer::SpmTokenizer(const Vocabulary& vocab, const std::string& source)
     auto found = by_text_.find(one);
     if (found != by_text_.end()) byte_tokens_[b] = found->second;
   }
-  std::stable_sort(specials_.begin(), specials_.end(), [](const Special& a, const Special& b) {
-    return a.text.size() > b.text.size();
-  });
-  for (const Special& s : specials_) by_piece_.emplace(s.text, s.id);
-  for (size_t i = 0; i < n; ++i) by_piece_.emplace(pieces_[i], static_cast<int32_t>(i));
-
-  auto checked_id = [&](const char* name, std::optional<int64_t> id) -> std::optional<int32_t> {
-    if (!id) return std::nullopt;
-    if (*id < 0 || static_cast<uint64_t>(*id) >= n) {
-      throw malformed(std::string("tokenizer.ggml.") + name + "_token_id is " +
-                      std::to_string(*id) + "; expected 0.." + std::to_string(n - 1));
-    }
-    return static_cast<int32_t>(*id);
-  };
-  bos_ = checked_id("bos", vocab.bos);
-  eos_ = checked_id("eos", vocab.eos);
-  const std::optional<int32_t> eot = checked_id("eot", vocab.eot);
-  end_of_generation_.assign(n, false);
-  for (std::optional<int32_t> id : {eos_, eot}) {
-    if (id) end_of_generation_[static_cast<size_t>(*id)] = true;
-  }
-  for (const Special& s : specials_) {
-    if (s.control && is_end_of_turn_text(s.text)) {
-      end_of_generation_[static_cast<size_t>(s.id)] = true;
-    }
-  }
+  table_ =
+      TokenTable(std::move(pieces), std::move(specials), vocab.bos, vocab.eos, vocab.eot, source);
 }
 
 std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool parse_special) const {
@@ -150,7 +128,7 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool parse_spec
   };
   std::vector<Fragment> fragments = {{text, -1}};
   if (text.empty()) fragments.clear();
-  for (const Special& s : specials_) {
+  for (const SpecialToken& s : table_.specials()) {
     if (s.control && !parse_special) continue;
     std::vector<Fragment> next;
     for (const Fragment& f : fragments) {
@@ -241,26 +219,6 @@ void SpmTokenizer::encode_stretch(std::string_view raw, bool after_special,
       if (id >= 0) out.push_back(id);
     }
   }
-}
-
-std::string SpmTokenizer::piece(int32_t id) const {
-  if (id < 0 || id >= vocab_size()) {
-    throw Error(ErrorKind::kInputRejected, "token id " + std::to_string(id) +
-                                               " is outside the vocabulary of " +
-                                               std::to_string(vocab_size()) + " tokens (0.." +
-                                               std::to_string(vocab_size() - 1) + ")");
-  }
-  return pieces_[static_cast<size_t>(id)];
-}
-
-bool SpmTokenizer::is_end_of_generation(int32_t id) const {
-  return id >= 0 && id < vocab_size() && end_of_generation_[static_cast<size_t>(id)];
-}
-
-std::optional<int32_t> SpmTokenizer::find_token(std::string_view text) const {
-  auto it = by_piece_.find(std::string(text));
-  if (it == by_piece_.end()) return std::nullopt;
-  return it->second;
 }
 
 }  // namespace duet

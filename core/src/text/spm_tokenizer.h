@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "duet/tokenizer.h"
+#include "text/token_table.h"
 #include "text/token_type.h"
 
 namespace duet {
@@ -53,33 +54,25 @@ class SpmTokenizer final : public Tokenizer {
   // when the vocabulary is malformed.
   SpmTokenizer(const Vocabulary& vocab, const std::string& source);
 
-  int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
+  int32_t vocab_size() const override { return table_.size(); }
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
-  std::string piece(int32_t id) const override;
-  bool is_end_of_generation(int32_t id) const override;
-  std::optional<int32_t> find_token(std::string_view text) const override;
-  std::optional<int32_t> bos_id() const override { return bos_; }
-  std::optional<int32_t> eos_id() const override { return eos_; }
+  std::string piece(int32_t id) const override { return table_.piece(id); }
+  bool is_end_of_generation(int32_t id) const override { return table_.is_end_of_generation(id); }
+  std::optional<int32_t> find_token(std::string_view text) const override {
+    return table_.find(text);
+  }
+  std::optional<int32_t> bos_id() const override { return table_.bos(); }
+  std::optional<int32_t> eos_id() const override { return table_.eos(); }
   bool add_bos() const override { return add_bos_; }
 
  private:
-  struct Special {
-    std::string text;
-    int32_t id;
-    bool control;  // control or unknown: matched only with parse_special; user-defined always
-  };
-
   void encode_stretch(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
 
   std::vector<std::string> texts_;  // token texts as stored ("▁the", "<0x41>")
   std::vector<float> scores_;
-  std::vector<std::string> pieces_;                        // what each token decodes to
+  TokenTable table_;  // what each token decodes to, the special tokens, the ends
   std::unordered_map<std::string_view, int32_t> by_text_;  // into texts_; last id wins
   std::array<int32_t, 256> byte_tokens_{};                 // each byte's token; -1: none
-  std::vector<Special> specials_;                          // longest first
-  std::unordered_map<std::string, int32_t> by_piece_;
-  std::vector<bool> end_of_generation_;
-  std::optional<int32_t> bos_, eos_;
   bool add_bos_ = false;
   bool add_space_prefix_ = false;
 };
