@@ -72,7 +72,7 @@ uint64_t pair_key(int32_t left, int32_t right) {
 
 BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer> pre_tokenizer,
                            const std::string& source)
-    : pre_tokenizer_(std::move(pre_tokenizer)), add_bos_(vocab.add_bos) {
+    : TableTokenizer(vocab.add_bos), pre_tokenizer_(std::move(pre_tokenizer)) {
   auto malformed = [&](const std::string& what) {
     return Error(ErrorKind::kModelFile, source + ": " + what);
   };

@@ -27,7 +27,7 @@
 
 namespace duet {
 
-class BpeTokenizer final : public Tokenizer {
+class BpeTokenizer final : public TableTokenizer {
  public:
   // Everything the tokenizer needs, as read from a GGUF file. `tokens` are
   // GGUF token texts (byte-level encoded, "Ġthe", except control and
@@ -46,16 +46,7 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer> pre_tokenizer,
                const std::string& source);
 
-  int32_t vocab_size() const override { return table_.size(); }
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
-  std::string piece(int32_t id) const override { return table_.piece(id); }
-  bool is_end_of_generation(int32_t id) const override { return table_.is_end_of_generation(id); }
-  std::optional<int32_t> find_token(std::string_view text) const override {
-    return table_.find(text);
-  }
-  std::optional<int32_t> bos_id() const override { return table_.bos(); }
-  std::optional<int32_t> eos_id() const override { return table_.eos(); }
-  bool add_bos() const override { return add_bos_; }
 
  private:
   struct Merge {
@@ -67,11 +58,9 @@ class BpeTokenizer final : public Tokenizer {
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
-  TokenTable table_;
   std::array<int32_t, 256> byte_tokens_{};      // each byte's token; -1: none
   std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
   std::array<bool, 256> special_starts_{};      // first bytes of the special tokens
-  bool add_bos_ = false;
 };
 
 }  // namespace duet

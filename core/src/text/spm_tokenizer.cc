@@ -63,7 +63,7 @@ size_t char_length(std::string_view text) {
 }  // namespace
 
 SpmTokenizer::SpmTokenizer(const Vocabulary& vocab, const std::string& source)
-    : add_bos_(vocab.add_bos), add_space_prefix_(vocab.add_space_prefix) {
+    : TableTokenizer(vocab.add_bos), add_space_prefix_(vocab.add_space_prefix) {
   auto malformed = [&](const std::string& what) {
     return Error(ErrorKind::kModelFile, source + ": " + what);
   };

@@ -38,7 +38,7 @@
 
 namespace duet {
 
-class SpmTokenizer final : public Tokenizer {
+class SpmTokenizer final : public TableTokenizer {
  public:
   // Everything the tokenizer needs, as read from a GGUF file.
   struct Vocabulary {
@@ -54,26 +54,15 @@ class SpmTokenizer final : public Tokenizer {
   // when the vocabulary is malformed.
   SpmTokenizer(const Vocabulary& vocab, const std::string& source);
 
-  int32_t vocab_size() const override { return table_.size(); }
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const override;
-  std::string piece(int32_t id) const override { return table_.piece(id); }
-  bool is_end_of_generation(int32_t id) const override { return table_.is_end_of_generation(id); }
-  std::optional<int32_t> find_token(std::string_view text) const override {
-    return table_.find(text);
-  }
-  std::optional<int32_t> bos_id() const override { return table_.bos(); }
-  std::optional<int32_t> eos_id() const override { return table_.eos(); }
-  bool add_bos() const override { return add_bos_; }
 
  private:
   void encode_stretch(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
 
   std::vector<std::string> texts_;  // token texts as stored ("▁the", "<0x41>")
   std::vector<float> scores_;
-  TokenTable table_;  // what each token decodes to, the special tokens, the ends
   std::unordered_map<std::string_view, int32_t> by_text_;  // into texts_; last id wins
   std::array<int32_t, 256> byte_tokens_{};                 // each byte's token; -1: none
-  bool add_bos_ = false;
   bool add_space_prefix_ = false;
 };
 

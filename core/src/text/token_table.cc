@@ -12,10 +12,9 @@ TokenTable::TokenTable(std::vector<std::string> pieces, std::vector<SpecialToken
                        std::optional<int64_t> eot, const std::string& source)
     : pieces_(std::move(pieces)), specials_(std::move(specials)) {
   const size_t n = pieces_.size();
-  std::stable_sort(specials_.begin(), specials_.end(),
-                   [](const SpecialToken& a, const SpecialToken& b) {
-                     return a.text.size() > b.text.size();
-                   });
+  std::stable_sort(
+      specials_.begin(), specials_.end(),
+      [](const SpecialToken& a, const SpecialToken& b) { return a.text.size() > b.text.size(); });
   for (const SpecialToken& s : specials_) by_piece_.emplace(s.text, s.id);
   for (size_t i = 0; i < n; ++i) by_piece_.emplace(pieces_[i], static_cast<int32_t>(i));
 

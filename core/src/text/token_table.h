@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "duet/tokenizer.h"
+
 namespace duet {
 
 // A control, unknown or user-defined token: raw text in the vocabulary.
@@ -50,6 +52,28 @@ class TokenTable {
   std::unordered_map<std::string, int32_t> by_piece_;
   std::vector<bool> end_of_generation_;
   std::optional<int32_t> bos_, eos_;
+};
+
+// The part of a Tokenizer that is its TokenTable's: everything but encode().
+class TableTokenizer : public Tokenizer {
+ public:
+  int32_t vocab_size() const override { return table_.size(); }
+  std::string piece(int32_t id) const override { return table_.piece(id); }
+  bool is_end_of_generation(int32_t id) const override { return table_.is_end_of_generation(id); }
+  std::optional<int32_t> find_token(std::string_view text) const override {
+    return table_.find(text);
+  }
+  std::optional<int32_t> bos_id() const override { return table_.bos(); }
+  std::optional<int32_t> eos_id() const override { return table_.eos(); }
+  bool add_bos() const override { return add_bos_; }
+
+ protected:
+  explicit TableTokenizer(bool add_bos) : add_bos_(add_bos) {}
+
+  TokenTable table_;  // set by the derived constructor
+
+ private:
+  bool add_bos_;
 };
 
 }  // namespace duet
