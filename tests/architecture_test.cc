@@ -37,11 +37,14 @@ std::vector<Prompt> prompts() {
 class ArchitectureOracle : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    const std::string arch = GetParam();
-    dir_ = fs::path(DUET_BUILD_DIR) / "architecture_oracle" / arch;
+    // "llama3": llama with Llama 3.1+'s RoPE frequency factors.
+    const std::string param = GetParam();
+    const std::string arch = param == "llama3" ? "llama" : param;
+    dir_ = fs::path(DUET_BUILD_DIR) / "architecture_oracle" / param;
     fs::create_directories(dir_);
     testing::TinyLlama shape;
     shape.architecture = arch;
+    shape.rope_freqs = param == "llama3";
     shape.matrix_type = DType::kF32;
     // Qwen3's and Gemma 3's heads are wider than n_embd / n_heads.
     if (arch == "qwen3" || arch == "gemma3") shape.head_dim = 32;
@@ -107,7 +110,8 @@ TEST_P(ArchitectureOracle, LogitsAndGreedyTokensMatchTheOracleOnEveryBackend) {
 std::string arch_name(const ::testing::TestParamInfo<const char*>& param) { return param.param; }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureOracle,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3"), arch_name);
+                         ::testing::Values("llama", "llama3", "qwen2", "qwen3", "gemma3"),
+                         arch_name);
 
 }  // namespace
 }  // namespace duet

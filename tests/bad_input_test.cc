@@ -93,7 +93,7 @@ class BadInput : public ::testing::TestWithParam<Row> {
     scaled.extra_key = "rope.scaling.factor";
     testing::write_tiny_llama(d / "hparam.gguf", scaled);
     testing::TinyLlama freqs;
-    freqs.extra_tensor = "rope_freqs.weight";
+    freqs.extra_tensor = "blk.0.ffn_gate_exps.weight";
     testing::write_tiny_llama(d / "extra-tensor.gguf", freqs);
     testing::TinyLlama pre;
     pre.pre_tokenizer = "llama-bpe-2031";
@@ -228,7 +228,7 @@ const Row kRows[] = {
      "llama.rope.scaling.factor is a hyperparameter Duet's llama model does not implement", true,
      true},
     {"model_unbound_tensor", "run {dir}/model-extra-tensor.yaml", 3,
-     "tensor 'rope_freqs.weight' is not part of Duet's llama model", true, true},
+     "tensor 'blk.0.ffn_gate_exps.weight' is not part of Duet's llama model", true, true},
     {"run_model_truncated", "run {dir}/model-truncated.yaml", 3, "truncated.gguf"},
     {"run_model_text", "run {dir}/model-text.yaml", 3, "not a GGUF file"},
     // Pipeline YAML.

@@ -47,11 +47,14 @@ class TensorMaker {
   TensorMaker(GgufWriter& w, uint64_t seed, std::string omit)
       : w_(w), seed_(seed), omit_(std::move(omit)) {}
 
-  void add(const std::string& name, DType type, Shape shape, float offset = 0.0f) {
+  // Values uniform in offset ± width / 2.
+  void add(const std::string& name, DType type, Shape shape, float offset = 0.0f,
+           float width = 1.0f) {
     if (name == omit_) return;
     std::vector<float> values(static_cast<size_t>(shape.elements()));
     for (size_t i = 0; i < values.size(); ++i) {
-      values[i] = offset + static_cast<float>(counter_uniform(seed_, tensor_index_, i, 0) - 0.5);
+      values[i] =
+          offset + width * static_cast<float>(counter_uniform(seed_, tensor_index_, i, 0) - 0.5);
     }
     ++tensor_index_;
     std::vector<uint8_t> bytes(*dtype_row_bytes(type, static_cast<uint64_t>(shape.innermost())) *
@@ -119,6 +122,7 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
   using R = TensorRole;
   t.add(tensor_name(R::kTokenEmbd), s.matrix_type, {s.n_vocab, s.n_embd});
   t.add(tensor_name(R::kOutputNorm), DType::kF32, {s.n_embd}, 1.0f);
+  if (s.rope_freqs) t.add(tensor_name(R::kRopeFreqs), DType::kF32, {head_dim / 2}, 4.5f, 7.0f);
   for (int32_t l = 0; l < s.n_layers; ++l) {
     t.add(tensor_name(R::kAttnNorm, l), DType::kF32, {s.n_embd}, 1.0f);
     t.add(tensor_name(R::kAttnQ, l), s.matrix_type, {q_dim, s.n_embd});

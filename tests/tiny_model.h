@@ -17,7 +17,8 @@ struct TinyLlama {
   int32_t n_heads = 4;
   int32_t n_kv_heads = 2;
   int32_t n_ff = 128;
-  int32_t head_dim = 0;  // 0: n_embd / n_heads; else written as attention.key_length
+  int32_t head_dim = 0;     // 0: n_embd / n_heads; else written as attention.key_length
+  bool rope_freqs = false;  // a rope_freqs.weight of factors in [1, 8) (Llama 3.1+)
   int64_t context_length = 256;
   DType matrix_type = DType::kQ4_1;  // projections and the embedding table
   uint64_t seed = 1;                 // weights are uniform in [-0.5, 0.5)

@@ -60,7 +60,7 @@ bool merge(RopeCall& into, const RopeCall& next) {
   if (into.second.x != nullptr || next.second.x != nullptr || next.positions != into.positions ||
       next.rows != into.rows || next.head_dim != into.head_dim ||
       next.theta_base != into.theta_base || next.halves != into.halves ||
-      overlap(rotated(into), rotated(next))) {
+      next.freq_factors != into.freq_factors || overlap(rotated(into), rotated(next))) {
     return false;
   }
   into.second = next.first;

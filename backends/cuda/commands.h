@@ -106,6 +106,7 @@ struct RopeCall {
   int32_t head_dim = 0;
   float theta_base = 0.0f;
   bool halves = false;
+  const float* freq_factors = nullptr;  // [head_dim / 2] or null
   bool operator==(const RopeCall&) const = default;
 };
 

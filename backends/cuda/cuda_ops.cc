@@ -46,6 +46,7 @@ void CudaOps::rope(TensorView x, const TensorView& positions, const RopeParams& 
   r.head_dim = static_cast<int32_t>(x.shape[2]);
   r.theta_base = params.theta_base;
   r.halves = params.pairs == RopeParams::Pairs::kHalves;
+  r.freq_factors = params.freq_factors.data ? params.freq_factors.as<const float>() : nullptr;
   pass_.submit(r);
 }
 

@@ -31,7 +31,7 @@ void Launcher::run(const Command& command) {
               "launching add + rmsnorm");
         } else if constexpr (std::is_same_v<T, RopeCall>) {
           check_cuda(launch_rope(at_, c.first, c.second, c.positions, c.rows, c.head_dim,
-                                 c.theta_base, c.halves),
+                                 c.theta_base, c.halves, c.freq_factors),
                      "launching rope");
         } else if constexpr (std::is_same_v<T, SwiGLUCall>) {
           check_cuda(launch_swiglu(at_, c.gate, c.up, c.n, c.out), "launching swiglu");

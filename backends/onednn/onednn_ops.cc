@@ -82,15 +82,18 @@ void OnednnOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps
 }
 
 const std::vector<float>& OnednnOps::rope_table(float theta_base, int64_t head_dim,
-                                                int32_t max_position) {
+                                                const float* freq_factors, int32_t max_position) {
+  const int64_t half = head_dim / 2;
+  std::vector<float> factors(static_cast<size_t>(half), 1.0f);
+  if (freq_factors != nullptr) factors.assign(freq_factors, freq_factors + half);
   auto it = std::find_if(rope_tables_.begin(), rope_tables_.end(), [&](const RopeTable& t) {
-    return t.theta_base == theta_base && t.head_dim == head_dim;
+    return t.theta_base == theta_base && t.head_dim == head_dim && t.factors == factors;
   });
   if (it == rope_tables_.end()) {
     // Models use one or two bases (Gemma 3: local and global layers); a
     // caller cycling through more only rebuilds.
     if (rope_tables_.size() == kRopeTables) rope_tables_.erase(rope_tables_.begin());
-    rope_tables_.push_back(RopeTable{theta_base, head_dim, 0, {}});
+    rope_tables_.push_back(RopeTable{theta_base, head_dim, factors, 0, {}});
     it = rope_tables_.end() - 1;
   }
   RopeTable& t = *it;
@@ -98,13 +101,13 @@ const std::vector<float>& OnednnOps::rope_table(float theta_base, int64_t head_d
   // Grow to the next power of two, so a long decode rebuilds rarely.
   int64_t positions = std::max<int64_t>(64, t.positions);
   while (positions <= max_position) positions *= 2;
-  const int64_t half = head_dim / 2;
   t.values.resize(static_cast<size_t>(positions * half * 2));
   for (int64_t p = t.positions; p < positions; ++p) {
     for (int64_t j = 0; j < half; ++j) {
       const double angle = static_cast<double>(p) *
                            std::pow(static_cast<double>(theta_base),
-                                    -2.0 * static_cast<double>(j) / static_cast<double>(head_dim));
+                                    -2.0 * static_cast<double>(j) / static_cast<double>(head_dim)) /
+                           double{t.factors[static_cast<size_t>(j)]};
       t.values[static_cast<size_t>((p * half + j) * 2)] = static_cast<float>(std::cos(angle));
       t.values[static_cast<size_t>((p * half + j) * 2 + 1)] = static_cast<float>(std::sin(angle));
     }
@@ -121,7 +124,9 @@ void OnednnOps::rope(TensorView x, const TensorView& positions, const RopeParams
   const int32_t* pos = positions.as<const int32_t>();
   int32_t max_position = 0;
   for (int64_t i = 0; i < n; ++i) max_position = std::max(max_position, pos[i]);
-  const std::vector<float>& table = rope_table(params.theta_base, head_dim, max_position);
+  const std::vector<float>& table = rope_table(
+      params.theta_base, head_dim,
+      params.freq_factors.data ? params.freq_factors.as<const float>() : nullptr, max_position);
   // Element a of pair j sits at `first * j`, element b at `first * j + second`.
   const bool adjacent = params.pairs == RopeParams::Pairs::kAdjacent;
   const int64_t first = adjacent ? 2 : 1;

@@ -49,17 +49,21 @@ class OnednnOps final : public Ops {
   // thread when there are few elements, else split across the pool.
   template <typename Fn>
   void for_rows(int64_t rows, int64_t row_elements, const Fn& fn);
-  // cos and sin of position * theta^(-2j / head_dim), interleaved:
-  // [position][j][cos, sin] for j < head_dim / 2, positions [0, positions).
+  // cos and sin of position * theta^(-2j / head_dim) / factors[j],
+  // interleaved: [position][j][cos, sin] for j < head_dim / 2, positions
+  // [0, positions).
   struct RopeTable {
     float theta_base;
     int64_t head_dim;
+    std::vector<float> factors;  // ones without frequency factors
     int64_t positions;
     std::vector<float> values;
   };
   static constexpr size_t kRopeTables = 4;
-  // The table for these parameters, grown to hold max_position.
-  const std::vector<float>& rope_table(float theta_base, int64_t head_dim, int32_t max_position);
+  // The table for these parameters (freq_factors: head_dim / 2 values or
+  // null), grown to hold max_position.
+  const std::vector<float>& rope_table(float theta_base, int64_t head_dim,
+                                       const float* freq_factors, int32_t max_position);
 
   std::shared_ptr<ThreadPool> pool_;
   const VectorKernels& kernels_;

@@ -83,9 +83,13 @@ void ReferenceOps::rope(TensorView x, const TensorView& positions, const RopePar
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x.as<float>() + (i * heads + h) * head_dim;
       for (int64_t j = 0; j < half; ++j) {
+        const double factor =
+            params.freq_factors.data ? double{params.freq_factors.as<const float>()[j]} : 1.0;
         const double angle =
-            pos * std::pow(static_cast<double>(params.theta_base),
-                           -2.0 * static_cast<double>(j) / static_cast<double>(head_dim));
+            pos *
+            std::pow(static_cast<double>(params.theta_base),
+                     -2.0 * static_cast<double>(j) / static_cast<double>(head_dim)) /
+            factor;
         const bool adjacent = params.pairs == RopeParams::Pairs::kAdjacent;
         float& a = v[adjacent ? 2 * j : j];
         float& b = v[adjacent ? 2 * j + 1 : j + half];

@@ -26,6 +26,8 @@ Conventions (checked against llama.cpp, see tests/oracle/README.md):
     post_ffw_norm) before the residual adds; layer l is a sliding-window
     layer (attends to the last attention.sliding_window positions, RoPE
     base 10000) when l % 6 < 5, global (the file's base) otherwise.
+  * rope_freqs.weight (Llama 3.1+), when present, divides pair i's angle by
+    its i-th factor.
   * Grouped-query attention: query head h reads kv head h // (n_head / n_kv).
 
 CLI:
@@ -151,6 +153,10 @@ class LlamaOracle:
             self.w["output"] = load("output.weight", (hp.n_vocab, hp.n_embd))
         else:  # tied embeddings
             self.w["output"] = self.w["token_embd"]
+        # Llama 3.1+: RoPE frequency factors dividing every pair's angle.
+        self.rope_factors = None
+        if "rope_freqs.weight" in tensors:
+            self.rope_factors = load("rope_freqs.weight", (hp.head_dim // 2,))
         self.layers = []
         for i in range(hp.n_layer):
             b = f"blk.{i}."
@@ -190,6 +196,8 @@ class LlamaOracle:
         d = self.hp.head_dim
         i = np.arange(d // 2, dtype=np.float64)
         inv_freq = base ** (-2.0 * i / d)                        # theta_i
+        if self.rope_factors is not None:
+            inv_freq = inv_freq / self.rope_factors
         ang = positions.astype(np.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
         cos = np.cos(ang)[:, None, :]
         sin = np.sin(ang)[:, None, :]

@@ -41,10 +41,11 @@ cudaError_t launch_add_rmsnorm(const LaunchConfig& at, const float* a, const flo
                                float* out);
 
 // Rotates `first` and, when second.x is not null, `second` in place (RoPE
-// as in duet/ops.h); both have `rows` rows at positions[row].
+// as in duet/ops.h, pair j's angle divided by freq_factors[j] when not
+// null); both have `rows` rows at positions[row].
 cudaError_t launch_rope(const LaunchConfig& at, RopeTarget first, RopeTarget second,
                         const int32_t* positions, int64_t rows, int32_t head_dim, float theta_base,
-                        bool halves);
+                        bool halves, const float* freq_factors);
 
 // out = silu(gate) * up over n elements; out may be gate or up.
 cudaError_t launch_swiglu(const LaunchConfig& at, const float* gate, const float* up, int64_t n,

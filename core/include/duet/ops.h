@@ -57,6 +57,11 @@ struct DUET_API RopeParams {
   enum class Pairs { kAdjacent, kHalves };
   float theta_base = 10000.0f;
   Pairs pairs = Pairs::kAdjacent;
+  // ABI 1.2: per-pair frequency factors (Llama 3.1+'s rope_freqs.weight),
+  // f32 [head_dim / 2] on the device, pair j's angle divided by
+  // freq_factors[j]; data null: none. Core passes factors only to backends
+  // of plugins built against ABI 1.2 or later.
+  TensorView freq_factors{};
 };
 
 class DUET_API Ops {
@@ -81,7 +86,8 @@ class DUET_API Ops {
 
   // Rotates x in place. x: f32 [n, heads, head_dim] (head_dim even);
   // positions: i32 [n], the absolute position of each row. Pair j of a head
-  // is rotated by angle position * theta_base^(-2j / head_dim).
+  // is rotated by angle position * theta_base^(-2j / head_dim), divided by
+  // params.freq_factors[j] when given.
   virtual void rope(TensorView x, const TensorView& positions, const RopeParams& params) = 0;
 
   // out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)).

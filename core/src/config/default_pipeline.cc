@@ -2,8 +2,10 @@
 #include <filesystem>
 #include <string>
 
+#include "duet/app/chat_template.h"
 #include "duet/app/gguf.h"
 #include "duet/app/pipeline_config.h"
+#include "duet/error.h"
 
 namespace duet {
 
@@ -14,7 +16,16 @@ std::string default_pipeline_yaml(const std::filesystem::path& model) {
   // A sliding window bounds the cache (ModelHParams::sliding_window).
   const uint64_t window = file.find_uint(arch + ".attention.sliding_window").value_or(context);
   const uint64_t capacity = std::clamp<uint64_t>(std::min(context, window), 1, 4096);
-  const bool chat = file.find("tokenizer.chat_template") != nullptr;
+  // Chat when the file has a template Duet can apply: a Llama 3 file's
+  // template is neither ChatML nor Gemma, so its prompts go in raw.
+  bool chat = false;
+  if (file.find("tokenizer.chat_template") != nullptr) {
+    try {
+      ChatTemplate::from_model(file, "");
+      chat = true;
+    } catch (const Error&) {
+    }
+  }
   return "# The default pipeline for " + model.filename().string() +
          " (duet run MODEL.gguf): the fastest\n"
          "# backend that loads, greedy decoding until the model's end-of-generation token.\n"

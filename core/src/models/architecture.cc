@@ -7,9 +7,9 @@ namespace {
 
 using Pairs = RopeParams::Pairs;
 
-// llama: Llama 1/2/3.0, Mistral 7B v0.1, SmolLM/SmolLM2, TinyLlama — every
-//        file whose metadata and tensors are the plain Llama block (a Llama
-//        3.1+ file carries rope_freqs.weight, which DecoderModel refuses).
+// llama: Llama 1/2/3.x, Mistral 7B v0.1, SmolLM/SmolLM2, TinyLlama — the
+//        plain Llama block, with Llama 3.1+'s RoPE frequency factors
+//        (rope_freqs.weight) when the file has them.
 // qwen2: Qwen2 and Qwen2.5 dense models: Q/K/V biases, NeoX RoPE.
 // qwen3: Qwen3 dense models: per-head RMS norms on q and k, head_dim from
 //        attention.key_length, NeoX RoPE.
@@ -17,6 +17,12 @@ using Pairs = RopeParams::Pairs;
 //        q/k norms, GELU-gated FFN, norms after attention and FFN, five
 //        sliding-window layers (RoPE base 10k) to one global layer (the
 //        file's base), as llama.cpp runs it.
+DecoderLayout llama() {
+  DecoderLayout d;
+  d.rope_freqs = true;
+  return d;
+}
+
 DecoderLayout qwen2() {
   DecoderLayout d;
   d.rope_pairs = Pairs::kHalves;
@@ -44,7 +50,7 @@ DecoderLayout gemma3() {
 }
 
 const std::array kArchitectures = {
-    Architecture{"llama", DecoderLayout{}},
+    Architecture{"llama", llama()},
     Architecture{"qwen2", qwen2()},
     Architecture{"qwen3", qwen3()},
     Architecture{"gemma3", gemma3()},

@@ -25,6 +25,9 @@ struct DecoderLayout {
   // permuted for adjacent pairs; converters write other architectures in
   // the Hugging Face order, which rotates halves (NeoX).
   RopeParams::Pairs rope_pairs = RopeParams::Pairs::kAdjacent;
+  // rope_freqs.weight, when the file has it: per-pair frequency factors
+  // that divide every layer's RoPE angles (Llama 3.1+'s "llama3" scaling).
+  bool rope_freqs = false;
   // attn_q_norm / attn_k_norm: each head of q and k RMS-normalized (with the
   // layer's eps) before RoPE.
   bool qk_norm = false;

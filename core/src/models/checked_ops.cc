@@ -245,6 +245,24 @@ void CheckedOps::rope(TensorView x, const TensorView& positions, const RopeParam
     fail(op, "theta_base is " + float_str(params.theta_base) + "; expected a finite value > 0");
   }
   expect_disjoint(xo, p);
+  if (params.freq_factors.data != nullptr) {
+    if (abi_minor_ < 2) {
+      throw Error(ErrorKind::kPlugin, "backend '" + backend_.name() +
+                                          "' was built against Duet ABI 1." +
+                                          std::to_string(abi_minor_) +
+                                          ", whose rope has no frequency factors; rebuild the "
+                                          "plugin against this SDK (ABI 1.2)");
+    }
+    const Operand f{op, "freq_factors", params.freq_factors};
+    expect_rank(f, 1, "[head_dim / 2]");
+    expect_dtype(f, DType::kF32);
+    if (params.freq_factors.shape[0] * 2 != x.shape[2]) {
+      fail(op, "freq_factors has " + std::to_string(params.freq_factors.shape[0]) +
+                   " elements but x has head_dim " + std::to_string(x.shape[2]) +
+                   "; expected head_dim / 2");
+    }
+    expect_disjoint(xo, f);
+  }
   ops_.rope(x, positions, params);
 }
 

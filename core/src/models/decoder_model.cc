@@ -71,6 +71,9 @@ DecoderModel::DecoderModel(std::shared_ptr<const GgufFile> file, const ModelHPar
   using R = TensorRole;
   token_embd_ = bind(R::kTokenEmbd, 0, {h.n_vocab, h.n_embd});
   output_norm_ = bind(R::kOutputNorm, 0, {h.n_embd});
+  if (layout_.rope_freqs && file_->find_tensor(tensor_name(R::kRopeFreqs))) {
+    rope_freqs_ = bind(R::kRopeFreqs, 0, {h.head_dim / 2});
+  }
   output_ = file_->find_tensor(tensor_name(R::kOutput)) ? bind(R::kOutput, 0, {h.n_vocab, h.n_embd})
                                                         : token_embd_;
   for (int32_t l = 0; l < h.n_layers; ++l) {
@@ -145,8 +148,8 @@ TensorView DecoderModel::bind(TensorRole role, int32_t layer, Shape expected) {
   const DType dtype = *info->dtype;
   const bool is_matrix = expected.rank == 2;
   if (!is_matrix && dtype != DType::kF32) {
-    throw Error(ErrorKind::kModelFile,
-                where + " is " + std::string(dtype_name(dtype)) + "; norm weights must be f32");
+    throw Error(ErrorKind::kModelFile, where + " is " + std::string(dtype_name(dtype)) +
+                                           "; vectors (norms, biases, RoPE factors) must be f32");
   }
   Support s = ops_.supports(OpDesc{OpKind::kMatmul, dtype});
   if (is_matrix && !s.ok()) {
@@ -214,8 +217,8 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
              k = rows(s.k.view, 0, n), v = rows(s.v.view, 0, n), attn = rows(s.attn.view, 0, n),
              proj = rows(s.proj.view, 0, n), gate = rows(s.gate.view, 0, n),
              up = rows(s.up.view, 0, n);
-  const RopeParams global_rope{h.rope_freq_base, layout_.rope_pairs};
-  const RopeParams local_rope{layout_.local_rope_base, layout_.rope_pairs};
+  const RopeParams global_rope{h.rope_freq_base, layout_.rope_pairs, rope_freqs_};
+  const RopeParams local_rope{layout_.local_rope_base, layout_.rope_pairs, rope_freqs_};
 
   backend_.begin_forward(step);
   ops_.embedding(token_embd_, ids, x);

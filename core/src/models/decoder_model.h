@@ -7,7 +7,8 @@
 //   q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ  [+ attn_q/k/v.bias]
 //   [q, k = rmsnorm of each head (attn_q_norm, attn_k_norm)]
 //   rope(q), rope(k) at each row's position, pairs as layout.rope_pairs,
-//     base layout.local_rope_base on a sliding-window layer
+//     base layout.local_rope_base on a sliding-window layer, angles divided
+//     by rope_freqs.weight's factors where the layout reads them
 //   a  = attention(q, k, v over the cache)·Woᵀ  [then rmsnorm(a, post_attention_norm)]
 //   x += a
 //   h  = rmsnorm(x, ffn_norm)
@@ -80,6 +81,7 @@ class DecoderModel final : public Model {
   std::vector<std::unique_ptr<Buffer>> weight_buffers_;  // when copied to the device
   std::set<std::string, std::less<>> bound_;             // names of the tensors bound
   TensorView token_embd_, output_norm_, output_;
+  TensorView rope_freqs_;  // data null when the file has none
   std::vector<Layer> layers_;
   std::unique_ptr<Scratch> scratch_;
 };

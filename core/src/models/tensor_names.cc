@@ -11,6 +11,8 @@ const char* stem(TensorRole role) {
       return "output_norm";
     case TensorRole::kOutput:
       return "output";
+    case TensorRole::kRopeFreqs:
+      return "rope_freqs";
     case TensorRole::kAttnNorm:
       return "attn_norm";
     case TensorRole::kAttnQ:
@@ -51,7 +53,7 @@ const char* stem(TensorRole role) {
 
 bool is_layer_role(TensorRole role) {
   return role != TensorRole::kTokenEmbd && role != TensorRole::kOutputNorm &&
-         role != TensorRole::kOutput;
+         role != TensorRole::kOutput && role != TensorRole::kRopeFreqs;
 }
 
 std::string tensor_name(TensorRole role, int32_t layer) {

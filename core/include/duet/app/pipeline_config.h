@@ -180,7 +180,8 @@ DUET_API PipelineConfig parse_pipeline_config(std::string_view yaml_text,
                                               const std::vector<std::string>& overrides = {});
 
 // The pipeline `duet run MODEL.gguf` builds for a model file, as YAML text:
-// the model (its absolute path; chat on when the file has a chat template),
+// the model (its absolute path; chat on when the file has a chat template
+// ChatTemplate recognises),
 // the fastest backend that loads ([cuda, onednn, reference]), an f16 KV
 // cache of min(4096, context_length, attention.sliding_window) tokens, greedy decoding of up to 256
 // tokens ending at the model's end-of-generation token. Reads only the

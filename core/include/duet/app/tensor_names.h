@@ -19,6 +19,7 @@ enum class TensorRole {
   kTokenEmbd,   // [n_vocab, n_embd] embedding table (also the LM head when tied)
   kOutputNorm,  // [n_embd] final RMS norm
   kOutput,      // [n_vocab, n_embd] LM head; absent when tied to kTokenEmbd
+  kRopeFreqs,   // [head_dim / 2] RoPE frequency factors (Llama 3.1+), optional
   // Per-layer tensors.
   kAttnNorm,      // [n_embd]
   kAttnQ,         // [n_heads * head_dim, n_embd]
