@@ -359,6 +359,36 @@ TEST_P(BackendConformance, RopeWithBothPairings) {
   }
 }
 
+// Llama 3.1+'s RoPE frequency factors, with both pairings, and a rope
+// without factors between two with them (a backend caching its tables must
+// not mix them up).
+TEST_P(BackendConformance, RopeWithFrequencyFactors) {
+  const int64_t head_dim = 64, heads = 4, n = kPromptRows;
+  const std::vector<float> x = random_floats(static_cast<size_t>(n * heads * head_dim), 43);
+  const std::vector<float> factors =
+      random_floats(static_cast<size_t>(head_dim / 2), 44, 1.0f, 8.0f);
+  std::vector<int32_t> positions;
+  for (int64_t i = 0; i < n; ++i) positions.push_back(static_cast<int32_t>(37 * i));
+  for (auto pairs : {RopeParams::Pairs::kAdjacent, RopeParams::Pairs::kHalves}) {
+    compare(std::string("rope factors ") +
+                (pairs == RopeParams::Pairs::kAdjacent ? "adjacent" : "halves"),
+            kElementwise, [&](Backend& b) {
+              DeviceTensor ft = upload(b.device(), DType::kF32, {head_dim / 2}, factors);
+              DeviceTensor pt = upload(b.device(), DType::kI32, {n}, positions);
+              std::vector<float> out;
+              for (bool with : {true, false, true}) {
+                DeviceTensor xt = upload(b.device(), DType::kF32, {n, heads, head_dim}, x);
+                RopeParams params{500000.0f, pairs};
+                if (with) params.freq_factors = ft.view;
+                CheckedOps(b).rope(xt.view, pt.view, params);
+                const std::vector<float> got = download(b.device(), xt.view);
+                out.insert(out.end(), got.begin(), got.end());
+              }
+              return out;
+            });
+  }
+}
+
 TEST_P(BackendConformance, SwiGLUSmallAndLarge) {
   // 7 x 1536 runs on one thread; 64 x 1536 is split across the pool. The
   // odd count leaves a tail shorter than a vector.
