@@ -47,8 +47,13 @@ constexpr const char* kLlama3Template =
     "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
     "'<|end_header_id|>\n\n' + message['content'] + '<|eot_id|>' }}{% endfor %}";
 
+// Phi-3's turns: a family Duet does not recognise.
+constexpr const char* kPhi3Template =
+    "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + message['content'] + "
+    "'<|end|>\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}";
+
 const std::string kNotChatML =
-    "model's chat template is neither a ChatML nor a Gemma template (Duet does not run Jinja "
+    "model's chat template is not a ChatML, Gemma or Llama 3 template (Duet does not run Jinja "
     "yet); set model.chat_template in the pipeline YAML or model.chat: false";
 
 // Gemma 3's instruction template, shortened to what Duet recognises.
@@ -102,7 +107,7 @@ TEST(ChatTemplate, BuiltinChatMLHasNoDefaultSystemPrompt) {
 
 TEST(ChatTemplate, RejectsOtherTemplateFamilies) {
   std::string msg =
-      config_error([] { ChatTemplate::from_text(kLlama3Template, "model's chat template"); });
+      config_error([] { ChatTemplate::from_text(kPhi3Template, "model's chat template"); });
   EXPECT_EQ(msg, kNotChatML);
 }
 
@@ -127,18 +132,18 @@ TEST_F(ChatModelFile, UsesTheModelsTemplate) {
 }
 
 TEST_F(ChatModelFile, OverrideReplacesTheModelsTemplate) {
-  write(kLlama3Template);
+  write(kPhi3Template);
   GgufFile file = GgufFile::open(path_);
   EXPECT_EQ(ChatTemplate::from_model(file, "chatml").default_system(), std::nullopt);
   EXPECT_EQ(ChatTemplate::from_model(file, kQwenLikeTemplate).default_system()->substr(0, 12),
             "You are Qwen");
-  std::string msg = config_error([&] { ChatTemplate::from_model(file, kLlama3Template); });
-  EXPECT_EQ(msg.rfind("model.chat_template is neither a ChatML nor a Gemma template", 0), 0u)
+  std::string msg = config_error([&] { ChatTemplate::from_model(file, kPhi3Template); });
+  EXPECT_EQ(msg.rfind("model.chat_template is not a ChatML, Gemma or Llama 3 template", 0), 0u)
       << msg;
 }
 
 TEST_F(ChatModelFile, RejectsANonChatMLModelTemplate) {
-  write(kLlama3Template);
+  write(kPhi3Template);
   std::string msg = config_error([&] { ChatTemplate::from_model(GgufFile::open(path_), ""); });
   EXPECT_EQ(msg, path_.string() + ": " + kNotChatML);
 }
@@ -155,6 +160,25 @@ TEST(ChatTemplate, GemmaTurnsWithTheSystemMessageInTheFirstUserTurn) {
   EXPECT_EQ(t.apply_next("And?", false),
             "<end_of_turn>\n<start_of_turn>user\nAnd?<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(ChatTemplate::gemma().apply(std::nullopt, "x"), t.apply(std::nullopt, "x"));
+}
+
+// The strings llama.cpp's own "llama3" template writes for the same
+// messages (llama_chat_apply_template, llama-cpp-python 0.3.36).
+TEST(ChatTemplate, Llama3TurnsAsLlamaCppWritesThem) {
+  const ChatTemplate t = ChatTemplate::from_text(kLlama3Template, "model's chat template");
+  EXPECT_EQ(t.name(), "llama3");
+  const std::string first = t.apply("Be brief.", "Hi");
+  EXPECT_EQ(first,
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(first + "Hello!" + t.apply_next("And?", false),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nAnd?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(t.apply_next("And?", true).rfind("<|start_header_id|>user", 0), 0u);
 }
 
 TEST_F(ChatModelFile, AFileWithoutTemplateGetsTheFamilyItsVocabularyHolds) {

@@ -350,7 +350,7 @@ TEST_F(Cli, RunRejectsAChatTemplateItCannotApplyWithExit2) {
   Result r = duet("run " + write("p.yaml", kTinyPipeline) +
                   " --chat --set 'model.chat_template=\"{{ messages | join }}\"'");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("neither a ChatML nor a Gemma template"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not a ChatML, Gemma or Llama 3 template"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, RunRejectsAnImpossibleSamplerValueWithItsKeyPath) {

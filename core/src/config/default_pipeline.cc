@@ -16,8 +16,8 @@ std::string default_pipeline_yaml(const std::filesystem::path& model) {
   // A sliding window bounds the cache (ModelHParams::sliding_window).
   const uint64_t window = file.find_uint(arch + ".attention.sliding_window").value_or(context);
   const uint64_t capacity = std::clamp<uint64_t>(std::min(context, window), 1, 4096);
-  // Chat when the file has a template Duet can apply: a Llama 3 file's
-  // template is neither ChatML nor Gemma, so its prompts go in raw.
+  // Chat when the file has a template Duet can apply (ChatTemplate); a file
+  // of another family gets raw prompts.
   bool chat = false;
   if (file.find("tokenizer.chat_template") != nullptr) {
     try {

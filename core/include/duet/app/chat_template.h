@@ -1,6 +1,6 @@
 // duet/app/chat_template.h — wraps a prompt in the chat format the model was tuned on.
 //
-// Duet does not run Jinja. It recognises two families of templates and
+// Duet does not run Jinja. It recognises three families of templates and
 // reproduces them for one optional system message, one user message and the
 // generation prompt, and for the user turns after it in a conversation.
 // Contents are inserted verbatim (no trimming).
@@ -18,6 +18,10 @@
 //           written at the head of the first user turn followed by a blank
 //           line (Gemma has no system role); recognised by a template text
 //           containing "<start_of_turn>" and "<end_of_turn>".
+//   llama3  turns "<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>",
+//           generation prompt "<|start_header_id|>assistant<|end_header_id|>\n\n";
+//           recognised by "<|start_header_id|>", "<|end_header_id|>" and
+//           "<|eot_id|>" in the template (Llama 3.x).
 // A file without tokenizer.chat_template gets the family whose markers its
 // vocabulary holds as tokens (Gemma 3's GGUF files carry no template).
 #pragma once
@@ -35,10 +39,10 @@ class GgufFile;
 // Immutable; copyable; const methods are thread-safe.
 class DUET_API ChatTemplate {
  public:
-  enum class Format { kChatML, kGemma };
+  enum class Format { kChatML, kGemma, kLlama3 };
 
   // The template for `file`: `override_template` when nonempty (the names
-  // "chatml" and "gemma" are those formats without a default system prompt;
+  // "chatml", "gemma" and "llama3" are those formats without a default system prompt;
   // any other value is template text, recognised like the model's), else
   // the model's tokenizer.chat_template, else the family whose markers the
   // vocabulary holds. Throws duet::Error(kConfig) when none of these gives a
@@ -63,15 +67,16 @@ class DUET_API ChatTemplate {
 
   // The prompt text for a later user turn of the same conversation, to
   // follow the assistant's answer to the turn before: the end of that answer
-  // (just "\n" when `answer_closed`, i.e. it ended with the format's end of
-  // turn, "<|im_end|>" or "<end_of_turn>", itself, else that marker and
-  // "\n"), the user turn and the generation prompt. Encode it like apply()'s
+  // (when `answer_closed`, i.e. it ended with the format's end of turn —
+  // "<|im_end|>", "<end_of_turn>", "<|eot_id|>" — itself, just what follows
+  // that marker, else the marker too), the user turn and the generation
+  // prompt. Encode it like apply()'s
   // result.
   std::string apply_next(std::string_view user, bool answer_closed) const;
 
   const std::optional<std::string>& default_system() const { return default_system_; }
   Format format() const { return format_; }
-  // "chatml" or "gemma".
+  // "chatml", "gemma" or "llama3".
   std::string_view name() const;
   // Where the format came from: "the model's tokenizer.chat_template",
   // "model.chat_template", "builtin", or "fallback: the file has no
