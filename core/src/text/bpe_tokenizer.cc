@@ -77,10 +77,7 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
     return Error(ErrorKind::kModelFile, source + ": " + what);
   };
   const size_t n = vocab.tokens.size();
-  if (n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    throw malformed("tokenizer.ggml.tokens has " + std::to_string(n) + " entries; expected 1.." +
-                    std::to_string(std::numeric_limits<int32_t>::max()));
-  }
+  check_vocabulary_size(n, source);
 
   if (vocab.types.size() != n) {
     throw malformed("tokenizer.ggml.token_type has " + std::to_string(vocab.types.size()) +

@@ -1,11 +1,20 @@
 #include "text/token_table.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "duet/error.h"
 #include "text/token_type.h"
 
 namespace duet {
+
+void check_vocabulary_size(size_t n, const std::string& source) {
+  if (n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw Error(ErrorKind::kModelFile, source + ": tokenizer.ggml.tokens has " + std::to_string(n) +
+                                           " entries; expected 1.." +
+                                           std::to_string(std::numeric_limits<int32_t>::max()));
+  }
+}
 
 TokenTable::TokenTable(std::vector<std::string> pieces, std::vector<SpecialToken> specials,
                        std::optional<int64_t> bos, std::optional<int64_t> eos,

@@ -22,6 +22,10 @@ struct SpecialToken {
   bool control;  // matched in text only with parse_special; user-defined always
 };
 
+// Throws Error(kModelFile) naming `source` unless a vocabulary of `n`
+// tokens has ids that fit int32_t (1..2^31-1 tokens).
+void check_vocabulary_size(size_t n, const std::string& source);
+
 class TokenTable {
  public:
   TokenTable() = default;
