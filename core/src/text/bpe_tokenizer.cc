@@ -1,7 +1,6 @@
 #include "text/bpe_tokenizer.h"
 
 #include <algorithm>
-#include <limits>
 #include <queue>
 
 #include "duet/error.h"
