@@ -235,6 +235,45 @@ TEST_P(SchedulerTest, PerRequestSettingsApply) {
   }
 }
 
+// min_new_tokens keeps the end-of-generation token out of a request's
+// first tokens however likely it is: a +100 bias makes it the first token
+// drawn without the setting.
+TEST_P(SchedulerTest, MinNewTokensHoldsTheEndTokenBack) {
+  auto pipeline = make({"components.sampler.chain=[{logit_bias: {}}, {top_k: 1}]"});
+  const Tokenizer& tokenizer = pipeline->tokenizer();
+  const std::optional<int32_t> eos = tokenizer.eos_id();
+  ASSERT_TRUE(eos.has_value());
+  ASSERT_TRUE(tokenizer.is_end_of_generation(*eos));
+  Request eager = request(0, prompt(0, 5), 20);
+  eager.settings.sampler["logit_bias"][std::to_string(*eos)] = "100";
+  Request held = eager;
+  held.id = "1";
+  held.settings.min_new_tokens = 6;
+  const auto got = run_all(*pipeline, {eager, held});
+  EXPECT_EQ(got.at("0").generated_tokens, std::vector<int32_t>{*eos});
+  const std::vector<int32_t>& tokens = got.at("1").generated_tokens;
+  ASSERT_EQ(tokens.size(), 7u) << "six tokens, then the end token";
+  for (size_t i = 0; i < 6; ++i) EXPECT_FALSE(tokenizer.is_end_of_generation(tokens[i])) << i;
+  EXPECT_EQ(tokens.back(), *eos);
+  EXPECT_EQ(got.at("1").finish, FinishReason::kStop);
+  // The kept logits are the model's, not the masked ones.
+  const size_t vocab = got.at("1").logits.size() / tokens.size();
+  EXPECT_TRUE(std::isfinite(got.at("1").logits[static_cast<size_t>(*eos)]));
+  EXPECT_EQ(vocab, static_cast<size_t>(pipeline->check().hparams.n_vocab));
+
+  Scheduler scheduler(*pipeline);
+  Request too_many = request(2, prompt(2, 5), 4);
+  too_many.settings.min_new_tokens = 5;
+  try {
+    scheduler.submit(too_many);
+    ADD_FAILURE() << "min_new_tokens above max_new_tokens was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInputRejected);
+    EXPECT_NE(std::string(e.what()).find("min_new_tokens 5 is outside [0, 4]"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_P(SchedulerTest, RefusesWhatItCannotRun) {
   auto pipeline = make();
   Scheduler scheduler(*pipeline);

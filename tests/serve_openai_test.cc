@@ -10,22 +10,29 @@
 namespace duet::serve {
 namespace {
 
-ServedModel model() {
+// A chain of logit_bias, temperature written in the shorthand form
+// (`- temperature: 0`, so its option is "value"), top_p with its option
+// named (`- top_p: {p: 0.9}`) and top_k with none.
+ServedModel model(bool strict = false) {
   ServedModel m;
   m.id = "tiny";
   m.n_vocab = 100;
-  for (const char* name : {"logit_bias", "temperature", "top_p"}) {
+  m.strict_fields = strict;
+  for (const char* name : {"logit_bias", "temperature", "top_p", "top_k"}) {
     SamplerLink link;
     link.name = name;
+    if (link.name == "temperature") link.options.set("value", "0");
+    if (link.name == "top_p") link.options.set("p", "0.9");
     m.chain.push_back(link);
   }
   return m;
 }
 
 // The ApiError `body` gets on `endpoint`; fails the test when none is thrown.
-ApiError refusal(const std::string& body, Endpoint endpoint = Endpoint::kCompletions) {
+ApiError refusal(const std::string& body, Endpoint endpoint = Endpoint::kCompletions,
+                 bool strict = false) {
   try {
-    parse_completion_request(endpoint, body, model());
+    parse_completion_request(endpoint, body, model(strict));
   } catch (const ApiError& e) {
     return e;
   }
@@ -43,7 +50,7 @@ TEST(ServeOpenAi, RefusalsNameTheField) {
   EXPECT_EQ(refusal(R"({"prompt": ""})").param, "prompt");
   EXPECT_EQ(refusal(R"({"prompt": ["a", "b"]})").param, "prompt");
   EXPECT_EQ(refusal(R"({"prompt": [1, 100]})").param, "prompt");        // id outside the vocabulary
-  EXPECT_EQ(refusal(R"({"prompt": "x", "top_k": 3})").param, "top_k");  // no top_k link
+  EXPECT_EQ(refusal(R"({"prompt": "x", "min_p": 3})").param, "min_p");  // no min_p link
   EXPECT_EQ(refusal(R"({"prompt": "x", "temperature": "warm"})").param, "temperature");
   EXPECT_EQ(refusal(R"({"prompt": "x", "max_tokens": 1.5})").param, "max_tokens");
   EXPECT_EQ(refusal(R"({"prompt": "x", "seed": -1})").param, "seed");
@@ -52,7 +59,8 @@ TEST(ServeOpenAi, RefusalsNameTheField) {
   // /v1/completions counts alternatives; chat takes a boolean and top_logprobs.
   EXPECT_EQ(refusal(R"({"prompt": "x", "logprobs": true})").param, "logprobs");
   EXPECT_EQ(refusal(R"({"prompt": "x", "logprobs": 21})").param, "logprobs");
-  EXPECT_EQ(refusal(R"({"prompt": "x", "top_logprobs": 2})").code, "unknown_field");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "top_logprobs": 2})", Endpoint::kCompletions, true).code,
+            "unknown_field");
   EXPECT_EQ(refusal(R"({"messages": [], "logprobs": 3})", Endpoint::kChatCompletions).param,
             "logprobs");
   EXPECT_EQ(refusal(R"({"messages": [], "top_logprobs": 2})", Endpoint::kChatCompletions).param,
@@ -63,11 +71,36 @@ TEST(ServeOpenAi, RefusalsNameTheField) {
             "top_logprobs");
   EXPECT_EQ(refusal(R"({"prompt": "x", "n": 2})").code, "unsupported_value");
   EXPECT_EQ(refusal(R"({"prompt": "x", "stream": "yes"})").param, "stream");
-  EXPECT_EQ(refusal(R"({"prompt": "x", "messages": []})").code, "unknown_field");
-  EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": "x", "name": "a"}]})",
+  EXPECT_EQ(refusal(R"({"prompt": "x", "messages": []})", Endpoint::kCompletions, true).code,
+            "unknown_field");
+  EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": "x", "name": 3}]})",
                     Endpoint::kChatCompletions)
                 .param,
             "messages[0].name");
+  EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": "x", "tool_call_id": "a"}]})",
+                    Endpoint::kChatCompletions)
+                .param,
+            "messages[0].tool_call_id");
+  EXPECT_EQ(
+      refusal(R"({"messages": [{"role": "user", "content": null}]})", Endpoint::kChatCompletions)
+          .param,
+      "messages[0].content");  // null only for the assistant
+  EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                    Endpoint::kChatCompletions)
+                .param,
+            "messages[0].content[0].type");
+  EXPECT_EQ(refusal(R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+                    Endpoint::kChatCompletions)
+                .param,
+            "messages[0].content[0]");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "ignore_eos": 1})").param, "ignore_eos");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "min_tokens": -1})").param, "min_tokens");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "max_tokens": 4, "min_tokens": 5})").param, "min_tokens");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "modalities": ["audio"]})").code, "unsupported_value");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "stream": true, "stream_options": {"x": 1}})",
+                    Endpoint::kCompletions, true)
+                .param,
+            "stream_options.x");
   EXPECT_EQ(refusal(R"({"messages": [], "max_tokens": 2, "max_completion_tokens": 3})",
                     Endpoint::kChatCompletions)
                 .param,
@@ -110,6 +143,93 @@ TEST(ServeOpenAi, FieldsLandInTheSettings) {
   EXPECT_EQ(c.messages[0].content, "x");
   EXPECT_EQ(c.settings.max_new_tokens, 4);
   EXPECT_FALSE(c.settings.top_logprobs.has_value());
+}
+
+// A link's primary option replaces the pipeline's whichever way either
+// spells it: the link's name for it or the shorthand "value".
+TEST(ServeOpenAi, SamplerOptionsReplaceThePipelinesWhicheverWaySpelt) {
+  const auto sampler = [](const std::string& fields) {
+    return parse_completion_request(Endpoint::kCompletions, R"({"prompt": "x", )" + fields + "}",
+                                    model())
+        .settings.sampler;
+  };
+  EXPECT_EQ(sampler(R"("sampler": {"temperature": {"t": 0.5}})"),
+            (SamplerOverrides{{"temperature", {{"value", "0.5"}}}}));
+  EXPECT_EQ(sampler(R"("sampler": {"top_p": {"value": 0.5}})"),
+            (SamplerOverrides{{"top_p", {{"p", "0.5"}}}}));
+  EXPECT_EQ(sampler(R"("sampler": {"top_k": {"k": 5}})"),
+            (SamplerOverrides{{"top_k", {{"k", "5"}}}}));
+  EXPECT_EQ(sampler(R"("top_k": 5)"), (SamplerOverrides{{"top_k", {{"k", "5"}}}}));
+  EXPECT_EQ(sampler(R"("top_p": 0.5)"), (SamplerOverrides{{"top_p", {{"p", "0.5"}}}}));
+  EXPECT_EQ(sampler(R"("temperature": 0.5)"),
+            (SamplerOverrides{{"temperature", {{"value", "0.5"}}}}));
+  // Other options are left as named.
+  EXPECT_EQ(sampler(R"("sampler": {"top_p": {"min_keep": 2}})"),
+            (SamplerOverrides{{"top_p", {{"min_keep", "2"}}}}));
+}
+
+// Fields the server does not use: accepted and listed, unless strict.
+TEST(ServeOpenAi, UnknownFieldsAreListedNotRefused) {
+  const CompletionRequest r = parse_completion_request(
+      Endpoint::kChatCompletions,
+      R"({"messages": [{"role": "user", "content": "x"}], "user": "u", "store": false,
+          "parallel_tool_calls": true, "frobnicate": 1, "stream": true,
+          "stream_options": {"include_usage": true, "continuous_usage_stats": true, "zz": 0}})",
+      model());
+  EXPECT_EQ(r.ignored_fields, (std::vector<std::string>{
+                                  "frobnicate", "parallel_tool_calls", "store", "user",
+                                  "stream_options.continuous_usage_stats", "stream_options.zz"}));
+  EXPECT_EQ(r.unknown_fields, (std::vector<std::string>{"frobnicate", "stream_options.zz"}));
+  EXPECT_TRUE(r.include_usage);
+  const ApiError strict =
+      refusal(R"({"prompt": "x", "temprature": 1})", Endpoint::kCompletions, true);
+  EXPECT_EQ(strict.code, "unknown_field");
+  EXPECT_NE(strict.message.find("did you mean 'temperature'"), std::string::npos) << strict.message;
+  // The documented ignored fields are accepted even when strict.
+  EXPECT_NO_THROW(parse_completion_request(
+      Endpoint::kCompletions, R"({"prompt": "x", "user": "u", "store": true})", model(true)));
+}
+
+// The message shapes of newer clients and benchmarks.
+TEST(ServeOpenAi, MessagesTakeTextPartsDeveloperNamesAndNullAssistantContent) {
+  const CompletionRequest r =
+      parse_completion_request(Endpoint::kChatCompletions,
+                               R"({"messages": [{"role": "developer", "content": "Be brief."},
+                       {"role": "user", "name": "ann",
+                        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                       {"role": "assistant", "content": null},
+                       {"role": "user", "content": []}],
+          "max_completion_tokens": 7, "ignore_eos": true, "min_tokens": 3,
+          "modalities": ["text"]})",
+                               model());
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "a\nb");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.messages[3].content, "");
+  EXPECT_EQ(r.settings.max_new_tokens, 7);
+  EXPECT_TRUE(r.settings.ignore_end_of_generation);
+  EXPECT_EQ(r.settings.min_new_tokens, 3);
+}
+
+TEST(ServeOpenAi, UsageIsOnTheUsageChunkOnly) {
+  RequestResult result;
+  result.prompt_tokens = {1, 2, 3};
+  result.generated_tokens = {4, 5};
+  result.finish = FinishReason::kLength;
+  const Completed c{"chatcmpl-1", 0, "tiny"};
+  const auto parse = [](const std::string& event) {
+    EXPECT_EQ(event.rfind("data: ", 0), 0u);
+    return nlohmann::json::parse(event.substr(6));
+  };
+  const nlohmann::json finish = parse(stream_finish_event(Endpoint::kChatCompletions, c, result));
+  EXPECT_FALSE(finish.contains("usage")) << finish;
+  EXPECT_EQ(finish.at("choices")[0].at("finish_reason"), "length");
+  const nlohmann::json usage = parse(stream_usage_event(Endpoint::kChatCompletions, c, result));
+  EXPECT_TRUE(usage.at("choices").empty());
+  EXPECT_EQ(
+      usage.at("usage"),
+      nlohmann::json::parse(R"({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5})"));
 }
 
 TEST(ServeOpenAi, LogprobsFieldsSetTheirCount) {

@@ -336,17 +336,20 @@ class ServeApi(unittest.TestCase):
                          "-H", "Authorization: Bearer " + KEY, "-H",
                          "Content-Type: application/json", "-d",
                          json.dumps({"messages": chat("Say hello."), "max_tokens": 6,
-                                     "stream": True}))
+                                     "stream": True, "stream_options": {"include_usage": True}}))
         self.assertEqual(code, 0)
         events = sse_events(out)
         self.assertEqual(events[-1], "[DONE]")
         chunks = [json.loads(e) for e in events[:-1]]
         self.assertEqual(len({c["id"] for c in chunks}), 1)
         self.assertEqual(chunks[0]["choices"][0]["delta"]["role"], "assistant")
+        usage = chunks.pop()
+        self.assertEqual(usage["choices"], [])
         self.assertIn(chunks[-1]["choices"][0]["finish_reason"], ("stop", "length"))
+        self.assertNotIn("usage", chunks[-1])
         # Text chunks (all but the role and the finish) hold one token's text
         # each, or none for an end-of-turn token.
-        self.assertTrue(len(chunks) - 2 <= chunks[-1]["usage"]["completion_tokens"] <= 6)
+        self.assertTrue(len(chunks) - 2 <= usage["usage"]["completion_tokens"] <= 6)
         self.assertTrue(out.endswith("data: [DONE]\n\n"))
 
     def test_metrics(self):
@@ -397,7 +400,6 @@ class ServeApi(unittest.TestCase):
         self.error(c, {"prompt": "x", "logit_bias": {"13": 500}}, 400, "logit_bias.13")
         self.error(c, {"prompt": "x", "stop": [""]}, 400, "stop")
         self.error(c, {"prompt": "x", "n": 3}, 400, "n", "unsupported_value")
-        self.error(c, {"prompt": "x", "temprature": 1}, 400, "temprature", "unknown_field")
         self.error(c, {"prompt": "x", "stream_options": {"include_usage": True}}, 400,
                    "stream_options")
         self.error(c, {"prompt": "x", "model": "gpt-4"}, 404, "model", "model_not_found")
@@ -413,6 +415,124 @@ class ServeApi(unittest.TestCase):
         self.assertEqual(caught.exception.status_code, 400)
         # The server still answers.
         self.assertEqual(self.server.request("GET", "/health")[0], 200)
+
+    def test_stream_usage_comes_once_on_the_last_chunk(self):
+        """Regression: usage was also on the finish_reason chunk, and clients
+        that add usage chunks up (LangChain) reported it twice."""
+        client = self.server.client()
+        chunks = list(client.chat.completions.create(
+            model=MODEL_ID, messages=chat("Name a colour."), max_tokens=6, stream=True,
+            stream_options={"include_usage": True}))
+        with_usage = [c for c in chunks if c.usage is not None]
+        self.assertEqual(len(with_usage), 1)
+        self.assertIs(with_usage[0], chunks[-1])
+        self.assertEqual(chunks[-1].choices, [])
+        self.assertTrue(any(c.finish_reason for c in chunks[-2].choices))
+        # Without include_usage, no chunk carries usage.
+        plain = client.chat.completions.create(model=MODEL_ID, messages=chat("Name a colour."),
+                                               max_tokens=6, stream=True)
+        self.assertTrue(all(c.usage is None for c in plain))
+
+    def test_langchain_stream_usage_equals_invoke_usage(self):
+        from langchain_openai import ChatOpenAI
+        llm = ChatOpenAI(base_url=self.server.url("/v1"), api_key=KEY, model=MODEL_ID,
+                         max_tokens=8, temperature=0, max_retries=0, stream_usage=True)
+        whole = llm.invoke("What is the capital of France?")
+        streamed = None
+        for chunk in llm.stream("What is the capital of France?"):
+            streamed = chunk if streamed is None else streamed + chunk
+        self.assertEqual(streamed.content, whole.content)
+        self.assertEqual(streamed.usage_metadata["input_tokens"],
+                         whole.usage_metadata["input_tokens"])
+        self.assertEqual(streamed.usage_metadata["output_tokens"],
+                         whole.usage_metadata["output_tokens"])
+        self.assertEqual(streamed.usage_metadata["total_tokens"],
+                         whole.usage_metadata["total_tokens"])
+
+    def test_a_links_own_option_name_sets_a_shorthand_link(self):
+        """Regression: {"sampler": {"temperature": {"t": 0.5}}} met the
+        pipeline's `- temperature: 0` (its shorthand 'value') and got 400."""
+        client = self.server.client()
+
+        def run(**kw):
+            return client.completions.create(model=MODEL_ID, prompt="Write a word:", max_tokens=10,
+                                             seed=7, **kw).choices[0].text
+
+        by_field = run(temperature=1.5)
+        self.assertEqual(run(extra_body={"sampler": {"temperature": {"t": 1.5}}}), by_field)
+        self.assertEqual(run(extra_body={"sampler": {"temperature": {"value": 1.5}}}), by_field)
+        self.assertEqual(run(temperature=1.5, extra_body={"sampler": {"top_k": {"k": 1}}}),
+                         run(temperature=1.5, extra_body={"top_k": 1}))
+        self.assertEqual(run(extra_body={"sampler": {"top_p": {"p": 0.5}}}),
+                         run(top_p=0.5))
+
+    def test_unknown_fields_are_ignored_and_named(self):
+        client = self.server.client()
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL_ID, messages=chat("Name a colour."), max_tokens=4, user="u", store=False,
+            extra_body={"frobnicate": 1})
+        self.assertEqual(raw.headers.get("duet-ignored-fields"), "frobnicate, store, user")
+        self.assertTrue(raw.parse().choices[0].message.content)
+        self.server.wait_log("ignored unknown field(s) frobnicate")
+        # Streamed answers carry the header too.
+        status, headers, body = self.server.request(
+            "POST", "/v1/completions",
+            {"prompt": "Hi", "max_tokens": 2, "stream": True, "zz": 1,
+             "stream_options": {"include_usage": True, "continuous_usage_stats": True}},
+            headers={"Authorization": "Bearer " + KEY})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers.get("Duet-Ignored-Fields"),
+                         "zz, stream_options.continuous_usage_stats")
+
+    def test_request_shapes_of_newer_clients(self):
+        client = self.server.client()
+        question = "What is the capital of France?"
+
+        def answer(messages, **kw):
+            return client.chat.completions.create(model=MODEL_ID, messages=messages,
+                                                  max_tokens=12, **kw).choices[0].message.content
+
+        plain = answer(chat(question))
+        # Text parts, as `vllm bench serve` and many SDKs send them, joined with "\n".
+        parts = [{"type": "text", "text": "What is the capital"},
+                 {"type": "text", "text": "of France?"}]
+        self.assertEqual(answer([{"role": "user", "content": parts}]),
+                         answer(chat("What is the capital\nof France?")))
+        self.assertEqual(answer([{"role": "user", "content": [{"type": "text", "text": question}],
+                                  "name": "ann"}]), plain)
+        # developer is system.
+        system = "Answer in one word."
+        self.assertEqual(answer([{"role": "developer", "content": system}] + chat(question)),
+                         answer([{"role": "system", "content": system}] + chat(question)))
+        # max_completion_tokens is max_tokens.
+        capped = client.chat.completions.create(model=MODEL_ID, messages=chat(question),
+                                                max_completion_tokens=3)
+        self.assertEqual(capped.usage.completion_tokens, 3)
+
+    def test_ignore_eos_and_min_tokens(self):
+        client = self.server.client()
+        messages = chat("What is the capital of France?")
+        plain = client.chat.completions.create(model=MODEL_ID, messages=messages, max_tokens=60)
+        self.assertEqual(plain.choices[0].finish_reason, "stop")
+        self.assertLess(plain.usage.completion_tokens, 20)
+        longer = client.chat.completions.create(model=MODEL_ID, messages=messages, max_tokens=60,
+                                                extra_body={"min_tokens": 20})
+        self.assertGreaterEqual(longer.usage.completion_tokens, 20)
+        self.assertTrue(longer.choices[0].message.content.startswith(
+            plain.choices[0].message.content))
+        endless = client.completions.create(model=MODEL_ID, prompt="Hi.", max_tokens=40,
+                                            extra_body={"ignore_eos": True})
+        self.assertEqual(endless.usage.completion_tokens, 40)
+        self.assertEqual(endless.choices[0].finish_reason, "length")
+
+    def test_completion_prompts_parse_control_tokens(self):
+        client = self.server.client()
+
+        def prompt_tokens(prompt):
+            return client.completions.create(model=MODEL_ID, prompt=prompt,
+                                             max_tokens=1).usage.prompt_tokens
+
+        self.assertEqual(prompt_tokens("<|im_end|>"), prompt_tokens("x"))
 
     def test_routes_methods_and_keys(self):
         status, _, raw = self.server.request("GET", "/v2/nothing")
@@ -456,6 +576,38 @@ class ServeApi(unittest.TestCase):
         self.assertLess(time.monotonic() - started, 8)  # --idle-timeout 2, twice
         idle.close()
         slow.close()
+
+
+class ServeStrict(unittest.TestCase):
+    """--strict-fields refuses unknown fields; --literal-prompts keeps
+    control-token spellings in completions prompts as text."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--strict-fields", "--literal-prompts")
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
+
+    def test_unknown_fields_get_400_with_a_suggestion(self):
+        status, _, raw = self.server.request("POST", "/v1/completions",
+                                             {"prompt": "x", "temprature": 1})
+        self.assertEqual(status, 400)
+        error = json.loads(raw)["error"]
+        self.assertEqual((error["param"], error["code"]), ("temprature", "unknown_field"))
+        self.assertIn("did you mean 'temperature'", error["message"])
+        # The documented ignored fields still pass.
+        status, headers, _ = self.server.request("POST", "/v1/completions",
+                                                 {"prompt": "x", "max_tokens": 1, "user": "u"})
+        self.assertEqual((status, headers.get("Duet-Ignored-Fields")), (200, "user"))
+
+    def test_literal_prompts_keep_control_tokens_as_text(self):
+        client = self.server.client()
+        literal = client.completions.create(model=MODEL_ID, prompt="<|im_end|>", max_tokens=1)
+        one = client.completions.create(model=MODEL_ID, prompt="x", max_tokens=1)
+        self.assertGreater(literal.usage.prompt_tokens, one.usage.prompt_tokens + 1)
 
 
 class ServeQueueAndDisconnect(unittest.TestCase):
@@ -629,7 +781,8 @@ class ServeLoad(unittest.TestCase):
         """Request `i`: "dropped", or its stream's JSON chunks up to [DONE]."""
         dropped = i % 4 == 3
         body = {"prompt": "Request %d. Tell me about the number %d." % (i, i % 37),
-                "max_tokens": 400 if dropped else 6, "stream": True}
+                "max_tokens": 400 if dropped else 6, "stream": True,
+                "stream_options": {"include_usage": True}}
         if dropped:  # no end-of-turn token: it runs until the server sees it gone
             body["logit_bias"] = {"0": -100, "2": -100}
         sock, stream = open_stream(self.server, "/v1/completions", body)
@@ -687,9 +840,9 @@ class ServeLoad(unittest.TestCase):
             self.assertIsInstance(r, list, "request %d: %s" % (i, r))
             self.assertEqual(r[-1], "[DONE]", "request %d ended early: %r" % (i, r))
             self.assertEqual(len({c["id"] for c in r[:-1]}), 1, "request %d" % i)
-            last = r[-2]
+            usage, last = r[-2], r[-3]
             self.assertIn(last["choices"][0]["finish_reason"], ("stop", "length"))
-            self.assertTrue(1 <= last["usage"]["completion_tokens"] <= 6, last["usage"])
+            self.assertTrue(1 <= usage["usage"]["completion_tokens"] <= 6, usage)
 
     def settled(self):
         """(fds, rss) once no request runs and the descriptor count stayed
@@ -743,7 +896,8 @@ class ServeShutdown(unittest.TestCase):
         server = Server("--shutdown-timeout", "30")
         sock, stream = open_stream(server, "/v1/completions",
                                    {"prompt": "Once upon a time", "max_tokens": 24,
-                                    "stream": True, "logit_bias": {"0": -100, "2": -100}})
+                                    "stream": True, "stream_options": {"include_usage": True},
+                                    "logit_bias": {"0": -100, "2": -100}})
         read_until_event(stream, 1)
         started = time.monotonic()
         server.signalled = True
@@ -756,9 +910,9 @@ class ServeShutdown(unittest.TestCase):
         self.assertIn(status, (None, 503))  # or told it is stopping
         events = sse_events(stream.read().decode())
         self.assertEqual(events[-1], "[DONE]")
-        last = json.loads(events[-2])
+        last, usage = json.loads(events[-3]), json.loads(events[-2])
         self.assertEqual(last["choices"][0]["finish_reason"], "length")
-        self.assertEqual(last["usage"]["completion_tokens"], 24)
+        self.assertEqual(usage["usage"]["completion_tokens"], 24)
         self.assertEqual(server.stop(), 0)
         self.assertLess(time.monotonic() - started, 20)  # drained early, not at the bound
         stream.close()

@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kSynopsis =
     "duet serve PIPELINE.yaml|MODEL.gguf [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
-    "[--max-queue N] "
+    "[--max-queue N] [--strict-fields] [--literal-prompts] "
     "[--idle-timeout S] [--shutdown-timeout S] [--set key.path=value]...";
 // After the engine drained on a signal: how long answers still being written
 // get before every connection closes.
@@ -76,13 +76,20 @@ int cmd_serve(const std::vector<std::string>& args) {
       "seconds a connection may take to send a request (or stay idle between requests), and a "
       "client to take one write of a response")(
       "shutdown-timeout", po::value<int64_t>()->default_value(10),
-      "on SIGTERM or SIGINT, seconds running requests get to finish before they are cancelled");
+      "on SIGTERM or SIGINT, seconds running requests get to finish before they are cancelled")(
+      "strict-fields",
+      "refuse (400) request fields duet serve does not know, instead of ignoring them and naming "
+      "them in the Duet-Ignored-Fields header and a warning line")(
+      "literal-prompts",
+      "tokenize /v1/completions text prompts as plain text: control-token spellings such as "
+      "<|im_end|> stay text (default: they become their tokens, as in vLLM and llama-server)");
   add_pipeline_options(opts);
   po::variables_map vm;
   if (!parse_command_line("serve", kSynopsis, opts, {"pipeline"}, args, vm)) return 0;
   const auto port = static_cast<uint16_t>(checked(vm, "port", 0, 65535));
   serve::ServeOptions options;
   options.max_queue = checked(vm, "max-queue", 1, 1 << 20);
+  options.literal_prompts = vm.count("literal-prompts") != 0;
   const std::chrono::seconds idle(checked(vm, "idle-timeout", 1, 3600));
   const std::chrono::seconds grace(checked(vm, "shutdown-timeout", 0, 3600));
   if (vm.count("api-key")) {
@@ -110,6 +117,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   model.chain = config.sampler.chain;
   model.n_vocab = pipeline->check().hparams.n_vocab;
   model.created = static_cast<int64_t>(std::time(nullptr));
+  model.strict_fields = vm.count("strict-fields") != 0;
 
   serve::ServeMetrics metrics;
   net::io_context io;

@@ -12,8 +12,8 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kKeys = {
-    "id",   "prompt",      "messages", "max_tokens", "max_new_tokens", "seed",
-    "stop", "temperature", "top_k",    "top_p",      "min_p",          "sampler"};
+    "id",          "prompt", "messages", "max_tokens", "max_new_tokens", "seed",       "stop",
+    "temperature", "top_k",  "top_p",    "min_p",      "ignore_eos",     "min_tokens", "sampler"};
 
 struct LineError {
   std::string message;

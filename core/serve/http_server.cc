@@ -70,7 +70,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void reply(uint64_t serial, HttpResponse response);
-  void start_stream(uint64_t serial, http::status status, const std::string& content_type);
+  void start_stream(uint64_t serial, http::status status, const http::fields& headers);
   void stream_write(uint64_t serial, std::string data);
   void end_stream(uint64_t serial);
 
@@ -117,8 +117,8 @@ class Exchange final : public HttpExchange {
   Exchange(std::shared_ptr<HttpServer::Connection> connection, uint64_t serial)
       : connection_(std::move(connection)), serial_(serial) {}
   void reply(HttpResponse response) override { connection_->reply(serial_, std::move(response)); }
-  void start_stream(http::status status, const std::string& content_type) override {
-    connection_->start_stream(serial_, status, content_type);
+  void start_stream(http::status status, const http::fields& headers) override {
+    connection_->start_stream(serial_, status, headers);
   }
   void stream_write(std::string data) override {
     connection_->stream_write(serial_, std::move(data));
@@ -299,11 +299,11 @@ void HttpServer::Connection::on_answer_written(beast::error_code ec) {
 }
 
 void HttpServer::Connection::start_stream(uint64_t serial, http::status status,
-                                          const std::string& content_type) {
+                                          const http::fields& headers) {
   if (!current(serial) || answer_given_) return;
   answer_given_ = true;
   stream_head_.emplace(status, 11);
-  stream_head_->set(http::field::content_type, content_type);
+  for (const auto& field : headers) stream_head_->insert(field.name_string(), field.value());
   stream_head_->set(http::field::cache_control, "no-cache");
   stream_head_->keep_alive(keep_alive());
   stream_head_->chunked(true);

@@ -41,9 +41,9 @@ class HttpExchange {
  public:
   virtual ~HttpExchange() = default;
   virtual void reply(HttpResponse response) = 0;
-  // Sends the status line and headers of a chunked response with
-  // `content_type`; the body follows in stream_write() calls.
-  virtual void start_stream(http::status status, const std::string& content_type) = 0;
+  // Sends the status line and `headers` (Content-Type among them) of a
+  // chunked response; the body follows in stream_write() calls.
+  virtual void start_stream(http::status status, const http::fields& headers) = 0;
   virtual void stream_write(std::string data) = 0;
   virtual void end_stream() = 0;
   virtual bool closed() const = 0;

@@ -1,5 +1,6 @@
 #include "request_fields.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -10,15 +11,19 @@ namespace {
 
 using nlohmann::json;
 
-// The OpenAI/vLLM request keys that set a standard link's primary option,
-// and the link's own name for that option.
-const std::map<std::string, std::string> kLinkKeys = {{"temperature", "t"},
-                                                      {"top_k", "k"},
-                                                      {"top_p", "p"},
-                                                      {"min_p", "p"},
-                                                      {"presence_penalty", "penalty"},
-                                                      {"frequency_penalty", "penalty"},
-                                                      {"repetition_penalty", "penalty"}};
+// The standard links whose primary option a request sets by the link's own
+// name ("temperature": 0.7, the OpenAI/vLLM keys), and the link's name for
+// that option.
+const std::map<std::string, std::string> kPrimaryOptions = {{"temperature", "t"},
+                                                            {"top_k", "k"},
+                                                            {"top_p", "p"},
+                                                            {"min_p", "p"},
+                                                            {"presence_penalty", "penalty"},
+                                                            {"frequency_penalty", "penalty"},
+                                                            {"repetition_penalty", "penalty"}};
+
+// The key of a link's primary option written in the shorthand form.
+const std::string kShorthand = "value";
 
 [[noreturn]] void fail(const std::string& param, const std::string& message) {
   throw FieldError{param, message};
@@ -56,6 +61,58 @@ std::string string_field(const json& object, const std::string& key, const std::
   return v.get<std::string>();
 }
 
+// The key a request's value for `option` of `link` is stored under, so that
+// it replaces the pipeline's value instead of meeting it: a link written in
+// the shorthand form (`- temperature: 0`) holds its primary option as
+// "value", and a request may name it either way ("t" or "value").
+std::string option_key(const SamplerLink& link, const std::string& option) {
+  const auto primary = kPrimaryOptions.find(link.name);
+  if (primary == kPrimaryOptions.end()) return option;
+  const std::string& named = primary->second;
+  if (option != named && option != kShorthand) return option;
+  if (link.options.has(named)) return named;
+  if (link.options.has(kShorthand)) return kShorthand;
+  return option;
+}
+
+// A message's content: a string; an array of text parts, joined with "\n"
+// as vLLM joins them; null for an assistant turn (sent beside tool calls),
+// which reads as "".
+std::string read_content(const json& m, const std::string& role, const std::string& where) {
+  const json& v = m.at("content");
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null() && role == "assistant") return "";
+  if (!v.is_array()) {
+    fail(where, where +
+                    ": expected a string or an array of {\"type\": \"text\", \"text\": ...} "
+                    "parts, got " +
+                    type_name(v));
+  }
+  std::string text;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const json& part = v[i];
+    if (!part.is_object() || !part.contains("type") || !part.at("type").is_string()) {
+      fail(at, at + ": expected an object {\"type\": \"text\", \"text\": ...}");
+    }
+    const std::string type = part.at("type").get<std::string>();
+    if (type != "text") {
+      fail(at + ".type", at + ".type: '" + type +
+                             "' parts are not supported (the model reads text only); send "
+                             "\"text\" parts");
+    }
+    for (const auto& [key, value] : part.items()) {
+      if (key != "type" && key != "text") {
+        fail(at + "." + key, at + ": unknown key '" + key + "'; a text part has type and text");
+      }
+    }
+    if (!part.contains("text")) fail(at, at + ": a text part needs \"text\"");
+    if (i > 0) text += "\n";
+    text += string_field(part, "text", at + ".text");
+  }
+  return text;
+}
+
 std::vector<std::string> read_stop(const json& v) {
   if (v.is_string()) return {v.get<std::string>()};
   if (!v.is_array())
@@ -91,6 +148,7 @@ json parse_request_object(std::string_view text) {
 
 std::vector<ChatMessage> read_messages(const json& v) {
   if (!v.is_array()) fail("messages", "messages: expected an array of {role, content} objects");
+  const std::vector<std::string> keys = {"role", "content", "name"};
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string where = "messages[" + std::to_string(i) + "]";
@@ -98,17 +156,23 @@ std::vector<ChatMessage> read_messages(const json& v) {
     if (!m.is_object())
       fail(where, where + ": expected an object {role, content}, got " + type_name(m));
     for (const auto& [key, value] : m.items()) {
-      if (key != "role" && key != "content") {
-        fail(where + "." + key, where + ": unknown key '" + key + "'" +
-                                    did_you_mean(key, {"role", "content"}) +
-                                    "; a message has role and content");
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        const bool tools = key == "tool_calls" || key == "tool_call_id" || key == "function_call";
+        fail(where + "." + key,
+             where + ": " +
+                 (tools ? "'" + key + "': tool calls are not supported by duet serve yet"
+                        : "unknown key '" + key + "'" + did_you_mean(key, keys) +
+                              "; a message has role, content and optionally name"));
       }
     }
     if (!m.contains("role") || !m.contains("content")) {
       fail(where, where + ": needs both role and content");
     }
-    out.push_back(
-        {string_field(m, "role", where + ".role"), string_field(m, "content", where + ".content")});
+    if (m.contains("name")) string_field(m, "name", where + ".name");  // accepted, not used
+    std::string role = string_field(m, "role", where + ".role");
+    if (role == "developer") role = "system";  // OpenAI's newer name for it
+    std::string content = read_content(m, role, where + ".content");
+    out.push_back({std::move(role), std::move(content)});
   }
   return out;
 }
@@ -134,23 +198,37 @@ void read_request_settings(const json& object, const std::vector<SamplerLink>& c
     s.seed = v.get<uint64_t>();
   }
   if (object.contains("stop")) s.stop = read_stop(object.at("stop"));
-  for (const auto& [key, primary] : kLinkKeys) {
+  if (object.contains("ignore_eos")) {
+    const json& v = object.at("ignore_eos");
+    if (!v.is_boolean()) fail("ignore_eos", "ignore_eos: expected true or false, got " + v.dump());
+    s.ignore_end_of_generation = v.get<bool>();
+  }
+  if (object.contains("min_tokens")) {
+    const json& v = object.at("min_tokens");
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<int32_t>::max())
+      fail("min_tokens", "min_tokens: " + v.dump() + " is not a non-negative integer");
+    s.min_new_tokens = static_cast<int32_t>(v.get<uint64_t>());
+    if (s.max_new_tokens && s.min_new_tokens > *s.max_new_tokens) {
+      fail("min_tokens", "min_tokens: " + std::to_string(s.min_new_tokens) +
+                             " is more than the most tokens asked for (" +
+                             std::to_string(*s.max_new_tokens) + "); lower it or raise max_tokens");
+    }
+  }
+  for (const auto& [key, primary] : kPrimaryOptions) {
     if (!object.contains(key)) continue;
     const json& v = object.at(key);
     if (!v.is_number()) fail(key, key + ": expected a number, got " + type_name(v));
-    const SamplerLink& link = chain_link(chain, key, key);
-    const std::string option = link.options.has(primary) ? primary : "value";
-    s.sampler[key][option] = v.dump();
+    s.sampler[key][option_key(chain_link(chain, key, key), primary)] = v.dump();
   }
   if (object.contains("sampler")) {
     const json& v = object.at("sampler");
     if (!v.is_object()) fail("sampler", "sampler: expected {\"LINK\": {\"OPTION\": value}}");
     for (const auto& [name, options] : v.items()) {
       const std::string where = "sampler." + name;
-      chain_link(chain, where, name);
+      const SamplerLink& link = chain_link(chain, where, name);
       if (!options.is_object()) fail(where, where + ": expected an object of options");
       for (const auto& [option, value] : options.items()) {
-        s.sampler[name][option] = option_text(where + "." + option, value);
+        s.sampler[name][option_key(link, option)] = option_text(where + "." + option, value);
       }
     }
   }
@@ -163,7 +241,7 @@ std::string field_of_sampler_error(const std::string& message, const RequestSett
     if (message.find("]." + link + ".") == std::string::npos &&
         message.find("]." + link + ":") == std::string::npos)
       continue;
-    return kLinkKeys.count(link) != 0 ? link : "sampler." + link;
+    return kPrimaryOptions.count(link) != 0 ? link : "sampler." + link;
   }
   return "";
 }

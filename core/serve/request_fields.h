@@ -29,8 +29,11 @@ struct FieldError {
 // that is not an object.
 nlohmann::json parse_request_object(std::string_view text);
 
-// `messages`: an array of {role, content} objects with string values and no
-// other keys. Throws FieldError; the order of roles is checked later, by
+// `messages`: an array of {role, content, name?} objects. content is a
+// string, an array of {"type": "text", "text": ...} parts (joined with "\n"),
+// or, for an assistant turn, null (""); role "developer" reads as "system";
+// name is checked to be a string and not used. Tool-call keys are refused
+// (no tools yet). Throws FieldError; the order of roles is checked later, by
 // tokenize_messages.
 std::vector<ChatMessage> read_messages(const nlohmann::json& messages);
 
@@ -38,6 +41,10 @@ std::vector<ChatMessage> read_messages(const nlohmann::json& messages);
 //   max_tokens | max_new_tokens   positive integer (not both)
 //   seed                          non-negative integer
 //   stop                          string or array of strings
+//   ignore_eos                    boolean: end-of-generation tokens do not end it
+//   min_tokens                    non-negative integer, at most max_tokens: no
+//                                 end-of-generation token is drawn and no stop
+//                                 string ends it before it has this many tokens
 //   temperature, top_k, top_p, min_p, presence_penalty, frequency_penalty,
 //   repetition_penalty            a number, set as the primary option of the
 //                                 chain's link of that name (under the key its

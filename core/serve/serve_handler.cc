@@ -1,6 +1,7 @@
 #include "serve_handler.h"
 
 #include <boost/asio/post.hpp>
+#include <iostream>
 
 #include "duet/tokenizer.h"
 
@@ -17,7 +18,8 @@ constexpr const char* kJson = "application/json";
 class RequestRun final : public JobListener, public std::enable_shared_from_this<RequestRun> {
  public:
   RequestRun(net::io_context& io, std::shared_ptr<HttpExchange> exchange, ServeMetrics& metrics,
-             const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer)
+             const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer,
+             http::fields headers)
       : io_(io),
         exchange_(std::move(exchange)),
         metrics_(metrics),
@@ -25,7 +27,8 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
         endpoint_(request.endpoint),
         stream_(request.stream),
         include_usage_(request.include_usage),
-        completed_(std::move(completed)) {}
+        completed_(std::move(completed)),
+        headers_(std::move(headers)) {}
 
   // Engine thread, which alone uses the tokenizer; the logprobs are made
   // JSON here.
@@ -52,7 +55,9 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
     if (started_) return;
     started_ = true;
     metrics_.count_response(200);
-    exchange_->start_stream(http::status::ok, "text/event-stream");
+    http::fields headers = headers_;
+    headers.set(http::field::content_type, "text/event-stream");
+    exchange_->start_stream(http::status::ok, headers);
     if (endpoint_ == Endpoint::kChatCompletions)
       exchange_->stream_write(stream_role_event(completed_));
   }
@@ -81,6 +86,7 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
       }
       metrics_.count_response(200);
       HttpResponse response(http::status::ok, 11);
+      add_headers(response);
       response.set(http::field::content_type, kJson);
       response.body() = dump(completion_json(endpoint_, completed_, r, logprobs));
       exchange_->reply(std::move(response));
@@ -105,9 +111,14 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   void reply(const ApiError& e) {
     metrics_.count_response(e.status);
     HttpResponse response(static_cast<http::status>(e.status), 11);
+    add_headers(response);
     response.set(http::field::content_type, kJson);
     response.body() = error_body(e);
     exchange_->reply(std::move(response));
+  }
+
+  void add_headers(HttpResponse& response) const {
+    for (const auto& field : headers_) response.insert(field.name_string(), field.value());
   }
 
   net::io_context& io_;
@@ -118,9 +129,23 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   const bool stream_;
   const bool include_usage_;
   const Completed completed_;
+  const http::fields headers_;  // sent with the answer, whichever it is
   bool started_ = false;
   int64_t text_offset_ = 0;  // engine thread: code points the logprobs covered so far
 };
+
+// Lists the request fields the server did not use: "user, foo".
+constexpr const char* kIgnoredFieldsHeader = "Duet-Ignored-Fields";
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+const char* target_of(Endpoint endpoint) {
+  return endpoint == Endpoint::kCompletions ? "/v1/completions" : "/v1/chat/completions";
+}
 
 ApiError not_found(const std::string& method, const std::string& target) {
   return ApiError{404,
@@ -318,8 +343,17 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
   Completed completed{(endpoint == Endpoint::kCompletions ? "cmpl-duet-" : "chatcmpl-duet-") +
                           std::to_string(serial),
                       static_cast<int64_t>(std::time(nullptr)), model_.id};
+  http::fields headers;
+  if (!parsed.ignored_fields.empty())
+    headers.set(kIgnoredFieldsHeader, joined(parsed.ignored_fields));
+  if (!parsed.unknown_fields.empty()) {
+    std::cerr << "duet serve: warning: " << completed.id << " (" << target_of(endpoint)
+              << "): ignored unknown field(s) " << joined(parsed.unknown_fields)
+              << " (docs/serve.md lists the fields; --strict-fields refuses unknown ones)"
+              << std::endl;
+  }
   auto run = std::make_shared<RequestRun>(io_, exchange, metrics_, parsed, std::move(completed),
-                                          pipeline_.tokenizer());
+                                          pipeline_.tokenizer(), std::move(headers));
   const uint64_t id = engine_.enqueue(Job{tokenizer_for(parsed), parsed.settings, run});
   ServeEngine& engine = engine_;
   exchange->on_close([&engine, id] { engine.cancel(id); });
@@ -344,10 +378,10 @@ std::function<std::vector<int32_t>()> ServeHandler::tokenizer_for(
       return ids;
     };
   }
-  return [&tokenizer, text = request.prompt, capacity] {
+  return [&tokenizer, text = request.prompt, capacity, special = !options_.literal_prompts] {
     std::vector<int32_t> ids;
     if (tokenizer.add_bos() && tokenizer.bos_id()) ids.push_back(*tokenizer.bos_id());
-    const std::vector<int32_t> more = tokenizer.encode(text, false);
+    const std::vector<int32_t> more = tokenizer.encode(text, special);
     ids.insert(ids.end(), more.begin(), more.end());
     check_fits(ids, capacity, "prompt");
     return ids;

@@ -20,6 +20,11 @@ struct ServeOptions {
   // A request that finds this many waiting beyond the batch's free places
   // (ServeEngine::queued) gets 429.
   int64_t max_queue = 128;
+  // /v1/completions text prompts: false parses control-token spellings
+  // ("<|im_end|>") into their tokens, as vLLM and llama-server do; true
+  // keeps them as text (--literal-prompts). Chat message contents are never
+  // parsed.
+  bool literal_prompts = false;
 };
 
 class ServeHandler final : public HttpHandler {

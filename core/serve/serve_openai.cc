@@ -26,12 +26,23 @@ const std::vector<std::string> kSettingKeys = {"max_tokens",
                                                "presence_penalty",
                                                "frequency_penalty",
                                                "repetition_penalty",
+                                               "ignore_eos",
+                                               "min_tokens",
                                                "sampler"};
-// Fields accepted and not used.
-const std::vector<std::string> kIgnoredKeys = {"user"};
+// Fields accepted and not used: they ask nothing of the answer's text
+// (bookkeeping, routing, or options of features duet serve does not have).
+// Listed in the response's Duet-Ignored-Fields header.
+const std::vector<std::string> kIgnoredKeys = {"user",
+                                               "store",
+                                               "metadata",
+                                               "service_tier",
+                                               "prompt_cache_key",
+                                               "safety_identifier",
+                                               "parallel_tool_calls",
+                                               "reasoning_effort"};
 // Fields accepted only with the value that means "off".
 const std::vector<std::string> kDefaultOnlyKeys = {
-    "n", "best_of", "echo", "suffix", "tools", "tool_choice", "response_format"};
+    "n", "best_of", "echo", "suffix", "tools", "tool_choice", "response_format", "modalities"};
 
 [[noreturn]] void fail(const std::string& param, const std::string& message,
                        const std::string& code = "invalid_value") {
@@ -67,6 +78,9 @@ void check_default_only(const std::string& key, const json& v) {
   } else if (key == "tool_choice") {
     off = v.is_string() && v.get<std::string>() == "none";
     want = "\"none\"";
+  } else if (key == "modalities") {
+    off = v == json::array({"text"});
+    want = "[\"text\"]";
   } else if (key == "response_format") {
     off = v.is_object() && v.size() == 1 && v.contains("type") && v.at("type") == "text";
     want = "{\"type\": \"text\"}";
@@ -187,7 +201,11 @@ json piece_bytes(const std::string& piece) {
   return bytes;
 }
 
-void read_stream_options(const json& object, CompletionRequest& out) {
+// An option of stream_options that changes nothing here: vLLM's
+// continuous_usage_stats (usage on every chunk) is listed as ignored.
+const std::vector<std::string> kIgnoredStreamOptions = {"continuous_usage_stats"};
+
+void read_stream_options(const json& object, bool strict, CompletionRequest& out) {
   if (object.contains("stream")) {
     const json& v = object.at("stream");
     if (!v.is_boolean()) fail("stream", "stream: expected true or false, got " + dump(v));
@@ -198,9 +216,13 @@ void read_stream_options(const json& object, CompletionRequest& out) {
   if (!out.stream) fail("stream_options", "stream_options: only with \"stream\": true");
   if (!v.is_object()) fail("stream_options", "stream_options: expected an object");
   for (const auto& [key, value] : v.items()) {
+    const std::string field = "stream_options." + key;
     if (key != "include_usage") {
-      fail("stream_options." + key,
-           "stream_options." + key + ": unknown option; the one known is include_usage");
+      const bool known = contains(kIgnoredStreamOptions, key);
+      if (strict && !known) fail(field, field + ": unknown option; the one known is include_usage");
+      out.ignored_fields.push_back(field);
+      if (!known) out.unknown_fields.push_back(field);
+      continue;
     }
     if (!value.is_boolean())
       fail("stream_options.include_usage", "stream_options.include_usage: expected true or false");
@@ -272,13 +294,18 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   }
   const std::vector<std::string> known = known_keys(endpoint);
   for (const auto& [key, value] : object.items()) {
-    if (!contains(known, key)) {
-      const std::string hint = did_you_mean(key, known);  // "; did you mean 'x'?" or ""
-      fail(key,
-           "unknown field '" + key + "'" +
-               (hint.empty() ? "; the fields duet serve takes are listed in docs/serve.md" : hint),
-           "unknown_field");
+    if (contains(kIgnoredKeys, key)) out.ignored_fields.push_back(key);
+    if (contains(known, key)) continue;
+    if (!model.strict_fields) {
+      out.ignored_fields.push_back(key);
+      out.unknown_fields.push_back(key);
+      continue;
     }
+    const std::string hint = did_you_mean(key, known);  // "; did you mean 'x'?" or ""
+    fail(key,
+         "unknown field '" + key + "'" +
+             (hint.empty() ? "; the fields duet serve takes are listed in docs/serve.md" : hint),
+         "unknown_field");
   }
   if (object.contains("model")) {
     const json& v = object.at("model");
@@ -322,7 +349,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   }
   if (object.contains("logit_bias")) read_logit_bias(object.at("logit_bias"), model, out.settings);
   read_logprobs(endpoint, object, out.settings);
-  read_stream_options(object, out);
+  read_stream_options(object, model.strict_fields, out);
   return out;
 }
 
@@ -437,7 +464,6 @@ std::string stream_finish_event(Endpoint endpoint, const Completed& c, const Req
     choice["delta"] = json::object();
   }
   j["choices"] = json::array({choice});
-  j["usage"] = result_usage(r);
   return event(j);
 }
 

@@ -39,6 +39,10 @@ struct ServedModel {
   std::vector<SamplerLink> chain;
   int32_t n_vocab = 0;
   int64_t created = 0;  // seconds since the epoch, for /v1/models
+  // Unknown fields: false accepts them (listed in CompletionRequest::
+  // unknown_fields, as vLLM does), true refuses them with 400
+  // (--strict-fields).
+  bool strict_fields = false;
 };
 
 struct CompletionRequest {
@@ -51,10 +55,17 @@ struct CompletionRequest {
   RequestSettings settings;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Fields given and not used (top-level ones in name order, then options
+  // of stream_options): the documented ignored
+  // ones ("user") and, unless strict_fields, unknown ones
+  // ("stream_options.foo" for an option), which are also in unknown_fields.
+  std::vector<std::string> ignored_fields;
+  std::vector<std::string> unknown_fields;
 };
 
 // Reads a request body. Throws ApiError (400 naming the field, or 404 for
-// another model's name) for anything it cannot honour; never clamps.
+// another model's name) for anything it cannot honour; never clamps. Fields
+// it does not know are refused only with model.strict_fields.
 CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view body,
                                            const ServedModel& model);
 
@@ -90,8 +101,9 @@ nlohmann::json completion_json(Endpoint endpoint, const Completed& c, const Requ
                                const nlohmann::json& logprobs = nullptr);
 
 // One server-sent event, "data: JSON\n\n", of a stream: the assistant role
-// (chat only; the first event), a piece of text, or the end (finish reason
-// and usage). JSON that would not be valid UTF-8 gets U+FFFD.
+// (chat only; the first event), a piece of text, or the end (the finish
+// reason; usage comes only in stream_usage_event, as OpenAI sends it). JSON that would not be valid
+// UTF-8 gets U+FFFD.
 std::string stream_role_event(const Completed& c);
 // `logprobs` (logprobs_json) is for the tokens generated since the
 // previous event, whose text may come later (while it could still be a stop

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <limits>
 #include <list>
 
 #include "duet/error.h"
@@ -75,6 +76,7 @@ class DUET_LOCAL Scheduler::Impl {
     int32_t prompt_tokens = 0;
     int32_t max_new_tokens = 0;
     bool ignore_end_of_generation = false;
+    int32_t min_new_tokens = 0;
     bool keep_logits = false;
     std::vector<float> kept_logits;
     int32_t top_logprobs = -1;  // -1: none kept
@@ -115,6 +117,10 @@ class DUET_LOCAL Scheduler::Impl {
   std::vector<int32_t> logit_rows;
   std::vector<Sequence*> logit_owners;
   std::vector<float> logits;
+  // The vocabulary's end-of-generation tokens, masked for a sequence short
+  // of its min_new_tokens (into masked_logits).
+  std::vector<int32_t> end_tokens;
+  std::vector<float> masked_logits;
 
  private:
   // Rows `seq` should run this step, within `budget`.
@@ -140,6 +146,9 @@ Scheduler::Impl::Impl(Pipeline& pipeline)
       allocator(*state.allocator),
       defaults(stage_defaults(state.config)),
       batching(state.config.batching) {
+  for (int32_t id = 0; id < state.check.hparams.n_vocab; ++id) {
+    if (state.tokenizer->is_end_of_generation(id)) end_tokens.push_back(id);
+  }
   if (state.placements.size() != 1) {
     throw Error(ErrorKind::kConfig,
                 "batched runs use one backend, and this pipeline places its stages on " +
@@ -187,7 +196,13 @@ uint64_t Scheduler::Impl::submit(Request request) {
   std::vector<std::string> stop = settings.stop.value_or(defaults.decode.stop);
   check_stop_strings(stop, "stop");
   seq.chain = state.make_chain(settings.seed.value_or(state.config.sampler.seed), settings.sampler);
-  seq.text_stream = std::make_unique<TextStream>(std::move(stop));
+  if (settings.min_new_tokens < 0 || settings.min_new_tokens > seq.max_new_tokens) {
+    throw Error(ErrorKind::kInputRejected,
+                "min_new_tokens " + std::to_string(settings.min_new_tokens) + " is outside [0, " +
+                    std::to_string(seq.max_new_tokens) + "] (max_new_tokens)");
+  }
+  seq.min_new_tokens = settings.min_new_tokens;
+  seq.text_stream = std::make_unique<TextStream>(std::move(stop), seq.min_new_tokens == 0);
   seq.ignore_end_of_generation = settings.ignore_end_of_generation;
   seq.keep_logits = settings.keep_logits;
   if (settings.top_logprobs) {
@@ -391,7 +406,14 @@ void Scheduler::Impl::advance(Sequence& seq, int32_t row) {
   if (seq.keep_logits)
     seq.kept_logits.insert(seq.kept_logits.end(), row_logits.begin(), row_logits.end());
   const auto index = static_cast<uint64_t>(seq.generated());
-  const int32_t token = seq.chain->sample(row_logits, seq.tokens, kRequestStream, index);
+  std::span<const float> drawn_from = row_logits;
+  if (seq.generated() < seq.min_new_tokens) {  // min_new_tokens: no end token yet
+    masked_logits.assign(row_logits.begin(), row_logits.end());
+    for (int32_t id : end_tokens)
+      masked_logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+    drawn_from = masked_logits;
+  }
+  const int32_t token = seq.chain->sample(drawn_from, seq.tokens, kRequestStream, index);
   if (seq.top_logprobs >= 0)
     seq.logprobs.push_back(token_logprobs(row_logits, token, seq.top_logprobs));
   seq.tokens.push_back(token);
@@ -401,6 +423,7 @@ void Scheduler::Impl::advance(Sequence& seq, int32_t row) {
     seq.finish = FinishReason::kStop;
     return;
   }
+  if (seq.generated() >= seq.min_new_tokens) seq.text_stream->arm();
   TextStream::Pushed pushed = seq.text_stream->push(state.tokenizer->piece(token));
   emit(seq, pushed.text);
   if (pushed.stopped) {

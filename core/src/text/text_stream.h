@@ -19,7 +19,12 @@ namespace duet {
 class TextStream {
  public:
   // REQUIRES: `stop` passed check_stop_strings (duet/generation.h).
-  explicit TextStream(std::vector<std::string> stop) : stop_(std::move(stop)) {}
+  // With `armed` false the stop strings do nothing (no text is held back for
+  // them) until arm(): they then look only at text pushed from then on.
+  explicit TextStream(std::vector<std::string> stop, bool armed = true)
+      : stop_(std::move(stop)), armed_(armed) {}
+
+  void arm() { armed_ = true; }
 
   struct Pushed {
     std::string text;      // ready to show now (may be empty)
@@ -42,6 +47,7 @@ class TextStream {
   std::vector<std::string> stop_;
   Utf8Stream utf8_;
   std::string pending_;  // decoded text not yet shown
+  bool armed_ = true;
   bool stopped_ = false;
 };
 

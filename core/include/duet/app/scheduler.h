@@ -56,6 +56,10 @@ struct DUET_API RequestSettings {
   // For benchmarks: an end-of-generation token does not end the request
   // (max_new_tokens and stop strings still do).
   bool ignore_end_of_generation = false;
+  // Until the request has generated this many tokens (0..max_new_tokens), no
+  // end-of-generation token is drawn (their logits are masked for sampling;
+  // kept logits and logprobs are the model's) and no stop string ends it.
+  int32_t min_new_tokens = 0;
   // Keep the logits each generated token was drawn from (RequestResult::
   // logits): for fidelity checks; n_vocab floats per token.
   bool keep_logits = false;
