@@ -534,6 +534,37 @@ class ServeApi(unittest.TestCase):
 
         self.assertEqual(prompt_tokens("<|im_end|>"), prompt_tokens("x"))
 
+    def test_an_access_log_line_per_request(self):
+        r = self.server.client().completions.create(model=MODEL_ID, prompt="Hi", max_tokens=3)
+        self.server.wait_log(" id=%s " % r.id)
+        line = next(l for l in self.server.log if " id=%s " % r.id in l).rstrip("\n")
+        self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z POST /v1/completions 200 "
+                               r"\d+\.\d{3}s id=cmpl-duet-\d+ prompt=%d completion=3 "
+                               r"ttft=\d+\.\d{3}s finish=length$" % r.usage.prompt_tokens)
+        self.server.request("GET", "/health?probe=1")
+        self.server.wait_log(" GET /health 200 ")
+        self.server.request("GET", "/v1/models")  # no key
+        self.server.wait_log(" GET /v1/models 401 ")
+
+    def test_web_pages_are_refused_and_head_and_options_answer(self):
+        # No --allowed-origins: a page's request is refused, key or not, and
+        # whatever content type it claims (a "simple" cross-site request).
+        for path, body in (("/v1/completions", {"prompt": "x", "max_tokens": 1}),
+                           ("/v1/models", None)):
+            status, headers, raw = self.server.request(
+                "POST" if body else "GET", path, body,
+                headers={"Authorization": "Bearer " + KEY, "Origin": "https://evil.example",
+                         "Content-Type": "text/plain"})
+            self.assertEqual(status, 403)
+            self.assertEqual(json.loads(raw)["error"]["code"], "origin_not_allowed")
+            self.assertNotIn("Access-Control-Allow-Origin", headers)
+        # HEAD /health: the GET answer's headers, no body.
+        status, headers, body = self.server.request("HEAD", "/health")
+        self.assertEqual((status, body), (200, b""))
+        self.assertEqual(headers["Content-Length"], str(len(b'{"status":"ok"}')))
+        status, headers, _ = self.server.request("OPTIONS", "/v1/chat/completions")
+        self.assertEqual((status, headers.get("Allow")), (204, "POST, OPTIONS"))
+
     def test_routes_methods_and_keys(self):
         status, _, raw = self.server.request("GET", "/v2/nothing")
         self.assertEqual(status, 404)
@@ -541,8 +572,9 @@ class ServeApi(unittest.TestCase):
         status, headers, _ = self.server.request("GET", "/v1/completions",
                                                  headers={"Authorization": "Bearer " + KEY})
         self.assertEqual(status, 405)
-        self.assertEqual(headers.get("Allow"), "POST")
-        self.assertEqual(self.server.request("DELETE", "/health")[0], 405)
+        self.assertEqual(headers.get("Allow"), "POST, OPTIONS")
+        status, headers, _ = self.server.request("DELETE", "/health")
+        self.assertEqual((status, headers.get("Allow")), (405, "GET, HEAD, OPTIONS"))
         self.error("/v1/completions", {"prompt": "x"}, 401, None, "invalid_api_key",
                    headers={"Authorization": "Bearer wrong"})
         status, _, _ = self.server.request("POST", "/v1/completions", {"prompt": "x"})
@@ -578,13 +610,15 @@ class ServeApi(unittest.TestCase):
         slow.close()
 
 
-class ServeStrict(unittest.TestCase):
-    """--strict-fields refuses unknown fields; --literal-prompts keeps
-    control-token spellings in completions prompts as text."""
+class ServeSwitches(unittest.TestCase):
+    """The server's switches: --strict-fields refuses unknown fields,
+    --literal-prompts keeps control-token spellings in completions prompts
+    as text, --log-format json, --allowed-origins."""
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--strict-fields", "--literal-prompts")
+        cls.server = Server("--strict-fields", "--literal-prompts", "--log-format", "json",
+                            "--allowed-origins", "https://app.example, http://localhost:3000")
 
     @classmethod
     def tearDownClass(cls):
@@ -602,6 +636,36 @@ class ServeStrict(unittest.TestCase):
         status, headers, _ = self.server.request("POST", "/v1/completions",
                                                  {"prompt": "x", "max_tokens": 1, "user": "u"})
         self.assertEqual((status, headers.get("Duet-Ignored-Fields")), (200, "user"))
+
+    def test_an_allowed_origin_gets_cors_headers_and_json_log_lines(self):
+        origin = "https://app.example"
+        status, headers, _ = self.server.request(
+            "OPTIONS", "/v1/chat/completions",
+            headers={"Origin": origin, "Access-Control-Request-Method": "POST",
+                     "Access-Control-Request-Headers": "authorization, content-type"})
+        self.assertEqual(status, 204)
+        self.assertEqual(headers.get("Access-Control-Allow-Origin"), origin)
+        self.assertIn("POST", headers.get("Access-Control-Allow-Methods"))
+        self.assertIn("Authorization", headers.get("Access-Control-Allow-Headers"))
+        status, headers, raw = self.server.request(
+            "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1, "user": "u"},
+            headers={"Origin": origin})
+        self.assertEqual(status, 200)
+        self.assertEqual(headers.get("Access-Control-Allow-Origin"), origin)
+        self.assertEqual(headers.get("Vary"), "Origin")
+        self.assertIn("Duet-Ignored-Fields", headers.get("Access-Control-Expose-Headers"))
+        answer = json.loads(raw)
+        self.assertEqual(self.server.request("GET", "/health",
+                                             headers={"Origin": "https://other.example"})[0], 403)
+        self.server.wait_log('"id":"%s"' % answer["id"])
+        line = next(l for l in self.server.log if '"id":"%s"' % answer["id"] in l)
+        entry = json.loads(line)
+        self.assertEqual((entry["method"], entry["path"], entry["status"]),
+                         ("POST", "/v1/completions", 200))
+        self.assertEqual((entry["prompt_tokens"], entry["completion_tokens"]),
+                         (answer["usage"]["prompt_tokens"], 1))
+        self.assertEqual(entry["finish_reason"], "length")
+        self.assertGreaterEqual(entry["seconds"], entry["first_token_seconds"])
 
     def test_literal_prompts_keep_control_tokens_as_text(self):
         client = self.server.client()

@@ -29,7 +29,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kSynopsis =
     "duet serve PIPELINE.yaml|MODEL.gguf [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
-    "[--max-queue N] [--strict-fields] [--literal-prompts] "
+    "[--max-queue N] [--strict-fields] [--literal-prompts] [--log-format text|json|none] "
+    "[--allowed-origins ORIGIN,...] "
     "[--idle-timeout S] [--shutdown-timeout S] [--set key.path=value]...";
 // After the engine drained on a signal: how long answers still being written
 // get before every connection closes.
@@ -43,6 +44,40 @@ int64_t checked(const po::variables_map& vm, const char* flag, int64_t min, int6
                                        std::to_string(max) + "]; give a value in that range");
   }
   return v;
+}
+
+serve::AccessLogFormat access_log_format(const std::string& name) {
+  if (name == "text") return serve::AccessLogFormat::kText;
+  if (name == "json") return serve::AccessLogFormat::kJson;
+  if (name == "none") return serve::AccessLogFormat::kNone;
+  throw Error(ErrorKind::kUsage, "duet serve: --log-format '" + name +
+                                     "' is not one of text, json, none; give one of them");
+}
+
+// "a, b" -> {"a", "b"}; an origin with a path or a trailing slash can never
+// match what a browser sends, so it is refused.
+std::vector<std::string> split_origins(const std::string& list) {
+  std::vector<std::string> origins;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    std::string one = list.substr(at, end - at);
+    one.erase(0, one.find_first_not_of(' '));
+    one.erase(one.find_last_not_of(' ') + 1);
+    at = end + 1;
+    if (one.empty()) continue;
+    const size_t scheme = one.find("://");
+    if (one != "*" &&
+        (scheme == std::string::npos || one.find('/', scheme + 3) != std::string::npos)) {
+      throw Error(ErrorKind::kUsage,
+                  "duet serve: --allowed-origins: '" + one +
+                      "' is not an origin; write it as a browser sends it, scheme://host[:port] "
+                      "with no path (https://app.example.com), or * for any");
+    }
+    origins.push_back(one);
+  }
+  return origins;
 }
 
 // Once the engine has drained: waits (up to kFlushTime) for the answers
@@ -80,6 +115,11 @@ int cmd_serve(const std::vector<std::string>& args) {
       "strict-fields",
       "refuse (400) request fields duet serve does not know, instead of ignoring them and naming "
       "them in the Duet-Ignored-Fields header and a warning line")(
+      "log-format", po::value<std::string>()->default_value("text"),
+      "the access log, one line per request on stderr: text, json or none")(
+      "allowed-origins", po::value<std::string>()->default_value(""),
+      "comma-separated origins (https://app.example.com) whose web pages may call the server, "
+      "or * for any; a request from any other Origin gets 403")(
       "literal-prompts",
       "tokenize /v1/completions text prompts as plain text: control-token spellings such as "
       "<|im_end|> stay text (default: they become their tokens, as in vLLM and llama-server)");
@@ -90,6 +130,8 @@ int cmd_serve(const std::vector<std::string>& args) {
   serve::ServeOptions options;
   options.max_queue = checked(vm, "max-queue", 1, 1 << 20);
   options.literal_prompts = vm.count("literal-prompts") != 0;
+  options.access_log = access_log_format(vm["log-format"].as<std::string>());
+  options.allowed_origins = split_origins(vm["allowed-origins"].as<std::string>());
   const std::chrono::seconds idle(checked(vm, "idle-timeout", 1, 3600));
   const std::chrono::seconds grace(checked(vm, "shutdown-timeout", 0, 3600));
   if (vm.count("api-key")) {

@@ -272,7 +272,8 @@ void HttpServer::Connection::reply(uint64_t serial, HttpResponse response) {
 
 void HttpServer::Connection::write_whole(HttpResponse response) {
   response.keep_alive(keep_alive());
-  response.prepare_payload();
+  // A length already set is a HEAD answer's: its GET answer's, with no body.
+  if (!response.has_content_length()) response.prepare_payload();
   response_ = std::make_shared<HttpResponse>(std::move(response));
   writing_ = true;
   stream_.expires_after(state_->limits.write_timeout);

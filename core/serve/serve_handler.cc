@@ -1,6 +1,7 @@
 #include "serve_handler.h"
 
 #include <boost/asio/post.hpp>
+#include <chrono>
 #include <iostream>
 
 #include "duet/tokenizer.h"
@@ -12,12 +13,96 @@ namespace net = boost::asio;
 using nlohmann::json;
 
 constexpr const char* kJson = "application/json";
+using SystemClock = std::chrono::system_clock;
+using SteadyClock = std::chrono::steady_clock;
+
+}  // namespace
+
+// The exchange of one request as the handler answers it: adds the headers
+// every answer of it carries (CORS), sends no body to a HEAD request, and
+// writes its access-log line when the answer ends — or, when the client
+// went away first, when the last owner lets go of it.
+class LoggedExchange final : public HttpExchange {
+ public:
+  LoggedExchange(std::shared_ptr<HttpExchange> inner, AccessEntry entry, AccessLogFormat format)
+      : inner_(std::move(inner)), entry_(std::move(entry)), format_(format) {}
+  ~LoggedExchange() override {
+    if (logged_) return;
+    if (entry_.status == 0) entry_.status = 499;
+    if (entry_.finish_reason.empty() && !entry_.id.empty()) entry_.finish_reason = "disconnected";
+    log();
+  }
+
+  void set_header(http::field name, const std::string& value) { headers_.set(name, value); }
+  // The completion's part of the line, once it finished.
+  void record(const std::string& id, const RequestResult& r) {
+    entry_.id = id;
+    entry_.prompt_tokens = static_cast<int64_t>(r.prompt_tokens.size());
+    entry_.completion_tokens = static_cast<int64_t>(r.generated_tokens.size());
+    entry_.first_token_seconds = r.first_token_seconds;
+    entry_.finish_reason = finish_reason_name(r.finish);
+  }
+  void record_id(const std::string& id) { entry_.id = id; }
+
+  void reply(HttpResponse response) override {
+    for (const auto& field : headers_) response.set(field.name_string(), field.value());
+    if (entry_.method == "HEAD") {  // the GET answer's headers, no body
+      response.content_length(response.body().size());
+      response.body().clear();
+    }
+    entry_.status = static_cast<int>(response.result_int());
+    inner_->reply(std::move(response));
+    log();
+  }
+  void start_stream(http::status status, const http::fields& headers) override {
+    http::fields all = headers;
+    for (const auto& field : headers_) all.set(field.name_string(), field.value());
+    entry_.status = static_cast<int>(status);
+    inner_->start_stream(status, all);
+  }
+  void stream_write(std::string data) override { inner_->stream_write(std::move(data)); }
+  void end_stream() override {
+    inner_->end_stream();
+    log();
+  }
+  bool closed() const override { return inner_->closed(); }
+  void on_close(std::function<void()> callback) override { inner_->on_close(std::move(callback)); }
+
+ private:
+  static const char* finish_reason_name(FinishReason reason) {
+    switch (reason) {
+      case FinishReason::kLength:
+        return "length";
+      case FinishReason::kCancelled:
+        return "cancelled";
+      default:
+        return "stop";
+    }
+  }
+
+  void log() {
+    if (logged_) return;
+    logged_ = true;
+    if (format_ == AccessLogFormat::kNone) return;
+    entry_.seconds = std::chrono::duration<double>(SteadyClock::now() - started_).count();
+    std::cerr << format_access_entry(entry_, format_) + "\n" << std::flush;
+  }
+
+  const std::shared_ptr<HttpExchange> inner_;
+  AccessEntry entry_;
+  const AccessLogFormat format_;
+  const SteadyClock::time_point started_ = SteadyClock::now();
+  http::fields headers_;
+  bool logged_ = false;
+};
+
+namespace {
 
 // One completion request from its arrival to its last byte: the engine's
 // events, moved onto the connection thread, become the response.
 class RequestRun final : public JobListener, public std::enable_shared_from_this<RequestRun> {
  public:
-  RequestRun(net::io_context& io, std::shared_ptr<HttpExchange> exchange, ServeMetrics& metrics,
+  RequestRun(net::io_context& io, std::shared_ptr<LoggedExchange> exchange, ServeMetrics& metrics,
              const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer,
              http::fields headers)
       : io_(io),
@@ -76,6 +161,7 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   }
 
   void finish(const RequestResult& r, const json& logprobs) {
+    exchange_->record(completed_.id, r);
     if (exchange_->closed()) return;
     const ApiError stopped{503, "the server is shutting down and ended this request; retry it",
                            "server_error", "", "shutting_down"};
@@ -122,7 +208,7 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   }
 
   net::io_context& io_;
-  const std::shared_ptr<HttpExchange> exchange_;
+  const std::shared_ptr<LoggedExchange> exchange_;
   ServeMetrics& metrics_;
   const Tokenizer& tokenizer_;
   const Endpoint endpoint_;
@@ -216,10 +302,17 @@ bool ServeHandler::authorized(const HttpRequest& request) const {
 }
 
 void ServeHandler::handle(const HttpRequest& request, std::shared_ptr<HttpExchange> exchange) {
+  AccessEntry entry;
+  entry.time = SystemClock::now();
+  entry.method = std::string(request.method_string());
+  entry.target = std::string(request.target());
+  if (const size_t q = entry.target.find('?'); q != std::string::npos) entry.target.erase(q);
+  auto logged =
+      std::make_shared<LoggedExchange>(std::move(exchange), std::move(entry), options_.access_log);
   try {
-    route(request, exchange);
+    route(request, logged);
   } catch (const std::exception& e) {
-    exchange->reply(error_response(
+    logged->reply(error_response(
         ApiError{500, std::string("internal error: ") + e.what() + " (please report this)",
                  "server_error", "", "internal_error"},
         request.version()));
@@ -227,7 +320,7 @@ void ServeHandler::handle(const HttpRequest& request, std::shared_ptr<HttpExchan
 }
 
 void ServeHandler::route(const HttpRequest& request,
-                         const std::shared_ptr<HttpExchange>& exchange) {
+                         const std::shared_ptr<LoggedExchange>& exchange) {
   std::string target(request.target());
   if (const size_t q = target.find('?'); q != std::string::npos) target.erase(q);
   const std::string method(request.method_string());
@@ -245,12 +338,47 @@ void ServeHandler::route(const HttpRequest& request,
   for (const Route& r : kRoutes) {
     if (target == r.path) route = &r;
   }
+  // Browsers send Origin with every cross-site request (and with a POST of
+  // any page): a page not allowed gets nothing here, so that no web page can
+  // spend the server's compute or read its answers.
+  if (const auto origin = request.find(http::field::origin); origin != request.end()) {
+    const std::string from(origin->value());
+    if (!origin_allowed(from)) {
+      exchange->reply(error_response(
+          ApiError{403,
+                   "origin '" + from +
+                       "' is not allowed to call this server; start it with --allowed-origins " +
+                       from + " to let that site's pages use it",
+                   "invalid_request_error", "", "origin_not_allowed"},
+          version));
+      return;
+    }
+    const bool any = std::find(options_.allowed_origins.begin(), options_.allowed_origins.end(),
+                               "*") != options_.allowed_origins.end();
+    exchange->set_header(http::field::access_control_allow_origin, any ? "*" : from);
+    exchange->set_header(http::field::vary, "Origin");
+    exchange->set_header(http::field::access_control_expose_headers, kIgnoredFieldsHeader);
+  }
   if (route == nullptr) {
     exchange->reply(error_response(not_found(method, target), version));
     return;
   }
-  if (request.method() != route->verb) {
-    const std::string allowed(http::to_string(route->verb));
+  const std::string allowed =
+      route->verb == http::verb::get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS";
+  if (request.method() == http::verb::options) {  // a CORS preflight, or a question
+    HttpResponse response(http::status::no_content, version);
+    response.set(http::field::allow, allowed);
+    if (request.find(http::field::origin) != request.end()) {
+      response.set(http::field::access_control_allow_methods, allowed);
+      response.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+      response.set(http::field::access_control_max_age, "600");
+    }
+    metrics_.count_response(204);
+    exchange->reply(std::move(response));
+    return;
+  }
+  const bool head = request.method() == http::verb::head && route->verb == http::verb::get;
+  if (request.method() != route->verb && !head) {
     HttpResponse response = error_response(
         ApiError{405, "method " + method + " is not allowed on " + target + "; use " + allowed,
                  "invalid_request_error", "", "method_not_allowed"},
@@ -295,8 +423,15 @@ void ServeHandler::route(const HttpRequest& request,
            request, exchange);
 }
 
+bool ServeHandler::origin_allowed(const std::string& origin) const {
+  for (const std::string& allowed : options_.allowed_origins) {
+    if (allowed == "*" || allowed == origin) return true;
+  }
+  return false;
+}
+
 void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
-                            std::shared_ptr<HttpExchange> exchange) {
+                            std::shared_ptr<LoggedExchange> exchange) {
   const unsigned version = request.version();
   if (draining_ || !engine_.healthy()) {
     exchange->reply(error_response(
@@ -343,6 +478,7 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
   Completed completed{(endpoint == Endpoint::kCompletions ? "cmpl-duet-" : "chatcmpl-duet-") +
                           std::to_string(serial),
                       static_cast<int64_t>(std::time(nullptr)), model_.id};
+  exchange->record_id(completed.id);
   http::fields headers;
   if (!parsed.ignored_fields.empty())
     headers.set(kIgnoredFieldsHeader, joined(parsed.ignored_fields));

@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <string>
 
+#include "access_log.h"
 #include "duet/app/chat_template.h"
 #include "duet/app/pipeline.h"
 #include "http_server.h"
@@ -25,7 +26,16 @@ struct ServeOptions {
   // keeps them as text (--literal-prompts). Chat message contents are never
   // parsed.
   bool literal_prompts = false;
+  // One line per answered request on stderr (access_log.h).
+  AccessLogFormat access_log = AccessLogFormat::kText;
+  // The origins ("scheme://host[:port]", exactly as browsers send Origin,
+  // or "*" for any) whose pages may call the server: a request with another
+  // Origin header gets 403, one from an allowed origin CORS headers.
+  // Empty: every request with an Origin header is refused.
+  std::vector<std::string> allowed_origins;
 };
+
+class LoggedExchange;
 
 class ServeHandler final : public HttpHandler {
  public:
@@ -48,11 +58,12 @@ class ServeHandler final : public HttpHandler {
   HttpResponse respond(http::status status, std::string body, const std::string& content_type,
                        unsigned version) const;
   HttpResponse error_response(const ApiError& error, unsigned version) const;
-  void route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void route(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
+  bool origin_allowed(const std::string& origin) const;
   // Whether `request` may use /v1 (the API key, when one is set).
   bool authorized(const HttpRequest& request) const;
   void complete(Endpoint endpoint, const HttpRequest& request,
-                std::shared_ptr<HttpExchange> exchange);
+                std::shared_ptr<LoggedExchange> exchange);
   // The job that tokenizes `request`'s prompt on the engine thread.
   std::function<std::vector<int32_t>()> tokenizer_for(const CompletionRequest& request) const;
 
