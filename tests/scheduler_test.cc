@@ -235,6 +235,30 @@ TEST_P(SchedulerTest, PerRequestSettingsApply) {
   }
 }
 
+// A short request that arrives while a long prompt is being prefilled gets
+// its first token from the next step, which is kept short (the long prompt
+// gets rows up to a quarter of max_step_tokens, 64 / 4, in all), and the long
+// prompt then goes on at full steps.
+TEST_P(SchedulerTest, AShortPromptIsNotHeldBehindALongOnesChunks) {
+  auto pipeline = make();
+  Scheduler scheduler(*pipeline);
+  const uint64_t long_one = scheduler.submit(request(0, prompt(0, 200), 4));
+  scheduler.step();  // 64 rows of the long prompt
+  EXPECT_EQ(scheduler.stats().prefill_rows, 64);
+  const uint64_t short_one = scheduler.submit(request(1, prompt(1, 5), 4));
+  scheduler.step();
+  EXPECT_EQ(scheduler.generated_tokens(short_one), 1);
+  EXPECT_EQ(scheduler.generated_tokens(long_one), 0);
+  EXPECT_EQ(scheduler.stats().prefill_rows, 64 + 16)
+      << "5 rows of the short prompt, 11 of the long";
+  scheduler.step();  // the short one's next token and 63 rows of the long prompt
+  EXPECT_EQ(scheduler.stats().prefill_rows, 64 + 16 + 63);
+  EXPECT_EQ(scheduler.generated_tokens(short_one), 2);
+  scheduler.run();
+  EXPECT_EQ(scheduler.take_finished().size(), 2u);
+  EXPECT_EQ(scheduler.used_blocks(), 0);
+}
+
 // min_new_tokens keeps the end-of-generation token out of a request's
 // first tokens however likely it is: a +100 bias makes it the first token
 // drawn without the setting.

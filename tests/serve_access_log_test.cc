@@ -1,9 +1,9 @@
 // The access-log lines of `duet serve` (core/serve/access_log.h).
-#include "access_log.h"
-
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+
+#include "access_log.h"
 
 namespace duet::serve {
 namespace {

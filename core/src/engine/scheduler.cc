@@ -123,11 +123,20 @@ class DUET_LOCAL Scheduler::Impl {
   std::vector<float> masked_logits;
 
  private:
+  // Positions of `seq` not yet in the cache: 1 while it decodes, more while
+  // its prompt (or what a preemption dropped) is prefilled.
+  int32_t missing_rows(const Sequence& seq) const {
+    return static_cast<int32_t>(seq.tokens.size()) - allocator.length(seq.alloc_id);
+  }
   // Rows `seq` should run this step, within `budget`.
   int32_t rows_wanted(const Sequence& seq, int32_t budget) const;
+  // Gives `budget` rows to prompts: running sequences still prefilling and
+  // waiting ones it admits, shortest remaining prompt first.
+  void schedule_prompts(int32_t budget);
   // Takes cache for `rows` more positions of `seq`, preempting the most
-  // recently admitted running sequences (never `seq` itself) while none is
-  // free. Returns false when even that is not enough.
+  // recently admitted running sequences while none is free — never `seq`
+  // itself, and never one already scheduled in this step (it stops there).
+  // Returns false when that is not enough.
   bool reserve(Sequence& seq, int32_t rows, bool may_preempt);
   // Frees `seq`'s blocks and queues it first to recompute what it had.
   void preempt(std::list<Sequence>::iterator it);
@@ -242,7 +251,7 @@ void Scheduler::Impl::cancel(uint64_t handle) {
 }
 
 int32_t Scheduler::Impl::rows_wanted(const Sequence& seq, int32_t budget) const {
-  const int32_t missing = static_cast<int32_t>(seq.tokens.size()) - allocator.length(seq.alloc_id);
+  const int32_t missing = missing_rows(seq);
   int32_t rows = std::min(missing, budget);
   if (defaults.prefill.chunk_tokens > 0 && missing > 1)
     rows = std::min(rows, defaults.prefill.chunk_tokens);
@@ -260,6 +269,10 @@ void Scheduler::Impl::preempt(std::list<Sequence>::iterator it) {
 bool Scheduler::Impl::reserve(Sequence& seq, int32_t rows, bool may_preempt) {
   while (!allocator.append(seq.alloc_id, rows, copies)) {
     if (!may_preempt || running.empty() || &running.back() == &seq) return false;
+    const Sequence* newest = &running.back();
+    if (std::any_of(scheduled.begin(), scheduled.end(),
+                    [&](const Scheduled& s) { return s.seq == newest; }))
+      return false;  // it runs in this step already
     preempt(std::prev(running.end()));
   }
   return true;
@@ -270,35 +283,92 @@ bool Scheduler::Impl::step() {
   scheduled.clear();
   copies.clear();
   int32_t budget = batching.max_step_tokens;
-  // Decode rows first: each running sequence that is decoding needs one row,
-  // and the prompts share what remains.
-  int32_t decoding = 0;
-  for (const Sequence& seq : running)
-    decoding += static_cast<int32_t>(seq.tokens.size()) - allocator.length(seq.alloc_id) == 1;
-  for (auto it = running.begin(); it != running.end();) {
+  // Decode rows first: one for each running sequence that is decoding.
+  for (auto it = running.begin(); it != running.end() && budget > 0;) {
     Sequence& seq = *it;
-    const bool decode =
-        static_cast<int32_t>(seq.tokens.size()) - allocator.length(seq.alloc_id) == 1;
-    const int32_t share = decode ? budget : std::max(0, budget - decoding);
-    const int32_t rows = rows_wanted(seq, share);
-    if (decode) --decoding;
-    if (rows <= 0) {
+    if (missing_rows(seq) != 1) {
       ++it;
       continue;
     }
-    if (!reserve(seq, rows, true)) {
+    if (!reserve(seq, 1, true)) {
       // Only the newest can fail (it preempts the others first): it waits.
       preempt(it++);
       continue;
     }
-    scheduled.push_back(Scheduled{&seq, rows});
-    budget -= rows;
+    scheduled.push_back(Scheduled{&seq, 1});
+    --budget;
     ++it;
   }
-  // Then admissions, oldest first, while sequences, rows and blocks last.
-  while (!waiting.empty() && budget > 0 &&
-         static_cast<int32_t>(running.size()) < batching.max_sequences) {
-    Sequence& seq = waiting.front();
+  schedule_prompts(budget);
+  if (scheduled.empty()) {
+    throw Error(ErrorKind::kInternal, "the scheduler found nothing to run although " +
+                                          std::to_string(running.size() + waiting.size()) +
+                                          " requests are unfinished");
+  }
+  run_forward();
+  return true;
+}
+
+void Scheduler::Impl::schedule_prompts(int32_t budget) {
+  // The candidates: running sequences still prefilling, and as many waiting
+  // ones, oldest first, as there are free places. The rows go to the one
+  // with the fewest prompt rows left first (ties to the older), so that a
+  // short request is not held behind a long prompt's chunks; admission
+  // stays first come, first served.
+  struct Candidate {
+    uint64_t handle;
+    int32_t rows_left;
+    bool waiting;
+  };
+  std::vector<Candidate> candidates;
+  for (const Sequence& seq : running) {
+    if (missing_rows(seq) > 1) candidates.push_back({seq.handle, missing_rows(seq), false});
+  }
+  const auto places = static_cast<size_t>(
+      std::max<int64_t>(0, int64_t{batching.max_sequences} - static_cast<int64_t>(running.size())));
+  for (size_t i = 0; i < waiting.size() && i < places; ++i) {
+    const Sequence& seq = waiting[i];
+    candidates.push_back({seq.handle, static_cast<int32_t>(seq.tokens.size()), true});
+  }
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [](const Candidate& a, const Candidate& b) { return a.rows_left < b.rows_left; });
+  // A step that ends prompts (their first tokens come out of it) is kept
+  // short: the prompts that do not end get rows only up to a quarter of
+  // max_step_tokens in all, so that those first tokens are not held behind
+  // a long prompt's chunk (which goes on at full size the step after).
+  const int32_t chunk = defaults.prefill.chunk_tokens > 0 ? defaults.prefill.chunk_tokens : budget;
+  int32_t ending = 0;
+  for (const Candidate& c : candidates) {
+    if (c.rows_left > chunk || ending + c.rows_left > budget) break;
+    ending += c.rows_left;
+  }
+  if (ending > 0 && ending < budget)
+    budget = std::min(budget, std::max(ending, batching.max_step_tokens / 4));
+  for (const Candidate& c : candidates) {
+    if (budget <= 0) return;
+    if (!c.waiting) {
+      // Looked up again: a reservation before this one may have preempted it.
+      auto it = std::find_if(running.begin(), running.end(),
+                             [&](const Sequence& s) { return s.handle == c.handle; });
+      if (it == running.end()) continue;
+      const int32_t rows = rows_wanted(*it, budget);
+      if (!reserve(*it, rows, true)) {
+        // Newest of all, it could take no more: it waits. Otherwise a
+        // sequence running in this step held the blocks: it keeps its own
+        // and goes on next step.
+        if (&running.back() == &*it) preempt(it);
+        continue;
+      }
+      scheduled.push_back(Scheduled{&*it, rows});
+      budget -= rows;
+      continue;
+    }
+    if (static_cast<int32_t>(running.size()) >= batching.max_sequences) continue;
+    auto it = std::find_if(waiting.begin(), waiting.end(),
+                           [&](const Sequence& s) { return s.handle == c.handle; });
+    if (it == waiting.end()) continue;
+    Sequence& seq = *it;
     int32_t attached = 0;
     if (batching.prefix_caching) {
       attached = allocator.attach_prefix(seq.alloc_id, seq.tokens,
@@ -312,7 +382,7 @@ bool Scheduler::Impl::step() {
       rows = rows_wanted(seq, budget);
       if (!reserve(seq, rows, false)) {
         allocator.release(seq.alloc_id);
-        break;
+        continue;  // no blocks for it now; a shorter one may still fit
       }
     }
     if (!seq.started) {
@@ -320,17 +390,10 @@ bool Scheduler::Impl::step() {
       stats.prefix_hit_tokens += attached;
     }
     running.push_back(std::move(seq));
-    waiting.pop_front();
+    waiting.erase(it);
     scheduled.push_back(Scheduled{&running.back(), rows});
     budget -= rows;
   }
-  if (scheduled.empty()) {
-    throw Error(ErrorKind::kInternal, "the scheduler found nothing to run although " +
-                                          std::to_string(running.size() + waiting.size()) +
-                                          " requests are unfinished");
-  }
-  run_forward();
-  return true;
 }
 
 void Scheduler::Impl::run_forward() {

@@ -4,7 +4,10 @@
 // Each step() is one forward pass over rows of several sequences: the next
 // token of every running sequence that is decoding, plus chunks of prompts
 // still to prefill, up to batching.max_step_tokens rows (chunked prefill
-// mixed with decode, as vLLM schedules it). Requests join at any step while
+// mixed with decode, as vLLM schedules it), the prompt with the fewest rows
+// left first; a step that ends prompts gives the others few rows, so that a
+// short request's first token is not held behind a long prompt's chunks.
+// Requests join at any step, first come first served, while
 // fewer than batching.max_sequences run and the KV cache has free blocks;
 // a finished or cancelled request leaves at once and its blocks go back to
 // the pool. When a running sequence needs a block and none is free, the
