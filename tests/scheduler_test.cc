@@ -21,6 +21,7 @@
 #include <random>
 
 #include "duet/app/pipeline.h"
+#include "duet/app/token_logprobs.h"
 #include "duet/error.h"
 #include "tiny_model.h"
 
@@ -257,6 +258,33 @@ TEST_P(SchedulerTest, AShortPromptIsNotHeldBehindALongOnesChunks) {
   scheduler.run();
   EXPECT_EQ(scheduler.take_finished().size(), 2u);
   EXPECT_EQ(scheduler.used_blocks(), 0);
+}
+
+// Prompt log-probabilities, over chunks of 64 rows: entry i scores prompt
+// token i + 1 with the logits a request whose prompt ends at token i samples
+// its first token from.
+TEST_P(SchedulerTest, PromptLogprobsScoreEachPromptTokenFromThePrefixBeforeIt) {
+  auto pipeline = make({"components.sampler.chain=[{top_k: 1}]"});
+  const std::vector<int32_t> tokens = prompt(3, 150);
+  Request scored = request(0, tokens, 2);
+  scored.settings.prompt_logprobs = true;
+  scored.settings.top_logprobs = 2;
+  // The same prompt cached first must not be attached: its rows are needed.
+  const auto first = run_all(*pipeline, {request(9, tokens, 1), scored});
+  const std::vector<TokenLogprobs>& entries = first.at("0").prompt_logprobs;
+  ASSERT_EQ(entries.size(), tokens.size() - 1);
+  EXPECT_EQ(first.at("0").cached_prompt_tokens, 0);
+  for (const size_t i : {size_t{0}, size_t{62}, size_t{63}, size_t{64}, size_t{148}}) {
+    Request prefix = request(1, std::vector<int32_t>(tokens.begin(), tokens.begin() + i + 1), 1);
+    const RequestResult alone = run_all(*pipeline, {prefix}).at("1");
+    const TokenLogprobs expected = token_logprobs(alone.logits, tokens[i + 1], 2);
+    EXPECT_EQ(entries[i].chosen.token, tokens[i + 1]) << i;
+    EXPECT_EQ(entries[i].chosen.logprob, expected.chosen.logprob) << i;
+    ASSERT_EQ(entries[i].top.size(), 2u) << i;
+    EXPECT_EQ(entries[i].top[0].token, expected.top[0].token) << i;
+    EXPECT_EQ(entries[i].top[1].logprob, expected.top[1].logprob) << i;
+  }
+  EXPECT_TRUE(first.at("9").prompt_logprobs.empty()) << "not asked for";
 }
 
 // min_new_tokens keeps the end-of-generation token out of a request's

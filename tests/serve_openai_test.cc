@@ -40,6 +40,20 @@ ApiError refusal(const std::string& body, Endpoint endpoint = Endpoint::kComplet
   return {};
 }
 
+// Pieces "a", "é" split over two tokens (0xC3, 0xA9), "b".
+std::string piece_of(int32_t id) {
+  switch (id) {
+    case 1:
+      return "a";
+    case 2:
+      return "\xC3";
+    case 3:
+      return "\xA9";
+    default:
+      return "b";
+  }
+}
+
 TEST(ServeOpenAi, RefusalsNameTheField) {
   EXPECT_EQ(refusal("{").code, "invalid_json");
   EXPECT_EQ(refusal("{").param, "");
@@ -212,6 +226,43 @@ TEST(ServeOpenAi, MessagesTakeTextPartsDeveloperNamesAndNullAssistantContent) {
   EXPECT_EQ(r.settings.min_new_tokens, 3);
 }
 
+TEST(ServeOpenAi, EchoAsksForPromptLogprobsWithLogprobsOnly) {
+  const auto parse = [](const std::string& body, Endpoint e = Endpoint::kCompletions) {
+    return parse_completion_request(e, body, model());
+  };
+  const CompletionRequest plain = parse(R"({"prompt": "x", "echo": true})");
+  EXPECT_TRUE(plain.echo);
+  EXPECT_FALSE(plain.settings.prompt_logprobs);
+  const CompletionRequest scored = parse(R"({"prompt": "x", "echo": true, "logprobs": 0})");
+  EXPECT_TRUE(scored.settings.prompt_logprobs);
+  EXPECT_TRUE(parse(R"({"prompt": "x", "echo": true, "stream": true})").echo);
+  const ApiError streamed =
+      refusal(R"({"prompt": "x", "echo": true, "logprobs": 1, "stream": true})");
+  EXPECT_EQ(streamed.param, "echo");
+  EXPECT_EQ(streamed.code, "unsupported_value");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "echo": 1})").param, "echo");
+  EXPECT_EQ(refusal(R"({"messages": [], "echo": true})", Endpoint::kChatCompletions).code,
+            "unsupported_value");
+}
+
+TEST(ServeOpenAi, PromptLogprobsStartWithANullForTheFirstToken) {
+  // Prompt "a", "\xC3", "\xA9" (é split in two): the second and third scored.
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  const std::vector<TokenLogprobs> entries = {{{2, -0.5f}, {{2, -0.5f}}}, {{3, -0.25f}, {}}};
+  int64_t offset = 0;
+  nlohmann::json j = prompt_logprobs_json(prompt, entries, piece_of, offset);
+  EXPECT_EQ(j.at("token_logprobs"), nlohmann::json::parse("[null, -0.5, -0.25]"));
+  EXPECT_EQ(j.at("top_logprobs")[0], nullptr);
+  EXPECT_EQ(j.at("text_offset"), nlohmann::json::parse("[0, 1, 2]"));
+  EXPECT_EQ(j.at("tokens")[0], "a");
+  // The generated tokens follow, offsets counted on.
+  const std::vector<TokenLogprobs> generated = {{{4, -1.0f}, {}}};
+  append_logprobs(j, logprobs_json(Endpoint::kCompletions, generated, piece_of, offset));
+  EXPECT_EQ(j.at("token_logprobs"), nlohmann::json::parse("[null, -0.5, -0.25, -1.0]"));
+  EXPECT_EQ(j.at("text_offset"), nlohmann::json::parse("[0, 1, 2, 2]"));
+  EXPECT_EQ(j.at("tokens")[3], "b");
+}
+
 TEST(ServeOpenAi, UsageIsOnTheUsageChunkOnly) {
   RequestResult result;
   result.prompt_tokens = {1, 2, 3};
@@ -246,20 +297,6 @@ TEST(ServeOpenAi, LogprobsFieldsSetTheirCount) {
   EXPECT_EQ(
       top(Endpoint::kChatCompletions, R"({"messages": [], "logprobs": true, "top_logprobs": 4})"),
       4);
-}
-
-// Pieces "a", "é" split over two tokens (0xC3, 0xA9), "b".
-std::string piece_of(int32_t id) {
-  switch (id) {
-    case 1:
-      return "a";
-    case 2:
-      return "\xC3";
-    case 3:
-      return "\xA9";
-    default:
-      return "b";
-  }
 }
 
 TEST(ServeOpenAi, CompletionLogprobsListTokensOffsetsAndAlternatives) {

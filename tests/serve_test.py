@@ -13,6 +13,7 @@ compared with the same request sent alone. The model missing is a failure.
 
 import http.client
 import json
+import math
 import os
 import re
 import signal
@@ -524,6 +525,45 @@ class ServeApi(unittest.TestCase):
                                             extra_body={"ignore_eos": True})
         self.assertEqual(endless.usage.completion_tokens, 40)
         self.assertEqual(endless.choices[0].finish_reason, "length")
+
+    def test_echo_with_logprobs_scores_the_prompt_as_perplexity_does(self):
+        """lm-eval's log-likelihood request: echo, logprobs, max_tokens 1."""
+        client = self.server.client()
+        text = "The capital of France is Paris. It is a large city with many museums."
+        r = client.completions.create(model=MODEL_ID, prompt=text, max_tokens=1, echo=True,
+                                      logprobs=1)
+        choice, n = r.choices[0], r.usage.prompt_tokens
+        self.assertTrue(choice.text.startswith(text))
+        lp = choice.logprobs
+        self.assertEqual(len(lp.tokens), n + 1)
+        self.assertEqual("".join(lp.tokens), choice.text)
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        self.assertEqual(lp.text_offset[:2], [0, len(lp.tokens[0])])
+        scored = lp.token_logprobs[1:n]
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+            f.write(text)
+            f.flush()
+            cmd = [DUET, "perplexity", CONFIG, f.name, "--json"]
+            for s in BASE_SETS:
+                cmd += ["--set", s]
+            ppl = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                            stdin=subprocess.DEVNULL).stdout)
+        self.assertEqual(ppl["positions"], len(scored))
+        self.assertAlmostEqual(math.exp(-sum(scored) / len(scored)), ppl["perplexity"],
+                               delta=1e-4 * ppl["perplexity"])
+        # As lm-eval sends it: token ids, whose echo are those ids' pieces.
+        ids = [504, 3575, 282, 4649, 314]
+        by_ids = client.completions.create(model=MODEL_ID, prompt=ids, max_tokens=1, echo=True,
+                                           logprobs=0)
+        self.assertEqual(len(by_ids.choices[0].logprobs.token_logprobs), len(ids) + 1)
+        self.assertTrue(all(v is not None for v in by_ids.choices[0].logprobs.token_logprobs[1:]))
+        # echo without logprobs, streamed: the prompt's text comes first.
+        streamed = "".join(c.choices[0].text for c in client.completions.create(
+            model=MODEL_ID, prompt=text, max_tokens=3, echo=True, stream=True) if c.choices)
+        whole = client.completions.create(model=MODEL_ID, prompt=text, max_tokens=3, echo=True)
+        self.assertEqual(streamed, whole.choices[0].text)
+        self.assertTrue(streamed.startswith(text))
 
     def test_completion_prompts_parse_control_tokens(self):
         client = self.server.client()

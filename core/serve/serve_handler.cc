@@ -112,6 +112,9 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
         endpoint_(request.endpoint),
         stream_(request.stream),
         include_usage_(request.include_usage),
+        echo_(request.echo),
+        prompt_text_(request.prompt),
+        prompt_ids_(request.prompt_ids),
         completed_(std::move(completed)),
         headers_(std::move(headers)) {}
 
@@ -120,14 +123,24 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   void on_tokens(std::string_view text, std::span<const TokenLogprobs> logprobs) override {
     if (!stream_) return;
     json entries = logprobs.empty() ? json(nullptr) : render(logprobs);
-    net::post(io_, [self = shared_from_this(), piece = std::string(text),
-                    entries = std::move(entries)] { self->send(piece, entries); });
+    post_text(std::string(text), std::move(entries));
   }
   void on_finished(const RequestResult& result) override {
-    json entries = stream_ || result.logprobs.empty() ? json(nullptr) : render(result.logprobs);
-    net::post(io_, [self = shared_from_this(), result, entries = std::move(entries)] {
-      self->finish(result, entries);
-    });
+    if (stream_ && echo_ && !echoed_) post_text("", nullptr);  // nothing was streamed
+    RequestResult shown = result;
+    json entries = nullptr;
+    if (!stream_) {
+      if (echo_) shown.text = echo_text() + result.text;
+      if (echo_ && !result.prompt_logprobs.empty()) {
+        entries = prompt_logprobs_json(result.prompt_tokens, result.prompt_logprobs, piece_of(),
+                                       text_offset_);
+        append_logprobs(entries, render(result.logprobs));
+      } else if (!result.logprobs.empty()) {
+        entries = render(result.logprobs);
+      }
+    }
+    net::post(io_, [self = shared_from_this(), shown = std::move(shown),
+                    entries = std::move(entries)] { self->finish(shown, entries); });
   }
   void on_refused(const Error& error, const RequestSettings& settings) override {
     net::post(io_,
@@ -148,9 +161,25 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   }
 
   // Engine thread.
+  PieceOf piece_of() const {
+    return [this](int32_t id) { return tokenizer_.piece(id); };
+  }
   json render(std::span<const TokenLogprobs> logprobs) {
-    return logprobs_json(
-        endpoint_, logprobs, [this](int32_t id) { return tokenizer_.piece(id); }, text_offset_);
+    return logprobs_json(endpoint_, logprobs, piece_of(), text_offset_);
+  }
+  // The prompt as the answer echoes it: its text as sent, or the pieces of
+  // the token ids sent.
+  std::string echo_text() const {
+    return prompt_text_.empty() ? tokenizer_.decode(prompt_ids_) : prompt_text_;
+  }
+  // Streams `text`, after the echoed prompt when it is the first.
+  void post_text(std::string text, json entries) {
+    if (echo_ && !echoed_) {
+      echoed_ = true;
+      text = echo_text() + text;
+    }
+    net::post(io_, [self = shared_from_this(), piece = std::move(text),
+                    entries = std::move(entries)] { self->send(piece, entries); });
   }
 
   // Connection thread.
@@ -214,10 +243,14 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   const Endpoint endpoint_;
   const bool stream_;
   const bool include_usage_;
+  const bool echo_;
+  const std::string prompt_text_;  // empty when the prompt was token ids
+  const std::vector<int32_t> prompt_ids_;
   const Completed completed_;
   const http::fields headers_;  // sent with the answer, whichever it is
   bool started_ = false;
   int64_t text_offset_ = 0;  // engine thread: code points the logprobs covered so far
+  bool echoed_ = false;      // engine thread: the echoed prompt was streamed
 };
 
 // Lists the request fields the server did not use: "user, foo".

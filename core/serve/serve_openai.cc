@@ -319,6 +319,8 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
     }
   }
   for (const std::string& key : kDefaultOnlyKeys) {
+    // /v1/completions echoes the prompt (read below); chat has no echo.
+    if (key == "echo" && endpoint == Endpoint::kCompletions) continue;
     if (object.contains(key)) check_default_only(key, object.at(key));
   }
   const char* input = endpoint == Endpoint::kCompletions ? "prompt" : "messages";
@@ -350,6 +352,20 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   if (object.contains("logit_bias")) read_logit_bias(object.at("logit_bias"), model, out.settings);
   read_logprobs(endpoint, object, out.settings);
   read_stream_options(object, model.strict_fields, out);
+  if (endpoint == Endpoint::kCompletions && object.contains("echo")) {
+    const json& v = object.at("echo");
+    if (!v.is_boolean()) fail("echo", "echo: expected true or false, got " + dump(v));
+    out.echo = v.get<bool>();
+    if (out.echo && out.settings.top_logprobs) {
+      if (out.stream) {
+        fail("echo",
+             "echo: the prompt's log-probabilities are not streamed; ask without \"stream\" "
+             "(or without \"logprobs\")",
+             "unsupported_value");
+      }
+      out.settings.prompt_logprobs = true;
+    }
+  }
   return out;
 }
 
@@ -413,6 +429,31 @@ json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> entries, co
           {"token_logprobs", std::move(token_logprobs)},
           {"top_logprobs", std::move(top)},
           {"text_offset", std::move(offsets)}};
+}
+
+void append_logprobs(json& into, const json& more) {
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+    json& list = into[key];
+    for (const json& item : more.at(key)) list.push_back(item);
+  }
+}
+
+json prompt_logprobs_json(std::span<const int32_t> prompt, std::span<const TokenLogprobs> entries,
+                          const PieceOf& piece, int64_t& text_offset) {
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  if (prompt.empty()) return out;
+  // The first token has nothing before it to be scored against: null.
+  const std::string first = piece(prompt.front());
+  out["tokens"].push_back(first);
+  out["token_logprobs"].push_back(nullptr);
+  out["top_logprobs"].push_back(nullptr);
+  out["text_offset"].push_back(text_offset);
+  text_offset += code_points(first);
+  append_logprobs(out, logprobs_json(Endpoint::kCompletions, entries, piece, text_offset));
+  return out;
 }
 
 json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& r,

@@ -55,6 +55,10 @@ struct CompletionRequest {
   RequestSettings settings;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // /v1/completions' echo: the answer's text starts with the prompt's; with
+  // logprobs (not streamed) settings.prompt_logprobs is set and the
+  // prompt's tokens lead the logprobs (prompt_logprobs_json).
+  bool echo = false;
   // Fields given and not used (top-level ones in name order, then options
   // of stream_options): the documented ignored
   // ones ("user") and, unless strict_fields, unknown ones
@@ -94,6 +98,16 @@ using PieceOf = std::function<std::string(int32_t)>;
 // /v1/chat/completions' {content: [{token, logprob, bytes, top_logprobs}]}.
 nlohmann::json logprobs_json(Endpoint endpoint, std::span<const TokenLogprobs> entries,
                              const PieceOf& piece, int64_t& text_offset);
+
+// The completions "logprobs" of an echoed prompt: its first token with null
+// token_logprobs and top_logprobs (nothing comes before it), then one entry
+// per later token from `entries` (RequestResult::prompt_logprobs), text
+// offsets counted on from `text_offset` as logprobs_json counts them.
+nlohmann::json prompt_logprobs_json(std::span<const int32_t> prompt,
+                                    std::span<const TokenLogprobs> entries, const PieceOf& piece,
+                                    int64_t& text_offset);
+// Appends the tokens of completions logprobs `more` to `into`.
+void append_logprobs(nlohmann::json& into, const nlohmann::json& more);
 
 // The whole (non-streamed) response for `result`; `logprobs` is the
 // choice's (null when the request asked for none).

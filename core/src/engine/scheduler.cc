@@ -81,6 +81,8 @@ class DUET_LOCAL Scheduler::Impl {
     std::vector<float> kept_logits;
     int32_t top_logprobs = -1;  // -1: none kept
     std::vector<TokenLogprobs> logprobs;
+    bool prompt_logprobs = false;
+    std::vector<TokenLogprobs> prompt_entries;  // for prompt tokens 1, 2, ...
     std::unique_ptr<SamplerChain> chain;
     std::unique_ptr<TextStream> text_stream;
     std::string text;
@@ -115,7 +117,13 @@ class DUET_LOCAL Scheduler::Impl {
   std::vector<KVAllocator::BlockCopy> copies;
   std::vector<int32_t> step_tokens;
   std::vector<int32_t> logit_rows;
-  std::vector<Sequence*> logit_owners;
+  // Whose each logits row is: the sequence, and the prompt position whose
+  // next token it scores, or -1 for the row it samples from.
+  struct LogitOwner {
+    Sequence* seq;
+    int32_t prompt_position;
+  };
+  std::vector<LogitOwner> logit_owners;
   std::vector<float> logits;
   // The vocabulary's end-of-generation tokens, masked for a sequence short
   // of its min_new_tokens (into masked_logits).
@@ -222,6 +230,7 @@ uint64_t Scheduler::Impl::submit(Request request) {
     }
     seq.top_logprobs = *settings.top_logprobs;
   }
+  seq.prompt_logprobs = settings.prompt_logprobs;
   seq.handle = next_handle++;
   seq.alloc_id = state.next_sequence++;
   seq.id = std::move(request.id);
@@ -370,7 +379,7 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
     if (it == waiting.end()) continue;
     Sequence& seq = *it;
     int32_t attached = 0;
-    if (batching.prefix_caching) {
+    if (batching.prefix_caching && !seq.prompt_logprobs) {
       attached = allocator.attach_prefix(seq.alloc_id, seq.tokens,
                                          static_cast<int32_t>(seq.tokens.size()) - 1);
     }
@@ -419,6 +428,13 @@ void Scheduler::Impl::run_forward() {
       step.positions.push_back(p);
       step.slot_mapping.push_back(allocator.slot(seq.alloc_id, p));
       step_tokens.push_back(seq.tokens[static_cast<size_t>(p)]);
+      // A prompt position whose next token is still unscored (a preempted
+      // sequence recomputes positions it scored before).
+      if (seq.prompt_logprobs && p + 1 < seq.prompt_tokens &&
+          p >= static_cast<int32_t>(seq.prompt_entries.size())) {
+        logit_rows.push_back(step.n_tokens + (p - first));
+        logit_owners.push_back({&seq, p});
+      }
     }
     if (seq.generated() > 0 && length == static_cast<int32_t>(seq.tokens.size()) && s.rows == 1) {
       ++stats.decode_rows;
@@ -429,7 +445,7 @@ void Scheduler::Impl::run_forward() {
     step.n_tokens += s.rows;
     if (length == static_cast<int32_t>(seq.tokens.size())) {
       logit_rows.push_back(step.n_tokens - 1);
-      logit_owners.push_back(&seq);
+      logit_owners.push_back({&seq, -1});
     }
     step.sequences.push_back(std::move(part));
   }
@@ -444,8 +460,19 @@ void Scheduler::Impl::run_forward() {
   if (batching.prefix_caching) {
     for (const Scheduled& s : scheduled) allocator.publish(s.seq->alloc_id, s.seq->tokens);
   }
-  for (size_t i = 0; i < logit_owners.size(); ++i)
-    advance(*logit_owners[i], static_cast<int32_t>(i));
+  const auto vocab = static_cast<size_t>(state.check.hparams.n_vocab);
+  for (size_t i = 0; i < logit_owners.size(); ++i) {
+    const LogitOwner& owner = logit_owners[i];
+    if (owner.prompt_position < 0) {
+      advance(*owner.seq, static_cast<int32_t>(i));
+      continue;
+    }
+    Sequence& seq = *owner.seq;
+    const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
+    seq.prompt_entries.push_back(
+        token_logprobs(row, seq.tokens[static_cast<size_t>(owner.prompt_position) + 1],
+                       std::max(seq.top_logprobs, 0)));
+  }
   for (auto it = running.begin(); it != running.end();) {
     if (it->finish != FinishReason::kNone) {
       retire(*it, it->finish);
@@ -514,6 +541,7 @@ void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {
   r.total_seconds = seconds_between(seq.submitted, Clock::now());
   r.logits = std::move(seq.kept_logits);
   r.logprobs = std::move(seq.logprobs);
+  r.prompt_logprobs = std::move(seq.prompt_entries);
   finished.push_back(std::move(r));
 }
 

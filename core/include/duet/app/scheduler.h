@@ -70,6 +70,12 @@ struct DUET_API RequestSettings {
   // likely alternatives (0..kMaxTopLogprobs; see duet/app/token_logprobs.h) in
   // RequestResult::logprobs; nullopt reports none.
   std::optional<int32_t> top_logprobs;
+  // Also report each prompt token after the first: its log-probability given
+  // the tokens before it, with top_logprobs alternatives (0 when unset), in
+  // RequestResult::prompt_logprobs — what evaluation harnesses score (an
+  // OpenAI completion with echo and logprobs). Such a prompt is prefilled
+  // whole: cached prefix blocks are not attached to it.
+  bool prompt_logprobs = false;
 };
 
 struct DUET_API Request {
@@ -98,6 +104,9 @@ struct DUET_API RequestResult {
   std::vector<float> logits;
   // With top_logprobs: one entry per generated token, in order.
   std::vector<TokenLogprobs> logprobs;
+  // With prompt_logprobs: entry i for prompt token i + 1 (prompt_tokens.size()
+  // - 1 entries).
+  std::vector<TokenLogprobs> prompt_logprobs;
   // Its tokens after the first over the time they took (0 with fewer than 2).
   double decode_tokens_per_second() const;
 };
