@@ -236,6 +236,27 @@ TEST_P(SchedulerTest, PerRequestSettingsApply) {
   }
 }
 
+// Requests with the same prompt submitted together: the second waits a step
+// and attaches the first's blocks instead of computing them again.
+TEST_P(SchedulerTest, ARequestWaitsForTheBlocksOfASamePromptInFlight) {
+  auto pipeline = make();
+  const std::vector<int32_t> shared = prompt(4, 40);
+  std::vector<int32_t> longer = shared;
+  for (int32_t t : prompt(5, 6)) longer.push_back(t);
+  SchedulerStats stats;
+  const auto got = run_all(
+      *pipeline, {request(0, shared, 3), request(1, shared, 3), request(2, longer, 3)}, &stats);
+  EXPECT_EQ(got.at("0").cached_prompt_tokens, 0);
+  EXPECT_EQ(got.at("1").cached_prompt_tokens, 39) << "all but the last prompt position";
+  EXPECT_EQ(got.at("2").cached_prompt_tokens, 40);
+  // And what they generate is what they generate alone.
+  for (int32_t i = 1; i <= 2; ++i) {
+    const std::string id = std::to_string(i);
+    const auto alone = run_all(*pipeline, {request(i, i == 1 ? shared : longer, 3)});
+    expect_same(got.at(id), alone.at(id));
+  }
+}
+
 // A short request that arrives while a long prompt is being prefilled gets
 // its first token from the next step, which is kept short (the long prompt
 // gets rows up to a quarter of max_step_tokens, 64 / 4, in all), and the long

@@ -62,7 +62,6 @@ TEST(ServeOpenAi, RefusalsNameTheField) {
   EXPECT_EQ(refusal(R"({"prompt": "x", "max_tokens": 1e999})").code, "invalid_json");
   EXPECT_EQ(refusal(R"({"prompt": 1})").param, "prompt");
   EXPECT_EQ(refusal(R"({"prompt": ""})").param, "prompt");
-  EXPECT_EQ(refusal(R"({"prompt": ["a", "b"]})").param, "prompt");
   EXPECT_EQ(refusal(R"({"prompt": [1, 100]})").param, "prompt");        // id outside the vocabulary
   EXPECT_EQ(refusal(R"({"prompt": "x", "min_p": 3})").param, "min_p");  // no min_p link
   EXPECT_EQ(refusal(R"({"prompt": "x", "temperature": "warm"})").param, "temperature");
@@ -83,7 +82,13 @@ TEST(ServeOpenAi, RefusalsNameTheField) {
                     Endpoint::kChatCompletions)
                 .param,
             "top_logprobs");
-  EXPECT_EQ(refusal(R"({"prompt": "x", "n": 2})").code, "unsupported_value");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "n": 0})").param, "n");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "n": 65})").param, "n");
+  EXPECT_EQ(refusal(R"({"prompt": ["x", "y"], "n": 33})").param, "n");  // 66 choices
+  EXPECT_EQ(refusal(R"({"prompt": ["x", ""]})").param, "prompt");
+  EXPECT_EQ(refusal(R"({"prompt": ["x", 3]})").param, "prompt");
+  EXPECT_EQ(refusal(R"({"prompt": []})").param, "prompt");
+  EXPECT_EQ(refusal(R"({"prompt": "x", "best_of": 2})").code, "unsupported_value");
   EXPECT_EQ(refusal(R"({"prompt": "x", "stream": "yes"})").param, "stream");
   EXPECT_EQ(refusal(R"({"prompt": "x", "messages": []})", Endpoint::kCompletions, true).code,
             "unknown_field");
@@ -135,7 +140,8 @@ TEST(ServeOpenAi, FieldsLandInTheSettings) {
           "temperature": 0.5, "logit_bias": {"3": -100}, "stream": true,
           "stream_options": {"include_usage": true}, "n": 1, "user": "u", "top_p": null})",
       model());
-  EXPECT_EQ(r.prompt, "hi");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "hi");
   EXPECT_EQ(r.settings.max_new_tokens, 5);
   EXPECT_EQ(r.settings.seed, 9u);
   ASSERT_TRUE(r.settings.stop.has_value());
@@ -148,7 +154,15 @@ TEST(ServeOpenAi, FieldsLandInTheSettings) {
 
   const CompletionRequest ids =
       parse_completion_request(Endpoint::kCompletions, R"({"prompt": [1, 2, 99]})", model());
-  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{1, 2, 99}));
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_EQ(ids.prompts[0].ids, (std::vector<int32_t>{1, 2, 99}));
+  // Several prompts, text and ids mixed, each with n choices.
+  const CompletionRequest several = parse_completion_request(
+      Endpoint::kCompletions, R"({"prompt": ["a", [5, 6], "b"], "n": 3})", model());
+  ASSERT_EQ(several.prompts.size(), 3u);
+  EXPECT_EQ(several.prompts[1].ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(several.prompts[2].text, "b");
+  EXPECT_EQ(several.n, 3);
 
   const CompletionRequest c = parse_completion_request(
       Endpoint::kChatCompletions,
@@ -264,19 +278,18 @@ TEST(ServeOpenAi, PromptLogprobsStartWithANullForTheFirstToken) {
 }
 
 TEST(ServeOpenAi, UsageIsOnTheUsageChunkOnly) {
-  RequestResult result;
-  result.prompt_tokens = {1, 2, 3};
-  result.generated_tokens = {4, 5};
-  result.finish = FinishReason::kLength;
   const Completed c{"chatcmpl-1", 0, "tiny"};
   const auto parse = [](const std::string& event) {
     EXPECT_EQ(event.rfind("data: ", 0), 0u);
     return nlohmann::json::parse(event.substr(6));
   };
-  const nlohmann::json finish = parse(stream_finish_event(Endpoint::kChatCompletions, c, result));
+  const nlohmann::json finish =
+      parse(stream_finish_event(Endpoint::kChatCompletions, c, 2, FinishReason::kLength));
   EXPECT_FALSE(finish.contains("usage")) << finish;
   EXPECT_EQ(finish.at("choices")[0].at("finish_reason"), "length");
-  const nlohmann::json usage = parse(stream_usage_event(Endpoint::kChatCompletions, c, result));
+  EXPECT_EQ(finish.at("choices")[0].at("index"), 2);
+  const nlohmann::json usage =
+      parse(stream_usage_event(Endpoint::kChatCompletions, c, Usage{3, 2}));
   EXPECT_TRUE(usage.at("choices").empty());
   EXPECT_EQ(
       usage.at("usage"),

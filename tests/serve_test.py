@@ -400,7 +400,8 @@ class ServeApi(unittest.TestCase):
         self.error(c, {"prompt": "x", "seed": -3}, 400, "seed")
         self.error(c, {"prompt": "x", "logit_bias": {"13": 500}}, 400, "logit_bias.13")
         self.error(c, {"prompt": "x", "stop": [""]}, 400, "stop")
-        self.error(c, {"prompt": "x", "n": 3}, 400, "n", "unsupported_value")
+        self.error(c, {"prompt": "x", "n": 65}, 400, "n")
+        self.error(c, {"prompt": "x", "best_of": 3}, 400, "best_of", "unsupported_value")
         self.error(c, {"prompt": "x", "stream_options": {"include_usage": True}}, 400,
                    "stream_options")
         self.error(c, {"prompt": "x", "model": "gpt-4"}, 404, "model", "model_not_found")
@@ -564,6 +565,47 @@ class ServeApi(unittest.TestCase):
         whole = client.completions.create(model=MODEL_ID, prompt=text, max_tokens=3, echo=True)
         self.assertEqual(streamed, whole.choices[0].text)
         self.assertTrue(streamed.startswith(text))
+
+    def test_several_prompts_and_n_choices(self):
+        client = self.server.client()
+        prompts = ["The capital of France is", "One, two, three,"]
+        whole = client.completions.create(model=MODEL_ID, prompt=prompts, max_tokens=5, n=2)
+        self.assertEqual([c.index for c in whole.choices], [0, 1, 2, 3])
+        alone = [client.completions.create(model=MODEL_ID, prompt=p, max_tokens=5)
+                 for p in prompts]
+        # Greedy: both choices of a prompt are its answer alone.
+        for i, c in enumerate(whole.choices):
+            self.assertEqual(c.text, alone[i // 2].choices[0].text, i)
+        # Each prompt's tokens count once, every choice's generated ones.
+        self.assertEqual(whole.usage.prompt_tokens, sum(a.usage.prompt_tokens for a in alone))
+        self.assertEqual(whole.usage.completion_tokens,
+                         2 * sum(a.usage.completion_tokens for a in alone))
+        # Streamed: each index's chunks make that choice's text.
+        texts = {}
+        for chunk in client.completions.create(model=MODEL_ID, prompt=prompts, max_tokens=5, n=2,
+                                               stream=True):
+            for c in chunk.choices:
+                texts[c.index] = texts.get(c.index, "") + c.text
+        self.assertEqual([texts[i] for i in range(4)], [c.text for c in whole.choices])
+        # Sampled: choice j draws with seed + j, as a request of that seed alone.
+        sampled = client.completions.create(model=MODEL_ID, prompt=prompts[0], max_tokens=8, n=3,
+                                             temperature=1.5, seed=11)
+        for j in range(3):
+            single = client.completions.create(model=MODEL_ID, prompt=prompts[0], max_tokens=8,
+                                               temperature=1.5, seed=11 + j)
+            self.assertEqual(sampled.choices[j].text, single.choices[0].text, j)
+        self.assertGreater(len({c.text for c in sampled.choices}), 1)
+        chat_answer = client.chat.completions.create(
+            model=MODEL_ID, messages=chat("Name a colour."), max_tokens=6, n=2, temperature=1.0,
+            seed=5)
+        self.assertEqual([c.index for c in chat_answer.choices], [0, 1])
+        roles = {}
+        for chunk in client.chat.completions.create(model=MODEL_ID, messages=chat("Hi."),
+                                                    max_tokens=3, n=2, stream=True):
+            for c in chunk.choices:
+                if c.delta.role:
+                    roles[c.index] = c.delta.role
+        self.assertEqual(roles, {0: "assistant", 1: "assistant"})
 
     def test_completion_prompts_parse_control_tokens(self):
         client = self.server.client()

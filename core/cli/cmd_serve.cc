@@ -160,6 +160,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   model.n_vocab = pipeline->check().hparams.n_vocab;
   model.created = static_cast<int64_t>(std::time(nullptr));
   model.strict_fields = vm.count("strict-fields") != 0;
+  model.seed = config.sampler.seed;
 
   serve::ServeMetrics metrics;
   net::io_context io;

@@ -34,13 +34,14 @@ class LoggedExchange final : public HttpExchange {
   }
 
   void set_header(http::field name, const std::string& value) { headers_.set(name, value); }
-  // The completion's part of the line, once it finished.
-  void record(const std::string& id, const RequestResult& r) {
+  // The completion's part of the line, once every choice finished.
+  void record(const std::string& id, const Usage& usage, double first_token_seconds,
+              FinishReason finish) {
     entry_.id = id;
-    entry_.prompt_tokens = static_cast<int64_t>(r.prompt_tokens.size());
-    entry_.completion_tokens = static_cast<int64_t>(r.generated_tokens.size());
-    entry_.first_token_seconds = r.first_token_seconds;
-    entry_.finish_reason = finish_reason_name(r.finish);
+    entry_.prompt_tokens = usage.prompt_tokens;
+    entry_.completion_tokens = usage.completion_tokens;
+    entry_.first_token_seconds = first_token_seconds;
+    entry_.finish_reason = finish_reason_name(finish);
   }
   void record_id(const std::string& id) { entry_.id = id; }
 
@@ -99,8 +100,9 @@ class LoggedExchange final : public HttpExchange {
 namespace {
 
 // One completion request from its arrival to its last byte: the engine's
-// events, moved onto the connection thread, become the response.
-class RequestRun final : public JobListener, public std::enable_shared_from_this<RequestRun> {
+// events for each of its choices (one engine job each), moved onto the
+// connection thread, become the response.
+class RequestRun final : public std::enable_shared_from_this<RequestRun> {
  public:
   RequestRun(net::io_context& io, std::shared_ptr<LoggedExchange> exchange, ServeMetrics& metrics,
              const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer,
@@ -113,41 +115,94 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
         stream_(request.stream),
         include_usage_(request.include_usage),
         echo_(request.echo),
-        prompt_text_(request.prompt),
-        prompt_ids_(request.prompt_ids),
+        prompts_(request.prompts),
+        n_(request.n),
         completed_(std::move(completed)),
-        headers_(std::move(headers)) {}
+        headers_(std::move(headers)),
+        engine_side_(choices(request)),
+        results_(choices(request)) {}
+
+  static size_t choices(const CompletionRequest& request) {
+    return std::max<size_t>(request.prompts.size(), 1) * static_cast<size_t>(request.n);
+  }
+  // The listener of choice `index`'s engine job.
+  std::shared_ptr<JobListener> listener(int32_t index);
+  // How to cancel every job, once they are queued; run when one is refused.
+  void set_cancel(std::function<void()> cancel) { cancel_ = std::move(cancel); }
 
   // Engine thread, which alone uses the tokenizer; the logprobs are made
   // JSON here.
-  void on_tokens(std::string_view text, std::span<const TokenLogprobs> logprobs) override {
+  void on_tokens(int32_t index, std::string_view text, std::span<const TokenLogprobs> logprobs) {
     if (!stream_) return;
-    json entries = logprobs.empty() ? json(nullptr) : render(logprobs);
-    post_text(std::string(text), std::move(entries));
+    json entries = logprobs.empty() ? json(nullptr) : render(index, logprobs);
+    post_text(index, std::string(text), std::move(entries));
   }
-  void on_finished(const RequestResult& result) override {
-    if (stream_ && echo_ && !echoed_) post_text("", nullptr);  // nothing was streamed
-    RequestResult shown = result;
-    json entries = nullptr;
+  void on_finished(int32_t index, const RequestResult& result) {
+    EngineSide& side = engine_side_[static_cast<size_t>(index)];
+    if (stream_ && echo_ && !side.echoed) post_text(index, "", nullptr);  // nothing streamed
+    Finished done;
+    done.finish = result.finish;
+    done.prompt_tokens = static_cast<int64_t>(result.prompt_tokens.size());
+    done.completion_tokens = static_cast<int64_t>(result.generated_tokens.size());
+    done.first_token_seconds = result.first_token_seconds;
     if (!stream_) {
-      if (echo_) shown.text = echo_text() + result.text;
+      done.choice.text = (echo_ ? echo_text(index) : "") + result.text;
+      done.choice.finish = result.finish;
       if (echo_ && !result.prompt_logprobs.empty()) {
-        entries = prompt_logprobs_json(result.prompt_tokens, result.prompt_logprobs, piece_of(),
-                                       text_offset_);
-        append_logprobs(entries, render(result.logprobs));
+        done.choice.logprobs = prompt_logprobs_json(result.prompt_tokens, result.prompt_logprobs,
+                                                    piece_of(), side.text_offset);
+        append_logprobs(done.choice.logprobs, render(index, result.logprobs));
       } else if (!result.logprobs.empty()) {
-        entries = render(result.logprobs);
+        done.choice.logprobs = render(index, result.logprobs);
       }
     }
-    net::post(io_, [self = shared_from_this(), shown = std::move(shown),
-                    entries = std::move(entries)] { self->finish(shown, entries); });
+    net::post(io_, [self = shared_from_this(), index, done = std::move(done)] {
+      self->finish(index, done);
+    });
   }
-  void on_refused(const Error& error, const RequestSettings& settings) override {
+  void on_refused(const Error& error, const RequestSettings& settings) {
     net::post(io_,
               [self = shared_from_this(), e = refused_error(error, settings)] { self->refuse(e); });
   }
 
  private:
+  struct EngineSide {
+    int64_t text_offset = 0;  // code points the logprobs covered so far
+    bool echoed = false;      // the echoed prompt was streamed
+  };
+  struct Finished {
+    Choice choice;  // text and logprobs: not streamed only
+    FinishReason finish = FinishReason::kNone;
+    int64_t prompt_tokens = 0;
+    int64_t completion_tokens = 0;
+    double first_token_seconds = 0.0;
+  };
+
+  // Engine thread.
+  PieceOf piece_of() const {
+    return [this](int32_t id) { return tokenizer_.piece(id); };
+  }
+  json render(int32_t index, std::span<const TokenLogprobs> logprobs) {
+    return logprobs_json(endpoint_, logprobs, piece_of(),
+                         engine_side_[static_cast<size_t>(index)].text_offset);
+  }
+  // Choice `index`'s prompt as the answer echoes it: its text as sent, or
+  // the pieces of the token ids sent.
+  std::string echo_text(int32_t index) const {
+    const Prompt& p = prompts_[static_cast<size_t>(index / n_)];
+    return p.ids.empty() ? p.text : tokenizer_.decode(p.ids);
+  }
+  // Streams `text`, after the echoed prompt when it is the choice's first.
+  void post_text(int32_t index, std::string text, json entries) {
+    EngineSide& side = engine_side_[static_cast<size_t>(index)];
+    if (echo_ && !side.echoed) {
+      side.echoed = true;
+      text = echo_text(index) + text;
+    }
+    net::post(io_, [self = shared_from_this(), index, piece = std::move(text),
+                    entries = std::move(entries)] { self->send(index, piece, entries); });
+  }
+
   // Connection thread.
   void begin_stream() {
     if (started_) return;
@@ -156,70 +211,80 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
     http::fields headers = headers_;
     headers.set(http::field::content_type, "text/event-stream");
     exchange_->start_stream(http::status::ok, headers);
-    if (endpoint_ == Endpoint::kChatCompletions)
-      exchange_->stream_write(stream_role_event(completed_));
-  }
-
-  // Engine thread.
-  PieceOf piece_of() const {
-    return [this](int32_t id) { return tokenizer_.piece(id); };
-  }
-  json render(std::span<const TokenLogprobs> logprobs) {
-    return logprobs_json(endpoint_, logprobs, piece_of(), text_offset_);
-  }
-  // The prompt as the answer echoes it: its text as sent, or the pieces of
-  // the token ids sent.
-  std::string echo_text() const {
-    return prompt_text_.empty() ? tokenizer_.decode(prompt_ids_) : prompt_text_;
-  }
-  // Streams `text`, after the echoed prompt when it is the first.
-  void post_text(std::string text, json entries) {
-    if (echo_ && !echoed_) {
-      echoed_ = true;
-      text = echo_text() + text;
+    if (endpoint_ == Endpoint::kChatCompletions) {
+      for (size_t i = 0; i < results_.size(); ++i)
+        exchange_->stream_write(stream_role_event(completed_, static_cast<int32_t>(i)));
     }
-    net::post(io_, [self = shared_from_this(), piece = std::move(text),
-                    entries = std::move(entries)] { self->send(piece, entries); });
   }
 
-  // Connection thread.
-  void send(const std::string& piece, const json& logprobs) {
-    if (exchange_->closed()) return;
+  void send(int32_t index, const std::string& piece, const json& logprobs) {
+    if (exchange_->closed() || refused_) return;
     begin_stream();
-    exchange_->stream_write(stream_text_event(endpoint_, completed_, piece, logprobs));
+    exchange_->stream_write(stream_text_event(endpoint_, completed_, index, piece, logprobs));
   }
 
-  void finish(const RequestResult& r, const json& logprobs) {
-    exchange_->record(completed_.id, r);
+  void finish(int32_t index, const Finished& done) {
+    if (refused_) return;
+    results_[static_cast<size_t>(index)] = done;
+    if (stream_ && !exchange_->closed() && done.finish != FinishReason::kCancelled) {
+      begin_stream();
+      exchange_->stream_write(stream_finish_event(endpoint_, completed_, index, done.finish));
+    }
+    if (++finished_ < results_.size()) return;
+    // Every choice is done.
+    Usage usage;
+    bool cancelled = false;
+    double first_token = 0.0;
+    for (size_t i = 0; i < results_.size(); ++i) {
+      const Finished& r = *results_[i];
+      if (i % static_cast<size_t>(n_) == 0) usage.prompt_tokens += r.prompt_tokens;
+      usage.completion_tokens += r.completion_tokens;
+      cancelled = cancelled || r.finish == FinishReason::kCancelled;
+      first_token = i == 0 ? r.first_token_seconds : std::min(first_token, r.first_token_seconds);
+    }
+    exchange_->record(completed_.id, usage, first_token,
+                      cancelled ? FinishReason::kCancelled : results_.front()->finish);
     if (exchange_->closed()) return;
     const ApiError stopped{503, "the server is shutting down and ended this request; retry it",
                            "server_error", "", "shutting_down"};
     if (!stream_) {
-      if (r.finish == FinishReason::kCancelled) {
+      if (cancelled) {
         reply(stopped);
         return;
       }
+      std::vector<Choice> choices;
+      for (const std::optional<Finished>& r : results_) choices.push_back(r->choice);
       metrics_.count_response(200);
       HttpResponse response(http::status::ok, 11);
       add_headers(response);
       response.set(http::field::content_type, kJson);
-      response.body() = dump(completion_json(endpoint_, completed_, r, logprobs));
+      response.body() = dump(completion_json(endpoint_, completed_, choices, usage));
       exchange_->reply(std::move(response));
       return;
     }
     begin_stream();
-    if (r.finish == FinishReason::kCancelled) {
+    if (cancelled) {
       exchange_->stream_write(stream_error_event(stopped));
-    } else {
-      exchange_->stream_write(stream_finish_event(endpoint_, completed_, r));
-      if (include_usage_) exchange_->stream_write(stream_usage_event(endpoint_, completed_, r));
+    } else if (include_usage_) {
+      exchange_->stream_write(stream_usage_event(endpoint_, completed_, usage));
     }
     exchange_->stream_write(kStreamDone);
     exchange_->end_stream();
   }
 
+  // The first refusal answers the request (the other choices are
+  // cancelled); a stream already begun ends with it as an error event.
   void refuse(const ApiError& e) {
+    if (refused_) return;
+    refused_ = true;
+    if (cancel_) cancel_();
     if (exchange_->closed()) return;
+    if (started_) {
+      exchange_->stream_write(stream_error_event(e));
+      exchange_->stream_write(kStreamDone);
+      exchange_->end_stream();
+      return;
+    }
     reply(e);
   }
 
@@ -244,14 +309,39 @@ class RequestRun final : public JobListener, public std::enable_shared_from_this
   const bool stream_;
   const bool include_usage_;
   const bool echo_;
-  const std::string prompt_text_;  // empty when the prompt was token ids
-  const std::vector<int32_t> prompt_ids_;
+  const std::vector<Prompt> prompts_;  // completions; choice i answers prompt i / n
+  const int32_t n_;
   const Completed completed_;
   const http::fields headers_;  // sent with the answer, whichever it is
+  std::function<void()> cancel_;
+  std::vector<EngineSide> engine_side_;           // engine thread
+  std::vector<std::optional<Finished>> results_;  // connection thread, by choice
+  size_t finished_ = 0;
   bool started_ = false;
-  int64_t text_offset_ = 0;  // engine thread: code points the logprobs covered so far
-  bool echoed_ = false;      // engine thread: the echoed prompt was streamed
+  bool refused_ = false;
 };
+
+// Choice `index` of a RequestRun, as the engine sees it.
+class ChoiceListener final : public JobListener {
+ public:
+  ChoiceListener(std::shared_ptr<RequestRun> run, int32_t index)
+      : run_(std::move(run)), index_(index) {}
+  void on_tokens(std::string_view text, std::span<const TokenLogprobs> logprobs) override {
+    run_->on_tokens(index_, text, logprobs);
+  }
+  void on_finished(const RequestResult& result) override { run_->on_finished(index_, result); }
+  void on_refused(const Error& error, const RequestSettings& settings) override {
+    run_->on_refused(error, settings);
+  }
+
+ private:
+  const std::shared_ptr<RequestRun> run_;
+  const int32_t index_;
+};
+
+std::shared_ptr<JobListener> RequestRun::listener(int32_t index) {
+  return std::make_shared<ChoiceListener>(shared_from_this(), index);
+}
 
 // Lists the request fields the server did not use: "user, foo".
 constexpr const char* kIgnoredFieldsHeader = "Duet-Ignored-Fields";
@@ -523,13 +613,27 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
   }
   auto run = std::make_shared<RequestRun>(io_, exchange, metrics_, parsed, std::move(completed),
                                           pipeline_.tokenizer(), std::move(headers));
-  const uint64_t id = engine_.enqueue(Job{tokenizer_for(parsed), parsed.settings, run});
+  // One engine job per choice: choice i answers prompt i / n, and the
+  // siblings of one prompt draw with seeds seed, seed + 1, ...
+  auto ids = std::make_shared<std::vector<uint64_t>>();
+  const auto choices = static_cast<int32_t>(RequestRun::choices(parsed));
+  for (int32_t i = 0; i < choices; ++i) {
+    RequestSettings settings = parsed.settings;
+    if (parsed.n > 1)
+      settings.seed = settings.seed.value_or(model_.seed) + static_cast<uint64_t>(i % parsed.n);
+    ids->push_back(engine_.enqueue(
+        Job{tokenizer_for(parsed, static_cast<size_t>(i / parsed.n)), settings, run->listener(i)}));
+  }
   ServeEngine& engine = engine_;
-  exchange->on_close([&engine, id] { engine.cancel(id); });
+  const auto cancel_all = [&engine, ids] {
+    for (const uint64_t id : *ids) engine.cancel(id);
+  };
+  run->set_cancel(cancel_all);
+  exchange->on_close(cancel_all);
 }
 
-std::function<std::vector<int32_t>()> ServeHandler::tokenizer_for(
-    const CompletionRequest& request) const {
+std::function<std::vector<int32_t>()> ServeHandler::tokenizer_for(const CompletionRequest& request,
+                                                                  size_t prompt) const {
   const int64_t capacity = config_.kv_cache.capacity_tokens;
   const Tokenizer& tokenizer = pipeline_.tokenizer();
   if (request.endpoint == Endpoint::kChatCompletions) {
@@ -541,13 +645,14 @@ std::function<std::vector<int32_t>()> ServeHandler::tokenizer_for(
       return ids;
     };
   }
-  if (!request.prompt_ids.empty()) {
-    return [ids = request.prompt_ids, capacity] {
+  const Prompt& p = request.prompts.at(prompt);
+  if (!p.ids.empty()) {
+    return [ids = p.ids, capacity] {
       check_fits(ids, capacity, "prompt");
       return ids;
     };
   }
-  return [&tokenizer, text = request.prompt, capacity, special = !options_.literal_prompts] {
+  return [&tokenizer, text = p.text, capacity, special = !options_.literal_prompts] {
     std::vector<int32_t> ids;
     if (tokenizer.add_bos() && tokenizer.bos_id()) ids.push_back(*tokenizer.bos_id());
     const std::vector<int32_t> more = tokenizer.encode(text, special);

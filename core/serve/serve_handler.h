@@ -64,8 +64,10 @@ class ServeHandler final : public HttpHandler {
   bool authorized(const HttpRequest& request) const;
   void complete(Endpoint endpoint, const HttpRequest& request,
                 std::shared_ptr<LoggedExchange> exchange);
-  // The job that tokenizes `request`'s prompt on the engine thread.
-  std::function<std::vector<int32_t>()> tokenizer_for(const CompletionRequest& request) const;
+  // The job that tokenizes `request`'s messages, or its prompt number
+  // `prompt`, on the engine thread.
+  std::function<std::vector<int32_t>()> tokenizer_for(const CompletionRequest& request,
+                                                      size_t prompt) const;
 
   boost::asio::io_context& io_;
   const Pipeline& pipeline_;

@@ -42,7 +42,7 @@ const std::vector<std::string> kIgnoredKeys = {"user",
                                                "reasoning_effort"};
 // Fields accepted only with the value that means "off".
 const std::vector<std::string> kDefaultOnlyKeys = {
-    "n", "best_of", "echo", "suffix", "tools", "tool_choice", "response_format", "modalities"};
+    "best_of", "echo", "suffix", "tools", "tool_choice", "response_format", "modalities"};
 
 [[noreturn]] void fail(const std::string& param, const std::string& message,
                        const std::string& code = "invalid_value") {
@@ -50,7 +50,8 @@ const std::vector<std::string> kDefaultOnlyKeys = {
 }
 
 std::vector<std::string> known_keys(Endpoint endpoint) {
-  std::vector<std::string> keys = {"model", "stream", "stream_options", "logit_bias", "logprobs"};
+  std::vector<std::string> keys = {"model",      "stream",   "stream_options",
+                                   "logit_bias", "logprobs", "n"};
   keys.push_back(endpoint == Endpoint::kCompletions ? "prompt" : "messages");
   if (endpoint == Endpoint::kChatCompletions) {
     keys.push_back("max_completion_tokens");
@@ -69,9 +70,9 @@ bool contains(const std::vector<std::string>& list, const std::string& key) {
 void check_default_only(const std::string& key, const json& v) {
   bool off = false;
   std::string want;
-  if (key == "n" || key == "best_of") {
+  if (key == "best_of") {
     off = v.is_number_integer() && v.get<int64_t>() == 1;
-    want = "1 (one choice per request)";
+    want = "1 (use n for several choices)";
   } else if (key == "echo") {
     off = v.is_boolean() && !v.get<bool>();
     want = "false";
@@ -122,28 +123,47 @@ void read_logit_bias(const json& v, const ServedModel& model, RequestSettings& s
   }
 }
 
-void read_prompt(const json& v, const ServedModel& model, CompletionRequest& out) {
-  if (v.is_string()) {
-    out.prompt = v.get<std::string>();
-  } else if (v.is_array() && v.size() == 1 && v[0].is_string()) {
-    out.prompt = v[0].get<std::string>();
-  } else if (v.is_array() && !v.empty() && v[0].is_number()) {
-    for (size_t i = 0; i < v.size(); ++i) {
-      const json& t = v[i];
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model.n_vocab) {
-        fail("prompt", "prompt[" + std::to_string(i) + "]: " + dump(t) +
-                           " is not a token id in [0, " + std::to_string(model.n_vocab - 1) + "]");
-      }
-      out.prompt_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+// Token ids `v` (an array of integers) at `where`, each in the vocabulary.
+std::vector<int32_t> read_ids(const json& v, const ServedModel& model, const std::string& where) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& t = v[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model.n_vocab) {
+      fail("prompt", where + "[" + std::to_string(i) + "]: " + dump(t) +
+                         " is not a token id in [0, " + std::to_string(model.n_vocab - 1) + "]");
     }
-    return;
-  } else {
-    fail("prompt",
-         "prompt: expected a string, an array of one string, or an array of token ids, got " +
-             std::string(v.type_name()) +
-             (v.is_array() ? " (one prompt per request; send several requests)" : ""));
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
-  if (out.prompt.empty()) fail("prompt", "prompt is empty; give some text");
+  return ids;
+}
+
+// A string, token ids, or an array of either (several prompts).
+void read_prompt(const json& v, const ServedModel& model, CompletionRequest& out) {
+  const auto text = [&](const json& t, const std::string& where) {
+    if (t.get<std::string>().empty()) fail("prompt", where + " is empty; give some text");
+    out.prompts.push_back({t.get<std::string>(), {}});
+  };
+  const char* expected =
+      "prompt: expected a string, an array of token ids, or an array of several of either";
+  if (v.is_string()) {
+    text(v, "prompt");
+  } else if (v.is_array() && !v.empty() && v[0].is_number()) {
+    out.prompts.push_back({"", read_ids(v, model, "prompt")});
+  } else if (v.is_array() && !v.empty()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string where = "prompt[" + std::to_string(i) + "]";
+      if (v[i].is_string()) {
+        text(v[i], where);
+      } else if (v[i].is_array() && !v[i].empty()) {
+        out.prompts.push_back({"", read_ids(v[i], model, where)});
+      } else {
+        fail("prompt", std::string(expected) + "; " + where + " is " + v[i].type_name());
+      }
+    }
+  } else {
+    fail("prompt", std::string(expected) + ", got " +
+                       (v.is_array() ? std::string("an empty array") : v.type_name()));
+  }
 }
 
 // An integer in [0, kMaxTopLogprobs] for `field`.
@@ -254,12 +274,10 @@ const char* api_finish_reason(FinishReason reason) {
 }
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"}.
-json result_usage(const RequestResult& r) {
-  const auto prompt = static_cast<int64_t>(r.prompt_tokens.size());
-  const auto completion = static_cast<int64_t>(r.generated_tokens.size());
-  return {{"prompt_tokens", prompt},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt + completion}};
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
 // The field a refusal's message starts with: "messages[2]: ...", "prompt: ...".
@@ -352,6 +370,19 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   if (object.contains("logit_bias")) read_logit_bias(object.at("logit_bias"), model, out.settings);
   read_logprobs(endpoint, object, out.settings);
   read_stream_options(object, model.strict_fields, out);
+  if (object.contains("n")) {
+    const json& v = object.at("n");
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxChoices)
+      fail("n", "n: " + dump(v) + " is not an integer in [1, " + std::to_string(kMaxChoices) + "]");
+    out.n = static_cast<int32_t>(v.get<int64_t>());
+  }
+  const auto prompts = static_cast<int64_t>(std::max<size_t>(out.prompts.size(), 1));
+  if (prompts * out.n > kMaxChoices) {
+    fail(out.n > 1 ? "n" : "prompt",
+         std::string(out.n > 1 ? "n" : "prompt") + ": " + std::to_string(prompts) +
+             " prompt(s) × n " + std::to_string(out.n) + " is more than the " +
+             std::to_string(kMaxChoices) + " choices one request may ask for; split the request");
+  }
   if (endpoint == Endpoint::kCompletions && object.contains("echo")) {
     const json& v = object.at("echo");
     if (!v.is_boolean()) fail("echo", "echo: expected true or false, got " + dump(v));
@@ -456,36 +487,42 @@ json prompt_logprobs_json(std::span<const int32_t> prompt, std::span<const Token
   return out;
 }
 
-json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& r,
-                     const json& logprobs) {
-  json choice = {
-      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", api_finish_reason(r.finish)}};
-  if (endpoint == Endpoint::kCompletions) {
-    choice["text"] = r.text;
-  } else {
-    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+json completion_json(Endpoint endpoint, const Completed& c, std::span<const Choice> choices,
+                     const Usage& usage) {
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& ch = choices[i];
+    json choice = {{"index", static_cast<int64_t>(i)},
+                   {"logprobs", ch.logprobs},
+                   {"finish_reason", api_finish_reason(ch.finish)}};
+    if (endpoint == Endpoint::kCompletions) {
+      choice["text"] = ch.text;
+    } else {
+      choice["message"] = {{"role", "assistant"}, {"content", ch.text}};
+    }
+    list.push_back(std::move(choice));
   }
   return {{"id", c.id},
           {"object", endpoint == Endpoint::kCompletions ? "text_completion" : "chat.completion"},
           {"created", c.created},
           {"model", c.model},
-          {"choices", json::array({choice})},
-          {"usage", result_usage(r)}};
+          {"choices", std::move(list)},
+          {"usage", usage_json(usage)}};
 }
 
-std::string stream_role_event(const Completed& c) {
+std::string stream_role_event(const Completed& c, int32_t index) {
   json j = chunk_base(Endpoint::kChatCompletions, c);
-  j["choices"] = json::array({{{"index", 0},
+  j["choices"] = json::array({{{"index", index},
                                {"delta", {{"role", "assistant"}, {"content", ""}}},
                                {"logprobs", nullptr},
                                {"finish_reason", nullptr}}});
   return event(j);
 }
 
-std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::string& text,
-                              const json& logprobs) {
+std::string stream_text_event(Endpoint endpoint, const Completed& c, int32_t index,
+                              const std::string& text, const json& logprobs) {
   json j = chunk_base(endpoint, c);
-  json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
+  json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
   if (endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
   } else {
@@ -495,10 +532,11 @@ std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::
   return event(j);
 }
 
-std::string stream_finish_event(Endpoint endpoint, const Completed& c, const RequestResult& r) {
+std::string stream_finish_event(Endpoint endpoint, const Completed& c, int32_t index,
+                                FinishReason finish) {
   json j = chunk_base(endpoint, c);
   json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", api_finish_reason(r.finish)}};
+      {"index", index}, {"logprobs", nullptr}, {"finish_reason", api_finish_reason(finish)}};
   if (endpoint == Endpoint::kCompletions) {
     choice["text"] = "";
   } else {
@@ -508,10 +546,10 @@ std::string stream_finish_event(Endpoint endpoint, const Completed& c, const Req
   return event(j);
 }
 
-std::string stream_usage_event(Endpoint endpoint, const Completed& c, const RequestResult& r) {
+std::string stream_usage_event(Endpoint endpoint, const Completed& c, const Usage& usage) {
   json j = chunk_base(endpoint, c);
   j["choices"] = json::array();
-  j["usage"] = result_usage(r);
+  j["usage"] = usage_json(usage);
   return event(j);
 }
 

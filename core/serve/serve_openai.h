@@ -39,19 +39,30 @@ struct ServedModel {
   std::vector<SamplerLink> chain;
   int32_t n_vocab = 0;
   int64_t created = 0;  // seconds since the epoch, for /v1/models
+  uint64_t seed = 0;    // components.sampler.seed: the first choice's when a request gives none
   // Unknown fields: false accepts them (listed in CompletionRequest::
   // unknown_fields, as vLLM does), true refuses them with 400
   // (--strict-fields).
   bool strict_fields = false;
 };
 
+// The most choices (prompts × n) one request may ask for.
+inline constexpr int32_t kMaxChoices = 64;
+
+// A /v1/completions prompt: text (tokenized without the chat template), or
+// token ids when `ids` is not empty.
+struct Prompt {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kCompletions;
-  // /v1/completions: the prompt as text (tokenized without the chat
-  // template), or as token ids when `prompt_ids` is not empty.
-  std::string prompt;
-  std::vector<int32_t> prompt_ids;
+  std::vector<Prompt> prompts;        // /v1/completions: one or more
   std::vector<ChatMessage> messages;  // /v1/chat/completions
+  // Choices per prompt: choice i * n + j is prompt i's j-th, drawn with
+  // seed + j (prompts.size() * n ≤ kMaxChoices).
+  int32_t n = 1;
   RequestSettings settings;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
@@ -109,25 +120,37 @@ nlohmann::json prompt_logprobs_json(std::span<const int32_t> prompt,
 // Appends the tokens of completions logprobs `more` to `into`.
 void append_logprobs(nlohmann::json& into, const nlohmann::json& more);
 
-// The whole (non-streamed) response for `result`; `logprobs` is the
-// choice's (null when the request asked for none).
-nlohmann::json completion_json(Endpoint endpoint, const Completed& c, const RequestResult& result,
-                               const nlohmann::json& logprobs = nullptr);
+// One choice of an answer.
+struct Choice {
+  std::string text;
+  FinishReason finish = FinishReason::kStop;
+  nlohmann::json logprobs;  // null when the request asked for none
+};
 
-// One server-sent event, "data: JSON\n\n", of a stream: the assistant role
-// (chat only; the first event), a piece of text, or the end (the finish
-// reason; usage comes only in stream_usage_event, as OpenAI sends it). JSON that would not be valid
-// UTF-8 gets U+FFFD.
-std::string stream_role_event(const Completed& c);
+// Tokens of an answer: each prompt's once, every choice's generated ones.
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// The whole (non-streamed) response: `choices` with indices 0, 1, ...
+nlohmann::json completion_json(Endpoint endpoint, const Completed& c,
+                               std::span<const Choice> choices, const Usage& usage);
+
+// One server-sent event, "data: JSON\n\n", of a stream: choice `index`'s
+// assistant role (chat only; its first event), a piece of its text, or its
+// end (the finish reason); after every choice's end, the usage (only with
+// stream_options.include_usage, as OpenAI sends it: empty choices). JSON
+// that would not be valid UTF-8 gets U+FFFD.
+std::string stream_role_event(const Completed& c, int32_t index);
 // `logprobs` (logprobs_json) is for the tokens generated since the
 // previous event, whose text may come later (while it could still be a stop
 // string's start).
-std::string stream_text_event(Endpoint endpoint, const Completed& c, const std::string& text,
-                              const nlohmann::json& logprobs = nullptr);
-std::string stream_finish_event(Endpoint endpoint, const Completed& c, const RequestResult& result);
-// The OpenAI usage-only chunk (empty choices) sent before [DONE] when
-// stream_options.include_usage is set.
-std::string stream_usage_event(Endpoint endpoint, const Completed& c, const RequestResult& result);
+std::string stream_text_event(Endpoint endpoint, const Completed& c, int32_t index,
+                              const std::string& text, const nlohmann::json& logprobs = nullptr);
+std::string stream_finish_event(Endpoint endpoint, const Completed& c, int32_t index,
+                                FinishReason finish);
+std::string stream_usage_event(Endpoint endpoint, const Completed& c, const Usage& usage);
 std::string stream_error_event(const ApiError& error);
 constexpr const char* kStreamDone = "data: [DONE]\n\n";
 

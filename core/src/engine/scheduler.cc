@@ -141,6 +141,11 @@ class DUET_LOCAL Scheduler::Impl {
   // Gives `budget` rows to prompts: running sequences still prefilling and
   // waiting ones it admits, shortest remaining prompt first.
   void schedule_prompts(int32_t budget);
+  // Whether waiting `seq` starts with the first block of a prompt this step
+  // is filling: it then waits a step and attaches that block (and what else
+  // is published by then) instead of computing it again — siblings of one
+  // prompt (n > 1), a system prompt many requests share.
+  bool shares_a_prefix_in_flight(const Sequence& seq) const;
   // Takes cache for `rows` more positions of `seq`, preempting the most
   // recently admitted running sequences while none is free — never `seq`
   // itself, and never one already scheduled in this step (it stops there).
@@ -318,6 +323,23 @@ bool Scheduler::Impl::step() {
   return true;
 }
 
+bool Scheduler::Impl::shares_a_prefix_in_flight(const Sequence& seq) const {
+  if (!batching.prefix_caching || seq.prompt_logprobs) return false;
+  const auto block = static_cast<size_t>(allocator.block_tokens());
+  if (seq.tokens.size() <= block) return false;  // no whole block to share
+  for (const Scheduled& s : scheduled) {
+    const Sequence& other = *s.seq;
+    const bool filling_first_block =
+        allocator.length(other.alloc_id) - s.rows < allocator.block_tokens();
+    if (filling_first_block && other.tokens.size() >= block &&
+        std::equal(seq.tokens.begin(), seq.tokens.begin() + static_cast<std::ptrdiff_t>(block),
+                   other.tokens.begin())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void Scheduler::Impl::schedule_prompts(int32_t budget) {
   // The candidates: running sequences still prefilling, and as many waiting
   // ones, oldest first, as there are free places. The rows go to the one
@@ -378,6 +400,7 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
                            [&](const Sequence& s) { return s.handle == c.handle; });
     if (it == waiting.end()) continue;
     Sequence& seq = *it;
+    if (shares_a_prefix_in_flight(seq)) continue;
     int32_t attached = 0;
     if (batching.prefix_caching && !seq.prompt_logprobs) {
       attached = allocator.attach_prefix(seq.alloc_id, seq.tokens,
