@@ -551,6 +551,14 @@ TEST(PipelineConfigTest, RefusesYamlFeaturesPipelinesDoNotUse) {
             "test.yaml:2:1: a map key must be a plain name, found a list");
   EXPECT_EQ(parse_error(std::string(kMinimal) + "---\nmodel: {path: m.gguf}\n"),
             "test.yaml:3:1: a second YAML document ('---'); a pipeline holds exactly one");
+  // A --set value that is a flow list and then more text (a regex) says how
+  // to quote it, and quoted it is a string.
+  EXPECT_EQ(parse_error(kMinimal, {"model.chat_template=[0-9]\\."}),
+            "--set model.chat_template=[0-9]\\.: the value is one YAML value "
+            "followed by more text; to set it as text, quote it: --set 'KEY=\"VALUE\"' (inside "
+            "the quotes, \\\\ for a backslash)");
+  EXPECT_EQ(parse(kMinimal, {"model.chat_template=\"[0-9]\\\\.\""}).model.chat_template,
+            "[0-9]\\.");
 }
 
 TEST(PipelineConfigTest, RefusesDeepNestingQuickly) {

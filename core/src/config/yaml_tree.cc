@@ -266,8 +266,12 @@ std::optional<Node> parse(std::string_view text, int override_index, Problems& p
     // Parsing on also finds syntax errors after the first document.
     TreeBuilder second(override_index);
     if (has_document && parser.HandleNextDocument(second)) {
+      // A --set value such as [0-9]\. is a flow list and then more text.
       problems.add(second.document_start(),
-                   "a second YAML document ('---'); a pipeline holds exactly one");
+                   override_index >= 0
+                       ? "the value is one YAML value followed by more text; to set it as text, "
+                         "quote it: --set 'KEY=\"VALUE\"' (inside the quotes, \\\\ for a backslash)"
+                       : "a second YAML document ('---'); a pipeline holds exactly one");
       return std::nullopt;
     }
     if (builder.refusal()) {
