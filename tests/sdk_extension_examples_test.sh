@@ -12,7 +12,10 @@
 #  - bad options, an unwritable or non-regular path, a max_bytes too small
 #    (exit 2) and a file that cannot be reserved (RLIMIT_FSIZE, exit 5, no
 #    file left behind) are one-line errors naming the key;
-#  - configs/smollm2-sliding-window.yaml validates.
+#  - configs/smollm2-sliding-window.yaml validates;
+#  - duet_add_plugin optimises without a build type, installs into the
+#    folder the installed duet searches, and fails the link of a plugin with
+#    an undefined symbol.
 set -euo pipefail
 build=$1
 src=$2
@@ -134,4 +137,38 @@ expect 5 "components.kv_cache.options.path: '$tmp/kv.bin': the KV cache needs 29
 "$duet" validate "$src/configs/smollm2-sliding-window.yaml" --set "$paths" >"$tmp/validate.txt" ||
   { cat "$tmp/validate.txt"; fail "configs/smollm2-sliding-window.yaml does not validate"; }
 grep -qF "attention: sliding_window" "$tmp/validate.txt" || { cat "$tmp/validate.txt"; fail "attention not sliding_window"; }
+# duet_add_plugin's build rules. No build type: still optimised.
+cmake -S "$src/examples/sampler-plugin" -B "$tmp/sampler-plugin" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+ninja -C "$tmp/sampler-plugin" -t commands >"$tmp/commands.txt"
+grep -q -- "-O2 .*ban_tokens.cc" "$tmp/commands.txt" ||
+  { cat "$tmp/commands.txt"; fail "a plugin built without a build type is not optimised"; }
+cmake --build "$tmp/sampler-plugin" >/dev/null
+# cmake --install puts it where the installed duet looks without being told.
+cmake --install "$tmp/sampler-plugin" >/dev/null
+[ -f "$tmp/prefix/lib/duet/plugins/duet-example-ban.so" ] || fail "cmake --install put the plugin elsewhere"
+"$duet" plugins >"$tmp/installed.txt"
+grep -qF "example-ban 1.0.0  loaded" "$tmp/installed.txt" ||
+  { cat "$tmp/installed.txt"; fail "the installed plugin is not found"; }
+# An undefined symbol fails the link, not the load.
+mkdir -p "$tmp/undefined-src"
+cat >"$tmp/undefined-src/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(Undefined LANGUAGES CXX)
+find_package(Duet REQUIRED)
+duet_add_plugin(undefined SOURCES undefined.cc)
+CMAKE
+cat >"$tmp/undefined-src/undefined.cc" <<'CXX'
+#include "duet/plugin.h"
+int declared_never_defined();
+void register_components(duet::PluginRegistrar&) { (void)declared_never_defined(); }
+DUET_DEFINE_PLUGIN("undefined", "1.0.0", "calls a function nobody defines", nullptr, register_components)
+CXX
+cmake -S "$tmp/undefined-src" -B "$tmp/undefined" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+if cmake --build "$tmp/undefined" >"$tmp/undefined.log" 2>&1; then
+  fail "a plugin with an undefined symbol linked"
+fi
+grep -q "undefined reference to .*declared_never_defined" "$tmp/undefined.log" ||
+  { cat "$tmp/undefined.log"; fail "the link error does not name the symbol"; }
+
 echo "sdk extension examples: built, installed, loaded and checked on ${backends[*]}"
