@@ -329,6 +329,12 @@ const Row kRows[] = {
      "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
      "]' --set 'components.sampler.chain=[test_throw]'",
      6, "test_throw rejects every step"},
+    {"plugin_factory_throws_an_int",
+     "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
+     "]' --set 'components.sampler.chain=[test_throw_int]'",
+     4,
+     "plugin 'test-good' failed in sampler 'test_throw_int': its factory threw something that is "
+     "not a std::exception"},
     // Resources.
     {"kv_cache_larger_than_memory",
      "run {dir}/wide.yaml --set components.kv_cache.capacity_tokens=16777216", 5,

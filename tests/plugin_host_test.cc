@@ -26,7 +26,7 @@ TEST(PluginHost, GoodPluginLoadsAndItsSamplerWorks) {
   ASSERT_TRUE(r.loaded) << r.refusal;
   EXPECT_EQ(r.name, "test-good");
   EXPECT_EQ(r.version, "1.2.3");
-  ASSERT_EQ(r.components.size(), 4u);  // and test_abort, test_oom
+  ASSERT_EQ(r.components.size(), 5u);  // and test_abort, test_oom, test_throw_int
   EXPECT_EQ(r.components[0].name, "test_throw");
   EXPECT_EQ(r.components[1].name, "test_first");
   EXPECT_EQ(r.components[1].kind, ComponentKind::kSampler);

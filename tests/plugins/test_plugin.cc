@@ -153,6 +153,8 @@ void register_components(duet::PluginRegistrar& r) {
     o.finish();
     return std::unique_ptr<duet::Sampler>(new FailingSampler(false));
   });
+  r.add_sampler("test_throw_int", "its factory throws an int",
+                [](const duet::Options&) -> std::unique_ptr<duet::Sampler> { throw 42; });
 }
 #endif
 

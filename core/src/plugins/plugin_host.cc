@@ -410,8 +410,9 @@ const PluginHost::Entry& PluginHost::find(ComponentKind kind, const std::string&
 
 namespace {
 
-// Runs a plugin's factory. duet::Error passes through; any other exception
-// is the plugin breaking its contract, reported as a plugin error.
+// Runs a plugin's factory. duet::Error passes through; anything else thrown
+// is the plugin breaking its contract, reported as a plugin error naming the
+// plugin and the component.
 template <typename Factory, typename... Args>
 auto call_factory(const Factory& factory, const ComponentInfo& info, Args&&... args) {
   try {
@@ -424,6 +425,12 @@ auto call_factory(const Factory& factory, const ComponentInfo& info, Args&&... a
     throw Error(ErrorKind::kPlugin, std::string("plugin '") + info.plugin + "' failed in " +
                                         component_kind_name(info.kind) + " '" + info.name +
                                         "': " + e.what());
+  } catch (...) {  // `throw 42`: the process would otherwise abort
+    throw Error(ErrorKind::kPlugin,
+                std::string("plugin '") + info.plugin + "' failed in " +
+                    component_kind_name(info.kind) + " '" + info.name +
+                    "': its factory threw something that is not a std::exception (throw "
+                    "duet::Error, or a std::exception, with a message)");
   }
 }
 
