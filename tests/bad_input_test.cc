@@ -329,6 +329,9 @@ const Row kRows[] = {
      "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
      "]' --set 'components.sampler.chain=[test_throw]'",
      6, "test_throw rejects every step"},
+    {"plugin_folder_missing", "validate {dir}/p.yaml --set 'plugins.paths=[nosuch-folder]'", 2,
+     "nosuch-folder' is not a folder; fix the path or remove it from the list"},
+    {"plugin_path_option_missing", "plugins --plugin-path {dir}/nosuch", 2, "--plugin-path '"},
     {"plugin_factory_throws_an_int",
      "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
      "]' --set 'components.sampler.chain=[test_throw_int]'",

@@ -184,13 +184,27 @@ TEST(PluginHost, ExtensionsAreKeptPerBackendWithWhyTheyCannotServe) {
             "and KV-cache plugins need a backend built against 1.1 or later");
 }
 
-TEST(PluginHost, SearchDirsFollowConfigThenEnvironmentAndSkipMissingFolders) {
+TEST(PluginHost, SearchDirsFollowConfigThenEnvironmentAndNameMissingFolders) {
   fs::path tmp = fs::temp_directory_path() / "duet_search_dirs_test";
   fs::create_directories(tmp / "from_config");
   fs::create_directories(tmp / "from_env");
   ::setenv("DUET_PLUGIN_PATH", ((tmp / "from_env").string() + ":/does/not/exist").c_str(), 1);
-  auto dirs = plugin_search_dirs({"from_config", "missing"}, tmp);
+  auto dirs = plugin_search_dirs({"from_config"}, tmp);
+  // A misspelt folder in plugins.paths is an error; in DUET_PLUGIN_PATH a
+  // warning for the program to print.
+  try {
+    plugin_search_dirs({"from_config", "missing"}, tmp);
+    ADD_FAILURE() << "a missing plugins.paths folder was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    EXPECT_NE(std::string(e.what()).find("plugins.paths[1]: 'missing' ("), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(plugin_path_warnings(),
+            std::vector<std::string>{
+                "DUET_PLUGIN_PATH names '/does/not/exist', which is not a folder; it is skipped"});
   ::unsetenv("DUET_PLUGIN_PATH");
+  EXPECT_TRUE(plugin_path_warnings().empty());
   ASSERT_GE(dirs.size(), 2u);
   EXPECT_EQ(dirs[0], fs::weakly_canonical(tmp / "from_config"));
   EXPECT_EQ(dirs[1], fs::weakly_canonical(tmp / "from_env"));

@@ -1,4 +1,5 @@
 // duet plugins — what the host finds, loads and refuses, and why.
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <string>
@@ -7,6 +8,7 @@
 #include "cli_options.h"
 #include "duet/app/pipeline_config.h"
 #include "duet/app/plugin_host.h"
+#include "duet/error.h"
 #include "pipeline_loading.h"
 #include "subcommands.h"
 
@@ -51,6 +53,14 @@ int cmd_plugins(const std::vector<std::string>& args) {
 
   std::vector<std::string> paths;
   if (vm.count("plugin-path")) paths = vm["plugin-path"].as<std::vector<std::string>>();
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(p, ec)) {
+      throw Error(ErrorKind::kUsage, "duet plugins: --plugin-path '" + p +
+                                         "' is not a folder; give the folder that holds the "
+                                         "duet-*.so files");
+    }
+  }
   std::error_code ec;  // a deleted working directory leaves relative paths as written
   std::filesystem::path base = std::filesystem::current_path(ec);
   if (vm.count("config")) {

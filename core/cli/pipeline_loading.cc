@@ -16,6 +16,11 @@ void StdoutSink::on_text(std::string_view text) { std::cout << text << std::flus
 
 PluginHost& cli_plugin_host() {
   static PluginHost host;
+  static const bool warned = [] {
+    for (const std::string& w : plugin_path_warnings()) std::cerr << "duet: warning: " << w << "\n";
+    return true;
+  }();
+  (void)warned;
   return host;
 }
 

@@ -49,7 +49,19 @@ std::vector<fs::path> plugin_search_dirs(const std::vector<std::string>& config_
     fs::path canonical = fs::weakly_canonical(p, ec);
     if (std::find(dirs.begin(), dirs.end(), canonical) == dirs.end()) dirs.push_back(canonical);
   };
-  for (const auto& p : config_paths) add(fs::path(p).is_absolute() ? fs::path(p) : config_dir / p);
+  for (size_t i = 0; i < config_paths.size(); ++i) {
+    const fs::path p = fs::path(config_paths[i]).is_absolute() ? fs::path(config_paths[i])
+                                                               : config_dir / config_paths[i];
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) {
+      const std::string resolved = p.lexically_normal().string();
+      throw Error(ErrorKind::kConfig,
+                  "plugins.paths[" + std::to_string(i) + "]: '" + config_paths[i] + "'" +
+                      (resolved == config_paths[i] ? "" : " (" + resolved + ")") +
+                      " is not a folder; fix the path or remove it from the list");
+    }
+    add(p);
+  }
   if (const char* env = std::getenv("DUET_PLUGIN_PATH")) {
     std::string list = env;
     size_t start = 0;
@@ -74,6 +86,26 @@ std::vector<fs::path> plugin_search_dirs(const std::vector<std::string>& config_
     if (fs::equivalent(lib_dir, build_root / part, ec)) add(DUET_BUILD_PLUGIN_DIR);
   }
   return dirs;
+}
+
+std::vector<std::string> plugin_path_warnings() {
+  std::vector<std::string> warnings;
+  const char* env = std::getenv("DUET_PLUGIN_PATH");
+  if (env == nullptr) return warnings;
+  const std::string list = env;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(':', start);
+    if (end == std::string::npos) end = list.size();
+    const std::string entry = list.substr(start, end - start);
+    std::error_code ec;
+    if (!entry.empty() && !fs::is_directory(entry, ec)) {
+      warnings.push_back("DUET_PLUGIN_PATH names '" + entry +
+                         "', which is not a folder; it is skipped");
+    }
+    start = end + 1;
+  }
+  return warnings;
 }
 
 // A loaded library and its descriptor. Unloading calls destroy() first.

@@ -52,9 +52,17 @@ DUET_API bool is_plugin_file_name(const std::string& file_name);
 // DUET_PLUGIN_PATH environment variable (':'-separated), the install's plugin
 // folder (<libdir>/duet/plugins beside libduet.so) and, for a libduet.so in a
 // build tree's core/ (or a test in its tests/ that links core statically),
-// that build's plugins/. Folders that do not exist are skipped.
+// that build's plugins/. A `config_paths` entry that is not a folder throws
+// duet::Error(kConfig) naming it (a misspelt folder would otherwise leave its
+// plugins unfound without a word); DUET_PLUGIN_PATH entries that are not
+// folders are skipped (plugin_path_warnings() names them).
 DUET_API std::vector<std::filesystem::path> plugin_search_dirs(
     const std::vector<std::string>& config_paths, const std::filesystem::path& config_dir);
+
+// One line for each DUET_PLUGIN_PATH entry that is not a folder ("DUET_PLUGIN_PATH
+// names '/opt/x', which is not a folder; it is skipped"), for a program to
+// print as a warning; empty when every entry is one.
+DUET_API std::vector<std::string> plugin_path_warnings();
 
 class DUET_API PluginHost {
  public:
