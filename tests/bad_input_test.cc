@@ -277,7 +277,7 @@ const Row kRows[] = {
     {"split_bad_dtype", "validate {dir}/split-dtype.yaml", 2,
      "backends.slow.kv_cache.dtype: expected one of 'f32', 'f16', 'bf16', 'q8_0', found 'q4'"},
     {"split_dtype_unsupported", "validate {dir}/split-bf16.yaml", 2,
-     "backends.slow: components.kv_cache: backend 'reference' stores K and V as f32, f16 or q8_0, "
+     "backends.slow: components.kv_cache: backend 'reference' holds K and V as f32, f16 or q8_0, "
      "not bf16; set backends.slow.kv_cache.dtype to f32, f16 or q8_0"},
     {"split_kv_cache_unknown_key", "validate {dir}/split-kv-key.yaml", 2,
      "unknown key 'capacity_tokens' in backends.slow.kv_cache"},

@@ -95,6 +95,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Refusal{"abi-major", "ABI major version mismatch: plugin 2.2, host 1.2"},
                       Refusal{"abi-minor-newer", "plugin needs ABI 1.3 but this host provides 1.2"},
                       Refusal{"bad-toolchain", "toolchain mismatch: plugin built with 'msvc"},
+                      Refusal{"cxx23",
+                              "toolchain mismatch: plugin built with -std=c++23 (__cplusplus "
+                              "202302L), host with -std=c++20 (__cplusplus 202002L) (same "
+                              "compiler ABI and standard library); build the plugin with the "
+                              "host's standard"},
                       Refusal{"no-entry", "no duet_plugin_entry() symbol"},
                       Refusal{"probe-no", "cannot run here: no test device present"},
                       Refusal{"create-throws", "create() failed: create exploded"},

@@ -237,7 +237,7 @@ TEST(ContiguousKVCacheCheck, NamesEachProblemAndItsFix) {
             "backend 'demo' stores KV caches as 'contiguous' only, not 'paged'; set "
             "components.kv_cache.impl to contiguous");
   EXPECT_EQ(s.reasons[1],
-            "backend 'demo' stores K and V as f32 or f16, not bf16; set "
+            "backend 'demo' holds K and V as f32 or f16, not bf16; set "
             "components.kv_cache.dtype to f32 or f16");
   EXPECT_NE(s.reasons[2].find("capacity 100, block 30"), std::string::npos) << s.reasons[2];
 

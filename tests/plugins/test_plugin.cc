@@ -219,6 +219,8 @@ const DuetPluginDescriptor kDescriptor = {
 #endif
 #if defined(VARIANT_bad_toolchain)
     "msvc;msvcprt;c++202002L",
+#elif defined(VARIANT_cxx23)
+    "itanium;" DUET_STDLIB_TAG ";c++202302L",  // built with -std=c++23
 #else
     DUET_TOOLCHAIN_TAG,
 #endif

@@ -37,8 +37,9 @@ struct DUET_API KVCacheSpec {
 // count positive, block_tokens divides capacity_tokens, and a block dtype's
 // block size divides head_dim, so no block spans two heads). Each reason
 // names `who`, the value and the key that fixes it, e.g. "backend 'onednn'
-// stores K and V as f32 or f16, not bf16; set components.kv_cache.dtype to
-// f32 or f16".
+// holds K and V as f32 or f16, not bf16; set components.kv_cache.dtype to
+// f32 or f16" ("holds": true of storage that writes them and of an attention
+// that only reads them).
 DUET_API Support check_kv_rows(const KVCacheSpec& spec, std::string_view who,
                                std::initializer_list<DType> dtypes);
 

@@ -30,7 +30,7 @@ Support check_kv_rows(const KVCacheSpec& spec, std::string_view who,
       names += (i == 0 ? "" : i + 1 == dtypes.size() ? " or " : ", ") + std::string(dtype_name(t));
       ++i;
     }
-    s.reasons.push_back(std::string(who) + " stores K and V as " + names + ", not " +
+    s.reasons.push_back(std::string(who) + " holds K and V as " + names + ", not " +
                         std::string(dtype_name(spec.dtype)) +
                         "; set components.kv_cache.dtype to " + names);
   }

@@ -108,6 +108,46 @@ std::vector<std::string> plugin_path_warnings() {
   return warnings;
 }
 
+namespace {
+
+// "c++202302L" as the flag that gives it: "-std=c++23 (__cplusplus
+// 202302L)".
+std::string standard_name(const std::string& part) {
+  static const std::pair<const char*, const char*> kKnown[] = {
+      {"c++201703L", "c++17"}, {"c++202002L", "c++20"}, {"c++202302L", "c++23"}};
+  for (const auto& [value, name] : kKnown) {
+    if (part == value) return std::string("-std=") + name + " (__cplusplus " + (value + 3) + ")";
+  }
+  return "'" + part + "'";
+}
+
+std::vector<std::string> split_tag(const std::string& tag) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t end; (end = tag.find(';', start)) != std::string::npos; start = end + 1)
+    parts.push_back(tag.substr(start, end - start));
+  parts.push_back(tag.substr(start));
+  return parts;
+}
+
+// The refusal of a plugin whose toolchain tag ("ABI;stdlib;c++VERSION") is
+// not the host's: only the language standard differing is a flag to change,
+// anything else a compiler or standard library.
+std::string toolchain_refusal(const std::string& tag) {
+  const std::vector<std::string> plugin = split_tag(tag), host = split_tag(DUET_TOOLCHAIN_TAG);
+  if (plugin.size() == 3 && host.size() == 3 && plugin[0] == host[0] && plugin[1] == host[1]) {
+    return "toolchain mismatch: plugin built with " + standard_name(plugin[2]) + ", host with " +
+           standard_name(host[2]) +
+           " (same compiler ABI and standard library); build the plugin with the host's "
+           "standard (CMAKE_CXX_STANDARD 20, as duet_add_plugin sets it)";
+  }
+  return "toolchain mismatch: plugin built with '" + tag +
+         "', host with '" DUET_TOOLCHAIN_TAG
+         "'; rebuild the plugin with a compatible compiler and standard library";
+}
+
+}  // namespace
+
 // A loaded library and its descriptor. Unloading calls destroy() first.
 class DUET_LOCAL PluginHost::Library {
  public:
@@ -282,11 +322,7 @@ PluginRecord PluginHost::load(const fs::path& file) {
                   "; upgrade Duet or rebuild the plugin against this SDK");
   }
   const std::string tag = text_or(desc->toolchain, "(none)");
-  if (tag != DUET_TOOLCHAIN_TAG) {
-    return refuse("toolchain mismatch: plugin built with '" + tag +
-                  "', host with '" DUET_TOOLCHAIN_TAG
-                  "'; rebuild the plugin with a compatible compiler and standard library");
-  }
+  if (tag != DUET_TOOLCHAIN_TAG) return refuse(toolchain_refusal(tag));
   if (!valid_plugin_name(desc->name)) {
     return refuse("invalid plugin name '" + text_or(desc->name, "(null)") +
                   "'; expected [a-z0-9_-]{1,64}");
