@@ -153,6 +153,28 @@ TEST(PluginHost, UnknownComponentNamesTheKnownOnesAndSuggests) {
   EXPECT_THROW(host.create_backend("cuda", Options()), Error);
 }
 
+// A name no loaded plugin has and no typo of one: the refused plugins, any
+// of which may have provided it, are named with their reasons.
+TEST(PluginHost, UnknownComponentNamesTheRefusedPlugins) {
+  PluginHost host;
+  ASSERT_TRUE(host.load(test_plugin("good")).loaded);
+  ASSERT_FALSE(host.load(test_plugin("cxx23")).loaded);
+  const auto message = [&](const std::string& name) {
+    try {
+      host.create_sampler(name, Options());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string unknown = message("banned_words");
+  EXPECT_NE(unknown.find("refused plugins, one of which may provide it: 'test-plugin' "
+                         "(duet-test-cxx23.so): toolchain mismatch"),
+            std::string::npos)
+      << unknown;
+  EXPECT_EQ(message("test_frist").find("refused plugins"), std::string::npos) << "a typo";
+}
+
 TEST(PluginHost, APluginBuiltAgainstAbi10LoadsAndItsSamplerWorks) {
   PluginHost host;
   PluginRecord r = host.load(test_plugin("abi-1-0"));

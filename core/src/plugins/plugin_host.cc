@@ -470,10 +470,29 @@ const PluginHost::Entry& PluginHost::find(ComponentKind kind, const std::string&
   }
   std::vector<std::string> known;
   for (const auto& info : components(kind)) known.push_back(info.name);
-  throw Error(ErrorKind::kPlugin,
-              std::string("no ") + kind_name + " named '" + name + "'" + did_you_mean(name, known) +
-                  "; loaded " + kind_name + "s: " + quoted_list(known) +
-                  " (`duet plugins` lists what was found and why any was refused)");
+  const std::string hint = did_you_mean(name, known);
+  // Not a typo of a loaded name: a refused plugin may be the one that
+  // registers it (its components are unknown, so every one is named).
+  std::string refused;
+  if (hint.empty()) {
+    int listed = 0, more = 0;
+    for (const PluginRecord& record : records_) {
+      if (record.loaded) continue;
+      if (listed == 3) {
+        ++more;
+        continue;
+      }
+      refused += std::string(listed++ == 0 ? "" : "; ") + "'" + record.name + "' (" +
+                 record.path.filename().string() + "): " + record.refusal;
+    }
+    if (more > 0) refused += "; and " + std::to_string(more) + " more";
+  }
+  throw Error(
+      ErrorKind::kPlugin,
+      std::string("no ") + kind_name + " named '" + name + "'" + hint + "; loaded " + kind_name +
+          "s: " + quoted_list(known) +
+          (refused.empty() ? "" : "; refused plugins, one of which may provide it: " + refused) +
+          " (`duet plugins` lists what was found and why any was refused)");
 }
 
 namespace {
