@@ -145,6 +145,21 @@ TEST(OptionsTest, FinishOnComponentWithoutOptions) {
             "backend.options.x: unknown option 'x'; this component takes no options");
 }
 
+TEST(OptionsTest, RequireNamesTheKeyWhatItIsAndAMisspelling) {
+  EXPECT_EQ(config_error([&] { make({}).require("window", "positions attended"); }),
+            "backend.options.window is required (positions attended); set it under "
+            "backend.options");
+  EXPECT_EQ(config_error([&] {
+              make({{"windw", "8"}}).require("window", "positions attended");
+            }),
+            "backend.options.window is required (positions attended); 'windw' was given: did you "
+            "mean 'window'?");
+  Options given = make({{"window", "8"}});
+  given.require("window", "positions attended");
+  EXPECT_NO_THROW(given.finish()) << "require() marks the key used";
+  EXPECT_EQ(given.get_int("window", 0, 1, 16), 8);
+}
+
 TEST(OptionsTest, EmptyPathNamesKeyAlone) {
   Options options;
   options.set("k", "v");

@@ -105,7 +105,10 @@ expect() {
 }
 ref=("$src/configs/smollm2-reference.yaml" --set "$paths" --set components.kv_cache.capacity_tokens=64)
 # shellcheck disable=SC2046
-expect 2 "components.attention.options.window: missing" "$duet" validate "${ref[@]}" --set components.attention.impl=sliding_window
+expect 2 "components.attention.options.window is required (the number of positions each token attends to" \
+  "$duet" validate "${ref[@]}" --set components.attention.impl=sliding_window
+expect 2 "'windw' was given: did you mean 'window'?" "$duet" validate "${ref[@]}" \
+  --set components.attention.impl=sliding_window --set components.attention.options.windw=8
 # shellcheck disable=SC2046
 expect 2 "components.attention.options.window" "$duet" validate "${ref[@]}" $(window 0 0)
 # shellcheck disable=SC2046

@@ -23,13 +23,8 @@ constexpr int64_t kMaxPositions = 16777216;  // components.kv_cache.capacity_tok
 std::unique_ptr<duet::Attention> make_sliding_window(duet::Backend& backend,
                                                      const duet::AttentionSpec& spec,
                                                      const duet::Options& options) {
-  if (!options.has("window")) {
-    throw duet::Error(duet::ErrorKind::kConfig,
-                      options.path() +
-                          ".window: missing; attention 'sliding_window' needs the "
-                          "number of positions each token attends to, 1.." +
-                          std::to_string(kMaxPositions));
-  }
+  options.require("window", "the number of positions each token attends to, 1.." +
+                                std::to_string(kMaxPositions));
   duet_example::SlidingWindow window;
   window.window = options.get_int("window", 0, 1, kMaxPositions);
   window.sinks = options.get_int("sinks", 0, 0, kMaxPositions);

@@ -41,6 +41,13 @@ class DUET_API Options {
   std::string get_choice(const std::string& key, const std::string& fallback,
                          const std::vector<std::string>& choices) const;
 
+  // For an option with no sensible default: throws duet::Error(kConfig)
+  // unless `key` is given, naming the key path and `what` it is, and the
+  // given key it is most likely a misspelling of ("...options.window is
+  // required (the number of positions attended); 'windw' was given: did you
+  // mean 'window'?"). Marks `key` used; read its value with a getter.
+  void require(const std::string& key, const std::string& what) const;
+
   // Throws duet::Error(kConfig) listing every key no getter has asked for,
   // with the closest known key as a suggestion.
   void finish() const;

@@ -94,6 +94,26 @@ std::string Options::get_choice(const std::string& key, const std::string& fallb
                                       did_you_mean(*text, choices));
 }
 
+void Options::require(const std::string& key, const std::string& what) const {
+  used_.insert(key);
+  if (has(key)) return;
+  std::vector<std::string> given;
+  for (const auto& entry : values_) {
+    if (used_.count(entry.first) == 0) given.push_back(entry.first);
+  }
+  std::string message = key_path(path_, key) + " is required (" + what + ")";
+  std::string misspelt;
+  for (const std::string& g : given) {
+    if (!did_you_mean(g, {key}).empty()) misspelt = g;
+  }
+  if (!misspelt.empty()) {
+    message += "; '" + misspelt + "' was given: did you mean '" + key + "'?";
+  } else {
+    message += "; set it under " + (path_.empty() ? std::string("the options") : path_);
+  }
+  throw Error(ErrorKind::kConfig, message);
+}
+
 void Options::finish() const {
   const std::vector<std::string> known(used_.begin(), used_.end());
   std::string message;
