@@ -4,18 +4,10 @@
 #include <optional>
 
 #include "duet/app/pipeline_config.h"
+#include "text/split.h"
 
 namespace duet::yaml {
 namespace {
-
-std::vector<std::string> split_keys(const std::string& key_path) {
-  std::vector<std::string> keys;
-  size_t start = 0;
-  for (size_t dot; (dot = key_path.find('.', start)) != std::string::npos; start = dot + 1)
-    keys.push_back(key_path.substr(start, dot - start));
-  keys.push_back(key_path.substr(start));
-  return keys;
-}
 
 std::optional<size_t> parse_index(const std::string& key) {
   size_t index = 0;
@@ -40,7 +32,7 @@ void apply_one(Node& root, const std::string& text, int index, Problems& problem
     return;
   }
   const std::string key_path = text.substr(0, eq);
-  const std::vector<std::string> keys = split_keys(key_path);
+  const std::vector<std::string> keys = split(key_path, '.');
   for (const auto& key : keys) {
     if (key.empty()) {
       problems.add(origin, "the key path '" + key_path + "' has an empty part");

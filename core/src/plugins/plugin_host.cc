@@ -14,6 +14,7 @@
 #include "duet/app/suggest.h"
 #include "duet/error.h"
 #include "engine/stage_options.h"
+#include "text/split.h"
 
 namespace duet {
 
@@ -63,14 +64,7 @@ std::vector<fs::path> plugin_search_dirs(const std::vector<std::string>& config_
     add(p);
   }
   if (const char* env = std::getenv("DUET_PLUGIN_PATH")) {
-    std::string list = env;
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t end = list.find(':', start);
-      if (end == std::string::npos) end = list.size();
-      add(list.substr(start, end - start));
-      start = end + 1;
-    }
+    for (const std::string& entry : split(env, ':')) add(entry);
   }
   // libduet.so sits in <prefix>/<libdir> when installed and in <build>/core
   // in the build tree, where the build's plugins are searched too; so are
@@ -92,18 +86,12 @@ std::vector<std::string> plugin_path_warnings() {
   std::vector<std::string> warnings;
   const char* env = std::getenv("DUET_PLUGIN_PATH");
   if (env == nullptr) return warnings;
-  const std::string list = env;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t end = list.find(':', start);
-    if (end == std::string::npos) end = list.size();
-    const std::string entry = list.substr(start, end - start);
+  for (const std::string& entry : split(env, ':')) {
     std::error_code ec;
     if (!entry.empty() && !fs::is_directory(entry, ec)) {
       warnings.push_back("DUET_PLUGIN_PATH names '" + entry +
                          "', which is not a folder; it is skipped");
     }
-    start = end + 1;
   }
   return warnings;
 }
@@ -121,20 +109,11 @@ std::string standard_name(const std::string& part) {
   return "'" + part + "'";
 }
 
-std::vector<std::string> split_tag(const std::string& tag) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t end; (end = tag.find(';', start)) != std::string::npos; start = end + 1)
-    parts.push_back(tag.substr(start, end - start));
-  parts.push_back(tag.substr(start));
-  return parts;
-}
-
 // The refusal of a plugin whose toolchain tag ("ABI;stdlib;c++VERSION") is
 // not the host's: only the language standard differing is a flag to change,
 // anything else a compiler or standard library.
 std::string toolchain_refusal(const std::string& tag) {
-  const std::vector<std::string> plugin = split_tag(tag), host = split_tag(DUET_TOOLCHAIN_TAG);
+  const std::vector<std::string> plugin = split(tag, ';'), host = split(DUET_TOOLCHAIN_TAG, ';');
   if (plugin.size() == 3 && host.size() == 3 && plugin[0] == host[0] && plugin[1] == host[1]) {
     return "toolchain mismatch: plugin built with " + standard_name(plugin[2]) + ", host with " +
            standard_name(host[2]) +
