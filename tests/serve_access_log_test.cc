@@ -35,6 +35,11 @@ TEST(ServeAccessLog, TextLine) {
   EXPECT_EQ(format_access_entry(probe, AccessLogFormat::kText),
             "2026-12-02T19:30:01.123Z GET /he%20alth%0A%FF 200 0.000s");
   EXPECT_EQ(format_access_entry(probe, AccessLogFormat::kNone), "");
+  AccessEntry refused = completion();
+  refused.status = 400;
+  refused.finish_reason.clear();  // answered before it ran
+  EXPECT_EQ(format_access_entry(refused, AccessLogFormat::kText),
+            "2026-12-02T19:30:01.123Z POST /v1/chat/completions 400 0.412s id=chatcmpl-duet-3");
 }
 
 TEST(ServeAccessLog, JsonLine) {

@@ -55,8 +55,8 @@ std::string format_access_entry(const AccessEntry& e, AccessLogFormat format) {
                         {"path", e.target},
                         {"status", e.status},
                         {"seconds", std::stod(fixed3(e.seconds))}};
-    if (!e.id.empty()) {
-      j["id"] = e.id;
+    if (!e.id.empty()) j["id"] = e.id;
+    if (!e.finish_reason.empty()) {
       j["prompt_tokens"] = e.prompt_tokens;
       j["completion_tokens"] = e.completion_tokens;
       j["first_token_seconds"] = std::stod(fixed3(e.first_token_seconds));
@@ -67,8 +67,9 @@ std::string format_access_entry(const AccessEntry& e, AccessLogFormat format) {
   }
   std::string line = iso_time(e.time) + " " + one_word(e.method) + " " + one_word(e.target) + " " +
                      std::to_string(e.status) + " " + fixed3(e.seconds) + "s";
-  if (!e.id.empty()) {
-    line += " id=" + e.id + " prompt=" + std::to_string(e.prompt_tokens) +
+  if (!e.id.empty()) line += " id=" + e.id;
+  if (!e.finish_reason.empty()) {
+    line += " prompt=" + std::to_string(e.prompt_tokens) +
             " completion=" + std::to_string(e.completion_tokens) +
             " ttft=" + fixed3(e.first_token_seconds) + "s finish=" + e.finish_reason;
   }

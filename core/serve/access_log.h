@@ -20,7 +20,8 @@ struct AccessEntry {
   // began (as nginx logs it).
   int status = 0;
   double seconds = 0.0;  // from the request read to the answer's end
-  // Completions only (id empty otherwise):
+  // Completions only: the id once the request was read (a refused one has
+  // no more), the rest once it ran (finish_reason empty otherwise).
   std::string id;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
@@ -33,8 +34,8 @@ struct AccessEntry {
 // The line for `e` without a newline: with kText
 //   2026-12-02T19:30:01.123Z POST /v1/chat/completions 200 0.412s
 //   id=chatcmpl-duet-3 prompt=37 completion=8 ttft=0.210s finish=stop
-// (one line), with kJson one JSON object with the same fields; "" with
-// kNone.
+// (one line; a completion refused before it ran has its id and no token
+// fields), with kJson one JSON object with the same fields; "" with kNone.
 std::string format_access_entry(const AccessEntry& e, AccessLogFormat format);
 
 }  // namespace duet::serve
