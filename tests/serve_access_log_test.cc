@@ -29,6 +29,7 @@ TEST(ServeAccessLog, TextLine) {
             "prompt=37 completion=8 ttft=0.210s finish=stop");
   AccessEntry probe = completion();
   probe.id.clear();
+  probe.finish_reason.clear();
   probe.method = "GET";
   probe.target = "/he alth\n\xff";  // a client's bytes stay one word on one line
   probe.seconds = 0;
@@ -51,6 +52,7 @@ TEST(ServeAccessLog, JsonLine) {
       "finish_reason": "stop"})"));
   AccessEntry probe = completion();
   probe.id.clear();
+  probe.finish_reason.clear();
   probe.target = "/\xff";
   const nlohmann::json p =
       nlohmann::json::parse(format_access_entry(probe, AccessLogFormat::kJson));
