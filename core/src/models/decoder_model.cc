@@ -273,7 +273,8 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
   if (m > 0) ops_.matmul(final_h, output_, out);
   backend_.end_forward();
   logits.resize(static_cast<size_t>(m) * static_cast<size_t>(h.n_vocab));
-  device.copy_to_host(logits.data(), out.data, out.bytes());
+  // (With no logits row, logits.data() may be null: no copy, not a 0-byte one.)
+  if (m > 0) device.copy_to_host(logits.data(), out.data, out.bytes());
   device.synchronize();
 }
 
