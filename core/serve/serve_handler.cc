@@ -33,6 +33,8 @@ class LoggedExchange final : public HttpExchange {
     log();
   }
 
+  // A header every answer of this request carries (CORS, Duet-Ignored-Fields).
+  void set_header(const std::string& name, const std::string& value) { headers_.set(name, value); }
   void set_header(http::field name, const std::string& value) { headers_.set(name, value); }
   // The completion's part of the line, once every choice finished.
   void record(const std::string& id, const Usage& usage, double first_token_seconds,
@@ -70,17 +72,6 @@ class LoggedExchange final : public HttpExchange {
   void on_close(std::function<void()> callback) override { inner_->on_close(std::move(callback)); }
 
  private:
-  static const char* finish_reason_name(FinishReason reason) {
-    switch (reason) {
-      case FinishReason::kLength:
-        return "length";
-      case FinishReason::kCancelled:
-        return "cancelled";
-      default:
-        return "stop";
-    }
-  }
-
   void log() {
     if (logged_) return;
     logged_ = true;
@@ -105,8 +96,7 @@ namespace {
 class RequestRun final : public std::enable_shared_from_this<RequestRun> {
  public:
   RequestRun(net::io_context& io, std::shared_ptr<LoggedExchange> exchange, ServeMetrics& metrics,
-             const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer,
-             http::fields headers)
+             const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer)
       : io_(io),
         exchange_(std::move(exchange)),
         metrics_(metrics),
@@ -118,7 +108,6 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
         prompts_(request.prompts),
         n_(request.n),
         completed_(std::move(completed)),
-        headers_(std::move(headers)),
         engine_side_(choices(request)),
         results_(choices(request)) {}
 
@@ -208,7 +197,7 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
     if (started_) return;
     started_ = true;
     metrics_.count_response(200);
-    http::fields headers = headers_;
+    http::fields headers;
     headers.set(http::field::content_type, "text/event-stream");
     exchange_->start_stream(http::status::ok, headers);
     if (endpoint_ == Endpoint::kChatCompletions) {
@@ -256,7 +245,6 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
       for (const std::optional<Finished>& r : results_) choices.push_back(r->choice);
       metrics_.count_response(200);
       HttpResponse response(http::status::ok, 11);
-      add_headers(response);
       response.set(http::field::content_type, kJson);
       response.body() = dump(completion_json(endpoint_, completed_, choices, usage));
       exchange_->reply(std::move(response));
@@ -291,14 +279,9 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
   void reply(const ApiError& e) {
     metrics_.count_response(e.status);
     HttpResponse response(static_cast<http::status>(e.status), 11);
-    add_headers(response);
     response.set(http::field::content_type, kJson);
     response.body() = error_body(e);
     exchange_->reply(std::move(response));
-  }
-
-  void add_headers(HttpResponse& response) const {
-    for (const auto& field : headers_) response.insert(field.name_string(), field.value());
   }
 
   net::io_context& io_;
@@ -312,7 +295,6 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
   const std::vector<Prompt> prompts_;  // completions; choice i answers prompt i / n
   const int32_t n_;
   const Completed completed_;
-  const http::fields headers_;  // sent with the answer, whichever it is
   std::function<void()> cancel_;
   std::vector<EngineSide> engine_side_;           // engine thread
   std::vector<std::optional<Finished>> results_;  // connection thread, by choice
@@ -602,9 +584,8 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
                           std::to_string(serial),
                       static_cast<int64_t>(std::time(nullptr)), model_.id};
   exchange->record_id(completed.id);
-  http::fields headers;
   if (!parsed.ignored_fields.empty())
-    headers.set(kIgnoredFieldsHeader, joined(parsed.ignored_fields));
+    exchange->set_header(kIgnoredFieldsHeader, joined(parsed.ignored_fields));
   if (!parsed.unknown_fields.empty()) {
     std::cerr << "duet serve: warning: " << completed.id << " (" << target_of(endpoint)
               << "): ignored unknown field(s) " << joined(parsed.unknown_fields)
@@ -612,7 +593,7 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
               << std::endl;
   }
   auto run = std::make_shared<RequestRun>(io_, exchange, metrics_, parsed, std::move(completed),
-                                          pipeline_.tokenizer(), std::move(headers));
+                                          pipeline_.tokenizer());
   // One engine job per choice: choice i answers prompt i / n, and the
   // siblings of one prompt draw with seeds seed, seed + 1, ...
   auto ids = std::make_shared<std::vector<uint64_t>>();
