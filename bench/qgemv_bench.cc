@@ -14,6 +14,9 @@
 //
 //   batch:  gemv_batch of n vectors on a hot matrix; per_vector_ns is one
 //           product's share of the batch.
+//   tiles:  row_tiles_product (kernels/row_tiles.h) of n vectors on the same
+//           matrix packed into row tiles, one or two activation terms
+//           (t1, t2): per_vector_ns as for batch.
 //
 //   build-kern/backends/onednn/kernels/qgemv_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -28,6 +31,7 @@
 #include "duet/quant.h"
 #include "kernels/cpu_features.h"
 #include "kernels/qgemv.h"
+#include "kernels/row_tiles.h"
 #include "random_floats.h"
 
 namespace {
@@ -114,6 +118,26 @@ void bench_gemv_batch(benchmark::State& state, Shape s, CpuPath path, int64_t n)
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, int terms) {
+  const std::vector<uint8_t> w = make_weights(s, 1);
+  duet::onednn::RowTiles tiles(s.rows, s.k);
+  tiles.pack(s.type, w.data(), 0, tiles.tiles());
+  std::vector<duet::onednn::Q8Activations> xq(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<float> x = random_floats(s.k, static_cast<uint32_t>(10 + i));
+    xq[static_cast<size_t>(i)].quantize(x.data(), s.k, path, terms);
+  }
+  std::vector<float> y(static_cast<size_t>(n * s.rows));
+  for (auto _ : state) {
+    duet::onednn::row_tiles_product(path, tiles, xq.data(), n, y.data(), s.rows, 0, tiles.tiles());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["per_vector_ns"] = benchmark::Counter(
+      static_cast<double>(n) * 1e9,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void bench_quantize(benchmark::State& state, int64_t k, CpuPath path) {
   const std::vector<float> x = random_floats(k, 3);
   duet::onednn::Q8Activations xq;
@@ -147,6 +171,18 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(
             ("gemv_batch/" + std::string(s.name) + "/" + p + "/n" + std::to_string(n)).c_str(),
             bench_gemv_batch, s, path, n);
+      }
+    }
+    if (duet::onednn::row_tiles_path(path)) {
+      for (const Shape& s : kShapes) {
+        for (int terms : {1, 2}) {
+          for (int64_t n : {1, 2, 4, 8, 16, 64}) {
+            benchmark::RegisterBenchmark(("tiles/" + std::string(s.name) + "/" + p + "/t" +
+                                          std::to_string(terms) + "/n" + std::to_string(n))
+                                             .c_str(),
+                                         bench_row_tiles, s, path, n, terms);
+          }
+        }
       }
     }
     for (int64_t k : {576, 1536}) {

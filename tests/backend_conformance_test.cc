@@ -83,6 +83,9 @@ const BackendCase kCases[] = {
     {"onednn", "onednn", {}, {}},
     // Every matmul through oneDNN GEMM, whatever its row count.
     {"onednn_gemm", "onednn", {{"matmul_min_rows", "1"}}, {}},
+    // Products of several rows through the gemv kernels instead of the row
+    // tiles the AVX-512 VNNI path takes by default.
+    {"onednn_no_tiles", "onednn", {{"row_tiles_min_rows", "0"}}, {}},
     // More threads than this machine may have: split decode attention.
     {"onednn_4threads", "onednn", {{"threads", "4"}}, {}},
     // The portable and AVX2 paths (lowered to what the CPU has).

@@ -98,6 +98,17 @@ TEST_F(OnednnBatchInvariance, OptionIsParsedAndRefusedWithMatmulMinRows) {
     EXPECT_NE(what.find("backend.options.matmul_min_rows"), std::string::npos) << what;
     EXPECT_NE(what.find("backend.options.batch_invariant"), std::string::npos) << what;
   }
+  Options tiles("backend.options");
+  tiles.set("batch_invariant", "true");
+  tiles.set("row_tiles_min_rows", "0");
+  try {
+    host()->create_backend("onednn", tiles);
+    ADD_FAILURE() << "batch_invariant with row_tiles_min_rows was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+    EXPECT_NE(std::string(e.what()).find("backend.options.row_tiles_min_rows"), std::string::npos)
+        << e.what();
+  }
   Options bad("backend.options");
   bad.set("batch_invariant", "maybe");
   EXPECT_THROW(host()->create_backend("onednn", bad), Error);

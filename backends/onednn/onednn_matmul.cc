@@ -22,6 +22,9 @@ constexpr int64_t kGemvGrain = 16;
 // compare-and-swap. In-process A/B on SmolLM2 decode: 32 rows took 1.006-
 // 1.023 times as long, 128 rows 1.002-1.009.
 constexpr int64_t kGemvChunk = 4 * kGemvGrain;
+// Tiles (16 weight rows each) a thread claims at a time in a tiled product:
+// as kGemvChunk rows.
+constexpr int64_t kTileChunk = kGemvChunk / RowTiles::kRows;
 // GEMM panels are handed to threads as they become free, about this many
 // per thread: on a shared machine one core often runs slower than another,
 // and a fixed share each would leave the faster one waiting.
@@ -44,14 +47,17 @@ void sgemm_nt(int64_t n, int64_t cols, int64_t k, const float* a, const float* b
 
 }  // namespace
 
-Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int terms,
-               bool batch_invariant)
+Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOptions& options,
+               std::shared_ptr<RowTilesCache> tiles)
     : pool_(std::move(pool)),
       path_(path),
-      min_gemm_rows_(batch_invariant ? std::numeric_limits<int64_t>::max() : min_gemm_rows),
-      terms_(terms),
-      batch_invariant_(batch_invariant),
+      min_gemm_rows_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
+                                             : options.min_gemm_rows),
+      min_tile_rows_(options.batch_invariant || !row_tiles_path(path) ? 0 : options.min_tile_rows),
+      terms_(options.gemv_terms),
+      batch_invariant_(options.batch_invariant),
       kernels_(vector_kernels(path)),
+      tiles_(std::move(tiles)),
       panels_(static_cast<size_t>(pool_->threads())) {}
 
 int64_t Matmul::panel_rows(int64_t k) {
@@ -62,7 +68,9 @@ int64_t Matmul::panel_rows(int64_t k) {
 
 void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
   if (x.shape[0] == 0) return;  // nothing to write (and no activation row to quantize)
-  if (x.shape[0] < min_gemm_rows_ && gemv_supports(w.dtype)) {
+  if (takes_tiles(x.shape[0], w.dtype)) {
+    tiled(x, w, out);
+  } else if (x.shape[0] < min_gemm_rows_ && gemv_supports(w.dtype)) {
     gemv(x, w, out);
   } else if (batch_invariant_) {
     gemv_expanded(x, w, out);
@@ -99,6 +107,26 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
   float* y = out.as<float>();
   pool_->parallel_for_shared(m, kGemvGrain, kGemvChunk, [&](int64_t begin, int64_t end, int) {
     gemv_batch(path_, w.dtype, w.data, k, xq_.data(), xf, n, y, m, begin, end);
+  });
+}
+
+bool Matmul::takes_tiles(int64_t n, DType wtype) const {
+  return min_tile_rows_ != 0 && n >= min_tile_rows_ && n < min_gemm_rows_ && row_tiles_type(wtype);
+}
+
+void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
+  const int64_t n = x.shape[0];
+  const int64_t k = x.shape[1];
+  const int64_t m = w.shape[0];
+  const std::shared_ptr<const RowTiles> tiles =
+      tiles_->get(w, [&](RowTiles& t, const TensorView& weights) {
+        pool_->parallel_tasks(
+            t.tiles(), [&](int64_t i, int) { t.pack(weights.dtype, weights.data, i, i + 1); });
+      });
+  quantize_rows(x.as<const float>(), n, k);
+  float* y = out.as<float>();
+  pool_->parallel_for_shared(tiles->tiles(), 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
+    row_tiles_product(path_, *tiles, xq_.data(), n, y, m, begin, end);
   });
 }
 

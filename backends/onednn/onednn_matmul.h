@@ -29,6 +29,15 @@
 // matrix, so memory stays at the mapped file plus a few MiB. bf16, q2_k and
 // q3_k weights, which the gemv kernels lack, always go this way.
 //
+// Row tiles (BackendOptions::min_tile_rows ≤ n, on the AVX-512 VNNI path,
+// for the weight types of row_tiles_type): the weights are repacked once per
+// matrix into tiles of 16 rows side by side (kernels/row_tiles.h, kept in a
+// RowTilesCache) and multiplied with the quantized activation rows by
+// integer dot products that advance 16 weight rows at once. This is the
+// arithmetic of the gemv kernels, without their per-row shuffles and sums:
+// batched decode, speculative verification and prompts take it rather than
+// gemv or GEMM. The threads split the tiles as the gemv splits rows.
+//
 // Batch-invariant mode (BackendOptions::batch_invariant): every product
 // takes the gemv kernels, whatever its number of rows, since they compute
 // each activation row on its own with the same arithmetic (integer block
@@ -47,6 +56,8 @@
 
 #include "duet/tensor.h"
 #include "kernels/qgemv.h"
+#include "onednn_options.h"
+#include "row_tiles_cache.h"
 #include "thread_pool.h"
 #include "vector_kernels.h"
 
@@ -54,11 +65,13 @@ namespace duet::onednn {
 
 class Matmul {
  public:
-  // REQUIRES: path ≤ hardware_cpu_path(), min_gemm_rows ≥ 1, terms 1 or 2
-  // (the 8-bit terms each activation row is sent to the gemv kernels as).
-  // With batch_invariant, min_gemm_rows is unused (see above).
-  Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int terms,
-         bool batch_invariant = false);
+  // REQUIRES: path ≤ hardware_cpu_path(), options as BackendOptions::parse
+  // leaves them for `path` (gemv_terms: the 8-bit terms each activation row
+  // is sent to the quantized kernels as). With batch_invariant,
+  // min_gemm_rows and min_tile_rows are unused (see above). `tiles` keeps
+  // the repacked weights (shared with the device that invalidates them).
+  Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOptions& options,
+         std::shared_ptr<RowTilesCache> tiles);
 
   // The op of duet/ops.h; shapes and dtypes are checked by core.
   void run(const TensorView& x, const TensorView& w, TensorView out);
@@ -72,6 +85,8 @@ class Matmul {
   // unless they already hold exactly these rows.
   void quantize_rows(const float* x, int64_t n, int64_t k);
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
+  bool takes_tiles(int64_t n, DType wtype) const;
+  void tiled(const TensorView& x, const TensorView& w, TensorView out);
   // Rows per GEMM panel when m rows are shared out: about kTasksPerThread
   // panels per thread, a multiple of the kernels' grain.
   int64_t task_rows(int64_t m) const;
@@ -83,9 +98,11 @@ class Matmul {
   std::shared_ptr<ThreadPool> pool_;
   CpuPath path_;
   int64_t min_gemm_rows_;
+  int64_t min_tile_rows_;  // 0: never
   int terms_;
   bool batch_invariant_;
   const VectorKernels& kernels_;
+  std::shared_ptr<RowTilesCache> tiles_;
   std::vector<Q8Activations> xq_;  // one per activation row
   // A copy of the activations xq_ holds (empty when none), compared whole
   // with the next input, so that new values at the same address are never

@@ -22,12 +22,12 @@ constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DTyp
 
 }  // namespace
 
-OnednnOps::OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows,
-                     int gemv_terms, bool batch_invariant)
+OnednnOps::OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOptions& options,
+                     std::shared_ptr<RowTilesCache> tiles)
     : pool_(pool),
       kernels_(vector_kernels(path)),
-      batch_invariant_(batch_invariant),
-      matmul_(std::move(pool), path, min_gemm_rows, gemv_terms, batch_invariant) {}
+      batch_invariant_(options.batch_invariant),
+      matmul_(std::move(pool), path, options, std::move(tiles)) {}
 
 Support OnednnOps::supports(const OpDesc& desc) const {
   return weight_op_support("onednn", desc, kWeightTypes);

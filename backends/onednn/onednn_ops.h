@@ -27,8 +27,8 @@ class OnednnOps final : public Ops {
   // REQUIRES: as Matmul's constructor. `batch_invariant`: every op computes
   // each row the same way whatever the number of rows (Matmul's, and
   // SwiGLU row by row, so that a row's tail elements never depend on n).
-  OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, int64_t min_gemm_rows, int gemv_terms,
-            bool batch_invariant = false);
+  OnednnOps(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOptions& options,
+            std::shared_ptr<RowTilesCache> tiles);
 
   Support supports(const OpDesc& desc) const override;
   void embedding(const TensorView& table, const TensorView& ids, TensorView out) override;

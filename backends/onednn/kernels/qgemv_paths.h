@@ -11,6 +11,7 @@
 
 #include "duet/dtype.h"
 #include "kernels/qgemv.h"
+#include "kernels/row_tiles.h"
 
 namespace duet::onednn::detail {
 
@@ -60,5 +61,9 @@ bool gemv_many_avx512_vnni(const GemvArgs& a);
 void quantize_scalar(const float* x, int64_t k, int8_t* q, float* scales);
 void quantize_avx2(const float* x, int64_t k, int8_t* q, float* scales);
 void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales);
+
+// row_tiles_product's kernel (row_tiles_vnni.cc), arguments validated.
+void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, float* y,
+                           int64_t ldy, int64_t tile_begin, int64_t tile_end);
 
 }  // namespace duet::onednn::detail

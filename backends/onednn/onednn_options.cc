@@ -1,0 +1,94 @@
+#include "onednn_options.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "duet/error.h"
+#include "kernels/row_tiles.h"
+
+namespace duet::onednn {
+namespace {
+
+// Rows from which expanding weight panels to f32 for oneDNN GEMM beats the
+// gemv kernels, whose cost grows with every row, measured with `duet bench
+// configs/smollm2-onednn.yaml --tests pp -p 16,24,32,48,64` and
+// matmul_min_rows 1 (always GEMM) against 10^5 (never), 2 threads.
+// AVX-512 paths, whose gemv_batch unpacks each weight block once for up to 8
+// rows: with two activation terms the two tie at 32 rows (pp32 310 against
+// 315 t/s, GEMM ahead at 64: 418 against 315), with one gemv stays ahead to
+// about 48. AVX2 and scalar, which multiply one row at a time: tie at 16 with
+// two terms, GEMM ahead from 24 with one.
+constexpr int64_t kDefaultMinGemmRowsQ8x2 = 16;
+constexpr int64_t kDefaultMinGemmRowsQ8 = 24;
+constexpr int64_t kDefaultMinGemmRowsQ8x2Avx512 = 32;
+constexpr int64_t kDefaultMinGemmRowsQ8Avx512 = 48;
+// The same with row tiles (AVX-512 VNNI), the same command with -p
+// 64,128,192,256,384,512 on an AMD EPYC (Zen 4), 2 threads: with two terms
+// the tiles lead to 128 rows (pp128 1,415-1,583 against 1,122-1,229 t/s) and
+// tie at 256 (1,247-1,307 against 1,349); with one term they lead at every
+// size tried (pp512 2,074 against 1,568), so GEMM is left to larger chunks.
+constexpr int64_t kDefaultMinGemmRowsQ8x2Tiles = 256;
+constexpr int64_t kDefaultMinGemmRowsQ8Tiles = 4096;
+
+int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {
+  if (tiles) return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Tiles : kDefaultMinGemmRowsQ8Tiles;
+  if (path >= CpuPath::kAvx512) {
+    return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Avx512 : kDefaultMinGemmRowsQ8Avx512;
+  }
+  return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2 : kDefaultMinGemmRowsQ8;
+}
+
+// Rows from which the row tiles beat the gemv kernels on the AVX-512 VNNI
+// path: already at 2 (qgemv_bench, [1536, 576] q4_1, two terms: 7.9 against
+// 17.9 per row).
+constexpr int64_t kDefaultMinTileRows = 2;
+
+int64_t default_min_tile_rows(CpuPath path) { return row_tiles_path(path) ? kDefaultMinTileRows : 0; }
+
+// "backend.options." or "" for options read at the top level.
+std::string at(const Options& options) {
+  return options.path().empty() ? "" : options.path() + ".";
+}
+
+}  // namespace
+
+int BackendOptions::available_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
+  BackendOptions o;
+  o.threads = static_cast<int>(options.get_int("threads", std::min(available_cpus(), 256), 1, 256));
+  o.gemv_terms = options.get_choice("gemv_activations", "q8x2", {"q8x2", "q8"}) == "q8x2" ? 2 : 1;
+  o.min_tile_rows = options.get_int("row_tiles_min_rows", default_min_tile_rows(path), 0, 1 << 20);
+  o.min_gemm_rows = options.get_int(
+      "matmul_min_rows", default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0), 1, 1 << 20);
+  if (o.min_tile_rows != 0 && !row_tiles_path(path)) {
+    throw Error(ErrorKind::kConfig,
+                at(options) + "row_tiles_min_rows: " + std::to_string(o.min_tile_rows) +
+                    ": the row-tile kernel needs AVX-512 VNNI and this run's CPU path is " +
+                    cpu_path_name(path) + "; set it to 0 or remove it");
+  }
+  o.batch_invariant = options.get_bool("batch_invariant", false);
+  options.finish();
+  for (const char* key : {"matmul_min_rows", "row_tiles_min_rows"}) {
+    if (o.batch_invariant && options.has(key)) {
+      // GEMM's summation order for a row depends on how many rows it
+      // multiplies, and the tiles' order differs from the gemv kernels'.
+      throw Error(ErrorKind::kConfig,
+                  at(options) + key +
+                      ": batch_invariant: true sends every matmul row through the per-row gemv "
+                      "kernels, which fixes " +
+                      key + "; remove one of " + at(options) + "batch_invariant and " +
+                      at(options) + key);
+    }
+  }
+  return o;
+}
+
+}  // namespace duet::onednn

@@ -1,0 +1,61 @@
+// onednn_options.h — the onednn backend's `backend.options`.
+#pragma once
+
+#include <cstdint>
+
+#include "duet/options.h"
+#include "kernels/cpu_features.h"
+
+namespace duet::onednn {
+
+// The validated `backend.options` of this backend:
+//   threads           1..256, default: the CPUs this process may run on
+//                     (its affinity mask); the pool's threads, caller included.
+//   gemv_activations  q8x2 (default) or q8: how matmuls with few rows send
+//                     activations to the quantized gemv kernels — two 8-bit
+//                     terms (about 16-bit precision; the kernels unpack the
+//                     weights once for both) or one, as llama.cpp does (~1e-4
+//                     normalised MSE per product).
+//   matmul_min_rows   1..2^20: matmuls with at least this many activation
+//                     rows expand weight panels to f32 for oneDNN GEMM.
+//                     Default, the measured crossovers: with row tiles (the
+//                     AVX-512 VNNI path) 256 with q8x2 and 4096 with q8; on
+//                     the other AVX-512 paths (whose gemv kernels take up to
+//                     8 rows at once) 32 and 48; on AVX2 and scalar 16 and 24.
+//   row_tiles_min_rows  0..2^20: matmuls with at least this many activation
+//                     rows, and fewer than matmul_min_rows, multiply weights
+//                     repacked into row tiles (kernels/row_tiles.h) when
+//                     their type has them (row_tiles_type): tiles are built
+//                     on a matrix's first such product and kept, about 1.25
+//                     bytes per weight on top of the model. 0: never.
+//                     Default 2 on the AVX-512 VNNI path, the only one with a
+//                     tile kernel (any other value elsewhere is an error),
+//                     0 elsewhere.
+//   batch_invariant   false (default) or true: each row's results — hence a
+//                     sequence's logits — are bit-identical whatever else
+//                     shares the step (other sequences, how a prompt is cut
+//                     into chunks) and whatever `threads` is (issue 17). Every
+//                     matmul then takes the per-row gemv kernels (bf16 weights:
+//                     expanded to f32 and through the f32 gemv kernel), never
+//                     GEMM, so it fixes matmul_min_rows (setting both is an
+//                     error); attention splits every row, prompt or decode,
+//                     into stretches at fixed positions (onednn_attention.h);
+//                     a q8_0 cache is kept in VNNI tiles only when
+//                     block_tokens is a multiple of 16. Costs prefill speed:
+//                     docs/performance.md, "Batch-invariant mode (onednn)".
+struct BackendOptions {
+  int threads = 1;               // threads of the pool, the caller included
+  int64_t min_gemm_rows = 1;     // matmuls with at least this many rows use GEMM
+  int gemv_terms = 2;            // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
+  int64_t min_tile_rows = 0;     // matmuls with at least this many rows use row tiles; 0: never
+  bool batch_invariant = false;  // see above; min_gemm_rows and min_tile_rows are then unused
+
+  // Reads and validates `options` (calling finish()); defaults that follow
+  // the CPU take `path`'s. Throws duet::Error(kConfig) naming the key path
+  // for a bad or unknown key.
+  static BackendOptions parse(const Options& options, CpuPath path);
+  // CPUs this process may run on (its affinity mask), at least 1.
+  static int available_cpus();
+};
+
+}  // namespace duet::onednn
