@@ -120,8 +120,8 @@ void bench_gemv_batch(benchmark::State& state, Shape s, CpuPath path, int64_t n)
 
 void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, int terms) {
   const std::vector<uint8_t> w = make_weights(s, 1);
-  duet::onednn::RowTiles tiles(s.rows, s.k);
-  tiles.pack(s.type, w.data(), 0, tiles.tiles());
+  duet::onednn::RowTiles tiles(s.type, s.rows, s.k);
+  tiles.pack(w.data(), 0, tiles.tiles());
   std::vector<duet::onednn::Q8Activations> xq(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const std::vector<float> x = random_floats(s.k, static_cast<uint32_t>(10 + i));

@@ -51,7 +51,8 @@ inline void put_f16(uint8_t* p, float v) {
 // (q4_0's d is negative whenever a block's largest magnitude is negative).
 // With `exact`, scales are powers of two and minimums small multiples of one,
 // and f32/f16 values are multiples of 2^-7 in [-1, 1].
-inline Matrix random_matrix(DType type, int64_t rows, int64_t k, uint32_t seed, bool exact = false) {
+inline Matrix random_matrix(DType type, int64_t rows, int64_t k, uint32_t seed,
+                            bool exact = false) {
   Matrix m{
       type, rows, k, static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(k))), {}};
   m.bytes.resize(static_cast<size_t>(rows * m.row_bytes));

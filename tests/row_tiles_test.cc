@@ -8,9 +8,9 @@
 //   - the gemv kernels on the same path: the same integer block sums added
 //     in another order, so |y − y_gemv| ≤ 1e-4 ‖y_gemv‖∞;
 //   - exact values, where every float operation is exact: bit for bit the
-//     double product, which pins the packing (element order, q8_0's +128,
-//     the offsets m, the K-quants' sub-block scales) independently of
-//     rounding.
+//     double product, which pins the packing of both tile formats (element
+//     and nibble order, q8_0's +128, q4_0's -8d, the offsets m, the
+//     K-quants' sub-block scales) independently of rounding.
 // The kernel exists for the AVX-512 VNNI path only; on other CPUs the
 // product tests skip saying so, and the refusal test runs.
 #include "kernels/row_tiles.h"
@@ -59,8 +59,8 @@ std::vector<Q8Activations> quantized(const std::vector<std::vector<float>>& x, i
 }
 
 RowTiles packed(const Matrix& m) {
-  RowTiles tiles(m.rows, m.k);
-  tiles.pack(m.type, m.bytes.data(), 0, tiles.tiles());
+  RowTiles tiles(m.type, m.rows, m.k);
+  tiles.pack(m.bytes.data(), 0, tiles.tiles());
   return tiles;
 }
 
@@ -68,8 +68,8 @@ RowTiles packed(const Matrix& m) {
 std::vector<float> tile_product(const RowTiles& tiles, const std::vector<Q8Activations>& xq,
                                 int64_t ldy, int64_t begin, int64_t end) {
   std::vector<float> y(xq.size() * static_cast<size_t>(ldy), kNaN);
-  row_tiles_product(kPath, tiles, xq.data(), static_cast<int64_t>(xq.size()), y.data(), ldy,
-                    begin, end);
+  row_tiles_product(kPath, tiles, xq.data(), static_cast<int64_t>(xq.size()), y.data(), ldy, begin,
+                    end);
   return y;
 }
 
@@ -92,7 +92,8 @@ TEST_P(RowTilesTest, MatchesTheDoubleProductAndTheGemv) {
   const RowTiles tiles = packed(m);
   for (int64_t n : {1, 2, 3, 8, 9, 17}) {
     std::vector<std::vector<float>> x;
-    for (uint32_t i = 0; i < static_cast<uint32_t>(n); ++i) x.push_back(random_activations(k, 40 + i));
+    for (uint32_t i = 0; i < static_cast<uint32_t>(n); ++i)
+      x.push_back(random_activations(k, 40 + i));
     for (int terms : {1, 2, 3}) {
       SCOPED_TRACE("n " + std::to_string(n) + ", terms " + std::to_string(terms));
       const std::vector<Q8Activations> xq = quantized(x, k, terms);
@@ -121,8 +122,8 @@ TEST_P(RowTilesTest, IsExactWhenEveryOperationIsExact) {
   for (uint32_t i = 0; i < 5; ++i) x.push_back(random_activations(k, 50 + i, /*exact=*/true));
   for (int terms : {1, 2}) {
     SCOPED_TRACE("terms " + std::to_string(terms));
-    const std::vector<float> y = tile_product(tiles, quantized(x, k, terms), kRows, 0,
-                                              tiles.tiles());
+    const std::vector<float> y =
+        tile_product(tiles, quantized(x, k, terms), kRows, 0, tiles.tiles());
     for (size_t i = 0; i < x.size(); ++i) {
       const std::vector<double> ref = reference_product(m, x[i]);
       for (int64_t r = 0; r < kRows; ++r) {
@@ -162,11 +163,11 @@ TEST_P(RowTilesTest, ARowsResultDoesNotDependOnTheOtherRows) {
   const RowTiles tiles = packed(m);
   std::vector<std::vector<float>> x;
   for (uint32_t i = 0; i < 11; ++i) x.push_back(random_activations(k, 70 + i));
-  const std::vector<float> together = tile_product(tiles, quantized(x, k, 2), kRows, 0,
-                                                   tiles.tiles());
+  const std::vector<float> together =
+      tile_product(tiles, quantized(x, k, 2), kRows, 0, tiles.tiles());
   for (size_t i = 0; i < x.size(); ++i) {
-    const std::vector<float> alone = tile_product(tiles, quantized({x[i]}, k, 2), kRows, 0,
-                                                  tiles.tiles());
+    const std::vector<float> alone =
+        tile_product(tiles, quantized({x[i]}, k, 2), kRows, 0, tiles.tiles());
     EXPECT_EQ(std::memcmp(alone.data(), together.data() + i * kRows, kRows * sizeof(float)), 0)
         << "activation row " << i;
   }
@@ -192,10 +193,19 @@ TEST(RowTiles, TypesAndPaths) {
     EXPECT_TRUE(row_tiles_type(t)) << dtype_name(t);
   }
   // Scales every 16 elements, or no blocks at all: the gemv kernels' or GEMM's.
-  for (DType t : {DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kF32, DType::kF16,
-                  DType::kBF16}) {
+  for (DType t :
+       {DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kF32, DType::kF16, DType::kBF16}) {
     EXPECT_FALSE(row_tiles_type(t)) << dtype_name(t);
   }
+  // Nibble tiles are the file's bytes regrouped: no larger than its blocks.
+  EXPECT_EQ(tile_format(DType::kQ4_0), TileFormat::kNibbles);
+  EXPECT_EQ(tile_format(DType::kQ4_1), TileFormat::kNibbles);
+  EXPECT_EQ(tile_format(DType::kQ8_0), TileFormat::kBytes);
+  EXPECT_EQ(RowTiles(DType::kQ4_1, 32, 64).bytes(), 32 * 2 * 20);
+  EXPECT_EQ(RowTiles(DType::kQ4_0, 32, 64).bytes(), 32 * 2 * 20);  // q4_0's 18 + an unused m
+  EXPECT_EQ(RowTiles(DType::kQ8_0, 32, 64).bytes(), 32 * 2 * 40);  // a byte per weight + 2 f32
+  EXPECT_THROW(RowTiles(DType::kQ6_K, 16, 256), Error);
+  EXPECT_THROW(RowTiles(DType::kQ4_K, 16, 64), Error);  // not whole super-blocks
   EXPECT_TRUE(row_tiles_path(CpuPath::kAvx512Vnni));
   for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
     EXPECT_FALSE(row_tiles_path(p)) << cpu_path_name(p);

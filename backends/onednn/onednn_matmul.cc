@@ -111,7 +111,10 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
 }
 
 bool Matmul::takes_tiles(int64_t n, DType wtype) const {
-  return min_tile_rows_ != 0 && n >= min_tile_rows_ && n < min_gemm_rows_ && row_tiles_type(wtype);
+  if (min_tile_rows_ == 0 || n >= min_gemm_rows_ || !row_tiles_type(wtype)) return false;
+  // Nibble tiles hold the file's bytes, regrouped: no more to stream than
+  // the gemv kernels read, so decode's single row takes them too.
+  return n >= min_tile_rows_ || tile_format(wtype) == TileFormat::kNibbles;
 }
 
 void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
@@ -120,8 +123,7 @@ void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
   const int64_t m = w.shape[0];
   const std::shared_ptr<const RowTiles> tiles =
       tiles_->get(w, [&](RowTiles& t, const TensorView& weights) {
-        pool_->parallel_tasks(
-            t.tiles(), [&](int64_t i, int) { t.pack(weights.dtype, weights.data, i, i + 1); });
+        pool_->parallel_tasks(t.tiles(), [&](int64_t i, int) { t.pack(weights.data, i, i + 1); });
       });
   quantize_rows(x.as<const float>(), n, k);
   float* y = out.as<float>();

@@ -46,7 +46,9 @@ int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {
 // 17.9 per row).
 constexpr int64_t kDefaultMinTileRows = 2;
 
-int64_t default_min_tile_rows(CpuPath path) { return row_tiles_path(path) ? kDefaultMinTileRows : 0; }
+int64_t default_min_tile_rows(CpuPath path) {
+  return row_tiles_path(path) ? kDefaultMinTileRows : 0;
+}
 
 // "backend.options." or "" for options read at the top level.
 std::string at(const Options& options) {
@@ -66,8 +68,9 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
   o.threads = static_cast<int>(options.get_int("threads", std::min(available_cpus(), 256), 1, 256));
   o.gemv_terms = options.get_choice("gemv_activations", "q8x2", {"q8x2", "q8"}) == "q8x2" ? 2 : 1;
   o.min_tile_rows = options.get_int("row_tiles_min_rows", default_min_tile_rows(path), 0, 1 << 20);
-  o.min_gemm_rows = options.get_int(
-      "matmul_min_rows", default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0), 1, 1 << 20);
+  o.min_gemm_rows =
+      options.get_int("matmul_min_rows",
+                      default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0), 1, 1 << 20);
   if (o.min_tile_rows != 0 && !row_tiles_path(path)) {
     throw Error(ErrorKind::kConfig,
                 at(options) + "row_tiles_min_rows: " + std::to_string(o.min_tile_rows) +

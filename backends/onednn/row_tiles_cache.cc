@@ -12,7 +12,7 @@ std::shared_ptr<const RowTiles> RowTilesCache::get(const TensorView& w, const Pa
       it->second.k == k) {
     return it->second.tiles;
   }
-  auto tiles = std::make_shared<RowTiles>(rows, k);
+  auto tiles = std::make_shared<RowTiles>(w.dtype, rows, k);
   pack(*tiles, w);
   Entry entry{w.dtype, rows, k, std::move(tiles)};
   if (it != entries_.end()) {

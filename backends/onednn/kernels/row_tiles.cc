@@ -94,6 +94,43 @@ TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
   return t;
 }
 
+// Row r's part of block b of a kBytes tile at `out` (src null: a zero row).
+void pack_bytes(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out) {
+  const TileBlock tb = src != nullptr ? tile_block(type, src, b) : TileBlock{};
+  auto* d = reinterpret_cast<float*>(out);
+  d[r] = tb.d;
+  d[RowTiles::kRows + r] = tb.m;
+  uint8_t* u = out + 2 * RowTiles::kRows * sizeof(float);
+  for (int j = 0; j < RowTiles::kBlock / 4; ++j) std::memcpy(u + 64 * j + 4 * r, tb.u + 4 * j, 4);
+}
+
+// The same for a kNibbles tile: the block's f16 fields and bytes as stored.
+void pack_nibbles(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out) {
+  auto* half = reinterpret_cast<uint16_t*>(out);
+  uint8_t* q = out + 2 * RowTiles::kRows * sizeof(uint16_t);
+  uint16_t d = 0, m = 0;
+  const uint8_t* qs = nullptr;
+  if (src != nullptr && type == DType::kQ4_0) {
+    const auto& x = reinterpret_cast<const blk::BlockQ4_0*>(src)[b];
+    d = x.d;
+    qs = x.qs;
+  } else if (src != nullptr) {
+    const auto& x = reinterpret_cast<const blk::BlockQ4_1*>(src)[b];
+    d = x.d;
+    m = x.m;
+    qs = x.qs;
+  }
+  half[r] = d;
+  half[RowTiles::kRows + r] = m;
+  for (int j = 0; j < RowTiles::kBlock / 8; ++j) {
+    if (qs != nullptr) {
+      std::memcpy(q + 64 * j + 4 * r, qs + 4 * j, 4);
+    } else {
+      std::memset(q + 64 * j + 4 * r, 0, 4);
+    }
+  }
+}
+
 }  // namespace
 
 bool row_tiles_type(DType t) {
@@ -113,13 +150,23 @@ bool row_tiles_type(DType t) {
 
 bool row_tiles_path(CpuPath path) { return path == CpuPath::kAvx512Vnni; }
 
+TileFormat tile_format(DType t) {
+  return t == DType::kQ4_0 || t == DType::kQ4_1 ? TileFormat::kNibbles : TileFormat::kBytes;
+}
+
 void RowTiles::AlignedFree::operator()(uint8_t* p) const { std::free(p); }
 
-RowTiles::RowTiles(int64_t rows, int64_t k)
-    : rows_(rows), k_(k), tiles_((rows + kRows - 1) / kRows) {
-  if (rows < 1 || k < kBlock || k % kBlock != 0) {
-    throw Error(ErrorKind::kInternal, "row tiles: bad shape [" + std::to_string(rows) + ", " +
-                                          std::to_string(k) + "]");
+RowTiles::RowTiles(DType type, int64_t rows, int64_t k)
+    : type_(type),
+      format_(row_tiles_type(type) ? tile_format(type) : TileFormat::kBytes),
+      rows_(rows),
+      k_(k),
+      tiles_((rows + kRows - 1) / kRows) {
+  if (!row_tiles_type(type) || rows < 1 || k < 1 ||
+      k % static_cast<int64_t>(dtype_traits(type).block_size) != 0) {
+    throw Error(ErrorKind::kInternal, "row tiles: no tiles for a [" + std::to_string(rows) + ", " +
+                                          std::to_string(k) + "] matrix of " +
+                                          std::string(dtype_name(type)));
   }
   void* p = std::aligned_alloc(64, static_cast<size_t>(bytes()));
   if (p == nullptr) {
@@ -132,24 +179,25 @@ RowTiles::RowTiles(int64_t rows, int64_t k)
   data_.reset(static_cast<uint8_t*>(p));
 }
 
-void RowTiles::pack(DType type, const void* w, int64_t tile_begin, int64_t tile_end) {
-  const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(k_));
+int64_t RowTiles::block_bytes() const {
+  return format_ == TileFormat::kNibbles ? 2 * kRows * 2 + kBlock / 2 * kRows
+                                         : 2 * kRows * 4 + kBlock * kRows;
+}
+
+void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
+  const uint64_t row_bytes = *dtype_row_bytes(type_, static_cast<uint64_t>(k_));
+  const auto* rows = static_cast<const uint8_t*>(w);
   for (int64_t t = tile_begin; t < tile_end; ++t) {
-    uint8_t* out = data_.get() + t * blocks() * kBlockBytes;
-    for (int64_t b = 0; b < blocks(); ++b, out += kBlockBytes) {
-      auto* d = reinterpret_cast<float*>(out);
-      auto* m = d + kRows;
-      uint8_t* u = out + 2 * kRows * sizeof(float);
+    uint8_t* out = data_.get() + t * blocks() * block_bytes();
+    for (int64_t b = 0; b < blocks(); ++b, out += block_bytes()) {
       for (int r = 0; r < kRows; ++r) {
         const int64_t row = t * kRows + r;
-        TileBlock tb{};
-        if (row < rows_) {
-          tb = tile_block(type, static_cast<const uint8_t*>(w) + row * row_bytes, b);
+        const uint8_t* src = row < rows_ ? rows + row * row_bytes : nullptr;
+        if (format_ == TileFormat::kNibbles) {
+          pack_nibbles(type_, src, b, r, out);
+        } else {
+          pack_bytes(type_, src, b, r, out);
         }
-        d[r] = tb.d;
-        m[r] = tb.m;
-        // Vector j holds elements 4j..4j+3 of every row, row r at 4r.
-        for (int j = 0; j < kBlock / 4; ++j) std::memcpy(u + 64 * j + 4 * r, tb.u + 4 * j, 4);
       }
     }
   }
@@ -164,8 +212,8 @@ void row_tiles_product(CpuPath path, const RowTiles& tiles, const Q8Activations*
   for (int64_t i = 0; i < n; ++i) {
     if (xq[i].k() != tiles.k()) {
       throw Error(ErrorKind::kInternal, "row tiles: activation row of " +
-                                            std::to_string(xq[i].k()) + " values against k = " +
-                                            std::to_string(tiles.k()));
+                                            std::to_string(xq[i].k()) +
+                                            " values against k = " + std::to_string(tiles.k()));
     }
   }
   detail::row_tiles_avx512_vnni(tiles, xq, n, y, ldy, tile_begin, tile_end);

@@ -11,12 +11,20 @@
 // shuffle or horizontal sum at all. This is the run-time repacking that
 // ik_llama.cpp and llama.cpp's CPU "extra" buffers do, in Duet's own layout.
 //
-// Every supported format becomes the same tile: each 32-element block of
-// each row is written as x = d * u + m with u an unsigned byte and f32 d, m
-// (q4_0: u = q, m = -8d; q4_1: m as stored; q5_0: m = -16d; q8_0: u = q +
-// 128, m = -128d; q4_k / q5_k: d = super-scale * 6-bit scale and m =
-// -(super-min * 6-bit min) of the block's sub-block, both exact in f32).
-// So one kernel serves every format, and the per-block result for an
+// Two tile formats carry every supported type:
+//  * nibbles (q4_0, q4_1): the blocks' own bytes regrouped — f16 d and m per
+//    row, then 16 bytes per row whose low nibbles are elements 0..15 and
+//    high nibbles elements 16..31 — so tiles take exactly the file's 0.625
+//    bytes per weight, and decode, which streams every weight once per
+//    token, reads no more than from the file's blocks. The kernel unpacks
+//    the nibbles with two ANDs and a shift per vector. q4_0 keeps m unused:
+//    its offset is -8d.
+//  * bytes (q5_0, q5_1, q8_0, q4_k, q5_k): each 32-element block of each row
+//    as x = d * u + m with u an unsigned byte and f32 d, m (q5_0: m = -16d;
+//    q8_0: u = q + 128, m = -128d; q4_k / q5_k: d = super-scale * 6-bit
+//    scale and m = -(super-min * 6-bit min) of the block's sub-block, both
+//    exact in f32): 1.25 bytes per weight, for products of several rows.
+// So one kernel serves every type, and the per-block result for an
 // activation block of unit dx and integer values qx (Q8Activations) is
 //   d * dx * Σ(u * qx) + m * (dx * Σqx)
 // with the integer sum exact: it is the gemv kernels' arithmetic except for
@@ -25,9 +33,8 @@
 // output row's additions run over the blocks in order whatever n is, so a
 // row's result does not depend on which other rows share the call.
 //
-// Memory: 1.25 bytes per weight (a byte per element plus two floats per
-// block), about twice a q4 file's matrices; tiles are built once per matrix
-// and kept (OnednnOps::Matmul).
+// Tiles are built once per matrix and kept (RowTilesCache): memory on top of
+// the model's own copy of the weights.
 #pragma once
 
 #include <cstdint>
@@ -39,46 +46,62 @@
 
 namespace duet::onednn {
 
-// Whether pack_row_tiles takes matrices of `t`: q4_0, q4_1, q5_0, q5_1,
-// q8_0, q4_k and q5_k (formats whose scales change at most every 32
-// elements).
+// Whether RowTiles take matrices of `t`: q4_0, q4_1, q5_0, q5_1, q8_0,
+// q4_k and q5_k (types whose scales change at most every 32 elements).
 bool row_tiles_type(DType t);
 
 // Whether this build has a row-tile kernel for `path` (the AVX-512 VNNI path;
 // vpdpbusd multiplies the unsigned tile bytes by signed activations exactly).
 bool row_tiles_path(CpuPath path);
 
+enum class TileFormat {
+  kNibbles,  // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
+  kBytes,    // the others: 64 + 64 bytes of f32 scales and 512 of bytes per block
+};
+
+// The format `t`'s tiles take. REQUIRES row_tiles_type(t).
+TileFormat tile_format(DType t);
+
 class RowTiles {
  public:
   static constexpr int kRows = 16;  // weight rows per tile (one per 32-bit lane)
   static constexpr int kBlock = 32;
-  // Bytes of one block of a tile: d[16], m[16] as f32, then 8 vectors of 64
-  // bytes, vector j holding elements 4j..4j+3 of rows 0..15 (row r at bytes
-  // 4r..4r+3).
-  static constexpr int64_t kBlockBytes = 2 * kRows * 4 + kBlock * kRows;
 
-  // Empty tiles for a [rows, k] matrix: REQUIRES rows ≥ 1, k a positive
-  // multiple of 32. Throws duet::Error(kOutOfMemory) naming the size.
-  RowTiles(int64_t rows, int64_t k);
+  // Empty tiles for a [rows, k] matrix of `type`: REQUIRES
+  // row_tiles_type(type), rows ≥ 1, k a positive multiple of the type's
+  // block. Throws duet::Error(kOutOfMemory) naming the size.
+  RowTiles(DType type, int64_t rows, int64_t k);
 
-  // Fills tiles [tile_begin, tile_end) from the matrix w of `type` (row r at
-  // w + r * dtype_row_bytes(type, k)); rows past the matrix's last are zero
-  // (d = m = 0). REQUIRES row_tiles_type(type), k a multiple of the type's
-  // block. Thread-safe for disjoint tile ranges.
-  void pack(DType type, const void* w, int64_t tile_begin, int64_t tile_end);
+  // Fills tiles [tile_begin, tile_end) from the matrix w (row r at w + r *
+  // dtype_row_bytes(type, k)); rows past the matrix's last are zero (d = m =
+  // 0). Thread-safe for disjoint tile ranges.
+  //
+  // A block of a tile: the rows' d (16 values), then their m, then the
+  // quants as 64-byte vectors whose 32-bit lane r belongs to row r:
+  //   kBytes:   f32 scales; 8 vectors, vector j holding u of elements
+  //             4j..4j+3 (one byte each).
+  //   kNibbles: f16 scales; 4 vectors, vector j holding the block's bytes
+  //             qs[4j..4j+3]: elements 4j..4j+3 in the low nibbles, 16+4j..
+  //             16+4j+3 in the high.
+  void pack(const void* w, int64_t tile_begin, int64_t tile_end);
 
+  DType type() const { return type_; }
+  TileFormat format() const { return format_; }
   int64_t rows() const { return rows_; }
   int64_t k() const { return k_; }
   int64_t tiles() const { return tiles_; }
   int64_t blocks() const { return k_ / kBlock; }
-  int64_t bytes() const { return tiles_ * blocks() * kBlockBytes; }
-  // Tile t's first block; block b is kBlockBytes * b further on.
-  const uint8_t* tile(int64_t t) const { return data_.get() + t * blocks() * kBlockBytes; }
+  int64_t block_bytes() const;
+  int64_t bytes() const { return tiles_ * blocks() * block_bytes(); }
+  // Tile t's first block; block b is block_bytes() * b further on.
+  const uint8_t* tile(int64_t t) const { return data_.get() + t * blocks() * block_bytes(); }
 
  private:
   struct AlignedFree {
     void operator()(uint8_t* p) const;
   };
+  DType type_;
+  TileFormat format_;
   int64_t rows_;
   int64_t k_;
   int64_t tiles_;

@@ -1,17 +1,17 @@
 // The row-tile product (row_tiles.h) on AVX-512 VNNI.
 //
 // For one tile and up to kMaxVectors activation rows at a time: each block's
-// eight 64-byte weight vectors are loaded once into registers and multiplied
-// by every activation row, 4 activation bytes broadcast to all 16 lanes per
-// vpdpbusd; the integer sums then take the block's scales with two f32
-// multiply-adds per row (d * dx, and the offset m times dx * Σqx).
+// eight 64-byte weight vectors (kBytes: loaded; kNibbles: four loaded and
+// split into their low and high nibbles) are held in registers and
+// multiplied by every activation row, 4 activation bytes broadcast to all 16
+// lanes per vpdpbusd; the integer sums then take the block's scales with two
+// f32 multiply-adds per row (d * dx, and the offset m times dx * Σqx).
 // Registers: 8 weight vectors, d, m, and two accumulators per activation row.
-
-#include "kernels/avx512_intrinsics.h"
 
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/avx512_intrinsics.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn::detail {
@@ -19,7 +19,7 @@ namespace {
 
 constexpr int kMaxVectors = 8;
 constexpr int kVectorsPerBlock = RowTiles::kBlock / 4;  // weight vectors of a block
-constexpr int64_t kScaleBytes = 2 * RowTiles::kRows * sizeof(float);
+constexpr int64_t kPrefetchAhead = 2048;                // bytes
 
 // 4 activation bytes in every 32-bit lane.
 __m512i broadcast4(const int8_t* p) {
@@ -41,63 +41,110 @@ __m512i block_sum(const __m512i* w, const int8_t* x, __m512i start) {
   return _mm512_add_epi32(s0, s1);
 }
 
+// One block of a tile, unpacked: its rows' scales and the 8 weight vectors
+// whose vector j pairs with activation bytes 4j..4j+3.
+struct Block {
+  __m512 d;
+  __m512 m;
+  __m512i w[kVectorsPerBlock];
+};
+
+// The tile block at p of format F; for q4_0 (kQ4_0) m = -8d.
+template <TileFormat F, bool kQ4_0>
+Block load_block(const uint8_t* p) {
+  Block blk;
+  if constexpr (F == TileFormat::kBytes) {
+    blk.d = _mm512_load_ps(p);
+    blk.m = _mm512_load_ps(p + 64);
+    for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 128 + 64 * j);
+  } else {
+    blk.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+    blk.m = kQ4_0 ? _mm512_mul_ps(blk.d, _mm512_set1_ps(-8.0f))
+                  : _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
+      const __m512i q = _mm512_load_si512(p + 64 + 64 * j);
+      blk.w[j] = _mm512_and_si512(q, nibble);  // elements 4j..4j+3
+      blk.w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+    }
+  }
+  return blk;
+}
+
 // Tile t against activation rows xq[0..NV), all of `Terms` terms.
-template <int NV, int Terms>
+template <TileFormat F, bool kQ4_0, int NV, int Terms>
 void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float* y, int64_t ldy) {
   const uint8_t* p = tiles.tile(t);
+  const int64_t block_bytes = tiles.block_bytes();
   __m512 acc[NV];
   __m512 acc_m[NV];
   for (int v = 0; v < NV; ++v) {
     acc[v] = _mm512_setzero_ps();
     acc_m[v] = _mm512_setzero_ps();
   }
-  for (int64_t b = 0; b < tiles.blocks(); ++b, p += RowTiles::kBlockBytes) {
-    const __m512 d = _mm512_load_ps(p);
-    const __m512 m = _mm512_load_ps(p + 64);
-    __m512i w[kVectorsPerBlock];
-    for (int j = 0; j < kVectorsPerBlock; ++j) w[j] = _mm512_load_si512(p + kScaleBytes + 64 * j);
+  for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
+    // The hardware prefetchers lose the stream at every tile range a thread
+    // claims; a prefetch this far ahead keeps the next blocks coming from
+    // DRAM while this one is multiplied (and past the end never faults).
+    for (int64_t line = 0; line < block_bytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + line), _MM_HINT_T0);
+    }
+    const Block blk = load_block<F, kQ4_0>(p);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       const int64_t at = b * RowTiles::kBlock;
-      __m512i s = block_sum(w, xq[v].q() + at, _mm512_setzero_si512());
+      __m512i s = block_sum(blk.w, xq[v].q() + at, _mm512_setzero_si512());
       // Two terms: 256 * Σ(u * qa) + Σ(u * qb), at most 32 * 255 * 127 *
       // 257 < 2^31.
-      if constexpr (Terms == 2) s = block_sum(w, xq[v].q_lo() + at, _mm512_slli_epi32(s, 8));
+      if constexpr (Terms == 2) s = block_sum(blk.w, xq[v].q_lo() + at, _mm512_slli_epi32(s, 8));
       const float* sx = xq[v].scales() + 2 * b;
-      acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(sx[0])),
+      acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(blk.d, _mm512_set1_ps(sx[0])),
                                acc[v]);
-      acc_m[v] = _mm512_fmadd_ps(m, _mm512_set1_ps(sx[1]), acc_m[v]);
+      acc_m[v] = _mm512_fmadd_ps(blk.m, _mm512_set1_ps(sx[1]), acc_m[v]);
     }
   }
   const int64_t first = t * RowTiles::kRows;
-  const int64_t valid = tiles.rows() - first < RowTiles::kRows ? tiles.rows() - first
-                                                               : RowTiles::kRows;
+  const int64_t valid =
+      tiles.rows() - first < RowTiles::kRows ? tiles.rows() - first : RowTiles::kRows;
   const auto mask = static_cast<__mmask16>((uint32_t{1} << valid) - 1);
   for (int v = 0; v < NV; ++v) {
     _mm512_mask_storeu_ps(y + v * ldy + first, mask, _mm512_add_ps(acc[v], acc_m[v]));
   }
 }
 
-template <int Terms>
+template <TileFormat F, bool kQ4_0, int Terms>
 void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int64_t nv, float* y,
                  int64_t ldy) {
   switch (nv) {
     case 1:
-      return tile_rows<1, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, kQ4_0, 1, Terms>(tiles, t, xq, y, ldy);
     case 2:
-      return tile_rows<2, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, kQ4_0, 2, Terms>(tiles, t, xq, y, ldy);
     case 3:
-      return tile_rows<3, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, kQ4_0, 3, Terms>(tiles, t, xq, y, ldy);
     case 4:
-      return tile_rows<4, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, kQ4_0, 4, Terms>(tiles, t, xq, y, ldy);
     case 5:
-      return tile_rows<5, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, kQ4_0, 5, Terms>(tiles, t, xq, y, ldy);
     case 6:
-      return tile_rows<6, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, kQ4_0, 6, Terms>(tiles, t, xq, y, ldy);
     case 7:
-      return tile_rows<7, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, kQ4_0, 7, Terms>(tiles, t, xq, y, ldy);
     default:
-      return tile_rows<kMaxVectors, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, kQ4_0, kMaxVectors, Terms>(tiles, t, xq, y, ldy);
+  }
+}
+
+// Tiles [tile_begin, tile_end) against nv rows from xq, all of `terms`.
+template <TileFormat F, bool kQ4_0>
+void tiles_rows(const RowTiles& tiles, int64_t tile_begin, int64_t tile_end,
+                const Q8Activations* xq, int64_t nv, int terms, float* y, int64_t ldy) {
+  for (int64_t t = tile_begin; t < tile_end; ++t) {
+    if (terms == 2) {
+      tile_rows_n<F, kQ4_0, 2>(tiles, t, xq, nv, y, ldy);
+    } else {
+      tile_rows_n<F, kQ4_0, 1>(tiles, t, xq, nv, y, ldy);
+    }
   }
 }
 
@@ -117,12 +164,16 @@ void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64
     const int64_t passes = (count + kMaxVectors - 1) / kMaxVectors;
     for (int64_t pass = 0; pass < passes; ++pass) {
       const int64_t nv = count / passes + (pass < count % passes ? 1 : 0);
-      for (int64_t t = tile_begin; t < tile_end; ++t) {
-        if (terms == 2) {
-          tile_rows_n<2>(tiles, t, xq + v, nv, y + v * ldy, ldy);
-        } else {
-          tile_rows_n<1>(tiles, t, xq + v, nv, y + v * ldy, ldy);
-        }
+      float* yv = y + v * ldy;
+      if (tiles.format() == TileFormat::kBytes) {
+        tiles_rows<TileFormat::kBytes, false>(tiles, tile_begin, tile_end, xq + v, nv, terms, yv,
+                                              ldy);
+      } else if (tiles.type() == DType::kQ4_0) {
+        tiles_rows<TileFormat::kNibbles, true>(tiles, tile_begin, tile_end, xq + v, nv, terms, yv,
+                                               ldy);
+      } else {
+        tiles_rows<TileFormat::kNibbles, false>(tiles, tile_begin, tile_end, xq + v, nv, terms, yv,
+                                                ldy);
       }
       v += nv;
     }
