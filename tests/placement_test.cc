@@ -88,9 +88,13 @@ TEST_F(Placement, ASplitPipelineGeneratesWhatTheDecodeBackendAloneDoes) {
 
 // After the handover, each decode step on the receiving backend: its
 // logits against the decode backend's own run over the same tokens, at the
-// thresholds of tests/onednn_model_test.cc (1e-4 for f16 caches; 2e-3 where
-// the receiver stores q8_0 and the two q8_0 caches may round a value to
-// neighbouring steps).
+// thresholds of tests/onednn_model_test.cc (1e-4 for f16 caches) and 4e-3
+// where both store q8_0 and the two q8_0 caches may round a value to
+// neighbouring steps. That spread is heavy-tailed: over the three prompts
+// here × these 6 tokens, onednn -> reference measured at most 1.7e-3 with
+// the gemv kernels (mean 4.6e-4) and 2.7e-3 with the row tiles onednn takes
+// on AVX-512 VNNI CPUs (mean 7.1e-4), while the same steps with f16 caches
+// stay ≤ 1.6e-6 for both: the products agree, the q8_0 roundings differ.
 TEST_F(Placement, DecodeStepLogitsAfterAHandoverMatchTheDecodeBackendAlone) {
   struct Case {
     const char *prefill, *decode, *dtype;  // both caches
@@ -98,7 +102,7 @@ TEST_F(Placement, DecodeStepLogitsAfterAHandoverMatchTheDecodeBackendAlone) {
   };
   for (const Case& c :
        {Case{"onednn", "reference", "f16", 1e-4}, Case{"reference", "onednn", "f16", 1e-4},
-        Case{"onednn", "reference", "q8_0", 2e-3}}) {
+        Case{"onednn", "reference", "q8_0", 4e-3}}) {
     SCOPED_TRACE(std::string(c.prefill) + " -> " + c.decode + ", " + c.dtype);
     // One decode token each (sampled from the prefill's logits, no forward
     // pass), then taken back: both sessions stand on the decode backend with
