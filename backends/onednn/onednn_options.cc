@@ -26,11 +26,12 @@ constexpr int64_t kDefaultMinGemmRowsQ8 = 24;
 constexpr int64_t kDefaultMinGemmRowsQ8x2Avx512 = 32;
 constexpr int64_t kDefaultMinGemmRowsQ8Avx512 = 48;
 // The same with row tiles (AVX-512 VNNI), the same command with -p
-// 64,128,192,256,384,512 on an AMD EPYC (Zen 4), 2 threads: with two terms
-// the tiles lead to 128 rows (pp128 1,415-1,583 against 1,122-1,229 t/s) and
-// tie at 256 (1,247-1,307 against 1,349); with one term they lead at every
-// size tried (pp512 2,074 against 1,568), so GEMM is left to larger chunks.
-constexpr int64_t kDefaultMinGemmRowsQ8x2Tiles = 256;
+// 128,256,512, two rounds on an AMD EPYC (family 26, Zen 5), 2 threads: with
+// two terms the tiles lead to 256 rows (pp128 1,694-1,759 against 1,224 t/s;
+// pp256 1,672-1,706 against 1,513-1,547) and tie at 512 (1,378-1,593
+// against 1,532-1,617); with one term they led at every size tried (pp512
+// 2,074 against 1,568), so GEMM is left to larger chunks.
+constexpr int64_t kDefaultMinGemmRowsQ8x2Tiles = 512;
 constexpr int64_t kDefaultMinGemmRowsQ8Tiles = 4096;
 
 int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {

@@ -19,7 +19,7 @@ namespace duet::onednn {
 //   matmul_min_rows   1..2^20: matmuls with at least this many activation
 //                     rows expand weight panels to f32 for oneDNN GEMM.
 //                     Default, the measured crossovers: with row tiles (the
-//                     AVX-512 VNNI path) 256 with q8x2 and 4096 with q8; on
+//                     AVX-512 VNNI path) 512 with q8x2 and 4096 with q8; on
 //                     the other AVX-512 paths (whose gemv kernels take up to
 //                     8 rows at once) 32 and 48; on AVX2 and scalar 16 and 24.
 //   row_tiles_min_rows  0..2^20: matmuls with at least this many activation
