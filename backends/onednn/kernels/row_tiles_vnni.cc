@@ -17,7 +17,7 @@
 namespace duet::onednn::detail {
 namespace {
 
-constexpr int kMaxVectors = 8;
+constexpr int kMaxVectors = 16;
 constexpr int kVectorsPerBlock = RowTiles::kBlock / 4;  // weight vectors of a block
 constexpr int64_t kPrefetchAhead = 2048;                // bytes
 
@@ -77,11 +77,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
   const uint8_t* p = tiles.tile(t);
   const int64_t block_bytes = tiles.block_bytes();
   __m512 acc[NV];
-  __m512 acc_m[NV];
-  for (int v = 0; v < NV; ++v) {
-    acc[v] = _mm512_setzero_ps();
-    acc_m[v] = _mm512_setzero_ps();
-  }
+  for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
   for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
     // The hardware prefetchers lose the stream at every tile range a thread
     // claims; a prefetch this far ahead keeps the next blocks coming from
@@ -90,7 +86,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
       _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + line), _MM_HINT_T0);
     }
     const Block blk = load_block<F, kQ4_0>(p);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
       const int64_t at = b * RowTiles::kBlock;
       __m512i s = block_sum(blk.w, xq[v].q() + at, _mm512_setzero_si512());
@@ -100,7 +96,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
       const float* sx = xq[v].scales() + 2 * b;
       acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(blk.d, _mm512_set1_ps(sx[0])),
                                acc[v]);
-      acc_m[v] = _mm512_fmadd_ps(blk.m, _mm512_set1_ps(sx[1]), acc_m[v]);
+      acc[v] = _mm512_fmadd_ps(blk.m, _mm512_set1_ps(sx[1]), acc[v]);
     }
   }
   const int64_t first = t * RowTiles::kRows;
@@ -108,7 +104,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
       tiles.rows() - first < RowTiles::kRows ? tiles.rows() - first : RowTiles::kRows;
   const auto mask = static_cast<__mmask16>((uint32_t{1} << valid) - 1);
   for (int v = 0; v < NV; ++v) {
-    _mm512_mask_storeu_ps(y + v * ldy + first, mask, _mm512_add_ps(acc[v], acc_m[v]));
+    _mm512_mask_storeu_ps(y + v * ldy + first, mask, acc[v]);
   }
 }
 
@@ -130,6 +126,22 @@ void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int6
       return tile_rows<F, kQ4_0, 6, Terms>(tiles, t, xq, y, ldy);
     case 7:
       return tile_rows<F, kQ4_0, 7, Terms>(tiles, t, xq, y, ldy);
+    case 8:
+      return tile_rows<F, kQ4_0, 8, Terms>(tiles, t, xq, y, ldy);
+    case 9:
+      return tile_rows<F, kQ4_0, 9, Terms>(tiles, t, xq, y, ldy);
+    case 10:
+      return tile_rows<F, kQ4_0, 10, Terms>(tiles, t, xq, y, ldy);
+    case 11:
+      return tile_rows<F, kQ4_0, 11, Terms>(tiles, t, xq, y, ldy);
+    case 12:
+      return tile_rows<F, kQ4_0, 12, Terms>(tiles, t, xq, y, ldy);
+    case 13:
+      return tile_rows<F, kQ4_0, 13, Terms>(tiles, t, xq, y, ldy);
+    case 14:
+      return tile_rows<F, kQ4_0, 14, Terms>(tiles, t, xq, y, ldy);
+    case 15:
+      return tile_rows<F, kQ4_0, 15, Terms>(tiles, t, xq, y, ldy);
     default:
       return tile_rows<F, kQ4_0, kMaxVectors, Terms>(tiles, t, xq, y, ldy);
   }
