@@ -526,6 +526,33 @@ TEST(Qgemv, RejectsActivationsOfAnotherLength) {
       gemv(CpuPath::kScalar, DType::kQ8_0, m.bytes.data(), 64, xq, nullptr, y.data(), 0, 2), Error);
 }
 
+// gemv_batch of several vectors reads their derived forms; vectors
+// quantized without them (as the row tiles want them) are refused there and
+// multiply alone.
+TEST(Qgemv, BatchRefusesVectorsWithoutTheirDerivedForms) {
+  const Matrix m = random_matrix(DType::kQ4_1, 4, 64, 53);
+  const std::vector<float> x = random_activations(64, 54);
+  std::vector<Q8Activations> xq(2);
+  for (Q8Activations& v : xq) {
+    v.quantize(x.data(), 64, CpuPath::kScalar, 2, /*derived_forms=*/false);
+    EXPECT_FALSE(v.has_derived_forms());
+  }
+  std::vector<float> y(8);
+  try {
+    gemv_batch(CpuPath::kScalar, DType::kQ4_1, m.bytes.data(), 64, xq.data(), nullptr, 2, y.data(),
+               4, 0, 4);
+    ADD_FAILURE() << "vectors without derived forms were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+  }
+  gemv_batch(CpuPath::kScalar, DType::kQ4_1, m.bytes.data(), 64, xq.data(), nullptr, 1, y.data(), 4,
+             0, 4);
+  const std::vector<double> ref = reference_product(m, x);
+  EXPECT_LE(normalized_error({y.begin(), y.begin() + 4}, ref), 1e-4);
+  xq[1].quantize(x.data(), 64, CpuPath::kScalar, 2);
+  EXPECT_TRUE(xq[1].has_derived_forms());
+}
+
 TEST(Qgemv, RejectsAPathBeyondTheCpu) {
   if (hardware_cpu_path() == CpuPath::kAvx512Vnni) GTEST_SKIP() << "every path runs here";
   const Matrix m = random_matrix(DType::kF32, 1, 32, 52);

@@ -81,11 +81,12 @@ void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
   }
 }
 
-void Matmul::quantize_rows(const float* x, int64_t n, int64_t k) {
+void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms) {
   // The same activations often feed several matrices in a row (a layer's
   // q, k and v; gate and up): bit-identical input, identical quantization.
   const auto floats = static_cast<size_t>(n * k);
   if (quantized_.size() == floats && xq_.front().k() == k &&
+      (!derived_forms || xq_.front().has_derived_forms()) &&
       std::memcmp(x, quantized_.data(), floats * sizeof(float)) == 0) {
     return;
   }
@@ -96,7 +97,7 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k) {
   // others wait.
   auto rows = [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
-      xq_[static_cast<size_t>(i)].quantize(x + i * k, k, path_, terms_);
+      xq_[static_cast<size_t>(i)].quantize(x + i * k, k, path_, terms_, derived_forms);
     }
   };
   if (n >= kParallelQuantizeRows) {
@@ -114,7 +115,7 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
   const float* xf = x.as<const float>();
   // f32 and f16 weights read x itself (their Q8Activations go unread).
   if (qgemv_block_type(w.dtype)) {
-    quantize_rows(xf, n, k);
+    quantize_rows(xf, n, k, /*derived_forms=*/n > 1);
   } else if (xq_.empty()) {
     xq_.resize(1);
   }
@@ -139,7 +140,7 @@ void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
       tiles_->get(w, [&](RowTiles& t, const TensorView& weights) {
         pool_->parallel_tasks(t.tiles(), [&](int64_t i, int) { t.pack(weights.data, i, i + 1); });
       });
-  quantize_rows(x.as<const float>(), n, k);
+  quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
   float* y = out.as<float>();
   pool_->parallel_for_shared(tiles->tiles(), 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
     row_tiles_product(path_, *tiles, xq_.data(), n, y, m, begin, end);

@@ -81,9 +81,10 @@ class Matmul {
   static int64_t panel_rows(int64_t k);
 
  private:
-  // Fills xq_[0..n) with the rows of x[n, k], quantized to terms_ terms,
-  // unless they already hold exactly these rows.
-  void quantize_rows(const float* x, int64_t n, int64_t k);
+  // Fills xq_[0..n) with the rows of x[n, k], quantized to terms_ terms
+  // (with the derived forms gemv_batch of several rows reads, or without),
+  // unless they already hold exactly these rows in that form.
+  void quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms);
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
   bool takes_tiles(int64_t n, DType wtype) const;
   void tiled(const TensorView& x, const TensorView& w, TensorView out);

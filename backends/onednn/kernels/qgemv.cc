@@ -176,7 +176,8 @@ void run(CpuPath path, const detail::GemvArgs& a) {
 
 void Q8Activations::AlignedFree::operator()(void* p) const { std::free(p); }
 
-void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms) {
+void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms,
+                             bool derived_forms) {
   check_path(path, "Q8Activations::quantize");
   if (k <= 0 || k % kBlock != 0 || (terms != 1 && terms != 2)) {
     throw Error(ErrorKind::kInternal, "Q8Activations: k = " + std::to_string(k) +
@@ -214,6 +215,8 @@ void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms)
       break;
   }
   if (terms == 2) quantize_second_term(x, k, q_.get(), q_lo_.get(), scales_.get());
+  derived_forms_ = derived_forms;
+  if (!derived_forms) return;
   derive_forms(q_.get(), padded, q_regrouped_.get(), q_bias_.get());
   if (terms == 2) derive_forms(q_lo_.get(), padded, q_lo_regrouped_.get(), q_lo_bias_.get());
 }
@@ -228,9 +231,13 @@ void gemv_batch(CpuPath path, DType wtype, const void* w, int64_t k, const Q8Act
                 int64_t row_end) {
   if (n < 1) throw Error(ErrorKind::kInternal, "gemv_batch: n = " + std::to_string(n));
   detail::GemvArgs a = make_args(path, wtype, w, k, xq, x, y, row_begin, row_end);
-  for (int64_t i = 1; i < n; ++i) {
-    if (qgemv_block_type(wtype) && xq[i].k() != k) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (qgemv_block_type(wtype) && i > 0 && xq[i].k() != k) {
       throw Error(ErrorKind::kInternal, "gemv_batch: activation vectors differ in length");
+    }
+    if (qgemv_block_type(wtype) && n > 1 && !xq[i].has_derived_forms()) {
+      throw Error(ErrorKind::kInternal, "gemv_batch: activation vector " + std::to_string(i) +
+                                            " was quantized without its derived forms");
     }
   }
   // Tiles of rows small enough to stay in L1 (≤ 16 KiB) while all n vectors

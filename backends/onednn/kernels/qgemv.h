@@ -55,11 +55,15 @@ class Q8Activations {
   // Quantizes x[0..k) to `terms` (1 or 2) 8-bit terms. REQUIRES: k > 0,
   // k % 32 == 0, x finite. `path` picks the instructions used; every path
   // stores bit-identical results. REQUIRES: path ≤ hardware_cpu_path().
-  void quantize(const float* x, int64_t k, CpuPath path = CpuPath::kScalar, int terms = 1);
+  // `derived_forms`: whether to fill the forms below, which only gemv_batch
+  // of several vectors reads (it refuses vectors without them).
+  void quantize(const float* x, int64_t k, CpuPath path = CpuPath::kScalar, int terms = 1,
+                bool derived_forms = true);
 
   int64_t k() const { return k_; }
   int64_t blocks() const { return k_ / duet::blocks::kQK; }
   int terms() const { return terms_; }
+  bool has_derived_forms() const { return derived_forms_; }
   // k int8 values, 64-byte aligned; block b starts at q() + 32 * b.
   const int8_t* q() const { return q_.get(); }
   // The second term, laid out as q(); null with one term.
@@ -71,7 +75,7 @@ class Q8Activations {
   const float* scales() const { return scales_.get(); }
 
   // Derived forms for the kernels that take many vectors at once, filled by
-  // quantize() for the whole padded length:
+  // quantize() for the whole padded length (REQUIRES has_derived_forms()):
   // q() regrouped as the q4 kernels pair values with weight nibbles: in each
   // group of 4 blocks (128 bytes from block 4g on), the first 16 values of
   // blocks 0, 1, 2, 3, then their last 16.
@@ -91,6 +95,7 @@ class Q8Activations {
   };
   int64_t k_ = 0;
   int terms_ = 1;
+  bool derived_forms_ = false;
   int64_t capacity_blocks_ = 0;
   std::unique_ptr<int8_t[], AlignedFree> q_;
   std::unique_ptr<int8_t[], AlignedFree> q_lo_;
