@@ -146,6 +146,8 @@ TEST_F(Bench, TableHasARowPerTestAndASummary) {
   for (size_t i = 1; i < 5; ++i) EXPECT_EQ(l[i].size(), l[0].size()) << r.out;
   EXPECT_NE(r.out.find("peak RSS"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens of f32), peak RSS"), std::string::npos) << r.out;
+  // What the backend says it computes with, as `duet plugins` lists it.
+  EXPECT_NE(r.out.find("\nbackend reference: "), std::string::npos) << r.out;
 }
 
 TEST_F(Bench, JsonIsOneObjectWithAResultPerTest) {
@@ -156,6 +158,7 @@ TEST_F(Bench, JsonIsOneObjectWithAResultPerTest) {
   for (const char* key : {"\"results\":[",
                           "\"backend\":\"reference\"",
                           "\"plugin_version\":\"0.1.0\"",
+                          "\"backend_summary\":\"",
                           "\"threads\":\"-\"",
                           "\"cpu_features\":[",
                           "\"load_seconds\":",

@@ -226,6 +226,7 @@ std::string batch_json(const BenchContext& c, const std::vector<BatchResult>& re
                     {"model_bytes", c.model_bytes},
                     {"backend", c.backend},
                     {"plugin_version", c.plugin_version},
+                    {"backend_summary", c.backend_summary},
                     {"threads", c.threads},
                     {"cpu_model", c.cpu_model},
                     {"cpu_features", c.cpu_features},

@@ -21,7 +21,8 @@ struct BenchContext {
   uint64_t model_bytes = 0;
   std::string backend;
   std::string plugin_version;
-  std::string threads;  // backend.options.threads, or "-"
+  std::string backend_summary;  // the backend's registered one-liner: its kernels and CPU path
+  std::string threads;          // backend.options.threads, or "-"
   std::string cpu_model;
   std::vector<std::string> cpu_features;
   std::string sampler_order;
@@ -57,8 +58,9 @@ inline std::string fixed(double v, int digits) {
 inline std::string context_lines(const BenchContext& c) {
   std::ostringstream s;
   s << "model " << c.model << " (" << format_bytes(c.model_bytes) << "), cpu " << c.cpu_model
-    << "\n"
-    << "load " << fixed(c.load_seconds * 1000, 1) << " ms, KV cache "
+    << "\n";
+  if (!c.backend_summary.empty()) s << "backend " << c.backend << ": " << c.backend_summary << "\n";
+  s << "load " << fixed(c.load_seconds * 1000, 1) << " ms, KV cache "
     << format_bytes(c.kv_cache_bytes) << " (" << c.kv_cache_tokens << " tokens of "
     << c.kv_cache_dtype << "), peak RSS " << format_bytes(c.peak_rss_bytes) << ", " << c.repetitions
     << " repetitions after " << c.warmup << " warm-up run" << (c.warmup == 1 ? "" : "s")

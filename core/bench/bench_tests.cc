@@ -139,6 +139,13 @@ std::string tests_table(const BenchContext& c, const std::vector<TestResult>& re
   return s.str();
 }
 
+std::string backend_summary(const PluginHost& host, const std::string& name) {
+  for (const auto& info : host.components(ComponentKind::kBackend)) {
+    if (info.name == name) return info.summary;
+  }
+  return "";
+}
+
 std::string tests_json(const BenchContext& c, const std::vector<TestResult>& results) {
   JsonWriter j;
   j.begin_object();
@@ -148,6 +155,7 @@ std::string tests_json(const BenchContext& c, const std::vector<TestResult>& res
   j.field("model_bytes", c.model_bytes);
   j.field("backend", c.backend);
   j.field("plugin_version", c.plugin_version);
+  j.field("backend_summary", c.backend_summary);
   j.field("threads", c.threads);
   j.field("cpu_model", c.cpu_model);
   j.key("cpu_features").begin_array();

@@ -38,6 +38,8 @@ struct TestResult {
 // The version of the plugin that registered backend `name`; the core's
 // version for a built-in, "-" when none did.
 std::string backend_plugin_version(const PluginHost& host, const std::string& name);
+// The summary backend `name` registered with (`duet plugins`), "" if none.
+std::string backend_summary(const PluginHost& host, const std::string& name);
 
 // Calls run(t, i) for run i (warm-ups first) of every test t, one test's
 // runs after another's or in rounds (`interleave`), with progress on stderr

@@ -188,6 +188,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (ec) c.model_bytes = 0;
   c.backend = pipeline->check().backend;
   c.plugin_version = bench::backend_plugin_version(host, c.backend);
+  c.backend_summary = bench::backend_summary(host, c.backend);
   const auto& backend_options = pipeline->check().backend_options.values();
   const auto threads = backend_options.find("threads");
   c.threads = threads == backend_options.end() ? "-" : threads->second;
