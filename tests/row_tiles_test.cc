@@ -1,5 +1,5 @@
 // Tests of the row-tile product (backends/onednn/kernels/row_tiles.h) for
-// every format it packs, on random shapes with rows that leave a partial last
+// every type it packs, on random shapes with rows that leave a partial last
 // tile, against
 //   - a double-precision product of dequantize_row()'d weights and the
 //     original activations: normalized error ≤ 1e-2 with one 8-bit
@@ -11,8 +11,9 @@
 //     double product, which pins the packing of both tile formats (element
 //     and nibble order, q8_0's +128, q4_0's -8d, the offsets m, the
 //     K-quants' sub-block scales) independently of rounding.
-// The kernel exists for the AVX-512 VNNI path only; on other CPUs the
-// product tests skip saying so, and the refusal test runs.
+// Each runnable path with a kernel for the type is tested: AVX-512 VNNI for
+// every type, AVX2 for the nibble tiles (q4_0, q4_1); a type no path of this
+// CPU has a kernel for skips, saying so.
 #include "kernels/row_tiles.h"
 
 #include <gtest/gtest.h>
@@ -42,18 +43,24 @@ using testing::random_matrix;
 using testing::reference_product;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr CpuPath kPath = CpuPath::kAvx512Vnni;
 
-bool has_kernel() { return hardware_cpu_path() >= kPath; }
+// The paths this CPU runs that have a kernel for `type`'s tiles.
+std::vector<CpuPath> tile_paths(DType type) {
+  std::vector<CpuPath> paths;
+  for (CpuPath p : testing::runnable_paths()) {
+    if (row_tiles_kernel(p, type)) paths.push_back(p);
+  }
+  return paths;
+}
 
 // n activation rows of k values, quantized to `terms` (1 or 2; 3: the odd
-// rows one term, the even two).
+// rows one term, the even two). Every path quantizes to the same bits.
 std::vector<Q8Activations> quantized(const std::vector<std::vector<float>>& x, int64_t k,
                                      int terms) {
   std::vector<Q8Activations> xq(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const int t = terms == 3 ? (i % 2 == 0 ? 2 : 1) : terms;
-    xq[i].quantize(x[i].data(), k, kPath, t);
+    xq[i].quantize(x[i].data(), k, CpuPath::kScalar, t);
   }
   return xq;
 }
@@ -65,49 +72,63 @@ RowTiles packed(const Matrix& m) {
 }
 
 // y[i * ldy + r] for all n rows, tiles [begin, end); NaN elsewhere.
-std::vector<float> tile_product(const RowTiles& tiles, const std::vector<Q8Activations>& xq,
-                                int64_t ldy, int64_t begin, int64_t end) {
+std::vector<float> tile_product(CpuPath path, const RowTiles& tiles,
+                                const std::vector<Q8Activations>& xq, int64_t ldy, int64_t begin,
+                                int64_t end) {
   std::vector<float> y(xq.size() * static_cast<size_t>(ldy), kNaN);
-  row_tiles_product(kPath, tiles, xq.data(), static_cast<int64_t>(xq.size()), y.data(), ldy, begin,
+  row_tiles_product(path, tiles, xq.data(), static_cast<int64_t>(xq.size()), y.data(), ldy, begin,
                     end);
   return y;
+}
+
+std::vector<std::vector<float>> activation_rows(int64_t n, int64_t k, uint32_t seed,
+                                                bool exact = false) {
+  std::vector<std::vector<float>> x;
+  for (int64_t i = 0; i < n; ++i) {
+    x.push_back(random_activations(k, seed + static_cast<uint32_t>(i), exact));
+  }
+  return x;
 }
 
 class RowTilesTest : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {
  protected:
   void SetUp() override {
-    if (!has_kernel()) {
+    paths_ = tile_paths(std::get<0>(GetParam()));
+    if (paths_.empty()) {
       GTEST_SKIP() << "this CPU's path is " << cpu_path_name(hardware_cpu_path())
-                   << "; the row-tile kernel needs avx512_vnni";
+                   << ", which has no kernel for " << dtype_name(std::get<0>(GetParam()))
+                   << " tiles";
     }
   }
+  std::vector<CpuPath> paths_;
 };
 
-// 37 rows: two whole tiles and a partial one of 5.
+// 37 rows: two whole tiles and a partial one of 5 (a partial half on AVX2).
 constexpr int64_t kRows = 37;
 
 TEST_P(RowTilesTest, MatchesTheDoubleProductAndTheGemv) {
   const auto [type, k] = GetParam();
   const Matrix m = random_matrix(type, kRows, k, 30);
   const RowTiles tiles = packed(m);
-  for (int64_t n : {1, 2, 3, 8, 9, 17}) {
-    std::vector<std::vector<float>> x;
-    for (uint32_t i = 0; i < static_cast<uint32_t>(n); ++i)
-      x.push_back(random_activations(k, 40 + i));
-    for (int terms : {1, 2, 3}) {
-      SCOPED_TRACE("n " + std::to_string(n) + ", terms " + std::to_string(terms));
-      const std::vector<Q8Activations> xq = quantized(x, k, terms);
-      const std::vector<float> y = tile_product(tiles, xq, kRows, 0, tiles.tiles());
-      for (int64_t i = 0; i < n; ++i) {
-        const std::vector<float> yi(y.begin() + i * kRows, y.begin() + (i + 1) * kRows);
-        EXPECT_LE(normalized_error(yi, reference_product(m, x[i])),
-                  xq[i].terms() == 1 ? 1e-2 : 1e-4);
-        std::vector<float> g(static_cast<size_t>(kRows));
-        gemv(kPath, type, m.bytes.data(), k, xq[i], nullptr, g.data(), 0, kRows);
-        float g_max = 0.0f;
-        for (float v : g) g_max = std::max(g_max, std::fabs(v));
-        for (int64_t r = 0; r < kRows; ++r) {
-          EXPECT_NEAR(yi[r], g[r], 1e-4 * g_max) << "row " << r << " of activation row " << i;
+  for (CpuPath path : paths_) {
+    for (int64_t n : {1, 2, 3, 5, 8, 9, 17}) {
+      const std::vector<std::vector<float>> x = activation_rows(n, k, 40);
+      for (int terms : {1, 2, 3}) {
+        SCOPED_TRACE(std::string(cpu_path_name(path)) + ", n " + std::to_string(n) + ", terms " +
+                     std::to_string(terms));
+        const std::vector<Q8Activations> xq = quantized(x, k, terms);
+        const std::vector<float> y = tile_product(path, tiles, xq, kRows, 0, tiles.tiles());
+        for (int64_t i = 0; i < n; ++i) {
+          const std::vector<float> yi(y.begin() + i * kRows, y.begin() + (i + 1) * kRows);
+          EXPECT_LE(normalized_error(yi, reference_product(m, x[i])),
+                    xq[i].terms() == 1 ? 1e-2 : 1e-4);
+          std::vector<float> g(static_cast<size_t>(kRows));
+          gemv(path, type, m.bytes.data(), k, xq[i], nullptr, g.data(), 0, kRows);
+          float g_max = 0.0f;
+          for (float v : g) g_max = std::max(g_max, std::fabs(v));
+          for (int64_t r = 0; r < kRows; ++r) {
+            EXPECT_NEAR(yi[r], g[r], 1e-4 * g_max) << "row " << r << " of activation row " << i;
+          }
         }
       }
     }
@@ -118,16 +139,17 @@ TEST_P(RowTilesTest, IsExactWhenEveryOperationIsExact) {
   const auto [type, k] = GetParam();
   const Matrix m = random_matrix(type, kRows, k, 31, /*exact=*/true);
   const RowTiles tiles = packed(m);
-  std::vector<std::vector<float>> x;
-  for (uint32_t i = 0; i < 5; ++i) x.push_back(random_activations(k, 50 + i, /*exact=*/true));
-  for (int terms : {1, 2}) {
-    SCOPED_TRACE("terms " + std::to_string(terms));
-    const std::vector<float> y =
-        tile_product(tiles, quantized(x, k, terms), kRows, 0, tiles.tiles());
-    for (size_t i = 0; i < x.size(); ++i) {
-      const std::vector<double> ref = reference_product(m, x[i]);
-      for (int64_t r = 0; r < kRows; ++r) {
-        EXPECT_EQ(y[i * kRows + r], ref[r]) << "row " << r << " of activation row " << i;
+  const std::vector<std::vector<float>> x = activation_rows(5, k, 50, /*exact=*/true);
+  for (CpuPath path : paths_) {
+    for (int terms : {1, 2}) {
+      SCOPED_TRACE(std::string(cpu_path_name(path)) + ", terms " + std::to_string(terms));
+      const std::vector<float> y =
+          tile_product(path, tiles, quantized(x, k, terms), kRows, 0, tiles.tiles());
+      for (size_t i = 0; i < x.size(); ++i) {
+        const std::vector<double> ref = reference_product(m, x[i]);
+        for (int64_t r = 0; r < kRows; ++r) {
+          EXPECT_EQ(y[i * kRows + r], ref[r]) << "row " << r << " of activation row " << i;
+        }
       }
     }
   }
@@ -137,20 +159,23 @@ TEST_P(RowTilesTest, WritesOnlyItsTilesAndTheMatrixRows) {
   const auto [type, k] = GetParam();
   const Matrix m = random_matrix(type, kRows, k, 32);
   const RowTiles tiles = packed(m);
-  std::vector<std::vector<float>> x;
-  for (uint32_t i = 0; i < 3; ++i) x.push_back(random_activations(k, 60 + i));
-  const std::vector<Q8Activations> xq = quantized(x, k, 2);
+  const std::vector<Q8Activations> xq = quantized(activation_rows(3, k, 60), k, 2);
   const int64_t ldy = kRows + 11;  // room past the last row that must stay untouched
-  const std::vector<float> all = tile_product(tiles, xq, ldy, 0, tiles.tiles());
-  for (int64_t begin = 0; begin < tiles.tiles(); ++begin) {
-    const std::vector<float> part = tile_product(tiles, xq, ldy, begin, begin + 1);
-    for (int64_t i = 0; i < 3; ++i) {
-      for (int64_t r = 0; r < ldy; ++r) {
-        const float v = part[i * ldy + r];
-        if (r >= begin * RowTiles::kRows && r < std::min((begin + 1) * RowTiles::kRows, kRows)) {
-          EXPECT_EQ(v, all[i * ldy + r]) << "tile " << begin << ", row " << r;
-        } else {
-          EXPECT_TRUE(std::isnan(v)) << "tile " << begin << " wrote row " << r;
+  for (CpuPath path : paths_) {
+    SCOPED_TRACE(cpu_path_name(path));
+    const std::vector<float> all = tile_product(path, tiles, xq, ldy, 0, tiles.tiles());
+    for (int64_t begin = 0; begin < tiles.tiles(); ++begin) {
+      const std::vector<float> part = tile_product(path, tiles, xq, ldy, begin, begin + 1);
+      const int64_t first = begin * RowTiles::kRows;
+      const int64_t last = std::min(first + RowTiles::kRows, kRows);
+      for (int64_t i = 0; i < 3; ++i) {
+        for (int64_t r = 0; r < ldy; ++r) {
+          const float v = part[i * ldy + r];
+          if (r >= first && r < last) {
+            EXPECT_EQ(v, all[i * ldy + r]) << "tile " << begin << ", row " << r;
+          } else {
+            EXPECT_TRUE(std::isnan(v)) << "tile " << begin << " wrote row " << r;
+          }
         }
       }
     }
@@ -161,15 +186,16 @@ TEST_P(RowTilesTest, ARowsResultDoesNotDependOnTheOtherRows) {
   const auto [type, k] = GetParam();
   const Matrix m = random_matrix(type, kRows, k, 33);
   const RowTiles tiles = packed(m);
-  std::vector<std::vector<float>> x;
-  for (uint32_t i = 0; i < 11; ++i) x.push_back(random_activations(k, 70 + i));
-  const std::vector<float> together =
-      tile_product(tiles, quantized(x, k, 2), kRows, 0, tiles.tiles());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const std::vector<float> alone =
-        tile_product(tiles, quantized({x[i]}, k, 2), kRows, 0, tiles.tiles());
-    EXPECT_EQ(std::memcmp(alone.data(), together.data() + i * kRows, kRows * sizeof(float)), 0)
-        << "activation row " << i;
+  const std::vector<std::vector<float>> x = activation_rows(11, k, 70);
+  for (CpuPath path : paths_) {
+    const std::vector<float> together =
+        tile_product(path, tiles, quantized(x, k, 2), kRows, 0, tiles.tiles());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const std::vector<float> alone =
+          tile_product(path, tiles, quantized({x[i]}, k, 2), kRows, 0, tiles.tiles());
+      EXPECT_EQ(std::memcmp(alone.data(), together.data() + i * kRows, kRows * sizeof(float)), 0)
+          << cpu_path_name(path) << ", activation row " << i;
+    }
   }
 }
 
@@ -181,13 +207,14 @@ std::string type_and_k_name(const ::testing::TestParamInfo<std::tuple<DType, int
 INSTANTIATE_TEST_SUITE_P(
     Formats, RowTilesTest,
     ::testing::Values(std::tuple{DType::kQ4_0, int64_t{96}}, std::tuple{DType::kQ4_1, int64_t{96}},
+                      std::tuple{DType::kQ4_1, int64_t{576}},
                       std::tuple{DType::kQ5_0, int64_t{160}}, std::tuple{DType::kQ5_1, int64_t{64}},
                       std::tuple{DType::kQ8_0, int64_t{576}}, std::tuple{DType::kQ8_0, int64_t{32}},
                       std::tuple{DType::kQ4_K, int64_t{512}},
                       std::tuple{DType::kQ5_K, int64_t{256}}),
     type_and_k_name);
 
-TEST(RowTiles, TypesAndPaths) {
+TEST(RowTiles, TypesPathsAndSizes) {
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
                   DType::kQ4_K, DType::kQ5_K}) {
     EXPECT_TRUE(row_tiles_type(t)) << dtype_name(t);
@@ -206,29 +233,43 @@ TEST(RowTiles, TypesAndPaths) {
   EXPECT_EQ(RowTiles(DType::kQ8_0, 32, 64).bytes(), 32 * 2 * 40);  // a byte per weight + 2 f32
   EXPECT_THROW(RowTiles(DType::kQ6_K, 16, 256), Error);
   EXPECT_THROW(RowTiles(DType::kQ4_K, 16, 64), Error);  // not whole super-blocks
-  EXPECT_TRUE(row_tiles_path(CpuPath::kAvx512Vnni));
-  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+  // VNNI multiplies every tile type; AVX2 only nibbles (its 16-bit sums
+  // would saturate on bytes); AVX-512 without VNNI and scalar none.
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx512}) {
     EXPECT_FALSE(row_tiles_path(p)) << cpu_path_name(p);
+    EXPECT_FALSE(row_tiles_kernel(p, DType::kQ4_1)) << cpu_path_name(p);
+  }
+  for (CpuPath p : {CpuPath::kAvx2, CpuPath::kAvx512Vnni}) {
+    EXPECT_TRUE(row_tiles_path(p)) << cpu_path_name(p);
+    EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_0)) << cpu_path_name(p);
+    EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_1)) << cpu_path_name(p);
+    EXPECT_EQ(row_tiles_kernel(p, DType::kQ8_0), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
+    EXPECT_EQ(row_tiles_kernel(p, DType::kQ4_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
+    EXPECT_FALSE(row_tiles_kernel(p, DType::kQ6_K)) << cpu_path_name(p);
   }
 }
 
 TEST(RowTiles, RefusesAPathWithoutAKernelAndActivationsOfAnotherLength) {
-  const Matrix m = random_matrix(DType::kQ4_1, 16, 64, 34);
+  const Matrix m = random_matrix(DType::kQ8_0, 16, 64, 34);
   const RowTiles tiles = packed(m);
   Q8Activations xq;
   const std::vector<float> x = random_activations(64, 35);
   xq.quantize(x.data(), 64, CpuPath::kScalar, 2);
   std::vector<float> y(16);
-  try {
-    row_tiles_product(CpuPath::kAvx512, tiles, &xq, 1, y.data(), 16, 0, 1);
-    ADD_FAILURE() << "the avx512 path was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+    try {
+      row_tiles_product(p, tiles, &xq, 1, y.data(), 16, 0, 1);
+      ADD_FAILURE() << "q8_0 tiles were accepted on " << cpu_path_name(p);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+      EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
+    }
   }
-  if (!has_kernel()) return;  // the length check follows the path's
+  const std::vector<CpuPath> paths = tile_paths(DType::kQ8_0);
+  if (paths.empty()) return;  // the length check follows the path's
   Q8Activations shorter;
   shorter.quantize(x.data(), 32, CpuPath::kScalar, 2);
-  EXPECT_THROW(row_tiles_product(kPath, tiles, &shorter, 1, y.data(), 16, 0, 1), Error);
+  EXPECT_THROW(row_tiles_product(paths.front(), tiles, &shorter, 1, y.data(), 16, 0, 1), Error);
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
 }
 
 bool Matmul::takes_tiles(int64_t n, DType wtype) const {
-  if (min_tile_rows_ == 0 || n >= min_gemm_rows_ || !row_tiles_type(wtype)) return false;
+  if (min_tile_rows_ == 0 || n >= min_gemm_rows_ || !row_tiles_kernel(path_, wtype)) return false;
   // Nibble tiles hold the file's bytes, regrouped: no more to stream than
   // the gemv kernels read, so decode's single row takes them too.
   return n >= min_tile_rows_ || tile_format(wtype) == TileFormat::kNibbles;

@@ -35,7 +35,11 @@ constexpr int64_t kDefaultMinGemmRowsQ8x2Tiles = 512;
 constexpr int64_t kDefaultMinGemmRowsQ8Tiles = 4096;
 
 int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {
-  if (tiles) return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Tiles : kDefaultMinGemmRowsQ8Tiles;
+  // On AVX2 only q4_0/q4_1 have tiles; the other types keep the gemv's
+  // crossover, so GEMM does too.
+  if (tiles && path == CpuPath::kAvx512Vnni) {
+    return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Tiles : kDefaultMinGemmRowsQ8Tiles;
+  }
   if (path >= CpuPath::kAvx512) {
     return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Avx512 : kDefaultMinGemmRowsQ8Avx512;
   }
@@ -75,7 +79,7 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
   if (o.min_tile_rows != 0 && !row_tiles_path(path)) {
     throw Error(ErrorKind::kConfig,
                 at(options) + "row_tiles_min_rows: " + std::to_string(o.min_tile_rows) +
-                    ": the row-tile kernel needs AVX-512 VNNI and this run's CPU path is " +
+                    ": row-tile kernels need AVX-512 VNNI or AVX2 and this run's CPU path is " +
                     cpu_path_name(path) + "; set it to 0 or remove it");
   }
   o.batch_invariant = options.get_bool("batch_invariant", false);

@@ -25,12 +25,16 @@ namespace duet::onednn {
 //   row_tiles_min_rows  0..2^20: matmuls with at least this many activation
 //                     rows, and fewer than matmul_min_rows, multiply weights
 //                     repacked into row tiles (kernels/row_tiles.h) when
-//                     their type has them (row_tiles_type): tiles are built
-//                     on a matrix's first such product and kept, about 1.25
-//                     bytes per weight on top of the model. 0: never.
-//                     Default 2 on the AVX-512 VNNI path, the only one with a
-//                     tile kernel (any other value elsewhere is an error),
-//                     0 elsewhere.
+//                     the path has a kernel for their type
+//                     (row_tiles_kernel): tiles are built on a matrix's
+//                     first such product and kept on top of the model, 0.625
+//                     bytes per weight for q4_0/q4_1 and 1.25 for the other
+//                     types. 0: never.
+//                     q4_0 and q4_1 (nibble tiles, no larger than the file)
+//                     take them from one row. Default 2 on the paths with a
+//                     tile kernel — AVX-512 VNNI (every tile type) and AVX2
+//                     (q4_0, q4_1) — and 0 on the others (where any other
+//                     value is an error).
 //   batch_invariant   false (default) or true: each row's results — hence a
 //                     sequence's logits — are bit-identical whatever else
 //                     shares the step (other sequences, how a prompt is cut

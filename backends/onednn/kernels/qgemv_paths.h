@@ -65,5 +65,8 @@ void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales);
 // row_tiles_product's kernel (row_tiles_vnni.cc), arguments validated.
 void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, float* y,
                            int64_t ldy, int64_t tile_begin, int64_t tile_end);
+// The same for nibble tiles on the AVX2 path (row_tiles_avx2.cc).
+void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, float* y,
+                    int64_t ldy, int64_t tile_begin, int64_t tile_end);
 
 }  // namespace duet::onednn::detail

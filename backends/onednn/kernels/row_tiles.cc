@@ -148,7 +148,13 @@ bool row_tiles_type(DType t) {
   }
 }
 
-bool row_tiles_path(CpuPath path) { return path == CpuPath::kAvx512Vnni; }
+bool row_tiles_path(CpuPath path) { return path == CpuPath::kAvx2 || path == CpuPath::kAvx512Vnni; }
+
+bool row_tiles_kernel(CpuPath path, DType t) {
+  if (!row_tiles_type(t)) return false;
+  if (path == CpuPath::kAvx512Vnni) return true;
+  return row_tiles_path(path) && tile_format(t) == TileFormat::kNibbles;
+}
 
 TileFormat tile_format(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_1 ? TileFormat::kNibbles : TileFormat::kBytes;
@@ -205,9 +211,10 @@ void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
 
 void row_tiles_product(CpuPath path, const RowTiles& tiles, const Q8Activations* xq, int64_t n,
                        float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end) {
-  if (!row_tiles_path(path) || path > hardware_cpu_path()) {
-    throw Error(ErrorKind::kInternal, std::string("row tiles: no kernel for CPU path ") +
-                                          cpu_path_name(path) + " on this CPU");
+  if (!row_tiles_kernel(path, tiles.type()) || path > hardware_cpu_path()) {
+    throw Error(ErrorKind::kInternal,
+                "row tiles: no kernel for " + std::string(dtype_name(tiles.type())) +
+                    " tiles on CPU path " + cpu_path_name(path) + " on this CPU");
   }
   for (int64_t i = 0; i < n; ++i) {
     if (xq[i].k() != tiles.k()) {
@@ -216,7 +223,11 @@ void row_tiles_product(CpuPath path, const RowTiles& tiles, const Q8Activations*
                                             " values against k = " + std::to_string(tiles.k()));
     }
   }
-  detail::row_tiles_avx512_vnni(tiles, xq, n, y, ldy, tile_begin, tile_end);
+  if (path == CpuPath::kAvx512Vnni) {
+    detail::row_tiles_avx512_vnni(tiles, xq, n, y, ldy, tile_begin, tile_end);
+  } else {
+    detail::row_tiles_avx2(tiles, xq, n, y, ldy, tile_begin, tile_end);
+  }
 }
 
 }  // namespace duet::onednn

@@ -50,9 +50,17 @@ namespace duet::onednn {
 // q4_k and q5_k (types whose scales change at most every 32 elements).
 bool row_tiles_type(DType t);
 
-// Whether this build has a row-tile kernel for `path` (the AVX-512 VNNI path;
-// vpdpbusd multiplies the unsigned tile bytes by signed activations exactly).
+// Whether this build has a row-tile kernel for `path` and some type: the
+// AVX-512 VNNI path for every row_tiles_type (vpdpbusd multiplies the
+// unsigned tile bytes by signed activations exactly), the AVX2 path for
+// nibble tiles (vpmaddubsw, whose 16-bit sums only nibbles keep from
+// saturating). The AVX-512 path without VNNI has none: its gemv kernels,
+// which take up to 8 rows per weight block, measured level with the AVX2
+// tile kernel (qgemv_bench, q4_1 [1536, 576], 1 and 16 rows).
 bool row_tiles_path(CpuPath path);
+
+// Whether `path` has a kernel for `t`'s tiles.
+bool row_tiles_kernel(CpuPath path, DType t);
 
 enum class TileFormat {
   kNibbles,  // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
@@ -110,9 +118,10 @@ class RowTiles {
 
 // y[i * ldy + r] = Σ_c W[r, c] * x_i[c] for the n activation rows xq[0..n)
 // and every weight row r of tiles [tile_begin, tile_end) that exists (r <
-// tiles.rows()). REQUIRES row_tiles_path(path), xq[i].k() == tiles.k(), n ≥
-// 1, ldy ≥ tiles.rows(). Activations of one or two terms (any mix). Throws
-// duet::Error(kInternal) for a path this build has no kernel for.
+// tiles.rows()). REQUIRES row_tiles_kernel(path, tiles.type()), xq[i].k() ==
+// tiles.k(), n ≥ 1, ldy ≥ tiles.rows(). Activations of one or two terms (any
+// mix). Throws duet::Error(kInternal) for a path and type without a kernel
+// or a path beyond this CPU's.
 // Thread-safe for disjoint tile ranges.
 void row_tiles_product(CpuPath path, const RowTiles& tiles, const Q8Activations* xq, int64_t n,
                        float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end);

@@ -1,0 +1,146 @@
+// The row-tile product (row_tiles.h) for nibble tiles (q4_0, q4_1) on the
+// AVX2 path.
+//
+// vpmaddubsw multiplies unsigned by signed bytes into 16-bit sums of pairs,
+// saturating; with nibbles (u ≤ 15) and activations |q| ≤ 127 a whole
+// block's eight products per lane stay below 2^15 (16 × 15 × 127 = 30,480),
+// so they are added in 16 bits and widened once (vpmaddwd by ones). Byte
+// tiles (u up to 255) would saturate, so they have no kernel here.
+//
+// A 256-bit register holds 8 rows' 4-byte groups: a tile is taken as two
+// halves of 8 rows, each against up to kMaxVectors activation rows with
+// the block's 8 weight vectors in registers.
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/qgemv_paths.h"
+
+namespace duet::onednn::detail {
+namespace {
+
+constexpr int kMaxVectors = 4;  // 8 weight vectors + 4 accumulators + scales: 16 registers
+constexpr int kVectorsPerBlock = RowTiles::kBlock / 4;
+constexpr int kHalfRows = RowTiles::kRows / 2;
+constexpr int64_t kPrefetchAhead = 2048;  // bytes, as row_tiles_vnni.cc
+
+__m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm256_set1_epi32(v);
+}
+
+// Σ over the block of u * x per 32-bit lane (row): 16-bit pair sums added
+// up (at most 30,480), then widened.
+__m256i block_sum(const __m256i* w, const int8_t* x) {
+  __m256i s16 = _mm256_maddubs_epi16(w[0], broadcast4(x));
+#pragma GCC unroll 8
+  for (int j = 1; j < kVectorsPerBlock; ++j) {
+    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[j], broadcast4(x + 4 * j)));
+  }
+  return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+}
+
+// Rows [8h, 8h + 8) of tile t against activation rows xq[0..NV).
+template <bool kQ4_0, int NV, int Terms>
+void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq, float* y,
+               int64_t ldy) {
+  const uint8_t* p = tiles.tile(t);
+  const int64_t block_bytes = tiles.block_bytes();
+  __m256 acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
+    for (int64_t line = 0; line < block_bytes; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + line), _MM_HINT_T0);
+    }
+    // f16 d[16], m[16], then 4 vectors of 64 bytes (rows 0..15, 4 bytes each).
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kHalfRows * h)));
+    const __m256 m =
+        kQ4_0 ? _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))
+              : _mm256_cvtph_ps(_mm_loadu_si128(
+                    reinterpret_cast<const __m128i*>(p + 32 + 2 * kHalfRows * h)));
+    __m256i w[kVectorsPerBlock];
+    for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 + 64 * j + 32 * h));
+      w[j] = _mm256_and_si256(q, nibble);
+      w[kVectorsPerBlock / 2 + j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
+    }
+    for (int v = 0; v < NV; ++v) {
+      const int64_t at = b * RowTiles::kBlock;
+      __m256i s = block_sum(w, xq[v].q() + at);
+      // Two terms: 256 * Σ(u * qa) + Σ(u * qb), far below 2^31 for nibbles.
+      if constexpr (Terms == 2) {
+        s = _mm256_add_epi32(_mm256_slli_epi32(s, 8), block_sum(w, xq[v].q_lo() + at));
+      }
+      const float* sx = xq[v].scales() + 2 * b;
+      acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(sx[0])),
+                               acc[v]);
+      acc[v] = _mm256_fmadd_ps(m, _mm256_set1_ps(sx[1]), acc[v]);
+    }
+  }
+  const int64_t first = t * RowTiles::kRows + kHalfRows * h;
+  const int64_t valid = tiles.rows() - first;
+  for (int v = 0; v < NV; ++v) {
+    if (valid >= kHalfRows) {
+      _mm256_storeu_ps(y + v * ldy + first, acc[v]);
+    } else if (valid > 0) {
+      alignas(32) float out[kHalfRows];
+      _mm256_store_ps(out, acc[v]);
+      std::memcpy(y + v * ldy + first, out, static_cast<size_t>(valid) * sizeof(float));
+    }
+  }
+}
+
+template <bool kQ4_0, int Terms>
+void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int64_t nv, float* y,
+                 int64_t ldy) {
+  for (int h = 0; h < 2; ++h) {
+    switch (nv) {
+      case 1:
+        half_rows<kQ4_0, 1, Terms>(tiles, t, h, xq, y, ldy);
+        break;
+      case 2:
+        half_rows<kQ4_0, 2, Terms>(tiles, t, h, xq, y, ldy);
+        break;
+      case 3:
+        half_rows<kQ4_0, 3, Terms>(tiles, t, h, xq, y, ldy);
+        break;
+      default:
+        half_rows<kQ4_0, kMaxVectors, Terms>(tiles, t, h, xq, y, ldy);
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, float* y,
+                    int64_t ldy, int64_t tile_begin, int64_t tile_end) {
+  const bool q4_0 = tiles.type() == DType::kQ4_0;
+  // As row_tiles_vnni.cc: runs of one number of terms, in even passes.
+  for (int64_t v = 0; v < n;) {
+    const int terms = xq[v].terms();
+    int64_t end = v + 1;
+    while (end < n && xq[end].terms() == terms) ++end;
+    const int64_t count = end - v;
+    const int64_t passes = (count + kMaxVectors - 1) / kMaxVectors;
+    for (int64_t pass = 0; pass < passes; ++pass) {
+      const int64_t nv = count / passes + (pass < count % passes ? 1 : 0);
+      for (int64_t t = tile_begin; t < tile_end; ++t) {
+        float* yv = y + v * ldy;
+        if (q4_0 && terms == 2) tile_rows_n<true, 2>(tiles, t, xq + v, nv, yv, ldy);
+        if (q4_0 && terms == 1) tile_rows_n<true, 1>(tiles, t, xq + v, nv, yv, ldy);
+        if (!q4_0 && terms == 2) tile_rows_n<false, 2>(tiles, t, xq + v, nv, yv, ldy);
+        if (!q4_0 && terms == 1) tile_rows_n<false, 1>(tiles, t, xq + v, nv, yv, ldy);
+      }
+      v += nv;
+    }
+  }
+}
+
+}  // namespace duet::onednn::detail
