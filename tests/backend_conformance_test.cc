@@ -91,6 +91,7 @@ const BackendCase kCases[] = {
     // The portable and AVX2 paths (lowered to what the CPU has).
     {"onednn_scalar", "onednn", {}, {{"DUET_CPU_PATH", "scalar"}}},
     {"onednn_avx2", "onednn", {}, {{"DUET_CPU_PATH", "avx2"}}},
+    {"onednn_avx2_no_tiles", "onednn", {{"row_tiles_min_rows", "0"}}, {{"DUET_CPU_PATH", "avx2"}}},
     // Activations as one 8-bit term, like llama.cpp.
     {"onednn_q8", "onednn", {{"gemv_activations", "q8"}}, {}, 1e-4},
     // Products of 9 or more rows of quantized weights on f16 tensor cores
