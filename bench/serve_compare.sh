@@ -43,7 +43,8 @@ server, alternately, and runs 'duet bench --batch N' on the same pipeline.
   --no-llama           Duet only (no llama-cpp-python install or server)
   -h, --help           this help
   -- ARGS...           more arguments for 'duet serve' and 'duet bench'
-                       (e.g. --set backend.plugin=onednn)
+                       (e.g. --set backend.plugin=reference; without a
+                       --set backend.plugin=..., onednn is pinned)
 
 Environment: BENCH_VENV (default build/bench-venv), LLAMA_CPP_PYTHON_VERSION
 (default $LLAMA_CPP_PYTHON_VERSION), LLAMA_CPP_CMAKE_ARGS, LLAMA_CPP_CFLAGS
@@ -81,7 +82,12 @@ need_count --max-tokens "$MAX_TOKENS" 1
 [[ -f "$PIPELINE" ]] || die "pipeline '$PIPELINE' does not exist"
 [[ -x "$DUET" ]] || die "no duet binary at '$DUET'; build it first (bash scripts/build.sh), or pass --duet PATH"
 
-DUET_ARGS=(--set "backend.options.threads=$THREADS" "${DUET_EXTRA[@]}")
+# A CPU comparison: Duet runs on onednn unless the arguments pin a backend
+# (the default pipeline lists [cuda, onednn, reference], whose options are
+# per backend, so threads alone would not validate).
+PIN=(--set backend.plugin=onednn)
+for arg in "${DUET_EXTRA[@]}"; do [[ "$arg" == backend.plugin=* ]] && PIN=(); done
+DUET_ARGS=("${PIN[@]}" --set "backend.options.threads=$THREADS" "${DUET_EXTRA[@]}")
 "$DUET" validate -q "$PIPELINE" "${DUET_ARGS[@]}" >/dev/null || die "'duet validate $PIPELINE' fails with these settings"
 ((LLAMA)) && ensure_llama_cpp_python server
 
