@@ -62,11 +62,15 @@ void quantize_scalar(const float* x, int64_t k, int8_t* q, float* scales);
 void quantize_avx2(const float* x, int64_t k, int8_t* q, float* scales);
 void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales);
 
-// row_tiles_product's kernel (row_tiles_vnni.cc), arguments validated.
-void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, float* y,
-                           int64_t ldy, int64_t tile_begin, int64_t tile_end);
-// The same for nibble tiles on the AVX2 path (row_tiles_avx2.cc).
-void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, float* y,
+// row_tiles_product's kernels, arguments validated: the n ≤ max activation
+// rows xq[0..n), all of `terms` terms, against tiles [tile_begin, tile_end).
+// row_tiles_vnni.cc (every tile type):
+inline constexpr int64_t kRowTilesMaxVectorsVnni = 16;
+void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms,
+                           float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end);
+// row_tiles_avx2.cc (nibble tiles):
+inline constexpr int64_t kRowTilesMaxVectorsAvx2 = 4;
+void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
                     int64_t ldy, int64_t tile_begin, int64_t tile_end);
 
 }  // namespace duet::onednn::detail

@@ -223,10 +223,30 @@ void row_tiles_product(CpuPath path, const RowTiles& tiles, const Q8Activations*
                                             " values against k = " + std::to_string(tiles.k()));
     }
   }
-  if (path == CpuPath::kAvx512Vnni) {
-    detail::row_tiles_avx512_vnni(tiles, xq, n, y, ldy, tile_begin, tile_end);
-  } else {
-    detail::row_tiles_avx2(tiles, xq, n, y, ldy, tile_begin, tile_end);
+  const bool vnni = path == CpuPath::kAvx512Vnni;
+  const int64_t max_vectors =
+      vnni ? detail::kRowTilesMaxVectorsVnni : detail::kRowTilesMaxVectorsAvx2;
+  // Runs of rows with one number of terms, in passes of at most max_vectors
+  // whose sizes differ by at most one (17 = 9 + 8: a pass of one row more
+  // costs far less than a pass of its own); each pass over all the tiles, so
+  // that its activations stay in L1 while the tiles (a few per call, see
+  // Matmul) come from L2.
+  for (int64_t v = 0; v < n;) {
+    const int terms = xq[v].terms();
+    int64_t end = v + 1;
+    while (end < n && xq[end].terms() == terms) ++end;
+    const int64_t count = end - v;
+    const int64_t passes = (count + max_vectors - 1) / max_vectors;
+    for (int64_t pass = 0; pass < passes; ++pass) {
+      const int64_t nv = count / passes + (pass < count % passes ? 1 : 0);
+      if (vnni) {
+        detail::row_tiles_avx512_vnni(tiles, xq + v, nv, terms, y + v * ldy, ldy, tile_begin,
+                                      tile_end);
+      } else {
+        detail::row_tiles_avx2(tiles, xq + v, nv, terms, y + v * ldy, ldy, tile_begin, tile_end);
+      }
+      v += nv;
+    }
   }
 }
 

@@ -21,7 +21,8 @@
 namespace duet::onednn::detail {
 namespace {
 
-constexpr int kMaxVectors = 4;  // 8 weight vectors + 4 accumulators + scales: 16 registers
+// 8 weight vectors + 4 accumulators + scales: the 16 registers.
+constexpr int kMaxVectors = kRowTilesMaxVectorsAvx2;
 constexpr int kVectorsPerBlock = RowTiles::kBlock / 4;
 constexpr int kHalfRows = RowTiles::kRows / 2;
 constexpr int64_t kPrefetchAhead = 2048;  // bytes, as row_tiles_vnni.cc
@@ -59,10 +60,9 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
     // f16 d[16], m[16], then 4 vectors of 64 bytes (rows 0..15, 4 bytes each).
     const __m256 d =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kHalfRows * h)));
-    const __m256 m =
-        kQ4_0 ? _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))
-              : _mm256_cvtph_ps(_mm_loadu_si128(
-                    reinterpret_cast<const __m128i*>(p + 32 + 2 * kHalfRows * h)));
+    const __m256 m = kQ4_0 ? _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))
+                           : _mm256_cvtph_ps(_mm_loadu_si128(
+                                 reinterpret_cast<const __m128i*>(p + 32 + 2 * kHalfRows * h)));
     __m256i w[kVectorsPerBlock];
     for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
       const __m256i q =
@@ -78,8 +78,8 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
         s = _mm256_add_epi32(_mm256_slli_epi32(s, 8), block_sum(w, xq[v].q_lo() + at));
       }
       const float* sx = xq[v].scales() + 2 * b;
-      acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(sx[0])),
-                               acc[v]);
+      acc[v] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(sx[0])), acc[v]);
       acc[v] = _mm256_fmadd_ps(m, _mm256_set1_ps(sx[1]), acc[v]);
     }
   }
@@ -119,27 +119,14 @@ void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int6
 
 }  // namespace
 
-void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, float* y,
+void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
                     int64_t ldy, int64_t tile_begin, int64_t tile_end) {
   const bool q4_0 = tiles.type() == DType::kQ4_0;
-  // As row_tiles_vnni.cc: runs of one number of terms, in even passes.
-  for (int64_t v = 0; v < n;) {
-    const int terms = xq[v].terms();
-    int64_t end = v + 1;
-    while (end < n && xq[end].terms() == terms) ++end;
-    const int64_t count = end - v;
-    const int64_t passes = (count + kMaxVectors - 1) / kMaxVectors;
-    for (int64_t pass = 0; pass < passes; ++pass) {
-      const int64_t nv = count / passes + (pass < count % passes ? 1 : 0);
-      for (int64_t t = tile_begin; t < tile_end; ++t) {
-        float* yv = y + v * ldy;
-        if (q4_0 && terms == 2) tile_rows_n<true, 2>(tiles, t, xq + v, nv, yv, ldy);
-        if (q4_0 && terms == 1) tile_rows_n<true, 1>(tiles, t, xq + v, nv, yv, ldy);
-        if (!q4_0 && terms == 2) tile_rows_n<false, 2>(tiles, t, xq + v, nv, yv, ldy);
-        if (!q4_0 && terms == 1) tile_rows_n<false, 1>(tiles, t, xq + v, nv, yv, ldy);
-      }
-      v += nv;
-    }
+  for (int64_t t = tile_begin; t < tile_end; ++t) {
+    if (q4_0 && terms == 2) tile_rows_n<true, 2>(tiles, t, xq, n, y, ldy);
+    if (q4_0 && terms == 1) tile_rows_n<true, 1>(tiles, t, xq, n, y, ldy);
+    if (!q4_0 && terms == 2) tile_rows_n<false, 2>(tiles, t, xq, n, y, ldy);
+    if (!q4_0 && terms == 1) tile_rows_n<false, 1>(tiles, t, xq, n, y, ldy);
   }
 }
 

@@ -17,7 +17,7 @@
 namespace duet::onednn::detail {
 namespace {
 
-constexpr int kMaxVectors = 16;
+constexpr int kMaxVectors = kRowTilesMaxVectorsVnni;
 constexpr int kVectorsPerBlock = RowTiles::kBlock / 4;  // weight vectors of a block
 constexpr int64_t kPrefetchAhead = 2048;                // bytes
 
@@ -162,33 +162,14 @@ void tiles_rows(const RowTiles& tiles, int64_t tile_begin, int64_t tile_end,
 
 }  // namespace
 
-void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, float* y,
-                           int64_t ldy, int64_t tile_begin, int64_t tile_end) {
-  // Runs of rows with one number of terms, in passes of at most kMaxVectors
-  // whose sizes differ by at most one; each pass over all the tiles, so that
-  // its activations stay in L1 while the tiles (a few of them per call, see
-  // Matmul) come from L2.
-  for (int64_t v = 0; v < n;) {
-    const int terms = xq[v].terms();
-    int64_t end = v + 1;
-    while (end < n && xq[end].terms() == terms) ++end;
-    const int64_t count = end - v;
-    const int64_t passes = (count + kMaxVectors - 1) / kMaxVectors;
-    for (int64_t pass = 0; pass < passes; ++pass) {
-      const int64_t nv = count / passes + (pass < count % passes ? 1 : 0);
-      float* yv = y + v * ldy;
-      if (tiles.format() == TileFormat::kBytes) {
-        tiles_rows<TileFormat::kBytes, false>(tiles, tile_begin, tile_end, xq + v, nv, terms, yv,
-                                              ldy);
-      } else if (tiles.type() == DType::kQ4_0) {
-        tiles_rows<TileFormat::kNibbles, true>(tiles, tile_begin, tile_end, xq + v, nv, terms, yv,
-                                               ldy);
-      } else {
-        tiles_rows<TileFormat::kNibbles, false>(tiles, tile_begin, tile_end, xq + v, nv, terms, yv,
-                                                ldy);
-      }
-      v += nv;
-    }
+void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms,
+                           float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end) {
+  if (tiles.format() == TileFormat::kBytes) {
+    tiles_rows<TileFormat::kBytes, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+  } else if (tiles.type() == DType::kQ4_0) {
+    tiles_rows<TileFormat::kNibbles, true>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+  } else {
+    tiles_rows<TileFormat::kNibbles, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   }
 }
 
