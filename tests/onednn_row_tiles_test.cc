@@ -1,0 +1,128 @@
+// The onednn backend's row tiles seen through its plugin (backends/onednn/
+// row_tiles_cache.h): tiles made from a weight matrix are never used for
+// other weights later at the same address — rewritten in place, or freed and
+// allocated again — and the tiled products agree with the gemv kernels'.
+// On a CPU whose path has no tile kernel the tests skip, saying so.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_tensor.h"
+#include "duet/app/plugin_host.h"
+#include "duet/error.h"
+#include "random_floats.h"
+#include "random_weight.h"
+
+namespace duet {
+namespace {
+
+using testing::DeviceTensor;
+using testing::download;
+using testing::random_weight;
+using testing::same_bits;
+using testing::upload;
+using testing::zeros;
+
+PluginHost* host() {
+  static PluginHost* h = [] {
+    auto* p = new PluginHost;
+    if (!p->load(DUET_BUILD_DIR "/plugins/duet-onednn.so").loaded) {
+      delete p;
+      return static_cast<PluginHost*>(nullptr);
+    }
+    return p;
+  }();
+  return h;
+}
+
+// The onednn backend with row tiles from `tile_rows` rows (0: none), or
+// null where this CPU's path has no tile kernel (the option is refused).
+std::shared_ptr<Backend> onednn(int tile_rows) {
+  Options options("backend.options");
+  options.set("threads", "2");
+  options.set("row_tiles_min_rows", std::to_string(tile_rows));
+  try {
+    return host()->create_backend("onednn", options);
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
+constexpr int64_t kRows = 48, kCols = 64, kBatch = 4;
+
+class OnednnRowTiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (host() == nullptr) GTEST_SKIP() << "the onednn plugin is not built or is refused here";
+    backend_ = onednn(2);
+    if (backend_ == nullptr) GTEST_SKIP() << "this CPU's onednn path has no row-tile kernel";
+  }
+
+  // x · wᵀ on `backend` for weights already on its device.
+  static std::vector<float> product(Backend& backend, const TensorView& w,
+                                    const std::vector<float>& x) {
+    Device& d = backend.device();
+    DeviceTensor xt = upload(d, DType::kF32, {kBatch, kCols}, x);
+    DeviceTensor out = zeros(d, {kBatch, kRows});
+    backend.ops().matmul(xt.view, w, out.view);
+    return download(d, out.view);
+  }
+
+  // The same on a backend of its own, which has never seen other weights.
+  static std::vector<float> fresh_product(const std::vector<uint8_t>& w,
+                                          const std::vector<float>& x) {
+    std::shared_ptr<Backend> b = onednn(2);
+    DeviceTensor wt = upload(b->device(), DType::kQ4_1, {kRows, kCols}, w);
+    return product(*b, wt.view, x);
+  }
+
+  std::shared_ptr<Backend> backend_;
+};
+
+TEST_F(OnednnRowTiles, WeightsRewrittenInPlaceAreNotMultipliedByStaleTiles) {
+  const std::vector<uint8_t> a = random_weight(DType::kQ4_1, kRows, kCols, 1);
+  const std::vector<uint8_t> b = random_weight(DType::kQ4_1, kRows, kCols, 2);
+  const std::vector<float> x = testdata::random_floats(kBatch * kCols, 3);
+  Device& d = backend_->device();
+  DeviceTensor w = upload(d, DType::kQ4_1, {kRows, kCols}, a);
+  const std::vector<float> ya = product(*backend_, w.view, x);  // tiles of a
+  EXPECT_TRUE(same_bits(ya, fresh_product(a, x)));
+  d.copy_from_host(w.buffer->data(), b.data(), b.size());
+  EXPECT_TRUE(same_bits(product(*backend_, w.view, x), fresh_product(b, x)));
+}
+
+TEST_F(OnednnRowTiles, WeightsFreedAndAllocatedAgainAreNotMultipliedByStaleTiles) {
+  const std::vector<float> x = testdata::random_floats(kBatch * kCols, 4);
+  Device& d = backend_->device();
+  for (uint32_t seed = 10; seed < 14; ++seed) {
+    // Each matrix in a fresh buffer of the same size, which the allocator
+    // often places where the last one was.
+    const std::vector<uint8_t> w = random_weight(DType::kQ4_1, kRows, kCols, seed);
+    DeviceTensor wt = upload(d, DType::kQ4_1, {kRows, kCols}, w);
+    EXPECT_TRUE(same_bits(product(*backend_, wt.view, x), fresh_product(w, x))) << seed;
+  }
+}
+
+// The tiles' arithmetic is the gemv kernels' (two 8-bit activation terms)
+// with the float additions in another order.
+TEST_F(OnednnRowTiles, TiledProductsAgreeWithTheGemvKernels) {
+  std::shared_ptr<Backend> gemv = onednn(0);
+  ASSERT_NE(gemv, nullptr);
+  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ5_0}) {
+    const std::vector<uint8_t> w = random_weight(type, kRows, kCols, 5);
+    const std::vector<float> x = testdata::random_floats(kBatch * kCols, 6);
+    const std::vector<float> tiled = testing::matmul(*backend_, type, kRows, kCols, w, x);
+    const std::vector<float> plain = testing::matmul(*gemv, type, kRows, kCols, w, x);
+    double err = 0.0, ref = 0.0;
+    for (size_t i = 0; i < plain.size(); ++i) {
+      err += (double{tiled[i]} - plain[i]) * (double{tiled[i]} - plain[i]);
+      ref += double{plain[i]} * plain[i];
+    }
+    EXPECT_LE(err / ref, 1e-10) << dtype_name(type);
+  }
+}
+
+}  // namespace
+}  // namespace duet
