@@ -69,7 +69,8 @@ int64_t Matmul::panel_rows(int64_t k) {
 }
 
 void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
-  if (x.shape[0] == 0) return;  // nothing to write (and no activation row to quantize)
+  // Nothing to write (and no activation row to quantize, or no tile to make).
+  if (x.shape[0] == 0 || w.shape[0] == 0) return;
   if (takes_tiles(x.shape[0], w.dtype)) {
     tiled(x, w, out);
   } else if (x.shape[0] < min_gemm_rows_ && gemv_supports(w.dtype)) {
