@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <functional>
+#include <iterator>
 
 #include "duet/error.h"
 
@@ -780,6 +781,24 @@ TEST(PipelineConfigTest, ANullBackendGivesWayToNamedBackends) {
             {"backend=~", "backends={a: {plugin: reference}}", "stages.0.decode.backend=a"});
   ASSERT_EQ(c.backends.size(), 1u);
   EXPECT_EQ(c.stages[0].backend, "a");
+}
+
+// docs/pipeline-yaml.md opens with configs/smollm2.yaml, comments left
+// out: the two must describe the same pipeline, so the listing cannot go
+// stale again.
+TEST(PipelineConfigDocs, TheDefaultPipelineListingIsConfigsSmollm2) {
+  std::ifstream doc(DUET_SOURCE_DIR "/docs/pipeline-yaml.md");
+  ASSERT_TRUE(doc) << "docs/pipeline-yaml.md";
+  std::string text((std::istreambuf_iterator<char>(doc)), std::istreambuf_iterator<char>());
+  const size_t begin = text.find("```yaml\n");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = text.find("```", begin + 8);
+  ASSERT_NE(end, std::string::npos);
+  const fs::path configs = fs::path(DUET_SOURCE_DIR) / "configs";
+  const PipelineConfig listed = parse_pipeline_config(
+      text.substr(begin + 8, end - begin - 8), (configs / "smollm2.yaml").string(), configs, {});
+  const PipelineConfig file = load_pipeline_config(configs / "smollm2.yaml");
+  EXPECT_EQ(describe(listed), describe(file));
 }
 
 }  // namespace
