@@ -477,6 +477,18 @@ TEST_F(Cli, PluginsListsLoadedAndRefusedWithReasons) {
   EXPECT_NE(r.out.find("reason: ABI major version mismatch"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, PluginsVerboseListsTheFilesNotTried) {
+  const fs::path dir = fs::path(write("readme.txt", "not a plugin")).parent_path();
+  Result r = duet("plugins --plugin-path " + dir.string() + " --verbose");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t section = r.out.find("Files in the plugin folders not tried:");
+  ASSERT_NE(section, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("readme.txt\n      not named duet-<name>.so", section), std::string::npos)
+      << r.out;
+  Result quiet = duet("plugins --plugin-path " + dir.string());
+  EXPECT_EQ(quiet.out.find("not tried"), std::string::npos) << quiet.out;
+}
+
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,30 @@ TEST(PluginHost, LoadDirsScansOnlyPluginFilesAndRecordsEveryOne) {
   // good alphabetically.
   EXPECT_EQ(loaded, 3u);
   EXPECT_GE(host.records().size(), 13u);
+}
+
+// What load_dirs leaves untried is noted with the reason (`duet plugins
+// --verbose`): files not named duet-<name>.so; sub-folders are not entered.
+TEST(PluginHost, LoadDirsNotesTheFilesItDoesNotTry) {
+  const fs::path dir = fs::temp_directory_path() / "duet_skipped_files_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "duet-folder.so");
+  for (const char* name : {"notes.txt", "libduet-x.so", "duet-x.so.1", "duet-bad.so"}) {
+    std::ofstream(dir / name) << "not a library";
+  }
+  PluginHost host;
+  host.load_dirs({dir});
+  std::vector<std::string> skipped;
+  for (const SkippedFile& s : host.skipped()) {
+    skipped.push_back(s.path.filename().string());
+    EXPECT_NE(s.reason.find("not named duet-<name>.so"), std::string::npos) << s.reason;
+  }
+  EXPECT_EQ(skipped, (std::vector<std::string>{"duet-x.so.1", "libduet-x.so", "notes.txt"}));
+  // duet-bad.so was tried (and refused, as a record says); the folder was not.
+  ASSERT_EQ(host.records().size(), 1u);
+  EXPECT_EQ(host.records()[0].path.filename(), "duet-bad.so");
+  EXPECT_FALSE(host.records()[0].loaded);
+  fs::remove_all(dir);
 }
 
 TEST(PluginHost, UnknownComponentNamesTheKnownOnesAndSuggests) {

@@ -42,12 +42,14 @@ void print_extensions(const PluginHost& host) {
 int cmd_plugins(const std::vector<std::string>& args) {
   po::options_description opts("Options");
   opts.add_options()("help,h", "show this help")(
+      "verbose,v", "also list the files in the plugin folders that were not tried, and why")(
       "config,c", po::value<std::string>(), "also search the plugins.paths of this pipeline YAML")(
       "plugin-path,p", po::value<std::vector<std::string>>()->composing(),
       "search this folder first (repeatable)");
   po::variables_map vm;
-  if (!parse_command_line("plugins", "duet plugins [--config PIPELINE.yaml] [--plugin-path DIR]...",
-                          opts, {}, args, vm)) {
+  if (!parse_command_line(
+          "plugins", "duet plugins [--config PIPELINE.yaml] [--plugin-path DIR]... [--verbose]",
+          opts, {}, args, vm)) {
     return 0;
   }
 
@@ -95,6 +97,13 @@ int cmd_plugins(const std::vector<std::string>& args) {
   }
   if (host.records().empty()) std::cout << "  (none found)\n";
   print_extensions(host);
+  if (vm.count("verbose")) {
+    std::cout << "\nFiles in the plugin folders not tried:\n";
+    for (const SkippedFile& s : host.skipped()) {
+      std::cout << "  " << s.path.string() << "\n      " << s.reason << "\n";
+    }
+    if (host.skipped().empty()) std::cout << "  (none)\n";
+  }
   return 0;
 }
 

@@ -364,11 +364,19 @@ PluginRecord PluginHost::load(const fs::path& file) {
 void PluginHost::load_dirs(const std::vector<fs::path>& dirs) {
   for (const auto& dir : dirs) {
     std::vector<fs::path> files;
+    std::vector<fs::path> others;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (is_plugin_file_name(it->path().filename().string())) files.push_back(it->path());
+      std::error_code type_ec;
+      if (it->is_directory(type_ec)) continue;  // folders are not searched inside
+      (is_plugin_file_name(it->path().filename().string()) ? files : others).push_back(it->path());
     }
+    if (ec) skipped_.push_back({dir, "the folder could not be read to the end: " + ec.message()});
     std::sort(files.begin(), files.end());
+    std::sort(others.begin(), others.end());
+    for (const auto& f : others) {
+      skipped_.push_back({f, "not named duet-<name>.so, the name a plugin file must have"});
+    }
     for (const auto& f : files) load(f);
   }
 }

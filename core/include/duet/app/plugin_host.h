@@ -34,6 +34,12 @@ struct DUET_API ComponentInfo {
   std::string backend;  // attention and KV-cache storage: the backend it serves
 };
 
+// A file in a plugin folder that load_dirs did not try, and why.
+struct DUET_API SkippedFile {
+  std::filesystem::path path;
+  std::string reason;  // e.g. "not named duet-<name>.so"
+};
+
 struct DUET_API PluginRecord {
   std::filesystem::path path;
   std::string name;  // from the descriptor; the file name when unreadable
@@ -77,10 +83,14 @@ class DUET_API PluginHost {
   PluginRecord load(const std::filesystem::path& file);
 
   // Loads every plugin file (is_plugin_file_name) in each folder, in folder
-  // order and then file-name order.
+  // order and then file-name order; every other file of those folders is
+  // noted in skipped().
   void load_dirs(const std::vector<std::filesystem::path>& dirs);
 
   const std::vector<PluginRecord>& records() const { return records_; }
+  // The files of the scanned folders that were not tried (`duet plugins
+  // --verbose`), in scan order.
+  const std::vector<SkippedFile>& skipped() const { return skipped_; }
   // Every component of `kind`; for attention and KV-cache storage, those of
   // every backend, available or not.
   std::vector<ComponentInfo> components(ComponentKind kind) const;
@@ -135,6 +145,7 @@ class DUET_API PluginHost {
                               const std::string& name) const;
 
   std::vector<PluginRecord> records_;
+  std::vector<SkippedFile> skipped_;
   std::map<Key, Entry> entries_;
   std::vector<std::shared_ptr<Library>> libraries_;
 };
