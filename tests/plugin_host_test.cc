@@ -162,6 +162,28 @@ TEST(PluginHost, LoadDirsNotesTheFilesItDoesNotTry) {
   fs::remove_all(dir);
 }
 
+// A third party's plugin that registers a built-in component name is the
+// one refused, even from a folder searched before Duet's own (issue 33).
+TEST(PluginHost, ABuiltInPluginKeepsItsComponentNames) {
+  PluginHost host;
+  host.load_dirs(plugin_search_dirs({std::string(DUET_TEST_PLUGIN_DIR) + "/clash"}, "/"));
+  const PluginRecord* clash = nullptr;
+  const PluginRecord* samplers = nullptr;
+  for (const PluginRecord& r : host.records()) {
+    if (r.name == "test-clash-builtin") clash = &r;
+    if (r.name == "samplers") samplers = &r;
+  }
+  ASSERT_NE(clash, nullptr);
+  ASSERT_NE(samplers, nullptr);
+  EXPECT_TRUE(samplers->loaded) << samplers->refusal;
+  EXPECT_FALSE(clash->loaded);
+  EXPECT_NE(clash->refusal.find("sampler 'greedy' is already registered by plugin 'samplers'"),
+            std::string::npos)
+      << clash->refusal;
+  EXPECT_TRUE(host.has(ComponentKind::kSampler, "top_k"));
+  EXPECT_FALSE(host.has(ComponentKind::kSampler, "test_clash_own"));
+}
+
 TEST(PluginHost, UnknownComponentNamesTheKnownOnesAndSuggests) {
   PluginHost host;
   ASSERT_TRUE(host.load(test_plugin("good")).loaded);

@@ -132,6 +132,19 @@ void register_components(duet::PluginRegistrar& r) {
 }
 #elif defined(VARIANT_extensions)
 void register_components(duet::PluginRegistrar& r) { register_extensions(r); }
+#elif defined(VARIANT_clash_builtin)
+// A sampler of its own and one named like a built-in plugin's: the built-in
+// keeps its name and this plugin is the one refused.
+void register_components(duet::PluginRegistrar& r) {
+  r.add_sampler("test_clash_own", "selects the first candidate", [](const duet::Options& o) {
+    o.finish();
+    return std::unique_ptr<duet::Sampler>(new FirstSampler);
+  });
+  r.add_sampler("greedy", "a second greedy", [](const duet::Options& o) {
+    o.finish();
+    return std::unique_ptr<duet::Sampler>(new FirstSampler);
+  });
+}
 #else
 void register_components(duet::PluginRegistrar& r) {
   r.add_sampler("test_throw", "throws duet::Error from apply()", [](const duet::Options& o) {
@@ -195,6 +208,8 @@ const char* const kName = "test-no-device";  // a backend's choice names it (tes
 const char* const kName = "test-abi-1-0";
 #elif defined(VARIANT_extensions)
 const char* const kName = "test-extensions";
+#elif defined(VARIANT_clash_builtin)
+const char* const kName = "test-clash-builtin";
 #else
 const char* const kName = "test-plugin";
 #endif

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <set>
 
 #include "duet/app/suggest.h"
 #include "duet/error.h"
@@ -41,6 +42,36 @@ bool is_plugin_file_name(const std::string& file_name) {
          file_name.compare(file_name.size() - 3, 3, ".so") == 0;
 }
 
+namespace {
+
+// Duet's own plugin folders, as plugin_search_dirs ends with them. libduet.so
+// sits in <prefix>/<libdir> when installed and in <build>/core in the build
+// tree, where the build's plugins are searched too; so are they for the
+// white-box tests in <build>/tests, which link core statically.
+std::vector<fs::path> own_plugin_dirs() {
+  std::vector<fs::path> dirs;
+  std::error_code ec;
+  const fs::path lib_dir =
+      fs::weakly_canonical(fs::path(boost::dll::this_line_location().string()).parent_path(), ec);
+  dirs.push_back(lib_dir / "duet" / "plugins");
+  const fs::path build_root =
+      fs::weakly_canonical(fs::path(DUET_BUILD_PLUGIN_DIR).parent_path(), ec);
+  for (const char* part : {"core", "tests"}) {
+    if (fs::equivalent(lib_dir, build_root / part, ec)) dirs.push_back(DUET_BUILD_PLUGIN_DIR);
+  }
+  return dirs;
+}
+
+bool is_own_plugin_dir(const fs::path& dir) {
+  for (const fs::path& own : own_plugin_dirs()) {
+    std::error_code ec;
+    if (fs::equivalent(dir, own, ec)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<fs::path> plugin_search_dirs(const std::vector<std::string>& config_paths,
                                          const fs::path& config_dir) {
   std::vector<fs::path> dirs;
@@ -66,19 +97,7 @@ std::vector<fs::path> plugin_search_dirs(const std::vector<std::string>& config_
   if (const char* env = std::getenv("DUET_PLUGIN_PATH")) {
     for (const std::string& entry : split(env, ':')) add(entry);
   }
-  // libduet.so sits in <prefix>/<libdir> when installed and in <build>/core
-  // in the build tree, where the build's plugins are searched too; so are
-  // they for the white-box tests in <build>/tests, which link core
-  // statically.
-  std::error_code ec;
-  const fs::path lib_dir =
-      fs::weakly_canonical(fs::path(boost::dll::this_line_location().string()).parent_path(), ec);
-  add(lib_dir / "duet" / "plugins");
-  const fs::path build_root =
-      fs::weakly_canonical(fs::path(DUET_BUILD_PLUGIN_DIR).parent_path(), ec);
-  for (const char* part : {"core", "tests"}) {
-    if (fs::equivalent(lib_dir, build_root / part, ec)) add(DUET_BUILD_PLUGIN_DIR);
-  }
+  for (const fs::path& own : own_plugin_dirs()) add(own);
   return dirs;
 }
 
@@ -362,6 +381,15 @@ PluginRecord PluginHost::load(const fs::path& file) {
 }
 
 void PluginHost::load_dirs(const std::vector<fs::path>& dirs) {
+  // Duet's own plugins load first, so that a third party's plugin that
+  // registers one of their component names (a second `greedy`) is the one
+  // refused, not the built-in one with everything else it provides. An own
+  // file whose name a folder earlier in the search order also has keeps its
+  // place after it: that earlier file replaces it on purpose (the first
+  // plugin of a name wins).
+  std::vector<fs::path> first;
+  std::vector<fs::path> in_order;
+  std::set<fs::path> names;
   for (const auto& dir : dirs) {
     std::vector<fs::path> files;
     std::vector<fs::path> others;
@@ -377,8 +405,14 @@ void PluginHost::load_dirs(const std::vector<fs::path>& dirs) {
     for (const auto& f : others) {
       skipped_.push_back({f, "not named duet-<name>.so, the name a plugin file must have"});
     }
-    for (const auto& f : files) load(f);
+    const bool own = is_own_plugin_dir(dir);
+    for (const auto& f : files) {
+      (own && names.count(f.filename()) == 0 ? first : in_order).push_back(f);
+      names.insert(f.filename());
+    }
   }
+  for (const auto& f : first) load(f);
+  for (const auto& f : in_order) load(f);
 }
 
 std::vector<ComponentInfo> PluginHost::components(ComponentKind kind) const {
