@@ -81,19 +81,25 @@ void write_report(const fs::path& dir, const Experiment& e, const compare::Compa
                 "--report " + dir.string() + ": cannot create the folder: " + ec.message());
   write_file(dir / "compare.json", compare::compare_json(e, r) + "\n");
   write_file(dir / "compare.csv", compare::compare_csv(e, r));
+  // From a source tree, its set-up script makes the venv report_python()
+  // finds; an installed SDK has no scripts/, only pip.
+  const bool source_tree = fs::exists(DUET_SOURCE_DIR "/scripts/python-env.sh");
   const std::string fix =
-      "; compare.json and compare.csv are there. Install the report's Python "
-      "packages with `bash scripts/python-env.sh` or point DUET_PYTHON at a "
-      "Python with matplotlib";
+      std::string("; compare.json and compare.csv are there. ") +
+      (source_tree ? "Install the report's Python packages with `bash " DUET_SOURCE_DIR
+                     "/scripts/python-env.sh`, or point DUET_PYTHON at a Python with matplotlib"
+                   : "Install matplotlib (`python3 -m pip install matplotlib`, in a venv if "
+                     "the system Python refuses) and point DUET_PYTHON at that Python");
   compare::ChildResult c;
   try {
     c = compare::run_child({report_python(), report_script(), dir.string()});
   } catch (const Error& spawn_error) {
-    throw Error(ErrorKind::kUsage, "--report " + dir.string() + ": " + spawn_error.what() + fix);
+    throw Error(ErrorKind::kMissingTool,
+                "--report " + dir.string() + ": " + spawn_error.what() + fix);
   }
   if (!c.ok()) {
     throw Error(
-        ErrorKind::kUsage,
+        ErrorKind::kMissingTool,
         "--report " + dir.string() + ": the charts could not be drawn (" + c.reason() + ")" + fix);
   }
   std::cerr << "compare: report in " << (dir / "report.html").string() << "\n";

@@ -19,6 +19,8 @@ ExitCode exit_code_for(ErrorKind kind) noexcept {
       return ExitCode::kInputRejected;
     case ErrorKind::kInternal:
       return ExitCode::kInternal;
+    case ErrorKind::kMissingTool:
+      return ExitCode::kMissingTool;
   }
   return ExitCode::kInternal;
 }
@@ -39,6 +41,8 @@ const char* error_kind_name(ErrorKind kind) noexcept {
       return "input rejected";
     case ErrorKind::kInternal:
       return "internal";
+    case ErrorKind::kMissingTool:
+      return "missing tool";
   }
   return "internal";
 }

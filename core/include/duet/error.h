@@ -26,6 +26,7 @@ enum class ExitCode : int {
   kPlugin = 4,         // plugin refused, missing, or backend failure
   kOutOfMemory = 5,    // an allocation on a device or the host failed
   kInputRejected = 6,  // prompt or token input rejected
+  kMissingTool = 7,    // a program a command runs (the report's Python) is missing or failed
   kInternal = 70,      // a bug in Duet: please report it
 };
 
@@ -37,6 +38,8 @@ enum class ErrorKind {
   kOutOfMemory,    // allocation failure
   kInputRejected,  // prompt, token ids
   kInternal,       // should not happen
+  kMissingTool,    // a helper program (Python for `compare --report`); appended, ABI 1.x keeps the
+                   // values
 };
 
 // Maps an error kind to the CLI exit code it produces.
