@@ -155,6 +155,8 @@ TEST(PluginHost, LoadDirsNotesTheFilesItDoesNotTry) {
     EXPECT_NE(s.reason.find("not named duet-<name>.so"), std::string::npos) << s.reason;
   }
   EXPECT_EQ(skipped, (std::vector<std::string>{"duet-x.so.1", "libduet-x.so", "notes.txt"}));
+  host.load_dirs({dir});  // as for every pipeline a long-lived host builds
+  EXPECT_EQ(host.skipped().size(), 3u);
   // duet-bad.so was tried (and refused, as a record says); the folder was not.
   ASSERT_EQ(host.records().size(), 1u);
   EXPECT_EQ(host.records()[0].path.filename(), "duet-bad.so");

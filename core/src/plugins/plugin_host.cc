@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 #include <set>
+#include <utility>
 
 #include "duet/app/suggest.h"
 #include "duet/error.h"
@@ -399,12 +400,19 @@ void PluginHost::load_dirs(const std::vector<fs::path>& dirs) {
       if (it->is_directory(type_ec)) continue;  // folders are not searched inside
       (is_plugin_file_name(it->path().filename().string()) ? files : others).push_back(it->path());
     }
-    if (ec) skipped_.push_back({dir, "the folder could not be read to the end: " + ec.message()});
+    // Each noted once per host, as each plugin file is tried once: a host
+    // that scans the same folders for every pipeline does not grow.
+    auto skip = [this](const fs::path& path, std::string reason) {
+      for (const SkippedFile& s : skipped_) {
+        if (s.path == path) return;
+      }
+      skipped_.push_back({path, std::move(reason)});
+    };
+    if (ec) skip(dir, "the folder could not be read to the end: " + ec.message());
     std::sort(files.begin(), files.end());
     std::sort(others.begin(), others.end());
-    for (const auto& f : others) {
-      skipped_.push_back({f, "not named duet-<name>.so, the name a plugin file must have"});
-    }
+    for (const auto& f : others)
+      skip(f, "not named duet-<name>.so, the name a plugin file must have");
     const bool own = is_own_plugin_dir(dir);
     for (const auto& f : files) {
       (own && names.count(f.filename()) == 0 ? first : in_order).push_back(f);

@@ -89,7 +89,7 @@ class DUET_API PluginHost {
 
   const std::vector<PluginRecord>& records() const { return records_; }
   // The files of the scanned folders that were not tried (`duet plugins
-  // --verbose`), in scan order.
+  // --verbose`), in scan order, each once however often it was scanned.
   const std::vector<SkippedFile>& skipped() const { return skipped_; }
   // Every component of `kind`; for attention and KV-cache storage, those of
   // every backend, available or not.
