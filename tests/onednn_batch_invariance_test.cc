@@ -29,6 +29,7 @@
 #include "duet/error.h"
 #include "duet/quant.h"
 #include "models/model.h"
+#include "onednn_plugin_host.h"
 #include "random_floats.h"
 #include "random_weight.h"
 
@@ -45,18 +46,7 @@ using testing::same_bits;
 using testing::upload;
 using testing::zeros;
 
-// One plugin host for the whole binary; nullptr when the plugin is refused.
-PluginHost* host() {
-  static PluginHost* h = [] {
-    auto* p = new PluginHost;
-    if (!p->load(DUET_BUILD_DIR "/plugins/duet-onednn.so").loaded) {
-      delete p;
-      return static_cast<PluginHost*>(nullptr);
-    }
-    return p;
-  }();
-  return h;
-}
+PluginHost* host() { return testing::onednn_plugin_host(); }
 
 std::shared_ptr<Backend> onednn(int threads, bool invariant = true) {
   Options options("backend.options");

@@ -12,6 +12,7 @@
 #include "device_tensor.h"
 #include "duet/app/plugin_host.h"
 #include "duet/error.h"
+#include "onednn_plugin_host.h"
 #include "random_floats.h"
 #include "random_weight.h"
 
@@ -25,17 +26,7 @@ using testing::same_bits;
 using testing::upload;
 using testing::zeros;
 
-PluginHost* host() {
-  static PluginHost* h = [] {
-    auto* p = new PluginHost;
-    if (!p->load(DUET_BUILD_DIR "/plugins/duet-onednn.so").loaded) {
-      delete p;
-      return static_cast<PluginHost*>(nullptr);
-    }
-    return p;
-  }();
-  return h;
-}
+PluginHost* host() { return testing::onednn_plugin_host(); }
 
 // The onednn backend with row tiles from `tile_rows` rows (0: none), or
 // null where this CPU's path has no tile kernel (the option is refused).

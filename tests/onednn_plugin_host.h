@@ -1,0 +1,23 @@
+// onednn_plugin_host.h — one plugin host with the build's onednn plugin,
+// for the tests that create onednn backends through the plugin.
+#pragma once
+
+#include "duet/app/plugin_host.h"
+
+namespace duet::testing {
+
+// The binary's one host; nullptr when the plugin is not built or is refused
+// here. REQUIRES: DUET_BUILD_DIR defined by the test's build rule.
+inline PluginHost* onednn_plugin_host() {
+  static PluginHost* h = [] {
+    auto* p = new PluginHost;
+    if (!p->load(DUET_BUILD_DIR "/plugins/duet-onednn.so").loaded) {
+      delete p;
+      return static_cast<PluginHost*>(nullptr);
+    }
+    return p;
+  }();
+  return h;
+}
+
+}  // namespace duet::testing
