@@ -51,10 +51,17 @@ void ServeEngine::cancel(uint64_t id) {
 
 int64_t ServeEngine::waiting() const {
   std::lock_guard lock(mutex_);
-  return static_cast<int64_t>(inbox_.size()) + scheduler_waiting_.load();
+  return waiting_locked();
 }
 
-int64_t ServeEngine::queued() const { return std::max<int64_t>(0, waiting() - free_places_); }
+int64_t ServeEngine::waiting_locked() const {
+  return static_cast<int64_t>(inbox_.size()) + admitting_ + scheduler_waiting_;
+}
+
+int64_t ServeEngine::queued() const {
+  std::lock_guard lock(mutex_);
+  return std::max<int64_t>(0, waiting_locked() - free_places_);
+}
 
 bool ServeEngine::healthy() const { return healthy_.load(); }
 
@@ -83,11 +90,13 @@ void ServeEngine::loop() {
       });
       if (quit_) break;
       arrivals.swap(inbox_);
+      admitting_ = static_cast<int64_t>(arrivals.size());
       cancels.swap(cancels_);
       stopping = stopping_;
       deadline = deadline_;
     }
     for (Queued& q : arrivals) admit(std::move(q));
+    if (!arrivals.empty()) count_places();
     for (uint64_t id : cancels) {
       if (const auto it = live_.find(id); it != live_.end()) scheduler_.cancel(it->second.handle);
     }
@@ -199,9 +208,15 @@ void ServeEngine::cancel_all() {
   for (const auto& [id, live] : live_) scheduler_.cancel(live.handle);
 }
 
-void ServeEngine::publish_gauges() {
+void ServeEngine::count_places() {
+  std::lock_guard lock(mutex_);
+  admitting_ = 0;
   scheduler_waiting_ = static_cast<int64_t>(scheduler_.waiting());
   free_places_ = max_sequences_ - static_cast<int64_t>(scheduler_.running());
+}
+
+void ServeEngine::publish_gauges() {
+  count_places();
   EngineGauges g;
   g.waiting = waiting();
   g.running = static_cast<int64_t>(scheduler_.running());

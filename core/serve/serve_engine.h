@@ -124,7 +124,11 @@ class ServeEngine {
   void observe_tokens();
   void deliver_finished();
   void cancel_all();
+  // Moves the jobs just admitted from admitting_ to the scheduler's counts,
+  // in one step under mutex_, so waiting() never misses a job in between.
+  void count_places();
   void publish_gauges();
+  int64_t waiting_locked() const;  // mutex_ held
 
   ServeMetrics& metrics_;
   Scheduler scheduler_;
@@ -138,8 +142,11 @@ class ServeEngine {
   std::chrono::steady_clock::time_point deadline_;
   std::function<void()> drained_;
   bool drained_called_ = false;
-  std::atomic<int64_t> scheduler_waiting_{0};
-  std::atomic<int64_t> free_places_{0};
+  // Guarded by mutex_: jobs taken from inbox_ and not yet submitted, and
+  // the scheduler's waiting jobs and free places as of count_places().
+  int64_t admitting_ = 0;
+  int64_t scheduler_waiting_ = 0;
+  int64_t free_places_ = 0;
   const int64_t max_sequences_;
   std::atomic<bool> healthy_{true};
   // Engine thread only. Request::id is the job id in decimal.
