@@ -9,6 +9,7 @@
 
 #include "duet/app/pipeline.h"
 #include "duet/app/pipeline_check.h"
+#include "duet/app/scheduler.h"
 #include "duet/error.h"
 #include "tiny_model.h"
 
@@ -163,6 +164,26 @@ TEST_F(Extensions, APluginAttentionIsRefusedACacheKeptInTheBackendsOwnTiles) {
                          "tiles of 16 slots"),
             std::string::npos)
       << message;
+}
+
+// A stage of a plugin built before ABI 1.3 runs under a session as it
+// always did, and the batching scheduler refuses it, naming the version it
+// needs, without touching the stage's ABI 1.3 slot (which aborts).
+TEST_F(Extensions, AnOlderStageRunsAloneAndTheSchedulerRefusesIt) {
+  auto pipeline = Pipeline::build(config({"stages.1={test_abi_1_0_decode: {}}"}), host_);
+  const RunResult alone = pipeline->run_tokens(std::vector<int32_t>{1, 40, 41, 42}, sink_);
+  EXPECT_EQ(alone.generated_tokens.size(), 4u);
+  try {
+    Scheduler scheduler(*pipeline);
+    ADD_FAILURE() << "the scheduler accepted a stage built against ABI 1.0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPlugin);
+    const std::string message = e.what();
+    for (const char* part : {"stage 'test_abi_1_0_decode' (plugin 'test-abi-1-0')",
+                             "built against Duet ABI 1.0", "1.3 or later", "duet run"}) {
+      EXPECT_NE(message.find(part), std::string::npos) << message;
+    }
+  }
 }
 
 }  // namespace

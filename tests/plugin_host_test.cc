@@ -72,7 +72,7 @@ TEST(PluginHost, FactoryOptionErrorsReachTheCaller) {
 
 struct Refusal {
   const char* variant;
-  const char* reason_substring;
+  std::string reason_substring;
 };
 
 class PluginRefusal : public ::testing::TestWithParam<Refusal> {};
@@ -93,8 +93,12 @@ TEST_P(PluginRefusal, IsRefusedWithItsReasonAndTheHostKeepsWorking) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryWayToFail, PluginRefusal,
-    ::testing::Values(Refusal{"abi-major", "ABI major version mismatch: plugin 2.2, host 1.2"},
-                      Refusal{"abi-minor-newer", "plugin needs ABI 1.3 but this host provides 1.2"},
+    ::testing::Values(Refusal{"abi-major", "ABI major version mismatch: plugin 2." +
+                                               std::to_string(DUET_ABI_MINOR) + ", host 1." +
+                                               std::to_string(DUET_ABI_MINOR)},
+                      Refusal{"abi-minor-newer",
+                              "plugin needs ABI 1." + std::to_string(DUET_ABI_MINOR + 1) +
+                                  " but this host provides 1." + std::to_string(DUET_ABI_MINOR)},
                       Refusal{"bad-toolchain", "toolchain mismatch: plugin built with 'msvc"},
                       Refusal{"cxx23",
                               "toolchain mismatch: plugin built with -std=c++23 (__cplusplus "

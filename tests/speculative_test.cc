@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "duet/app/pipeline.h"
+#include "duet/app/scheduler.h"
 #include "duet/error.h"
 #include "engine/session_impl.h"
 #include "models/model.h"
@@ -91,6 +93,67 @@ TEST_F(Speculative, LookupDecodeGivesThePlainDecodeTokensGreedyAndSampled) {
       EXPECT_EQ(a.text, b.text);
       EXPECT_EQ(a.finish, b.finish);
       EXPECT_EQ(a.stats.decode_passes, a.stats.generated_tokens - 1);
+    }
+  }
+}
+
+// Under the batching scheduler: 24 requests side by side, each verifying
+// its own drafts in the shared passes, get the tokens and logits the plain
+// decode loop gives them (the scheduler with stage decode, and the session
+// path for some), with a roomy pool and with one small enough to preempt.
+TEST_F(Speculative, TheSchedulerVerifiesEverySequencesDraftsAsItsPlainDecode) {
+  for (const std::string chain : {"[greedy]", "[{top_k: 40}, {temperature: 0.9}]"}) {
+    for (const std::string capacity : {"256", "96"}) {
+      const std::vector<std::string> set = {"components.sampler.chain=" + chain,
+                                            "components.kv_cache.capacity_tokens=" + capacity,
+                                            "batching.max_sequences=24"};
+      auto plain = make("decode: {max_new_tokens: 40}", set);
+      auto spec = make("lookup_decode: {max_new_tokens: 40, ngram_min: 1, draft_tokens: 6}", set);
+      const auto run = [](Pipeline& pipeline, SchedulerStats& stats) {
+        Scheduler scheduler(pipeline);
+        for (int32_t i = 0; i < 24; ++i) {
+          Request r;
+          r.id = std::to_string(i);
+          r.prompt = prompt(i % 8);  // some prompts twice: prefix-cache hits too
+          r.settings.seed = 100 + static_cast<uint64_t>(i);
+          r.settings.keep_logits = true;
+          scheduler.submit(std::move(r));
+        }
+        scheduler.run();
+        EXPECT_EQ(scheduler.used_blocks(), 0);
+        stats = scheduler.stats();
+        std::map<std::string, RequestResult> out;
+        for (RequestResult& r : scheduler.take_finished()) out[r.id] = std::move(r);
+        return out;
+      };
+      SchedulerStats plain_stats, spec_stats;
+      const auto expected = run(*plain, plain_stats);
+      const auto got = run(*spec, spec_stats);
+      const std::string where = chain + ", capacity " + capacity;
+      ASSERT_EQ(got.size(), 24u) << where;
+      for (const auto& [id, r] : got) {
+        const RequestResult& e = expected.at(id);
+        EXPECT_EQ(r.generated_tokens, e.generated_tokens) << where << ", request " << id;
+        EXPECT_EQ(r.text, e.text) << where << ", request " << id;
+        EXPECT_EQ(r.finish, e.finish) << where << ", request " << id;
+        EXPECT_EQ(r.logits, e.logits) << where << ", request " << id;
+      }
+      EXPECT_EQ(plain_stats.draft_tokens, 0);
+      EXPECT_GT(spec_stats.draft_tokens, 0) << where;
+      // Greedy, the random model repeats itself enough for drafts to be
+      // kept; sampled, they are all rejected (the rollback path).
+      if (chain == "[greedy]" && capacity == "256") {
+        EXPECT_GT(spec_stats.accepted_draft_tokens, 0) << where;
+        EXPECT_LT(spec_stats.steps, plain_stats.steps) << where << ": kept drafts save passes";
+      }
+      if (capacity == "96") {
+        EXPECT_GT(spec_stats.preemptions, 0) << where;
+      }
+      // The session path, seed for seed.
+      auto alone =
+          make("decode: {max_new_tokens: 40}", {set[0], "components.sampler.seed=105", set[1]});
+      EXPECT_EQ(alone->run_tokens(prompt(5), sink_).generated_tokens, got.at("5").generated_tokens)
+          << where;
     }
   }
 }

@@ -10,31 +10,28 @@ namespace duet::speculative {
 
 LookupDecodeOptions LookupDecodeOptions::parse(const Options& options) {
   LookupDecodeOptions o;
-  o.max_new_tokens = static_cast<int32_t>(options.get_int("max_new_tokens", 256, 1, 1 << 24));
-  if (options.has("stop")) o.stop = {options.get_string("stop", "")};
-  check_stop_strings(o.stop, options.path() + ".stop");
-  o.draft_tokens = static_cast<int32_t>(options.get_int("draft_tokens", 8, 1, 64));
-  o.ngram.ngram_max = static_cast<int32_t>(options.get_int("ngram_max", 32, 1, 256));
-  o.ngram.ngram_min = static_cast<int32_t>(options.get_int("ngram_min", 3, 1, o.ngram.ngram_max));
-  o.backoff_max = static_cast<int32_t>(options.get_int("backoff_max", 16, 0, 1024));
+  o.limits.max_new_tokens =
+      static_cast<int32_t>(options.get_int("max_new_tokens", 256, 1, 1 << 24));
+  if (options.has("stop")) o.limits.stop = {options.get_string("stop", "")};
+  check_stop_strings(o.limits.stop, options.path() + ".stop");
+  DrafterOptions& d = o.drafter;
+  d.draft_tokens = static_cast<int32_t>(options.get_int("draft_tokens", 8, 1, 64));
+  d.ngram.ngram_max = static_cast<int32_t>(options.get_int("ngram_max", 32, 1, 256));
+  d.ngram.ngram_min = static_cast<int32_t>(options.get_int("ngram_min", 3, 1, d.ngram.ngram_max));
+  d.backoff_max = static_cast<int32_t>(options.get_int("backoff_max", 16, 0, 1024));
   options.finish();
   return o;
 }
 
 void LookupDecodeStage::run(Session& session) {
-  Generation out(session, options_.stop);
+  const DecodeLimits& limits = options_.limits;
+  Generation out(session, limits.stop);
+  NgramDrafter drafter(options_.drafter);
   const auto size = [&session] { return static_cast<int32_t>(session.tokens().size()); };
   const auto length_reached = [&] {
-    return session.stats().generated_tokens >= options_.max_new_tokens || session.room() < 1;
+    return session.stats().generated_tokens >= limits.max_new_tokens || session.room() < 1;
   };
-  int32_t pause = 0;    // tokens still to generate without a draft
-  int32_t backoff = 0;  // the pause after the next failed draft (0: 1)
-  // The longest next draft: one more than the last draft kept, doubled
-  // after a draft kept whole. Each draft row costs a share of a pass
-  // (~0.35 of a one-token pass on onednn), so drafts are kept about as
-  // long as they are being accepted.
-  int32_t cap = options_.draft_tokens;
-
+  std::vector<int32_t> draft;
   bool running = session.finish_reason() == FinishReason::kNone && out.add(session.sample());
   while (running) {
     if (length_reached()) {
@@ -43,14 +40,11 @@ void LookupDecodeStage::run(Session& session) {
     }
     // The last token is generated but not cached; a draft follows it.
     const int32_t last = size() - 1;
-    const int32_t useful = options_.max_new_tokens - session.stats().generated_tokens - 1;
+    const int32_t useful = limits.max_new_tokens - session.stats().generated_tokens - 1;
     const int32_t fits = static_cast<int32_t>(std::min<int64_t>(session.room() - 1, 1 << 24));
-    std::vector<int32_t> draft;
-    if (pause > 0) {
-      --pause;
-    } else {
-      draft = ngram_draft(session.tokens(), options_.ngram, std::min({cap, useful, fits}));
-    }
+    draft.clear();
+    if (std::min(useful, fits) > 0)
+      drafter.propose(session.tokens(), std::min(useful, fits), draft);
     for (int32_t t : draft) session.append(t);
     const int32_t first = session.cached();
     session.forward(size() - first, !draft.empty());
@@ -73,16 +67,7 @@ void LookupDecodeStage::run(Session& session) {
       running = out.add(token);
       break;
     }
-    if (!draft.empty() && kept == 0 && options_.backoff_max > 0) {
-      pause = std::max(1, backoff);
-      backoff = std::min(options_.backoff_max, pause * 2);
-    } else if (kept > 0) {
-      backoff = 0;
-    }
-    if (!draft.empty()) {
-      const bool whole = kept == static_cast<int32_t>(draft.size());
-      cap = std::min(options_.draft_tokens, whole ? 2 * cap : kept + 1);
-    }
+    drafter.observe(static_cast<int32_t>(draft.size()), kept);
   }
   out.finish();
 }

@@ -20,6 +20,8 @@
 // same as drawing y ~ p and keeping x iff y = x, so every token is
 // distributed as the target model's p.
 //
+// Draft lengths and pauses: ngram_drafter.h.
+//
 // Options (validated once, at creation):
 //   max_new_tokens  1..16777216, default 256
 //   stop            a stop string (one); end-of-generation tokens always stop
@@ -34,33 +36,38 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <vector>
 
+#include "duet/batched_decode.h"
 #include "duet/options.h"
 #include "duet/stage.h"
-#include "ngram_draft.h"
+#include "ngram_drafter.h"
 
 namespace duet::speculative {
 
 struct LookupDecodeOptions {
-  int32_t max_new_tokens = 256;
-  std::vector<std::string> stop;
-  int32_t draft_tokens = 8;
-  NgramSpec ngram;
-  int32_t backoff_max = 16;
+  DecodeLimits limits;  // max_new_tokens, stop
+  DrafterOptions drafter;
 
   // Throws duet::Error(kConfig) naming the key, the value and the accepted
   // range for a bad or unknown option.
   static LookupDecodeOptions parse(const Options& options);
 };
 
-class LookupDecodeStage final : public Stage {
+class LookupDecodeStage final : public Stage, public BatchedDecode {
  public:
   explicit LookupDecodeStage(const LookupDecodeOptions& options) : options_(options) {}
   std::string name() const override { return "lookup_decode"; }
   // REQUIRES: a forward pass (prefill) has produced logits.
   void run(Session& session) override;
+  // Under the batching scheduler: the same drafts, one NgramDrafter per
+  // sequence, verified by the scheduler as described above.
+  const BatchedDecode* batched() const override { return this; }
+  DecodeLimits limits() const override { return options_.limits; }
+  std::unique_ptr<SequenceDrafter> start_sequence() const override {
+    return std::make_unique<NgramDrafter>(options_.drafter);
+  }
 
  private:
   LookupDecodeOptions options_;

@@ -9,6 +9,7 @@
 #include "duet/error.h"
 #include "duet/plugin.h"
 #include "duet/row_kv_cache.h"
+#include "duet/session.h"
 
 namespace {
 
@@ -118,9 +119,29 @@ void register_extensions(duet::PluginRegistrar& r) {
 #endif
 
 #if defined(VARIANT_abi_1_0)
-// What a plugin built against ABI 1.0 could register: a sampler, and a
-// backend (never created here) that extensions may not be paired with.
+// A decode loop as a plugin built against ABI 1.0 writes it: Stage::run
+// only, four greedy tokens. batched() is ABI 1.3's slot, which such a
+// plugin's vtable lacks: the host must never call it here.
+class OldDecode final : public duet::Stage {
+ public:
+  std::string name() const override { return "test_abi_1_0_decode"; }
+  void run(duet::Session& session) override {
+    for (int i = 0; i < 4; ++i) {
+      session.append(session.sample());
+      if (i < 3) session.forward(1, false);
+    }
+  }
+  const duet::BatchedDecode* batched() const override { std::abort(); }
+};
+
+// What a plugin built against ABI 1.0 could register: a sampler, a stage,
+// and a backend (never created here) that extensions may not be paired with.
 void register_components(duet::PluginRegistrar& r) {
+  r.add_stage("test_abi_1_0_decode", "four tokens, one sequence at a time",
+              [](const duet::Options& o) {
+                o.finish();
+                return std::unique_ptr<duet::Stage>(new OldDecode);
+              });
   r.add_sampler("test_abi_1_0", "selects the first candidate", [](const duet::Options& o) {
     o.finish();
     return std::unique_ptr<duet::Sampler>(new FirstSampler);

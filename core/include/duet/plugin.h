@@ -36,7 +36,7 @@
 #include "duet/stage.h"
 
 #define DUET_ABI_MAJOR 1
-#define DUET_ABI_MINOR 2
+#define DUET_ABI_MINOR 3
 
 #define DUET_PLUGIN_STR_(x) #x
 #define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
@@ -128,7 +128,10 @@ extern "C" {
 // later, so 1.0 plugins keep loading and working. ABI 1.2 appended
 // Ops::add_bias, Ops::geglu and Ops::scale, called only on backends of
 // plugins built against 1.2 or later; a model that needs them is refused
-// on an older backend, naming the op.
+// on an older backend, naming the op. ABI 1.3 appended Stage::batched(),
+// called only on stages of plugins built against 1.3 or later; an older
+// stage runs under `duet run` and is refused by the batching scheduler,
+// naming the version it needs.
 struct DUET_API DuetPluginDescriptor {
   uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
   uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with

@@ -6,8 +6,11 @@
 #include <limits>
 #include <list>
 
+#include "duet/app/plugin_host.h"
+#include "duet/batched_decode.h"
 #include "duet/error.h"
 #include "duet/generation.h"
+#include "duet/plugin.h"
 #include "engine/pipeline_state.h"
 #include "engine/session_impl.h"
 #include "engine/stage_options.h"
@@ -22,29 +25,62 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The built-in stages' options, which are every request's defaults; throws
-// duet::Error(kConfig) for a pipeline the scheduler cannot run.
+// The prefill stage's options and the decode-loop stage's batched form,
+// whose limits are every request's defaults. Throws duet::Error(kConfig)
+// for a pipeline the scheduler cannot run, and kPlugin for a decode stage
+// of a plugin built before Stage::batched() existed.
 struct StageDefaults {
   PrefillOptions prefill;
-  DecodeOptions decode;
+  const BatchedDecode* decode = nullptr;  // owned by the pipeline's stage
+  DecodeLimits limits;
 };
 
-StageDefaults stage_defaults(const PipelineConfig& config) {
+const char* const kOneAtATime = "; run its prompts one at a time with `duet run`";
+
+// `stages` are the pipeline's, made from `config`'s stages by `host`.
+StageDefaults stage_defaults(const PipelineConfig& config,
+                             const std::vector<std::shared_ptr<Stage>>& stages,
+                             const PluginHost* host) {
   const auto& st = config.stages;
-  if (st.size() != 2 || st[0].name != "prefill" || st[1].name != "decode") {
+  if (st.size() != 2 || st[0].name != "prefill") {
     std::string names;
     for (const StageConfig& s : st) names += (names.empty() ? "" : ", ") + s.name;
     throw Error(ErrorKind::kConfig,
-                "batched runs use core's prefill and decode stages, in that order, and this "
+                "batched runs take core's prefill stage and then one decode-loop stage, and this "
                 "pipeline's stages are [" +
-                    names + "]; run its prompts one at a time (drop --prompts-file)");
+                    names + "]" + kOneAtATime);
   }
-  StageDefaults d{parse_prefill_options(st[0]), parse_decode_options(st[1])};
+  StageDefaults d;
+  d.prefill = parse_prefill_options(st[0]);
   if (d.prefill.all_logits) {
     throw Error(ErrorKind::kConfig,
                 "stages[0].prefill.all_logits: batched runs keep no prompt logits; set it to "
                 "false (duet perplexity scores prompts)");
   }
+  const std::string& name = st[1].name;
+  if (!is_builtin_stage(name) && host != nullptr &&
+      host->abi_minor(ComponentKind::kStage, name) < 3) {
+    std::string plugin;
+    for (const ComponentInfo& c : host->components(ComponentKind::kStage)) {
+      if (c.name == name) plugin = c.plugin;
+    }
+    throw Error(ErrorKind::kPlugin,
+                "stage '" + name + "' (plugin '" + plugin + "') was built against Duet ABI " +
+                    std::to_string(DUET_ABI_MAJOR) + "." +
+                    std::to_string(host->abi_minor(ComponentKind::kStage, name)) +
+                    ", and batched runs need a decode stage built against " +
+                    std::to_string(DUET_ABI_MAJOR) +
+                    ".3 or later (Stage::batched, duet/batched_decode.h); rebuild the plugin "
+                    "against this Duet SDK, or run its prompts one at a time with `duet run`");
+  }
+  d.decode = stages.at(1)->batched();
+  if (d.decode == nullptr) {
+    throw Error(ErrorKind::kConfig, "stage '" + name +
+                                        "' decodes one sequence at a time only (it has no "
+                                        "batched form, Stage::batched())" +
+                                        kOneAtATime);
+  }
+  d.limits = d.decode->limits();
   return d;
 }
 
@@ -84,6 +120,8 @@ class DUET_LOCAL Scheduler::Impl {
     bool prompt_logprobs = false;
     std::vector<TokenLogprobs> prompt_entries;  // for prompt tokens 1, 2, ...
     std::unique_ptr<SamplerChain> chain;
+    std::unique_ptr<SequenceDrafter> drafter;  // null: one token per pass
+    int32_t drafted = 0;                       // draft tokens at the end of `tokens` during a step
     std::unique_ptr<TextStream> text_stream;
     std::string text;
     FinishReason finish = FinishReason::kNone;
@@ -117,11 +155,13 @@ class DUET_LOCAL Scheduler::Impl {
   std::vector<KVAllocator::BlockCopy> copies;
   std::vector<int32_t> step_tokens;
   std::vector<int32_t> logit_rows;
-  // Whose each logits row is: the sequence, and the prompt position whose
-  // next token it scores, or -1 for the row it samples from.
+  // Whose logits are where: the sequence, the prompt position whose next
+  // token row `row` scores, or -1 for the rows it samples from — `row` and,
+  // with a draft, one after it per draft token.
   struct LogitOwner {
     Sequence* seq;
     int32_t prompt_position;
+    int32_t row;  // into `logits`
   };
   std::vector<LogitOwner> logit_owners;
   std::vector<float> logits;
@@ -129,6 +169,7 @@ class DUET_LOCAL Scheduler::Impl {
   // of its min_new_tokens (into masked_logits).
   std::vector<int32_t> end_tokens;
   std::vector<float> masked_logits;
+  std::vector<int32_t> draft;
 
  private:
   // Positions of `seq` not yet in the cache: 1 while it decodes, more while
@@ -153,10 +194,19 @@ class DUET_LOCAL Scheduler::Impl {
   bool reserve(Sequence& seq, int32_t rows, bool may_preempt);
   // Frees `seq`'s blocks and queues it first to recompute what it had.
   void preempt(std::list<Sequence>::iterator it);
+  // Appends to `seq.tokens` the draft its drafter proposes, at most
+  // `rows_left` tokens (and none past its limits or the cache).
+  void propose_draft(Sequence& seq, int32_t rows_left);
+  // Takes `seq`'s draft tokens off its tokens again.
+  void drop_draft(Sequence& seq);
   void run_forward();
+  // From logits rows `row`, `row` + 1, ...: samples `seq`'s next token,
+  // then, while it equals the next draft token, the one after; drops the
+  // cache positions of the draft tokens not kept.
+  void decode(Sequence& seq, int32_t row);
   // Samples the next token of `seq` from logits row `row`, streams it and
-  // decides whether it finished.
-  void advance(Sequence& seq, int32_t row);
+  // decides whether it finished. Returns the token.
+  int32_t advance(Sequence& seq, int32_t row);
   // Moves `seq` to the results, ended with `reason`, and frees its blocks.
   void retire(Sequence& seq, FinishReason reason);
   void emit(Sequence& seq, const std::string& text);
@@ -166,7 +216,7 @@ Scheduler::Impl::Impl(Pipeline& pipeline)
     : state(*pipeline.state_),
       placement(state.placements.front()),
       allocator(*state.allocator),
-      defaults(stage_defaults(state.config)),
+      defaults(stage_defaults(state.config, state.stages, state.host)),
       batching(state.config.batching) {
   for (int32_t id = 0; id < state.check.hparams.n_vocab; ++id) {
     if (state.tokenizer->is_end_of_generation(id)) end_tokens.push_back(id);
@@ -210,12 +260,12 @@ uint64_t Scheduler::Impl::submit(Request request) {
   }
   const RequestSettings& settings = request.settings;
   Sequence seq;
-  seq.max_new_tokens = settings.max_new_tokens.value_or(defaults.decode.max_new_tokens);
+  seq.max_new_tokens = settings.max_new_tokens.value_or(defaults.limits.max_new_tokens);
   if (seq.max_new_tokens < 1 || seq.max_new_tokens > 16777216) {
     throw Error(ErrorKind::kConfig, "max_new_tokens " + std::to_string(seq.max_new_tokens) +
                                         " is outside [1, 16777216]");
   }
-  std::vector<std::string> stop = settings.stop.value_or(defaults.decode.stop);
+  std::vector<std::string> stop = settings.stop.value_or(defaults.limits.stop);
   check_stop_strings(stop, "stop");
   seq.chain = state.make_chain(settings.seed.value_or(state.config.sampler.seed), settings.sampler);
   if (settings.min_new_tokens < 0 || settings.min_new_tokens > seq.max_new_tokens) {
@@ -236,6 +286,7 @@ uint64_t Scheduler::Impl::submit(Request request) {
     seq.top_logprobs = *settings.top_logprobs;
   }
   seq.prompt_logprobs = settings.prompt_logprobs;
+  seq.drafter = defaults.decode->start_sequence();
   seq.handle = next_handle++;
   seq.alloc_id = state.next_sequence++;
   seq.id = std::move(request.id);
@@ -304,13 +355,16 @@ bool Scheduler::Impl::step() {
       ++it;
       continue;
     }
-    if (!reserve(seq, 1, true)) {
+    // A draft only where its blocks are free: drafts never preempt.
+    propose_draft(seq, budget - 1);
+    if (seq.drafted > 0 && !reserve(seq, 1 + seq.drafted, false)) drop_draft(seq);
+    if (seq.drafted == 0 && !reserve(seq, 1, true)) {
       // Only the newest can fail (it preempts the others first): it waits.
       preempt(it++);
       continue;
     }
-    scheduled.push_back(Scheduled{&seq, 1});
-    --budget;
+    scheduled.push_back(Scheduled{&seq, 1 + seq.drafted});
+    budget -= 1 + seq.drafted;
     ++it;
   }
   schedule_prompts(budget);
@@ -319,8 +373,50 @@ bool Scheduler::Impl::step() {
                                           std::to_string(running.size() + waiting.size()) +
                                           " requests are unfinished");
   }
-  run_forward();
+  try {
+    run_forward();
+  } catch (...) {
+    for (const Scheduled& s : scheduled) drop_draft(*s.seq);
+    throw;
+  }
   return true;
+}
+
+void Scheduler::Impl::propose_draft(Sequence& seq, int32_t rows_left) {
+  seq.drafted = 0;
+  if (seq.drafter == nullptr) return;
+  // Draft positions follow the newest token's, inside the cache; and no
+  // draft token is worth running past the last token the request may get.
+  const int64_t most =
+      std::min<int64_t>({rows_left, seq.max_new_tokens - seq.generated() - 1,
+                         allocator.capacity_tokens() - static_cast<int64_t>(seq.tokens.size())});
+  if (most < 1) return;
+  const std::string& stage = state.config.stages[1].name;
+  draft.clear();
+  try {
+    seq.drafter->propose(seq.tokens, static_cast<int32_t>(most), draft);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kPlugin, "stage '" + stage + "' failed to propose a draft: " + e.what());
+  }
+  if (static_cast<int64_t>(draft.size()) > most) {
+    throw Error(ErrorKind::kPlugin,
+                "stage '" + stage + "' proposed " + std::to_string(draft.size()) +
+                    " draft tokens where at most " + std::to_string(most) + " were asked for");
+  }
+  for (const int32_t t : draft) {
+    if (t < 0 || t >= state.check.hparams.n_vocab) {
+      throw Error(ErrorKind::kPlugin, "stage '" + stage + "' proposed draft token " +
+                                          std::to_string(t) + ", outside the vocabulary [0, " +
+                                          std::to_string(state.check.hparams.n_vocab) + ")");
+    }
+  }
+  seq.tokens.insert(seq.tokens.end(), draft.begin(), draft.end());
+  seq.drafted = static_cast<int32_t>(draft.size());
+}
+
+void Scheduler::Impl::drop_draft(Sequence& seq) {
+  seq.tokens.resize(seq.tokens.size() - static_cast<size_t>(seq.drafted));
+  seq.drafted = 0;
 }
 
 bool Scheduler::Impl::shares_a_prefix_in_flight(const Sequence& seq) const {
@@ -455,20 +551,24 @@ void Scheduler::Impl::run_forward() {
       // sequence recomputes positions it scored before).
       if (seq.prompt_logprobs && p + 1 < seq.prompt_tokens &&
           p >= static_cast<int32_t>(seq.prompt_entries.size())) {
+        logit_owners.push_back({&seq, p, static_cast<int32_t>(logit_rows.size())});
         logit_rows.push_back(step.n_tokens + (p - first));
-        logit_owners.push_back({&seq, p});
       }
     }
-    if (seq.generated() > 0 && length == static_cast<int32_t>(seq.tokens.size()) && s.rows == 1) {
-      ++stats.decode_rows;
+    const bool ends_cached = length == static_cast<int32_t>(seq.tokens.size());
+    const bool decoding = seq.generated() > seq.drafted && ends_cached && s.rows == 1 + seq.drafted;
+    if (decoding) {
+      stats.decode_rows += s.rows;
     } else {
-      step.n_prefill_tokens += s.rows;
       stats.prefill_rows += s.rows;
     }
+    if (!decoding || s.rows > 1) step.n_prefill_tokens += s.rows;
     step.n_tokens += s.rows;
-    if (length == static_cast<int32_t>(seq.tokens.size())) {
-      logit_rows.push_back(step.n_tokens - 1);
-      logit_owners.push_back({&seq, -1});
+    if (ends_cached) {
+      // The rows it samples from: its newest token's, then each draft token's.
+      logit_owners.push_back({&seq, -1, static_cast<int32_t>(logit_rows.size())});
+      for (int32_t r = step.n_tokens - 1 - seq.drafted; r < step.n_tokens; ++r)
+        logit_rows.push_back(r);
     }
     step.sequences.push_back(std::move(part));
   }
@@ -480,21 +580,22 @@ void Scheduler::Impl::run_forward() {
   stats.forward_seconds += seconds_between(start, Clock::now());
   ++stats.steps;
 
-  if (batching.prefix_caching) {
-    for (const Scheduled& s : scheduled) allocator.publish(s.seq->alloc_id, s.seq->tokens);
-  }
   const auto vocab = static_cast<size_t>(state.check.hparams.n_vocab);
-  for (size_t i = 0; i < logit_owners.size(); ++i) {
-    const LogitOwner& owner = logit_owners[i];
+  for (const LogitOwner& owner : logit_owners) {
     if (owner.prompt_position < 0) {
-      advance(*owner.seq, static_cast<int32_t>(i));
+      decode(*owner.seq, owner.row);
       continue;
     }
     Sequence& seq = *owner.seq;
-    const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
+    const std::span<const float> row =
+        std::span<const float>(logits).subspan(static_cast<size_t>(owner.row) * vocab, vocab);
     seq.prompt_entries.push_back(
         token_logprobs(row, seq.tokens[static_cast<size_t>(owner.prompt_position) + 1],
                        std::max(seq.top_logprobs, 0)));
+  }
+  // After decode() rolled back rejected draft tokens: only kept ones publish.
+  if (batching.prefix_caching) {
+    for (const Scheduled& s : scheduled) allocator.publish(s.seq->alloc_id, s.seq->tokens);
   }
   for (auto it = running.begin(); it != running.end();) {
     if (it->finish != FinishReason::kNone) {
@@ -512,7 +613,26 @@ void Scheduler::Impl::emit(Sequence& seq, const std::string& text) {
   if (seq.sink != nullptr) seq.sink->on_text(text);
 }
 
-void Scheduler::Impl::advance(Sequence& seq, int32_t row) {
+void Scheduler::Impl::decode(Sequence& seq, int32_t row) {
+  const int32_t drafted = seq.drafted;
+  draft.assign(seq.tokens.end() - drafted, seq.tokens.end());
+  drop_draft(seq);
+  int32_t kept = 0;
+  while (true) {
+    const int32_t token = advance(seq, row + kept);
+    const bool confirmed = kept < drafted && token == draft[static_cast<size_t>(kept)];
+    kept += confirmed ? 1 : 0;
+    if (!confirmed || seq.finish != FinishReason::kNone) break;
+  }
+  // Every token but the newest (sampled, not yet run) stays cached: the
+  // positions of the rejected draft tokens go.
+  allocator.truncate(seq.alloc_id, static_cast<int32_t>(seq.tokens.size()) - 1);
+  stats.draft_tokens += drafted;
+  stats.accepted_draft_tokens += kept;
+  if (seq.drafter != nullptr) seq.drafter->observe(drafted, kept);
+}
+
+int32_t Scheduler::Impl::advance(Sequence& seq, int32_t row) {
   const auto vocab = static_cast<size_t>(state.check.hparams.n_vocab);
   const std::span<const float> row_logits =
       std::span<const float>(logits).subspan(static_cast<size_t>(row) * vocab, vocab);
@@ -534,7 +654,7 @@ void Scheduler::Impl::advance(Sequence& seq, int32_t row) {
   if (seq.generated() == 1) seq.first_token_seconds = seconds_between(seq.submitted, Clock::now());
   if (!seq.ignore_end_of_generation && state.tokenizer->is_end_of_generation(token)) {
     seq.finish = FinishReason::kStop;
-    return;
+    return token;
   }
   if (seq.generated() >= seq.min_new_tokens) seq.text_stream->arm();
   TextStream::Pushed pushed = seq.text_stream->push(state.tokenizer->piece(token));
@@ -546,6 +666,7 @@ void Scheduler::Impl::advance(Sequence& seq, int32_t row) {
     // The next forward would need a position beyond the whole cache.
     seq.finish = FinishReason::kLength;
   }
+  return token;
 }
 
 void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {

@@ -35,9 +35,9 @@ PrefillOptions parse_prefill_options(const StageConfig& stage) {
   return o;
 }
 
-DecodeOptions parse_decode_options(const StageConfig& stage) {
+DecodeLimits parse_decode_options(const StageConfig& stage) {
   check_lists(stage, {"stop"});
-  DecodeOptions o;
+  DecodeLimits o;
   o.max_new_tokens = static_cast<int32_t>(stage.options.get_int("max_new_tokens", 256, 1, 1 << 24));
   if (auto it = stage.lists.find("stop"); it != stage.lists.end()) {
     o.stop = it->second;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "duet/app/pipeline_config.h"
+#include "duet/batched_decode.h"
 
 namespace duet {
 
@@ -15,17 +16,12 @@ struct PrefillOptions {
   bool all_logits = false;   // keep every position's logits, not only the last
 };
 
-struct DecodeOptions {
-  int32_t max_new_tokens = 256;
-  std::vector<std::string> stop;  // stop strings; end-of-generation tokens always stop
-};
-
 // Names of the stages core provides.
 bool is_builtin_stage(const std::string& name);
 
 // Each throws duet::Error(kConfig) naming the key path and the accepted
 // values for a bad or unknown option.
 PrefillOptions parse_prefill_options(const StageConfig& stage);
-DecodeOptions parse_decode_options(const StageConfig& stage);
+DecodeLimits parse_decode_options(const StageConfig& stage);
 
 }  // namespace duet

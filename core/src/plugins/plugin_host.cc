@@ -445,7 +445,11 @@ std::vector<ComponentInfo> PluginHost::extensions(ComponentKind kind,
 }
 
 uint32_t PluginHost::backend_abi_minor(const std::string& name) const {
-  return find(ComponentKind::kBackend, name).abi_minor;
+  return abi_minor(ComponentKind::kBackend, name);
+}
+
+uint32_t PluginHost::abi_minor(ComponentKind kind, const std::string& name) const {
+  return find(kind, name).abi_minor;
 }
 
 std::string PluginHost::unavailable_reason(const ComponentInfo& info) const {

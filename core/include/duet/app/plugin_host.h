@@ -107,6 +107,9 @@ class DUET_API PluginHost {
   // The Duet ABI minor version backend `name`'s plugin was built against
   // (DUET_ABI_MINOR for core built-ins). REQUIRES: has(kBackend, name).
   uint32_t backend_abi_minor(const std::string& name) const;
+  // The same for component `name` of any kind (a stage: whether the host
+  // may call Stage::batched(), ABI 1.3). REQUIRES: has(kind, name).
+  uint32_t abi_minor(ComponentKind kind, const std::string& name) const;
 
   // Create components by name. Throw duet::Error(kPlugin) for an unknown name
   // (listing the known ones) and pass on the factory's own errors.

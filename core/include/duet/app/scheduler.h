@@ -26,8 +26,11 @@
 // same too depends on the backend's arithmetic (a backend's batch-invariant
 // mode makes them bit-identical; see docs/batching.md).
 //
-// Runs the pipeline's built-in prefill and decode stages only (their options
-// are the defaults of every request) on the pipeline's one backend.
+// Runs pipelines of core's prefill stage and one decode-loop stage with a
+// batched form (Stage::batched(), duet/batched_decode.h: core's decode,
+// lookup_decode), whose options are every request's defaults, on the
+// pipeline's one backend. A stage's drafts are verified here: each request
+// gets the tokens the plain decode loop would give it.
 // Thread-safety: none; one thread submits, steps and collects.
 #pragma once
 
@@ -118,16 +121,20 @@ struct DUET_API SchedulerStats {
   int64_t generated_tokens = 0;   // tokens sampled
   int64_t prefix_hit_tokens = 0;  // prompt positions taken from the prefix cache
   int64_t preemptions = 0;
-  int32_t peak_running = 0;  // most sequences in one step
+  int64_t draft_tokens = 0;           // proposed by the decode stage and run
+  int64_t accepted_draft_tokens = 0;  // of those, kept
+  int32_t peak_running = 0;           // most sequences in one step
   int64_t peak_used_blocks = 0;
   double forward_seconds = 0.0;  // inside forward passes
 };
 
 class DUET_API Scheduler {
  public:
-  // Checks that `pipeline` can batch: one backend, stages core's own prefill
-  // and decode, and a KV cache of at least batching.max_sequences blocks.
-  // Throws duet::Error(kConfig) naming the key to change otherwise. The
+  // Checks that `pipeline` can batch: one backend, core's prefill stage and
+  // a decode stage with a batched form, and a KV cache of at least
+  // batching.max_sequences blocks. Throws duet::Error(kConfig) naming the
+  // key to change otherwise, or kPlugin for a decode stage of a plugin
+  // built against ABI 1.2 or older (naming the version it needs). The
   // pipeline must outlive the scheduler; run no session while it holds
   // sequences.
   explicit Scheduler(Pipeline& pipeline);

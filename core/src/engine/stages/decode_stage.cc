@@ -6,11 +6,11 @@
 namespace duet {
 
 void DecodeStage::run(Session& session) {
-  Generation out(session, options_.stop);
-  for (int32_t i = 0; i < options_.max_new_tokens && session.finish_reason() == FinishReason::kNone;
+  Generation out(session, limits_.stop);
+  for (int32_t i = 0; i < limits_.max_new_tokens && session.finish_reason() == FinishReason::kNone;
        ++i) {
     if (!out.add(session.sample())) break;
-    if (i + 1 == options_.max_new_tokens || session.room() < 1) {
+    if (i + 1 == limits_.max_new_tokens || session.room() < 1) {
       session.finish(FinishReason::kLength);
       break;
     }
