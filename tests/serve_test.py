@@ -46,8 +46,8 @@ KEY = "test-key-1234"
 class Server:
     """A `duet serve` process; its port is read from its first stderr line."""
 
-    def __init__(self, *args, sets=()):
-        cmd = [DUET, "serve", CONFIG, "--port", "0"]
+    def __init__(self, *args, sets=(), config=CONFIG):
+        cmd = [DUET, "serve", config, "--port", "0"]
         for s in BASE_SETS + list(sets):
             cmd += ["--set", s]
         cmd += list(args)
@@ -819,6 +819,63 @@ class ServeQueueAndDisconnect(unittest.TestCase):
         self.assertEqual(queued["result"][0], 200)
         self.assertEqual(json.loads(queued["result"][2])["usage"]["completion_tokens"], 2)
         self.server.wait_metrics(lambda m: m["duet_kv_blocks_used"] == 0)
+
+
+class ServeSpeculative(unittest.TestCase):
+    """configs/smollm2-speculative.yaml served: 16 greedy chat requests at
+    once, each verifying its own prompt-lookup drafts in the shared passes,
+    get the text `duet run` gives each alone with the plain pipeline."""
+
+    PROMPTS = ["Repeat this list exactly, once: %s." % ", ".join(
+        ["red", "green", "blue", "amber", "teal", "plum", "navy", "gold"][i % 8:] +
+        ["red", "green", "blue", "amber", "teal", "plum", "navy", "gold"][:i % 8])
+        for i in range(8)] + ["Count from %d to %d, separated by commas." % (i, i + 12)
+                              for i in range(8)]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(sets=["batching.max_sequences=16"],
+                            config=os.path.join(SOURCE, "configs", "smollm2-speculative.yaml"))
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
+
+    @staticmethod
+    def alone(prompt):
+        """The text `duet run` gives `prompt` with the plain pipeline."""
+        cmd = [DUET, "run", os.path.join(SOURCE, "configs", "smollm2-onednn.yaml"),
+               "--prompt", prompt, "--json"]
+        for s in BASE_SETS:
+            cmd += ["--set", s]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["text"]
+
+    def test_concurrent_speculative_answers_equal_plain_duet_run(self):
+        results = [None] * len(self.PROMPTS)
+        barrier = threading.Barrier(len(self.PROMPTS))
+
+        def ask(i):
+            c = openai.OpenAI(base_url=self.server.url("/v1"), api_key="unused", max_retries=0,
+                              timeout=120)
+            barrier.wait()
+            results[i] = c.chat.completions.create(
+                model=MODEL_ID, messages=chat(self.PROMPTS[i]),
+                max_tokens=128).choices[0].message.content
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(self.PROMPTS))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=180)
+        for i, prompt in enumerate(self.PROMPTS):
+            self.assertIsNotNone(results[i], "request %d got no answer" % i)
+            self.assertEqual(results[i], self.alone(prompt), "request %d" % i)
+        m = self.server.metrics()
+        self.assertEqual(m["duet_kv_blocks_used"], 0)
 
 
 class ServeConcurrency(unittest.TestCase):

@@ -195,6 +195,12 @@ class BatchRun {
       << " preemptions, peak running " << s.peak_running << " of " << config_.batching.max_sequences
       << ", peak KV blocks " << s.peak_used_blocks << " of " << scheduler_.total_blocks() << ", "
       << s.steps << " steps\n";
+    if (s.draft_tokens > 0) {
+      o << "drafts " << s.draft_tokens << " tokens, " << s.accepted_draft_tokens << " kept ("
+        << 100.0 * static_cast<double>(s.accepted_draft_tokens) /
+               static_cast<double>(s.draft_tokens)
+        << "%)\n";
+    }
     std::cerr << o.str();
   }
 
