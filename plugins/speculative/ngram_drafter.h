@@ -35,8 +35,8 @@ class NgramDrafter final : public SequenceDrafter {
 
  private:
   DrafterOptions options_;
-  int32_t cap_;        // the longest next draft
-  int32_t pause_ = 0;  // tokens still to generate without a draft
+  int32_t cap_;          // the longest next draft
+  int32_t pause_ = 0;    // tokens still to generate without a draft
   int32_t backoff_ = 0;  // the pause after the next failed draft (0: 1)
 };
 

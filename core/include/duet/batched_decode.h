@@ -17,6 +17,10 @@
 // differs (or the one after the whole draft) is kept too, and the cache
 // positions of the rejected draft tokens are rolled back. So any drafter
 // gives the plain decode loop's tokens; a good one gives several per pass.
+//
+// The same drafter serves the stage's Stage::run: run_drafted_decode()
+// below is that loop for one Session, so a drafting stage is a drafter,
+// its options, and two one-line overrides (examples/stage-plugin).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,8 @@
 #include "duet/export.h"
 
 namespace duet {
+
+class Session;
 
 // What a decode stage's options say every request gets unless it sets its own.
 struct DUET_API DecodeLimits {
@@ -60,5 +66,17 @@ class DUET_API BatchedDecode {
   // one token per pass (the plain decode loop).
   virtual std::unique_ptr<SequenceDrafter> start_sequence() const = 0;
 };
+
+// The decode loop of one session with drafts from `drafter`, verified as
+// the batching scheduler verifies them: samples a token from the session's
+// last logits, then at each pass runs the newest token and the draft
+// (Session::forward(n, true)), keeps draft token j iff Session::sample(j)
+// draws it, truncates the rest, and tells the drafter. Stops at an
+// end-of-generation token, a stop string of `limits`, max_new_tokens or a
+// full cache, streaming text through a Generation. The tokens are the
+// plain decode stage's under any sampler chain and seed. REQUIRES: a
+// forward pass (prefill) has produced logits.
+DUET_API void run_drafted_decode(Session& session, const DecodeLimits& limits,
+                                 SequenceDrafter& drafter);
 
 }  // namespace duet
