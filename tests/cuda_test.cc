@@ -570,11 +570,6 @@ TEST(GraphPolicy, DecodeStepsOfOneOrManySequencesAreEligibleAndNothingWithAPromp
   mixed.n_prefill_tokens = 2;
   mixed.sequences[2].n_tokens = 2;
   EXPECT_FALSE(cuda::is_decode_step(mixed));
-  StepBatch prompt;  // a one-token prompt is prefill
-  prompt.n_tokens = 1;
-  prompt.n_prefill_tokens = 1;
-  prompt.sequences.push_back(SequenceStep{0, 0, 1, 1, {0}});
-  EXPECT_FALSE(cuda::is_decode_step(prompt));
   EXPECT_FALSE(cuda::is_decode_step(StepBatch{}));
 }
 

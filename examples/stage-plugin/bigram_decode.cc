@@ -45,7 +45,8 @@ class BigramDrafter final : public duet::SequenceDrafter {
 class BigramDecode final : public duet::Stage, public duet::BatchedDecode {
  public:
   explicit BigramDecode(const duet::Options& options) {
-    limits_.max_new_tokens = static_cast<int32_t>(options.get_int("max_new_tokens", 256, 1, 1 << 24));
+    limits_.max_new_tokens =
+        static_cast<int32_t>(options.get_int("max_new_tokens", 256, 1, 1 << 24));
     if (options.has("stop")) limits_.stop = {options.get_string("stop", "")};
     duet::check_stop_strings(limits_.stop, options.path() + ".stop");
     draft_tokens_ = static_cast<int32_t>(options.get_int("draft_tokens", 4, 1, 32));

@@ -25,12 +25,10 @@ struct DUET_API SequenceStep {
 // consecutive rows in positional order.
 struct DUET_API StepBatch {
   int32_t n_tokens = 0;
-  // Rows core runs as prompt processing. Every row of a sequence that runs
-  // several rows in this step counts, so 0 means one row per sequence, as
-  // in a decode step. A sequence's single row is counted as prefill when the
-  // batching scheduler runs a prompt's token alone, and as decode when a
-  // Session runs any one-row pass: a backend choosing kernels should look
-  // at `sequences`, whose shape is the same either way.
+  // Rows of the sequences that run several rows in this step (prompt
+  // chunks, draft verification), so 0 means one row per sequence, as in a
+  // decode step. Sessions and the batching scheduler fill it the same way
+  // (one builder in core); `sequences` has the detail.
   int32_t n_prefill_tokens = 0;
   int32_t reserved = 0;               // unused; keeps the ABI 1.x layout
   std::vector<int32_t> positions;     // [n_tokens] absolute positions

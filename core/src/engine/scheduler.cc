@@ -14,6 +14,7 @@
 #include "engine/pipeline_state.h"
 #include "engine/session_impl.h"
 #include "engine/stage_options.h"
+#include "engine/step_rows.h"
 #include "text/text_stream.h"
 
 namespace duet {
@@ -541,18 +542,16 @@ void Scheduler::Impl::run_forward() {
     }
     const int32_t length = allocator.length(seq.alloc_id);  // after this step
     const int32_t first = length - s.rows;
-    SequenceStep part{seq.alloc_id, step.n_tokens, s.rows, length,
-                      allocator.block_table(seq.alloc_id)};
+    const int32_t first_row = step.n_tokens;
+    add_sequence_rows(step, allocator, seq.alloc_id, s.rows);
     for (int32_t p = first; p < length; ++p) {
-      step.positions.push_back(p);
-      step.slot_mapping.push_back(allocator.slot(seq.alloc_id, p));
       step_tokens.push_back(seq.tokens[static_cast<size_t>(p)]);
       // A prompt position whose next token is still unscored (a preempted
       // sequence recomputes positions it scored before).
       if (seq.prompt_logprobs && p + 1 < seq.prompt_tokens &&
           p >= static_cast<int32_t>(seq.prompt_entries.size())) {
         logit_owners.push_back({&seq, p, static_cast<int32_t>(logit_rows.size())});
-        logit_rows.push_back(step.n_tokens + (p - first));
+        logit_rows.push_back(first_row + (p - first));
       }
     }
     const bool ends_cached = length == static_cast<int32_t>(seq.tokens.size());
@@ -562,15 +561,12 @@ void Scheduler::Impl::run_forward() {
     } else {
       stats.prefill_rows += s.rows;
     }
-    if (!decoding || s.rows > 1) step.n_prefill_tokens += s.rows;
-    step.n_tokens += s.rows;
     if (ends_cached) {
       // The rows it samples from: its newest token's, then each draft token's.
       logit_owners.push_back({&seq, -1, static_cast<int32_t>(logit_rows.size())});
       for (int32_t r = step.n_tokens - 1 - seq.drafted; r < step.n_tokens; ++r)
         logit_rows.push_back(r);
     }
-    step.sequences.push_back(std::move(part));
   }
   stats.peak_running = std::max(stats.peak_running, static_cast<int32_t>(scheduled.size()));
   stats.peak_used_blocks = std::max(stats.peak_used_blocks, allocator.used_blocks());

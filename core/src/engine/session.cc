@@ -2,6 +2,7 @@
 
 #include "duet/error.h"
 #include "engine/session_impl.h"
+#include "engine/step_rows.h"
 
 namespace duet {
 
@@ -97,14 +98,7 @@ void Session::forward(int32_t n, bool all_logits) {
                     "); raise components.kv_cache.capacity_tokens or shorten the prompt");
   }
   StepBatch step;
-  step.n_tokens = n;
-  step.n_prefill_tokens = n > 1 ? n : 0;
-  for (int32_t i = 0; i < n; ++i) {
-    step.positions.push_back(first + i);
-    step.slot_mapping.push_back(s.allocator.slot(impl_->sequence, first + i));
-  }
-  step.sequences.push_back(
-      SequenceStep{impl_->sequence, 0, n, first + n, s.allocator.block_table(impl_->sequence)});
+  add_sequence_rows(step, s.allocator, impl_->sequence, n);
 
   std::vector<int32_t> rows;
   if (all_logits) {
