@@ -110,6 +110,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Refusal{"create-throws", "create() failed: create exploded"},
                       Refusal{"create-error", "create() failed: license file missing"},
                       Refusal{"short-descriptor", "descriptor is 16 bytes"},
+                      Refusal{"layout-mismatch",
+                              "struct duet::StepBatch (duet/step_batch.h) is " +
+                                  std::to_string(sizeof(StepBatch) + 8) +
+                                  " bytes, aligned to 8, in the plugin and " +
+                                  std::to_string(sizeof(StepBatch)) +
+                                  ", aligned to 8, in this host: the plugin was built against "
+                                  "other Duet headers of the same ABI version; rebuild it against "
+                                  "this Duet SDK's headers"},
+                      Refusal{"no-layouts",
+                              "lists no SDK struct layouts; define it with "
+                              "DUET_DEFINE_PLUGIN"},
                       Refusal{"duplicate-component", "sampler 'test_first' registered twice"},
                       Refusal{"not-a-library", "not a loadable shared library"},
                       Refusal{"missing-file", "file not found"}),

@@ -1,8 +1,10 @@
 // One source, many test plugins: VARIANT_<name> selects how this library
 // deviates from a well-formed plugin (see tests/plugin_host_test.cc).
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
 #include <stdexcept>
 
@@ -235,6 +237,27 @@ const char* const kName = "test-clash-builtin";
 const char* const kName = "test-plugin";
 #endif
 
+const DuetStructLayout kSdkLayouts[] = DUET_SDK_LAYOUTS;
+#if defined(VARIANT_layout_mismatch)
+// Built against a step_batch.h whose StepBatch gained a field, ABI unchanged.
+struct GrownStepBatch : duet::StepBatch {
+  int64_t added_field;
+};
+const auto kLayouts = [] {
+  std::array<DuetStructLayout, std::size(kSdkLayouts)> all;
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i] = kSdkLayouts[i];
+    if (std::strcmp(all[i].name, "duet::StepBatch") == 0) {
+      all[i].size = sizeof(GrownStepBatch);
+      all[i].align = alignof(GrownStepBatch);
+    }
+  }
+  return all;
+}();
+#else
+const auto& kLayouts = kSdkLayouts;
+#endif
+
 const DuetPluginDescriptor kDescriptor = {
 #if defined(VARIANT_short_descriptor)
     16,
@@ -269,7 +292,18 @@ const DuetPluginDescriptor kDescriptor = {
     "a plugin for the host's tests",
     probe,
     create,
-    destroy};
+    destroy,
+#if defined(VARIANT_abi_1_0)
+    nullptr,  // a 1.0 descriptor ends at destroy
+    0,
+#elif defined(VARIANT_no_layouts)
+    nullptr,
+    0,
+#else
+    std::data(kLayouts),
+    static_cast<uint32_t>(std::size(kLayouts)),
+#endif
+};
 
 }  // namespace
 

@@ -10,7 +10,10 @@
 //   3. the toolchain tag equals the host's (C++ objects such as std::string,
 //      std::function and vtables cross this boundary, so both sides must
 //      share a C++ ABI and standard library ABI);
-//   4. probe() says the plugin can run on this machine.
+//   4. (ABI 1.3 and later) every SDK struct has the size and alignment the
+//      host's headers give it (DUET_SDK_LAYOUTS): a header that changed
+//      without an ABI bump is caught, naming the struct and its header;
+//   5. probe() says the plugin can run on this machine.
 // Only then does the host call create(), through which the plugin registers
 // its components. An accepted library stays mapped until the process exits
 // (it is never unloaded: runtimes such as OpenMP do not survive that); its
@@ -29,11 +32,21 @@
 #include <memory>
 #include <string>
 
+#include "duet/attention.h"
 #include "duet/backend.h"
+#include "duet/batched_decode.h"
+#include "duet/device.h"
+#include "duet/dtype.h"
 #include "duet/export.h"
+#include "duet/kv_cache.h"
+#include "duet/ops.h"
 #include "duet/options.h"
 #include "duet/sampler.h"
+#include "duet/session.h"
 #include "duet/stage.h"
+#include "duet/step_batch.h"
+#include "duet/support.h"
+#include "duet/tensor.h"
 
 #define DUET_ABI_MAJOR 1
 #define DUET_ABI_MINOR 3
@@ -53,6 +66,30 @@
 #define DUET_TOOLCHAIN_TAG "itanium;" DUET_STDLIB_TAG ";c++" DUET_PLUGIN_STR(__cplusplus)
 
 #define DUET_PLUGIN_ENTRY_SYMBOL "duet_plugin_entry"
+
+#define DUET_STRUCT_LAYOUT_(TYPE, HEADER) \
+  { #TYPE, HEADER, sizeof(TYPE), alignof(TYPE) }
+// The structs plugins and the host pass each other by value or reference,
+// as a brace list of DuetStructLayout (the host compares each by name).
+#define DUET_SDK_LAYOUTS                                                  \
+  {                                                                       \
+    DUET_STRUCT_LAYOUT_(duet::AttentionSpec, "duet/attention.h"),         \
+        DUET_STRUCT_LAYOUT_(duet::DecodeLimits, "duet/batched_decode.h"), \
+        DUET_STRUCT_LAYOUT_(duet::MemoryInfo, "duet/device.h"),           \
+        DUET_STRUCT_LAYOUT_(duet::DTypeTraits, "duet/dtype.h"),           \
+        DUET_STRUCT_LAYOUT_(duet::KVCacheSpec, "duet/kv_cache.h"),        \
+        DUET_STRUCT_LAYOUT_(duet::KVLayerView, "duet/kv_cache.h"),        \
+        DUET_STRUCT_LAYOUT_(duet::OpDesc, "duet/ops.h"),                  \
+        DUET_STRUCT_LAYOUT_(duet::RopeParams, "duet/ops.h"),              \
+        DUET_STRUCT_LAYOUT_(duet::Candidates, "duet/sampler.h"),          \
+        DUET_STRUCT_LAYOUT_(duet::SamplingContext, "duet/sampler.h"),     \
+        DUET_STRUCT_LAYOUT_(duet::SessionStats, "duet/session.h"),        \
+        DUET_STRUCT_LAYOUT_(duet::SequenceStep, "duet/step_batch.h"),     \
+        DUET_STRUCT_LAYOUT_(duet::StepBatch, "duet/step_batch.h"),        \
+        DUET_STRUCT_LAYOUT_(duet::Support, "duet/support.h"),             \
+        DUET_STRUCT_LAYOUT_(duet::Shape, "duet/tensor.h"),                \
+        DUET_STRUCT_LAYOUT_(duet::TensorView, "duet/tensor.h")            \
+  }
 
 namespace duet {
 
@@ -119,8 +156,17 @@ class DUET_API PluginRegistrar {
 
 extern "C" {
 
-// The descriptor, unchanged since ABI 1.0. New fields are only ever appended
-// (a minor ABI bump); struct_size tells the host which ones a plugin has.
+// One SDK struct as the including translation unit's headers declare it.
+struct DuetStructLayout {
+  const char* name;    // "duet::StepBatch"
+  const char* header;  // "duet/step_batch.h"
+  uint32_t size;
+  uint32_t align;
+};
+
+// The descriptor. New fields are only ever appended (a minor ABI bump);
+// struct_size tells the host which ones a plugin has. ABI 1.3 appended
+// `layouts` and `n_layouts`.
 // ABI 1.1 appended virtual functions to interfaces instead: the registrar's
 // add_attention/add_kv_cache, Device::copy_on_device, KVCache::write and
 // Backend::kv_cache_tile_slots. A 1.0 plugin never calls the first two, and
@@ -154,6 +200,14 @@ struct DUET_API DuetPluginDescriptor {
   // Called once before the library is unloaded, after every object it
   // created has been destroyed. May be null.
   void (*destroy)(void);
+
+  // ABI 1.3, appended: the SDK's structs as the plugin's headers declared
+  // them (DUET_SDK_LAYOUTS, which DUET_DEFINE_PLUGIN fills in). The host
+  // refuses a 1.3+ plugin whose list is missing or differs from its own.
+  // A field added, removed or resized shows; two same-size fields swapped
+  // do not.
+  const DuetStructLayout* layouts;
+  uint32_t n_layouts;
 };
 
 typedef const DuetPluginDescriptor* (*DuetPluginEntryFn)(void);
@@ -174,16 +228,20 @@ DUET_API int guarded_create(void (*fn)(PluginRegistrar&), PluginRegistrar* regis
   int duet_plugin_create_(duet::PluginRegistrar* r, char* e, size_t n) {                           \
     return duet::plugin_detail::guarded_create(REGISTER_FN, r, e, n);                              \
   }                                                                                                \
-  const DuetPluginDescriptor duet_plugin_descriptor_ = {sizeof(DuetPluginDescriptor),              \
-                                                        DUET_ABI_MAJOR,                            \
-                                                        DUET_ABI_MINOR,                            \
-                                                        DUET_TOOLCHAIN_TAG,                        \
-                                                        NAME,                                      \
-                                                        VERSION,                                   \
-                                                        SUMMARY,                                   \
-                                                        PROBE_FN,                                  \
-                                                        duet_plugin_create_,                       \
-                                                        nullptr};                                  \
+  const DuetStructLayout duet_plugin_layouts_[] = DUET_SDK_LAYOUTS;                                \
+  const DuetPluginDescriptor duet_plugin_descriptor_ = {                                           \
+      sizeof(DuetPluginDescriptor),                                                                \
+      DUET_ABI_MAJOR,                                                                              \
+      DUET_ABI_MINOR,                                                                              \
+      DUET_TOOLCHAIN_TAG,                                                                          \
+      NAME,                                                                                        \
+      VERSION,                                                                                     \
+      SUMMARY,                                                                                     \
+      PROBE_FN,                                                                                    \
+      duet_plugin_create_,                                                                         \
+      nullptr,                                                                                     \
+      duet_plugin_layouts_,                                                                        \
+      sizeof(duet_plugin_layouts_) / sizeof(duet_plugin_layouts_[0])};                             \
   }                                                                                                \
   extern "C" __attribute__((visibility("default"))) const DuetPluginDescriptor* duet_plugin_entry( \
       void) {                                                                                      \

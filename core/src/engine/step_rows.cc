@@ -8,7 +8,8 @@ void add_sequence_rows(StepBatch& step, const KVAllocator& allocator, int32_t se
     step.positions.push_back(p);
     step.slot_mapping.push_back(allocator.slot(seq, p));
   }
-  step.sequences.push_back(SequenceStep{seq, step.n_tokens, rows, length, allocator.block_table(seq)});
+  step.sequences.push_back(
+      SequenceStep{seq, step.n_tokens, rows, length, allocator.block_table(seq)});
   step.n_tokens += rows;
   if (rows > 1) step.n_prefill_tokens += rows;
 }

@@ -249,6 +249,43 @@ namespace {
 // The descriptor fields this host reads end with `destroy`.
 constexpr size_t kDescriptorBytes = offsetof(DuetPluginDescriptor, destroy) + sizeof(void (*)());
 
+// Why a plugin built against ABI 1.3 or later cannot be trusted with the
+// SDK's structs: a layout list missing, or one struct whose size or
+// alignment is not this host's; empty when every struct matches.
+std::string layout_refusal(const DuetPluginDescriptor& d) {
+  constexpr size_t kLayoutBytes = offsetof(DuetPluginDescriptor, n_layouts) + sizeof(uint32_t);
+  constexpr uint32_t kMostLayouts = 4096;  // a bound for a corrupt count
+  const std::string rebuild =
+      ": the plugin was built against other Duet headers of the same ABI "
+      "version; rebuild it against this Duet SDK's headers";
+  if (d.struct_size < kLayoutBytes || d.layouts == nullptr || d.n_layouts == 0 ||
+      d.n_layouts > kMostLayouts) {
+    return "its descriptor (ABI " + std::to_string(d.abi_major) + "." +
+           std::to_string(d.abi_minor) +
+           ") lists no SDK struct layouts; define it with DUET_DEFINE_PLUGIN, or fill `layouts` "
+           "with DUET_SDK_LAYOUTS (duet/plugin.h)";
+  }
+  static const DuetStructLayout kHost[] = DUET_SDK_LAYOUTS;
+  for (const DuetStructLayout& h : kHost) {
+    const DuetStructLayout* mine = nullptr;
+    for (uint32_t i = 0; i < d.n_layouts; ++i) {
+      if (d.layouts[i].name != nullptr && std::strcmp(d.layouts[i].name, h.name) == 0)
+        mine = &d.layouts[i];
+    }
+    if (mine == nullptr) {
+      return std::string("struct ") + h.name + " (" + h.header + ") is not in its layouts" +
+             rebuild;
+    }
+    if (mine->size != h.size || mine->align != h.align) {
+      return std::string("struct ") + h.name + " (" + h.header + ") is " +
+             std::to_string(mine->size) + " bytes, aligned to " + std::to_string(mine->align) +
+             ", in the plugin and " + std::to_string(h.size) + ", aligned to " +
+             std::to_string(h.align) + ", in this host" + rebuild;
+    }
+  }
+  return "";
+}
+
 bool valid_plugin_name(const char* name) {
   if (name == nullptr || *name == '\0' || std::strlen(name) > 64) return false;
   for (const char* c = name; *c; ++c) {
@@ -322,6 +359,9 @@ PluginRecord PluginHost::load(const fs::path& file) {
   }
   const std::string tag = text_or(desc->toolchain, "(none)");
   if (tag != DUET_TOOLCHAIN_TAG) return refuse(toolchain_refusal(tag));
+  if (desc->abi_minor >= 3) {
+    if (std::string why = layout_refusal(*desc); !why.empty()) return refuse(why);
+  }
   if (!valid_plugin_name(desc->name)) {
     return refuse("invalid plugin name '" + text_or(desc->name, "(null)") +
                   "'; expected [a-z0-9_-]{1,64}");
