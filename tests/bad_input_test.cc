@@ -328,7 +328,19 @@ const Row kRows[] = {
     {"plugin_error_inside",
      "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
      "]' --set 'components.sampler.chain=[test_throw]'",
-     6, "test_throw rejects every step"},
+     6,
+     "sampler 'test_throw' (plugin 'test-good', components.sampler.chain[0]): test_throw rejects "
+     "every step"},
+    {"plugin_sampler_throws_an_int",
+     "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
+     "]' --set 'components.sampler.chain=[test_throw_int_apply]'",
+     4,
+     "sampler 'test_throw_int_apply' (plugin 'test-good', components.sampler.chain[0]): it threw "
+     "something that is not a std::exception"},
+    {"plugin_stage_throws",
+     "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
+     "]' --set 'stages.1={test_throw_stage: {}}'",
+     4, "stage 'test_throw_stage' (plugin 'test-good', stages[1]) failed: the stage broke"},
     {"plugin_folder_missing", "validate {dir}/p.yaml --set 'plugins.paths=[nosuch-folder]'", 2,
      "nosuch-folder' is not a folder; fix the path or remove it from the list"},
     {"plugin_path_option_missing", "plugins --plugin-path {dir}/nosuch", 2, "--plugin-path '"},

@@ -466,7 +466,10 @@ TEST_F(Cli, AnErrorThrownInsideAPluginIsReportedNotACrash) {
   Result r = duet("run " + write("p.yaml", kTinyPipeline) + " --set 'plugins.paths=[" +
                   DUET_TEST_PLUGIN_DIR + "]' --set 'components.sampler.chain=[test_throw]'");
   EXPECT_EQ(r.code, 6) << r.err;
-  EXPECT_NE(r.err.find("duet: error: test_throw rejects every step"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("duet: error: sampler 'test_throw' (plugin 'test-good', "
+                       "components.sampler.chain[0]): test_throw rejects every step"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, PluginsListsLoadedAndRefusedWithReasons) {

@@ -27,7 +27,8 @@ TEST(PluginHost, GoodPluginLoadsAndItsSamplerWorks) {
   ASSERT_TRUE(r.loaded) << r.refusal;
   EXPECT_EQ(r.name, "test-good");
   EXPECT_EQ(r.version, "1.2.3");
-  ASSERT_EQ(r.components.size(), 5u);  // and test_abort, test_oom, test_throw_int
+  // and test_abort, test_oom, test_throw_int, test_throw_int_apply, test_throw_stage
+  ASSERT_EQ(r.components.size(), 7u);
   EXPECT_EQ(r.components[0].name, "test_throw");
   EXPECT_EQ(r.components[1].name, "test_first");
   EXPECT_EQ(r.components[1].kind, ComponentKind::kSampler);

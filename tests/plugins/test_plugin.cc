@@ -39,6 +39,21 @@ class ThrowingSampler final : public duet::Sampler {
   }
 };
 
+// Throws what is not a std::exception from apply(): the host must still
+// name it, not terminate.
+class IntThrowingSampler final : public duet::Sampler {
+ public:
+  std::string name() const override { return "test_throw_int_apply"; }
+  void apply(duet::Candidates&, const duet::SamplingContext&) override { throw 42; }
+};
+
+// A stage whose run() fails with a plain std::runtime_error.
+class ThrowingStage final : public duet::Stage {
+ public:
+  std::string name() const override { return "test_throw_stage"; }
+  void run(duet::Session&) override { throw std::runtime_error("the stage broke"); }
+};
+
 // Ends the process the way a crashing or out-of-memory plugin would, for
 // the tests of a run that must survive its children failing (duet compare).
 class FailingSampler final : public duet::Sampler {
@@ -191,6 +206,15 @@ void register_components(duet::PluginRegistrar& r) {
   });
   r.add_sampler("test_throw_int", "its factory throws an int",
                 [](const duet::Options&) -> std::unique_ptr<duet::Sampler> { throw 42; });
+  r.add_sampler("test_throw_int_apply", "throws an int from apply()", [](const duet::Options& o) {
+    o.finish();
+    return std::unique_ptr<duet::Sampler>(new IntThrowingSampler);
+  });
+  r.add_stage("test_throw_stage", "throws std::runtime_error from run()",
+              [](const duet::Options& o) {
+                o.finish();
+                return std::unique_ptr<duet::Stage>(new ThrowingStage);
+              });
 }
 #endif
 

@@ -6,10 +6,12 @@
 
 #include "duet/app/chat_template.h"
 #include "duet/app/gguf.h"
+#include "duet/app/plugin_host.h"
 #include "duet/device.h"
 #include "duet/error.h"
 #include "engine/pipeline_state.h"
 #include "engine/session_impl.h"
+#include "engine/stage_options.h"
 #include "engine/stages/decode_stage.h"
 #include "engine/stages/prefill_stage.h"
 #include "kv/kv_handover.h"
@@ -19,8 +21,15 @@ namespace duet {
 std::unique_ptr<SamplerChain> Pipeline::State::make_chain(uint64_t seed,
                                                           const SamplerOverrides& overrides) const {
   std::vector<std::shared_ptr<Sampler>> links;
-  std::vector<std::string> names;
+  std::vector<std::string> names, labels;
+  const std::vector<ComponentInfo> samplers = host->components(ComponentKind::kSampler);
   for (const SamplerLink& link : config.sampler.chain) {
+    std::string plugin = "core";
+    for (const ComponentInfo& c : samplers) {
+      if (c.name == link.name) plugin = c.plugin;
+    }
+    labels.push_back("sampler '" + link.name + "' (plugin '" + plugin +
+                     "', components.sampler.chain[" + std::to_string(names.size()) + "])");
     names.push_back(link.name);
     Options options = link.options;
     if (auto it = overrides.find(link.name); it != overrides.end()) {
@@ -38,7 +47,7 @@ std::unique_ptr<SamplerChain> Pipeline::State::make_chain(uint64_t seed,
                       "); a request can set options of the chain's links, not add links");
     }
   }
-  return std::make_unique<SamplerChain>(seed, std::move(links));
+  return std::make_unique<SamplerChain>(seed, std::move(links), std::move(labels));
 }
 
 Pipeline::Pipeline(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -191,14 +200,27 @@ RunResult Pipeline::run_stages(Session& session) {
     const std::shared_ptr<Stage>& stage = state_->stages[i];
     if (session.finish_reason() != FinishReason::kNone) break;
     move_to_stage(session, i);
+    const std::string& name = state_->config.stages[i].name;
+    const bool builtin = is_builtin_stage(name);
+    const auto label = [&] {
+      std::string plugin = "core";
+      for (const ComponentInfo& c : state_->host->components(ComponentKind::kStage)) {
+        if (c.name == name) plugin = c.plugin;
+      }
+      return "stage '" + name + "' (plugin '" + plugin + "', stages[" + std::to_string(i) + "])";
+    };
     try {
       stage->run(session);
-    } catch (const Error&) {
-      throw;
+    } catch (const Error& e) {
+      if (builtin) throw;  // core's own messages say what they are about
+      throw Error(e.kind(), label() + ": " + e.what());
     } catch (const std::bad_alloc&) {
       throw;  // out of memory, not a broken plugin: exit code 5
     } catch (const std::exception& e) {
-      throw Error(ErrorKind::kPlugin, "stage '" + stage->name() + "' failed: " + e.what());
+      throw Error(ErrorKind::kPlugin, label() + " failed: " + e.what());
+    } catch (...) {
+      throw Error(ErrorKind::kPlugin,
+                  label() + " failed: it threw something that is not a std::exception");
     }
   }
   RunResult r;

@@ -396,8 +396,14 @@ void Scheduler::Impl::propose_draft(Sequence& seq, int32_t rows_left) {
   draft.clear();
   try {
     seq.drafter->propose(seq.tokens, static_cast<int32_t>(most), draft);
+  } catch (const std::bad_alloc&) {
+    throw;  // out of memory, not a broken plugin: exit code 5
   } catch (const std::exception& e) {
     throw Error(ErrorKind::kPlugin, "stage '" + stage + "' failed to propose a draft: " + e.what());
+  } catch (...) {
+    throw Error(ErrorKind::kPlugin, "stage '" + stage +
+                                        "' failed to propose a draft: it threw something that is "
+                                        "not a std::exception");
   }
   if (static_cast<int64_t>(draft.size()) > most) {
     throw Error(ErrorKind::kPlugin,

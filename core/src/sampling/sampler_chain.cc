@@ -8,8 +8,12 @@
 
 namespace duet {
 
-SamplerChain::SamplerChain(uint64_t seed, std::vector<std::shared_ptr<Sampler>> links)
-    : seed_(seed), links_(std::move(links)) {}
+SamplerChain::SamplerChain(uint64_t seed, std::vector<std::shared_ptr<Sampler>> links,
+                           std::vector<std::string> labels)
+    : seed_(seed), links_(std::move(links)), labels_(std::move(labels)) {
+  for (size_t i = labels_.size(); i < links_.size(); ++i)
+    labels_.push_back("sampler '" + links_[i]->name() + "'");
+}
 
 int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int32_t> history,
                              uint32_t sequence, uint64_t step) {
@@ -20,27 +24,29 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
   c.selected = -1;
 
   SamplingContext ctx{seed_, sequence, step, history};
-  for (const auto& link : links_) {
+  for (size_t i = 0; i < links_.size(); ++i) {
+    Sampler& link = *links_[i];
+    const std::string& label = labels_[i];
     try {
-      link->apply(c, ctx);
-    } catch (const Error&) {
-      throw;
+      link.apply(c, ctx);
+    } catch (const Error& e) {
+      throw Error(e.kind(), label + ": " + e.what());
     } catch (const std::bad_alloc&) {
       throw;  // out of memory, not a broken plugin: exit code 5
     } catch (const std::exception& e) {
-      throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' failed: " + e.what());
+      throw Error(ErrorKind::kPlugin, label + ": " + e.what());
+    } catch (...) {
+      throw Error(ErrorKind::kPlugin, label + ": it threw something that is not a std::exception");
     }
     if (c.ids.empty() || c.ids.size() != c.logits.size()) {
-      throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' left " +
-                                          std::to_string(c.ids.size()) + " ids and " +
-                                          std::to_string(c.logits.size()) +
+      throw Error(ErrorKind::kPlugin, label + " left " + std::to_string(c.ids.size()) +
+                                          " ids and " + std::to_string(c.logits.size()) +
                                           " logits; a link must keep at least one candidate");
     }
     if (c.selected >= 0) {
       if (c.selected >= static_cast<int32_t>(logits.size()) ||
           std::find(c.ids.begin(), c.ids.end(), c.selected) == c.ids.end()) {
-        throw Error(ErrorKind::kPlugin, "sampler '" + link->name() + "' selected token " +
-                                            std::to_string(c.selected) +
+        throw Error(ErrorKind::kPlugin, label + " selected token " + std::to_string(c.selected) +
                                             ", which is not a candidate");
       }
       return c.selected;
