@@ -186,5 +186,21 @@ TEST_F(Extensions, AnOlderStageRunsAloneAndTheSchedulerRefusesIt) {
   }
 }
 
+// Whatever a plugin's attention throws comes back naming it, its plugin
+// and its YAML key; the process goes on.
+TEST_F(Extensions, WhatAnAttentionThrowsIsReportedNamingIt) {
+  auto pipeline = Pipeline::build(config({"components.attention.impl=test_throw_int"}), host_);
+  try {
+    pipeline->run_tokens(std::vector<int32_t>{1, 40, 41, 42}, sink_);
+    ADD_FAILURE() << "the attention's throw was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPlugin);
+    EXPECT_EQ(std::string(e.what()),
+              "attention 'test_throw_int' (plugin 'test-extensions', "
+              "components.attention.impl) failed: it threw something that is not a "
+              "std::exception");
+  }
+}
+
 }  // namespace
 }  // namespace duet

@@ -95,6 +95,17 @@ class DelegatingAttention final : public duet::Attention {
   bool f32_only_;
 };
 
+// Fails in forward() with what is not a std::exception: the host must name
+// the attention and its plugin, and not terminate.
+class IntThrowingAttention final : public duet::Attention {
+ public:
+  duet::Support check(const duet::KVCacheSpec&) const override { return {}; }
+  void forward(int32_t, const duet::StepBatch&, const duet::TensorView&, const duet::TensorView&,
+               const duet::TensorView&, duet::KVCache&, duet::TensorView) override {
+    throw 7;
+  }
+};
+
 // Core's slot rows in zeroed memory of the backend's (host) device.
 class ZeroedRows final : public duet::RowKVCache {
  public:
@@ -118,6 +129,11 @@ void register_extensions(duet::PluginRegistrar& r) {
                     delegating(false));
   r.add_attention("reference", "test_f32_only", "'full', refusing caches other than f32",
                   delegating(true));
+  r.add_attention("reference", "test_throw_int", "throws an int from forward()",
+                  [](duet::Backend&, const duet::AttentionSpec&, const duet::Options& o) {
+                    o.finish();
+                    return std::unique_ptr<duet::Attention>(new IntThrowingAttention);
+                  });
   r.add_attention("nosuch", "test_orphan", "for a backend no plugin provides", delegating(false));
   r.add_attention("test_old", "test_on_old", "for a backend built against ABI 1.0",
                   delegating(false));

@@ -4,6 +4,7 @@
 
 #include "duet/app/suggest.h"
 #include "duet/error.h"
+#include "plugins/named_attention.h"
 
 namespace duet {
 namespace {
@@ -81,15 +82,22 @@ Source source_of(const Backend& backend, const PluginHost& host, ComponentKind k
 std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
                                           const std::string& impl, const AttentionSpec& spec,
                                           const Options& options) {
-  std::shared_ptr<Attention> attention =
-      source_of(backend, host, ComponentKind::kAttention, impl, options) == Source::kOwn
-          ? backend.create_attention(impl, spec)
-          : host.create_attention(backend, impl, spec, options);
+  const bool own =
+      source_of(backend, host, ComponentKind::kAttention, impl, options) == Source::kOwn;
+  std::shared_ptr<Attention> attention = own ? backend.create_attention(impl, spec)
+                                             : host.create_attention(backend, impl, spec, options);
   if (!attention) {
     throw Error(ErrorKind::kPlugin,
                 "backend '" + backend.name() + "' returned no attention '" + impl + "'");
   }
-  return attention;
+  if (own) return attention;
+  std::string plugin;
+  for (const ComponentInfo& c : host.extensions(ComponentKind::kAttention, backend.name())) {
+    if (c.name == impl) plugin = c.plugin;
+  }
+  return std::make_shared<NamedAttention>(
+      std::move(attention),
+      "attention '" + impl + "' (plugin '" + plugin + "', components.attention.impl)");
 }
 
 Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
