@@ -202,5 +202,31 @@ TEST_F(Extensions, WhatAnAttentionThrowsIsReportedNamingIt) {
   }
 }
 
+// An attention that leaves a row other than KVCache::write stores it runs
+// without a word (its own step's output is right), and debug.check_plugins
+// stops it at the first such row, naming it.
+TEST_F(Extensions, CheckedModeCatchesAnAttentionThatLeavesARowUnwritten) {
+  const std::vector<int32_t> prompt = {1, 40, 41, 42};
+  auto unchecked = Pipeline::build(config({"components.attention.impl=test_forgets_row"}), host_);
+  EXPECT_EQ(unchecked->run_tokens(prompt, sink_).generated_tokens.size(), 8u);
+  auto checked = Pipeline::build(
+      config({"components.attention.impl=test_forgets_row", "debug.check_plugins=true"}), host_);
+  try {
+    checked->run_tokens(prompt, sink_);
+    ADD_FAILURE() << "the unwritten row was not caught";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPlugin);
+    EXPECT_EQ(std::string(e.what()),
+              "attention 'test_forgets_row' (plugin 'test-extensions', components.attention.impl) "
+              "left the K row of position 3 (slot 3, layer 0) other than KVCache::write stores "
+              "it: an attention stores every row it is given (duet/attention.h); found by "
+              "debug.check_plugins");
+  }
+  // A correct plugin attention passes the same check.
+  auto good = Pipeline::build(
+      config({"components.attention.impl=test_full", "debug.check_plugins=true"}), host_);
+  EXPECT_EQ(good->run_tokens(prompt, sink_).generated_tokens.size(), 8u);
+}
+
 }  // namespace
 }  // namespace duet

@@ -398,7 +398,7 @@ TEST(PipelineConfigTest, UnknownKeyNamesPositionAndSuggestion) {
 TEST(PipelineConfigTest, UnknownKeyWithoutSuggestionListsKnownKeys) {
   EXPECT_EQ(parse_error(std::string(kMinimal) + "extras: 1\n"),
             "test.yaml:3:1: unknown key 'extras' at the top level; expected one of 'model', "
-            "'plugins', 'backend', 'backends', 'components', 'stages', 'batching'");
+            "'plugins', 'backend', 'backends', 'components', 'stages', 'batching', 'debug'");
 }
 
 TEST(PipelineConfigTest, WrongTypeNamesPathExpectationAndValue) {
@@ -440,7 +440,7 @@ TEST(PipelineConfigTest, MissingRequiredKeys) {
 TEST(PipelineConfigTest, EmptyDocumentIsNotAPipeline) {
   EXPECT_EQ(parse_error(""),
             "test.yaml:1:1: the document: expected a map with the keys 'model', 'plugins', "
-            "'backend', 'backends', 'components', 'stages', 'batching', found nothing");
+            "'backend', 'backends', 'components', 'stages', 'batching', 'debug', found nothing");
   EXPECT_EQ(parse_error("# only a comment\n"), parse_error(""));
 }
 
@@ -606,7 +606,7 @@ TEST(PipelineConfigTest, MultipleProblemsReportedTogetherInOrder) {
 TEST(PipelineConfigTest, EachProblemIsOneLine) {
   EXPECT_EQ(parse_error(std::string(kMinimal) + "\"x\\ny\": 1\n", {"model.chat=\"a\\nb\""}),
             "test.yaml:3:1: unknown key 'x y' at the top level; expected one of 'model', "
-            "'plugins', 'backend', 'backends', 'components', 'stages', 'batching'\n"
+            "'plugins', 'backend', 'backends', 'components', 'stages', 'batching', 'debug'\n"
             "--set model.chat=\"a\\nb\": model.chat: expected true or false, found 'a b'");
 }
 

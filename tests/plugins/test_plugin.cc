@@ -7,6 +7,7 @@
 #include <iterator>
 #include <new>
 #include <stdexcept>
+#include <vector>
 
 #include "duet/error.h"
 #include "duet/plugin.h"
@@ -95,6 +96,33 @@ class DelegatingAttention final : public duet::Attention {
   bool f32_only_;
 };
 
+// The backend's 'full', then the last row's K and V stored again as zeros:
+// right output this step, a wrong cache for every later one — the mistake
+// only debug.check_plugins sees at once. Host-memory backends only.
+class ForgetfulAttention final : public duet::Attention {
+ public:
+  explicit ForgetfulAttention(std::unique_ptr<duet::Attention> inner) : inner_(std::move(inner)) {}
+  duet::Support check(const duet::KVCacheSpec& kv) const override { return inner_->check(kv); }
+  void forward(int32_t layer, const duet::StepBatch& step, const duet::TensorView& q,
+               const duet::TensorView& k, const duet::TensorView& v, duet::KVCache& kv,
+               duet::TensorView out) override {
+    inner_->forward(layer, step, q, k, v, kv, out);
+    const int32_t last = step.n_tokens - 1;
+    duet::StepBatch one;
+    one.n_tokens = 1;
+    one.positions = {step.positions[static_cast<size_t>(last)]};
+    one.slot_mapping = {step.slot_mapping[static_cast<size_t>(last)]};
+    const int64_t width = k.shape.elements() / step.n_tokens;
+    zeros_.assign(static_cast<size_t>(width), 0.0f);
+    const duet::TensorView zero{zeros_.data(), duet::DType::kF32, duet::Shape{1, width}};
+    kv.write(layer, one, zero, zero);
+  }
+
+ private:
+  std::unique_ptr<duet::Attention> inner_;
+  std::vector<float> zeros_;
+};
+
 // Fails in forward() with what is not a std::exception: the host must name
 // the attention and its plugin, and not terminate.
 class IntThrowingAttention final : public duet::Attention {
@@ -129,6 +157,13 @@ void register_extensions(duet::PluginRegistrar& r) {
                     delegating(false));
   r.add_attention("reference", "test_f32_only", "'full', refusing caches other than f32",
                   delegating(true));
+  r.add_attention(
+      "reference", "test_forgets_row", "'full', then the last row stored as zeros",
+      [](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
+        o.finish();
+        return std::unique_ptr<duet::Attention>(
+            new ForgetfulAttention(backend.create_attention("full", spec)));
+      });
   r.add_attention("reference", "test_throw_int", "throws an int from forward()",
                   [](duet::Backend&, const duet::AttentionSpec&, const duet::Options& o) {
                     o.finish();

@@ -48,9 +48,9 @@ class Reader : yaml::SchemaReader {
 
   PipelineConfig read(const Node& root) {
     PipelineConfig config;
-    if (!expect_map(
-            root, "",
-            {"model", "plugins", "backend", "backends", "components", "stages", "batching"}))
+    if (!expect_map(root, "",
+                    {"model", "plugins", "backend", "backends", "components", "stages", "batching",
+                     "debug"}))
       return config;
     read_model(required(root, "", "model"), config.model);
     read_plugins(get(root, "plugins"), config.plugins);
@@ -71,6 +71,11 @@ class Reader : yaml::SchemaReader {
     read_stages(required(root, "", "stages"), config.stages);
     place_stages(config);
     read_batching(get(root, "batching"), config.batching);
+    if (const Node* debug = get(root, "debug");
+        debug != nullptr && expect_map(*debug, "debug", {"check_plugins"})) {
+      if (const Node* n = get(*debug, "check_plugins"))
+        read_bool(*n, "debug.check_plugins", config.debug.check_plugins);
+    }
     return config;
   }
 

@@ -187,6 +187,11 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::Key << "max_step_tokens" << YAML::Value << b.max_step_tokens;
   out << YAML::Key << "prefix_caching" << YAML::Value << b.prefix_caching;
   out << YAML::EndMap;
+  if (config.debug.check_plugins) {
+    out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "check_plugins" << YAML::Value << true;
+    out << YAML::EndMap;
+  }
 
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

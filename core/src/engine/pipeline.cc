@@ -73,7 +73,7 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
     made.attention =
         make_attention(*made.backend, host, p.attention_impl,
                        AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, h.attention_scale},
-                       config.attention.options);
+                       config.attention.options, config.debug.check_plugins);
   }
   // One bookkeeping for every cache: a sequence has the same slots in each.
   s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);

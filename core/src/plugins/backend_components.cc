@@ -81,7 +81,7 @@ Source source_of(const Backend& backend, const PluginHost& host, ComponentKind k
 
 std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
                                           const std::string& impl, const AttentionSpec& spec,
-                                          const Options& options) {
+                                          const Options& options, bool checked) {
   const bool own =
       source_of(backend, host, ComponentKind::kAttention, impl, options) == Source::kOwn;
   std::shared_ptr<Attention> attention = own ? backend.create_attention(impl, spec)
@@ -97,7 +97,7 @@ std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& ho
   }
   return std::make_shared<NamedAttention>(
       std::move(attention),
-      "attention '" + impl + "' (plugin '" + plugin + "', components.attention.impl)");
+      "attention '" + impl + "' (plugin '" + plugin + "', components.attention.impl)", checked);
 }
 
 Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,

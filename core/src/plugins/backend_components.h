@@ -23,10 +23,11 @@ std::vector<std::string> kv_cache_names(const Backend& backend, const PluginHost
 // Creates attention `impl` (a name from attention_names). The backend's own
 // take no options: any given are a duet::Error(kConfig) naming them.
 // Throws duet::Error(kConfig) for an unknown name (listing the known ones)
-// and passes on the factories' errors.
+// and passes on the factories' errors. A plugin's attention comes wrapped
+// in a NamedAttention, `checked` (debug.check_plugins) or not.
 std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
                                           const std::string& impl, const AttentionSpec& spec,
-                                          const Options& options);
+                                          const Options& options, bool checked = false);
 
 // Whether storage spec.impl can hold `spec` with `options`, allocating
 // nothing; then the storage itself. Errors as make_attention's.

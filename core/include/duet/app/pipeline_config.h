@@ -145,6 +145,14 @@ struct DUET_API BatchingConfig {
   bool prefix_caching = true;     // reuse cached blocks of a shared prompt prefix
 };
 
+// `debug: {check_plugins: true}`: slower runs that check what plugins do.
+struct DUET_API DebugConfig {
+  // A plugin's attention must store every K/V row it is given as
+  // KVCache::write would (duet/attention.h); checked after each of its
+  // calls by exporting the cache, so for tests and conformance runs only.
+  bool check_plugins = false;
+};
+
 struct DUET_API PipelineConfig {
   std::filesystem::path source;  // the file, or the source name given to parse
   ModelConfig model;
@@ -156,6 +164,7 @@ struct DUET_API PipelineConfig {
   SamplerConfig sampler;
   std::vector<StageConfig> stages;  // at least one; in the order they run
   BatchingConfig batching;
+  DebugConfig debug;
 };
 
 // Reads, overrides and validates a pipeline file. `overrides` are --set
