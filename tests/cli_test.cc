@@ -766,5 +766,41 @@ TEST_F(Cli, CompareInterruptedWithCtrlCKeepsWhatWasMeasured) {
       << "rounds before the interrupt are kept: " << json;
 }
 
+// The SDK's conformance kit: a correct plugin attention passes every case;
+// one that drops the scale and one that leaves a row unwritten fail with
+// exit code 4, each naming what went wrong.
+TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
+  const std::string plugin =
+      std::string(" --plugin ") + DUET_TEST_PLUGIN_DIR + "/duet-test-extensions.so";
+  Result good = duet("conformance" + plugin + " --component test_full");
+  EXPECT_EQ(good.code, 0) << good.err;
+  EXPECT_NE(good.out.find("attention 'test_full'"), std::string::npos) << good.out;
+  EXPECT_NE(good.out.find("reference  paged q8_0"), std::string::npos) << good.out;
+  EXPECT_NE(good.out.find(" 0 FAIL"), std::string::npos) << good.out;
+  EXPECT_EQ(good.out.find("FAIL:"), std::string::npos) << good.out;
+
+  Result unscaled = duet("conformance" + plugin + " --component test_no_scale");
+  EXPECT_EQ(unscaled.code, 4) << unscaled.err;
+  EXPECT_NE(unscaled.out.find("FAIL: positions 0..4: output off the reference's 'full' attention"),
+            std::string::npos)
+      << unscaled.out;
+  Result forgetful = duet("conformance" + plugin + " --component test_forgets_row");
+  EXPECT_EQ(forgetful.code, 4) << forgetful.err;
+  EXPECT_NE(forgetful.out.find("cache rows differ from what KVCache::write stores"),
+            std::string::npos)
+      << forgetful.out;
+  EXPECT_NE(forgetful.err.find("duet: error: duet conformance: 6 of 6 cases of plugin "
+                               "'test-extensions' failed"),
+            std::string::npos)
+      << forgetful.err;
+
+  Result unknown = duet("conformance" + plugin + " --component nosuch");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("plugin 'test-extensions' has no component 'nosuch'; it has:"),
+            std::string::npos)
+      << unknown.err;
+  EXPECT_EQ(duet("conformance").code, 2);
+}
+
 }  // namespace
 }  // namespace duet

@@ -40,6 +40,13 @@ done
 backends=(reference)
 grep -q "^  onednn .* loaded" "$tmp/plugins.txt" && backends+=(onednn)
 
+# The SDK's conformance kit passes the out-of-tree attention (a window wider
+# than the kit's 71 positions attends as 'full' does).
+"$duet" conformance --plugin "$tmp/attention-plugin/duet-sliding-window.so" --option window=4096 \
+  >"$tmp/conformance.txt" || { cat "$tmp/conformance.txt"; fail "duet conformance failed"; }
+grep -q " 0 FAIL" "$tmp/conformance.txt" && grep -q "reference  paged q8_0 .* pass" "$tmp/conformance.txt" ||
+  { cat "$tmp/conformance.txt"; fail "duet conformance did not pass every case"; }
+
 printf 'The quick brown fox jumps over the lazy dog. Paris is the capital of France.' >"$tmp/text.txt"
 # logits NAME BACKEND DTYPE [--set K=V]...: saves the logits of a pipeline
 # on BACKEND with a DTYPE cache of 64 slots to $tmp/NAME.bin.

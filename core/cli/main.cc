@@ -27,6 +27,8 @@ constexpr const char* kUsage =
     "  serve PIPELINE.yaml     an OpenAI-compatible HTTP server on the batching scheduler\n"
     "  quantize IN.gguf OUT.gguf --type TYPE\n"
     "                          write a model again with its weights in another format\n"
+    "  conformance --plugin FILE\n"
+    "                          check a plugin's components against the reference\n"
     "\n"
     "\n"
     "run, chat, validate, perplexity, bench and serve also take a MODEL.gguf in\n"
@@ -60,6 +62,7 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   if (command == "compare") return cmd_compare(args);
   if (command == "serve") return cmd_serve(args);
   if (command == "quantize") return cmd_quantize(args);
+  if (command == "conformance") return cmd_conformance(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
@@ -71,7 +74,8 @@ int dispatch(const std::string& command, const std::vector<std::string>& args) {
   throw duet::Error(duet::ErrorKind::kUsage,
                     "unknown command '" + command +
                         "'; commands: run, chat, validate, plugins, "
-                        "inspect, tokenize, perplexity, bench, compare, serve, quantize");
+                        "inspect, tokenize, perplexity, bench, compare, serve, quantize, "
+                        "conformance");
 }
 
 }  // namespace

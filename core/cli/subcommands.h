@@ -19,5 +19,6 @@ int cmd_bench(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
 int cmd_quantize(const std::vector<std::string>& args);
+int cmd_conformance(const std::vector<std::string>& args);
 
 }  // namespace duet::cli

@@ -164,6 +164,14 @@ void register_extensions(duet::PluginRegistrar& r) {
         return std::unique_ptr<duet::Attention>(
             new ForgetfulAttention(backend.create_attention("full", spec)));
       });
+  r.add_attention(
+      "reference", "test_no_scale", "'full' without the 1/sqrt(head_dim) scale",
+      [](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
+        o.finish();
+        duet::AttentionSpec unscaled = spec;
+        unscaled.scale = 1.0f;
+        return backend.create_attention("full", unscaled);
+      });
   r.add_attention("reference", "test_throw_int", "throws an int from forward()",
                   [](duet::Backend&, const duet::AttentionSpec&, const duet::Options& o) {
                     o.finish();

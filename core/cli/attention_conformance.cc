@@ -1,0 +1,237 @@
+#include "attention_conformance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <memory>
+#include <random>
+
+#include "duet/attention.h"
+#include "duet/backend.h"
+#include "duet/error.h"
+#include "duet/kv_cache.h"
+#include "duet/quant.h"
+
+namespace duet::cli {
+namespace {
+
+// Small enough to run in a second, large enough for paged tables, several
+// KV heads per query head group, and head_dim a q8_0 block.
+constexpr int32_t kLayers = 2;
+constexpr int32_t kHeads = 4;
+constexpr int32_t kKvHeads = 2;
+constexpr int32_t kHeadDim = 32;
+constexpr int32_t kCapacity = 256;
+constexpr int32_t kLayer = 1;  // the layer every step runs on
+
+// A prompt, a decode step, a long chunk, decode steps and a short chunk.
+struct Step {
+  int32_t first, n;
+};
+constexpr Step kSteps[] = {{0, 5}, {5, 1}, {6, 60}, {66, 1}, {67, 3}, {70, 1}};
+
+// The precision contract (docs/plugins.md) as a normalised squared error.
+double bound_for(DType dtype) { return dtype == DType::kQ8_0 ? 1e-8 : 1e-10; }
+
+// Uniform values in [lo, hi), rounded to f16 for an f16 cache so that both
+// caches hold exactly what they were given.
+std::vector<float> values(size_t n, uint32_t seed, float lo, float hi, DType dtype) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> out(n);
+  for (float& x : out) {
+    x = dist(rng);
+    if (dtype == DType::kF16) x = f16_to_f32(f32_to_f16(x));
+  }
+  return out;
+}
+
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0.0, ref = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double{got[i]} - want[i];
+    err += std::isfinite(d) ? d * d : INFINITY;
+    ref += double{want[i]} * want[i];
+  }
+  return ref == 0.0 ? err : err / ref;
+}
+
+// One attention and its cache on one backend, fed step by step.
+class Run {
+ public:
+  Run(Backend& backend, std::shared_ptr<Attention> attention, const KVCacheSpec& spec)
+      : backend_(backend), attention_(std::move(attention)), kv_(backend.create_kv_cache(spec)) {}
+
+  // Runs positions [first, first + n) of one sequence held in blocks
+  // `table`; returns the f32 output.
+  std::vector<float> step(const std::vector<int32_t>& table, Step s, uint32_t seed, DType dtype) {
+    const int32_t block = kv_->spec().block_tokens;
+    StepBatch batch;
+    batch.n_tokens = s.n;
+    batch.n_prefill_tokens = s.n > 1 ? s.n : 0;
+    for (int32_t p = s.first; p < s.first + s.n; ++p) {
+      batch.positions.push_back(p);
+      batch.slot_mapping.push_back(table[static_cast<size_t>(p / block)] * block + p % block);
+    }
+    batch.sequences.push_back(SequenceStep{0, 0, s.n, s.first + s.n, table});
+    const auto rows = static_cast<size_t>(s.n);
+    const TensorView q = upload(values(rows * kHeads * kHeadDim, seed, -2, 2, DType::kF32),
+                                Shape{s.n, kHeads, kHeadDim});
+    const TensorView k = upload(values(rows * kKvHeads * kHeadDim, seed + 1, -2, 2, dtype),
+                                Shape{s.n, kKvHeads, kHeadDim});
+    const TensorView v = upload(values(rows * kKvHeads * kHeadDim, seed + 2, -1, 1, dtype),
+                                Shape{s.n, kKvHeads, kHeadDim});
+    const TensorView out =
+        upload(std::vector<float>(rows * kHeads * kHeadDim), Shape{s.n, kHeads, kHeadDim});
+    attention_->forward(kLayer, batch, q, k, v, *kv_, out);
+    std::vector<float> host(rows * kHeads * kHeadDim);
+    Device& d = backend_.device();
+    d.copy_to_host(host.data(), out.data, host.size() * sizeof(float));
+    d.synchronize();
+    buffers_.clear();
+    return host;
+  }
+
+  std::vector<uint8_t> exported(int64_t slots) {
+    std::vector<uint8_t> bytes;
+    kv_->export_slots(slots, bytes);
+    return bytes;
+  }
+
+ private:
+  TensorView upload(const std::vector<float>& host, Shape shape) {
+    Device& d = backend_.device();
+    buffers_.push_back(d.allocate(host.size() * sizeof(float)));
+    d.copy_from_host(buffers_.back()->data(), host.data(), host.size() * sizeof(float));
+    return TensorView{buffers_.back()->data(), DType::kF32, shape};
+  }
+
+  Backend& backend_;
+  std::shared_ptr<Attention> attention_;
+  std::unique_ptr<KVCache> kv_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+};
+
+std::string positions(Step s) {
+  return "positions " + std::to_string(s.first) + ".." + std::to_string(s.first + s.n - 1);
+}
+
+// One layout of one dtype: every step against the reference, the cache
+// compared after each.
+void run_case(ConformanceCase& c, Backend& backend, Backend& reference,
+              std::shared_ptr<Attention> attention, const KVCacheSpec& spec,
+              const std::vector<int32_t>& table) {
+  const AttentionSpec geometry{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})};
+  Run want(reference, reference.create_attention("full", geometry), spec);
+  Run got(backend, std::move(attention), spec);
+  const int64_t slots =
+      int64_t{*std::max_element(table.begin(), table.end()) + 1} * spec.block_tokens;
+  uint32_t seed = 100;
+  for (const Step s : kSteps) {
+    const std::vector<float> expected = want.step(table, s, seed, spec.dtype);
+    const std::vector<float> output = got.step(table, s, seed, spec.dtype);
+    seed += 3;
+    const double e = nmse(output, expected);
+    c.worst_nmse = std::max(c.worst_nmse, e);
+    if (!(e <= c.bound)) {
+      c.result = "FAIL";
+      c.detail = positions(s) + ": output off the reference's 'full' attention";
+      return;
+    }
+    if (got.exported(slots) != want.exported(slots)) {
+      c.result = "FAIL";
+      c.detail = positions(s) +
+                 ": cache rows differ from what KVCache::write stores (a row left unwritten?)";
+      return;
+    }
+  }
+  c.result = "pass";
+}
+
+}  // namespace
+
+std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
+                                                   const ComponentInfo& info,
+                                                   const Options& options) {
+  struct Layout {
+    std::string name;
+    int32_t block_tokens;
+    std::vector<int32_t> table;
+  };
+  const std::vector<Layout> layouts = {
+      {"contiguous", kCapacity, {0}},
+      // 16-slot blocks out of order: positions 0..70 in blocks 9, 3, 14, 0, 7.
+      {"paged", 16, {9, 3, 14, 0, 7, 12, 5, 1, 15, 2, 11, 4, 8, 6, 10, 13}},
+  };
+  std::vector<ConformanceCase> cases;
+  std::shared_ptr<Backend> reference = host.create_backend("reference", Options());
+  std::shared_ptr<Backend> backend;
+  std::string unavailable = host.unavailable_reason(info);
+  if (unavailable.empty()) {
+    try {
+      backend = host.create_backend(info.backend, Options());
+    } catch (const std::exception& e) {
+      unavailable = e.what();
+    }
+  }
+  if (!unavailable.empty()) {
+    ConformanceCase& c = cases.emplace_back();
+    c.component = "attention '" + info.name + "'";
+    c.backend = info.backend;
+    c.layout = "-";
+    c.result = "skip";
+    c.detail = unavailable;
+    return cases;
+  }
+  const AttentionSpec geometry{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})};
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    for (const Layout& layout : layouts) {
+      ConformanceCase& c = cases.emplace_back();
+      c.component = "attention '" + info.name + "'";
+      c.backend = info.backend;
+      c.layout = layout.name + " " + std::string(dtype_name(dtype));
+      c.bound = bound_for(dtype);
+      c.result = "skip";
+      const KVCacheSpec spec{"contiguous", kLayers,           kKvHeads, kHeadDim,
+                             kCapacity,    layout.block_tokens, dtype};
+      if (const Support s = backend->check_kv_cache(spec); !s.ok()) {
+        c.detail = "backend '" + info.backend + "': " + s.reasons.front();
+        continue;
+      }
+      if (host.backend_abi_minor(info.backend) >= 1) {
+        if (const int32_t tile = backend->kv_cache_tile_slots(spec); tile > 0) {
+          c.detail = "backend '" + info.backend + "' keeps this cache in tiles of " +
+                     std::to_string(tile) + " slots, which only its own attention reads";
+          continue;
+        }
+      }
+      try {
+        std::shared_ptr<Attention> attention =
+            host.create_attention(*backend, info.name, geometry, options);
+        if (const Support s = attention->check(spec); !s.ok()) {
+          c.detail = s.reasons.front();
+          continue;
+        }
+        run_case(c, *backend, *reference, std::move(attention), spec, layout.table);
+      } catch (const std::bad_alloc&) {
+        throw;
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::kConfig) throw;  // its options, not its behaviour
+        c.result = "FAIL";
+        c.detail = std::string("threw: ") + e.what();
+        c.worst_nmse = NAN;
+      } catch (const std::exception& e) {
+        c.result = "FAIL";
+        c.detail = std::string("threw: ") + e.what();
+        c.worst_nmse = NAN;
+      } catch (...) {
+        c.result = "FAIL";
+        c.detail = "threw something that is not a std::exception";
+        c.worst_nmse = NAN;
+      }
+    }
+  }
+  return cases;
+}
+
+}  // namespace duet::cli

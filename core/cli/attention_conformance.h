@@ -1,0 +1,37 @@
+// attention_conformance.h — `duet conformance`'s attention cases: a
+// plugin's attention against the reference backend's 'full' attention on
+// the same random queries, keys and values, step by step over contiguous
+// and paged caches of each dtype, within the precision contract of
+// docs/plugins.md, and its cache rows against the rows KVCache::write
+// stores.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "duet/app/plugin_host.h"
+#include "duet/options.h"
+
+namespace duet::cli {
+
+struct ConformanceCase {
+  std::string component;  // "attention 'sliding_window'"
+  std::string backend;
+  std::string layout;  // "contiguous f32", "paged q8_0"
+  // "pass", "FAIL" or "skip"; `detail` says why for the last two.
+  std::string result;
+  std::string detail;
+  double worst_nmse = 0.0;  // over the steps run; NaN when a call threw
+  double bound = 0.0;       // the precision contract's
+};
+
+// Every case of attention `info` (an extension some plugin registered for
+// info.backend), made with `options`. A duet::Error(kConfig) from its
+// factory (a required option missing) is thrown, not a failed case.
+// REQUIRES: the reference backend is loaded in `host`.
+std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
+                                                   const ComponentInfo& info,
+                                                   const Options& options);
+
+}  // namespace duet::cli
