@@ -335,8 +335,8 @@ const Row kRows[] = {
      "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
      "]' --set 'components.sampler.chain=[test_throw_int_apply]'",
      4,
-     "sampler 'test_throw_int_apply' (plugin 'test-good', components.sampler.chain[0]): it threw "
-     "something that is not a std::exception"},
+     "sampler 'test_throw_int_apply' (plugin 'test-good', components.sampler.chain[0]) failed: it "
+     "threw something that is not a std::exception"},
     {"plugin_stage_throws",
      "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
      "]' --set 'stages.1={test_throw_stage: {}}'",

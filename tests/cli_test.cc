@@ -260,7 +260,7 @@ TEST_F(Cli, ABackendChoiceWithNoneThatCanRunExits4ListingEveryReason) {
       r.err.find(
           "duet: error:   reference: components.attention.impl 'flash' is not provided by backend "
           "'reference' or a plugin for it; available: 'full', 'sliding_window', 'test_f32_only', "
-          "'test_forgets_row', 'test_full', 'test_throw_int'\n"),
+          "'test_forgets_row', 'test_full', 'test_no_scale', 'test_throw_int'\n"),
       std::string::npos)
       << r.err;
 }

@@ -192,8 +192,8 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
       c.layout = layout.name + " " + std::string(dtype_name(dtype));
       c.bound = bound_for(dtype);
       c.result = "skip";
-      const KVCacheSpec spec{"contiguous", kLayers,           kKvHeads, kHeadDim,
-                             kCapacity,    layout.block_tokens, dtype};
+      const KVCacheSpec spec{"contiguous",        kLayers, kKvHeads, kHeadDim, kCapacity,
+                             layout.block_tokens, dtype};
       if (const Support s = backend->check_kv_cache(spec); !s.ok()) {
         c.detail = "backend '" + info.backend + "': " + s.reasons.front();
         continue;

@@ -18,17 +18,18 @@ namespace duet::cli {
 
 int cmd_conformance(const std::vector<std::string>& args) {
   po::options_description opts("Options");
-  opts.add_options()("help,h", "show this help")(
-      "plugin", po::value<std::string>()->value_name("FILE"),
-      "the plugin library to check (duet-NAME.so)")(
+  opts.add_options()("help,h", "show this help")("plugin",
+                                                 po::value<std::string>()->value_name("FILE"),
+                                                 "the plugin library to check (duet-NAME.so)")(
       "component", po::value<std::string>()->value_name("NAME"),
       "check only this component of the plugin")(
       "option,o", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
       "an option every component is made with (repeatable), e.g. --option window=4096");
   po::variables_map vm;
-  if (!parse_command_line("conformance",
-                          "duet conformance --plugin FILE [--component NAME] [--option KEY=VALUE]...",
-                          opts, {}, args, vm)) {
+  if (!parse_command_line(
+          "conformance",
+          "duet conformance --plugin FILE [--component NAME] [--option KEY=VALUE]...", opts, {},
+          args, vm)) {
     return 0;
   }
   if (!vm.count("plugin")) {
@@ -87,8 +88,7 @@ int cmd_conformance(const std::vector<std::string>& args) {
                                        "' has no component '" + only + "'; it has:" + names);
   }
 
-  std::cout << "plugin " << record.name << " " << record.version << " (" << file.string()
-            << ")\n";
+  std::cout << "plugin " << record.name << " " << record.version << " (" << file.string() << ")\n";
   std::printf("%-36s %-10s %-16s %12s %8s  %s\n", "component", "backend", "cache", "worst nmse",
               "bound", "result");
   int failed = 0, passed = 0;

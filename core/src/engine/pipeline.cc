@@ -1,7 +1,6 @@
 #include "duet/app/pipeline.h"
 
 #include <chrono>
-#include <new>
 #include <optional>
 
 #include "duet/app/chat_template.h"
@@ -16,6 +15,7 @@
 #include "engine/stages/prefill_stage.h"
 #include "kv/kv_handover.h"
 #include "plugins/backend_components.h"
+#include "plugins/named_call.h"
 
 namespace duet {
 std::unique_ptr<SamplerChain> Pipeline::State::make_chain(uint64_t seed,
@@ -209,18 +209,10 @@ RunResult Pipeline::run_stages(Session& session) {
       }
       return "stage '" + name + "' (plugin '" + plugin + "', stages[" + std::to_string(i) + "])";
     };
-    try {
-      stage->run(session);
-    } catch (const Error& e) {
-      if (builtin) throw;  // core's own messages say what they are about
-      throw Error(e.kind(), label() + ": " + e.what());
-    } catch (const std::bad_alloc&) {
-      throw;  // out of memory, not a broken plugin: exit code 5
-    } catch (const std::exception& e) {
-      throw Error(ErrorKind::kPlugin, label() + " failed: " + e.what());
-    } catch (...) {
-      throw Error(ErrorKind::kPlugin,
-                  label() + " failed: it threw something that is not a std::exception");
+    if (builtin) {
+      stage->run(session);  // core's own errors say what they are about
+    } else {
+      call_named(label(), [&] { stage->run(session); });
     }
   }
   RunResult r;

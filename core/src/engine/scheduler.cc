@@ -15,6 +15,7 @@
 #include "engine/session_impl.h"
 #include "engine/stage_options.h"
 #include "engine/step_rows.h"
+#include "plugins/named_call.h"
 #include "text/text_stream.h"
 
 namespace duet {
@@ -394,17 +395,8 @@ void Scheduler::Impl::propose_draft(Sequence& seq, int32_t rows_left) {
   if (most < 1) return;
   const std::string& stage = state.config.stages[1].name;
   draft.clear();
-  try {
-    seq.drafter->propose(seq.tokens, static_cast<int32_t>(most), draft);
-  } catch (const std::bad_alloc&) {
-    throw;  // out of memory, not a broken plugin: exit code 5
-  } catch (const std::exception& e) {
-    throw Error(ErrorKind::kPlugin, "stage '" + stage + "' failed to propose a draft: " + e.what());
-  } catch (...) {
-    throw Error(ErrorKind::kPlugin, "stage '" + stage +
-                                        "' failed to propose a draft: it threw something that is "
-                                        "not a std::exception");
-  }
+  call_named("stage '" + stage + "' (stages[1]) proposing a draft",
+             [&] { seq.drafter->propose(seq.tokens, static_cast<int32_t>(most), draft); });
   if (static_cast<int64_t>(draft.size()) > most) {
     throw Error(ErrorKind::kPlugin,
                 "stage '" + stage + "' proposed " + std::to_string(draft.size()) +

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <new>
 
 #include "duet/error.h"
+#include "plugins/named_call.h"
 
 namespace duet {
 
@@ -27,17 +27,7 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
   for (size_t i = 0; i < links_.size(); ++i) {
     Sampler& link = *links_[i];
     const std::string& label = labels_[i];
-    try {
-      link.apply(c, ctx);
-    } catch (const Error& e) {
-      throw Error(e.kind(), label + ": " + e.what());
-    } catch (const std::bad_alloc&) {
-      throw;  // out of memory, not a broken plugin: exit code 5
-    } catch (const std::exception& e) {
-      throw Error(ErrorKind::kPlugin, label + ": " + e.what());
-    } catch (...) {
-      throw Error(ErrorKind::kPlugin, label + ": it threw something that is not a std::exception");
-    }
+    call_named(label, [&] { link.apply(c, ctx); });
     if (c.ids.empty() || c.ids.size() != c.logits.size()) {
       throw Error(ErrorKind::kPlugin, label + " left " + std::to_string(c.ids.size()) +
                                           " ids and " + std::to_string(c.logits.size()) +
