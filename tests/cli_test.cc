@@ -794,6 +794,16 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
             std::string::npos)
       << forgetful.err;
 
+  // The plugin's KV-cache storage, under the backend's own attention, with
+  // block copies and an export/import round trip.
+  Result storage = duet("conformance" + plugin + " --component test_rows");
+  EXPECT_EQ(storage.code, 0) << storage.err;
+  EXPECT_NE(storage.out.find("KV-cache storage 'test_rows'         reference  paged f16"),
+            std::string::npos)
+      << storage.out;
+  EXPECT_NE(storage.out.find("6 cases: 6 pass, 0 FAIL, 0 skipped"), std::string::npos)
+      << storage.out;
+
   Result unknown = duet("conformance" + plugin + " --component nosuch");
   EXPECT_EQ(unknown.code, 2);
   EXPECT_NE(unknown.err.find("plugin 'test-extensions' has no component 'nosuch'; it has:"),

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "attention_conformance.h"
 #include "cli_options.h"
+#include "conformance_cases.h"
 #include "duet/app/plugin_host.h"
 #include "duet/error.h"
 #include "pipeline_loading.h"
@@ -68,13 +68,18 @@ int cmd_conformance(const std::vector<std::string>& args) {
   for (const ComponentInfo& info : record.components) {
     if (!only.empty() && info.name != only) continue;
     found = found || !only.empty();
+    if (info.kind == ComponentKind::kKVCache) {
+      for (ConformanceCase& c : kv_cache_conformance(host, info, options))
+        cases.push_back(std::move(c));
+      continue;
+    }
     if (info.kind != ComponentKind::kAttention) {
       ConformanceCase c;
       c.component = std::string(component_kind_name(info.kind)) + " '" + info.name + "'";
       c.backend = info.backend.empty() ? "-" : info.backend;
       c.layout = "-";
       c.result = "skip";
-      c.detail = "the kit checks attention only so far";
+      c.detail = "the kit checks attention and KV-cache storage only so far";
       cases.push_back(c);
       continue;
     }

@@ -1,9 +1,11 @@
-// attention_conformance.h — `duet conformance`'s attention cases: a
-// plugin's attention against the reference backend's 'full' attention on
-// the same random queries, keys and values, step by step over contiguous
-// and paged caches of each dtype, within the precision contract of
-// docs/plugins.md, and its cache rows against the rows KVCache::write
-// stores.
+// conformance_cases.h — `duet conformance`'s cases. Attention: a plugin's
+// attention against the reference backend's 'full' attention on the same
+// random queries, keys and values, step by step over contiguous and paged
+// caches of each dtype, within the precision contract of docs/plugins.md,
+// and its cache rows against the rows KVCache::write stores. KV-cache
+// storage: the backend's own attention over the plugin's storage against
+// the reference over its own, the stored rows compared after every step,
+// then block copies and an export/import round trip.
 #pragma once
 
 #include <cstdint>
@@ -33,5 +35,9 @@ struct ConformanceCase {
 std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
                                                    const ComponentInfo& info,
                                                    const Options& options);
+
+// The same for KV-cache storage `info`, made with `options`.
+std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const ComponentInfo& info,
+                                                  const Options& options);
 
 }  // namespace duet::cli

@@ -1,8 +1,9 @@
-#include "attention_conformance.h"
+#include "conformance_cases.h"
 
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -60,7 +61,9 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
 class Run {
  public:
   Run(Backend& backend, std::shared_ptr<Attention> attention, const KVCacheSpec& spec)
-      : backend_(backend), attention_(std::move(attention)), kv_(backend.create_kv_cache(spec)) {}
+      : Run(backend, std::move(attention), backend.create_kv_cache(spec)) {}
+  Run(Backend& backend, std::shared_ptr<Attention> attention, std::shared_ptr<KVCache> kv)
+      : backend_(backend), attention_(std::move(attention)), kv_(std::move(kv)) {}
 
   // Runs positions [first, first + n) of one sequence held in blocks
   // `table`; returns the f32 output.
@@ -97,6 +100,7 @@ class Run {
     kv_->export_slots(slots, bytes);
     return bytes;
   }
+  KVCache& kv() { return *kv_; }
 
  private:
   TensorView upload(const std::vector<float>& host, Shape shape) {
@@ -108,7 +112,7 @@ class Run {
 
   Backend& backend_;
   std::shared_ptr<Attention> attention_;
-  std::unique_ptr<KVCache> kv_;
+  std::shared_ptr<KVCache> kv_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
 };
 
@@ -116,14 +120,13 @@ std::string positions(Step s) {
   return "positions " + std::to_string(s.first) + ".." + std::to_string(s.first + s.n - 1);
 }
 
-// One layout of one dtype: every step against the reference, the cache
-// compared after each.
-void run_case(ConformanceCase& c, Backend& backend, Backend& reference,
-              std::shared_ptr<Attention> attention, const KVCacheSpec& spec,
-              const std::vector<int32_t>& table) {
-  const AttentionSpec geometry{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})};
-  Run want(reference, reference.create_attention("full", geometry), spec);
-  Run got(backend, std::move(attention), spec);
+const AttentionSpec kGeometry{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})};
+
+// One layout of one dtype: every step of `got` against `want` (the
+// reference), the caches compared after each. Returns false, with c.result
+// FAIL and why, at the first difference.
+bool run_steps(ConformanceCase& c, Run& want, Run& got, const KVCacheSpec& spec,
+               const std::vector<int32_t>& table) {
   const int64_t slots =
       int64_t{*std::max_element(table.begin(), table.end()) + 1} * spec.block_tokens;
   uint32_t seed = 100;
@@ -136,23 +139,59 @@ void run_case(ConformanceCase& c, Backend& backend, Backend& reference,
     if (!(e <= c.bound)) {
       c.result = "FAIL";
       c.detail = positions(s) + ": output off the reference's 'full' attention";
-      return;
+      return false;
     }
     if (got.exported(slots) != want.exported(slots)) {
       c.result = "FAIL";
       c.detail = positions(s) +
                  ": cache rows differ from what KVCache::write stores (a row left unwritten?)";
-      return;
+      return false;
     }
   }
   c.result = "pass";
+  return true;
 }
 
-}  // namespace
+// After run_steps: blocks copied on both caches, then the reference's
+// export imported into `got`'s cache, must leave the two exports equal.
+void check_block_copy_and_import(ConformanceCase& c, Run& want, Run& got,
+                                 const std::vector<int32_t>& table, int32_t block_tokens) {
+  const int64_t blocks = kCapacity / block_tokens;
+  if (blocks >= 4) {
+    want.kv().copy_blocks(table[0], blocks - 2, 2);
+    got.kv().copy_blocks(table[0], blocks - 2, 2);
+    if (got.exported(kCapacity) != want.exported(kCapacity)) {
+      c.result = "FAIL";
+      c.detail = "copy_blocks: the copied rows differ from the reference's";
+      return;
+    }
+  }
+  const std::vector<uint8_t> reference = want.exported(kCapacity);
+  std::vector<uint8_t> shuffled = reference;
+  std::reverse(shuffled.begin(), shuffled.end());  // other bytes, same size
+  got.kv().import_slots(kCapacity, shuffled);
+  if (got.exported(kCapacity) != shuffled) {
+    c.result = "FAIL";
+    c.detail = "import_slots then export_slots does not give the imported rows back";
+    return;
+  }
+  got.kv().import_slots(kCapacity, reference);
+}
 
-std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
-                                                   const ComponentInfo& info,
-                                                   const Options& options) {
+// What a case runs on the backend under test — the attention and the cache
+// it reads — or, in `skip`, why the case cannot run there.
+struct Subject {
+  std::shared_ptr<Attention> attention;
+  std::shared_ptr<KVCache> kv;
+  std::string skip;
+};
+using MakeSubject = std::function<Subject(Backend& backend, const KVCacheSpec& spec)>;
+
+// Every layout and dtype for component `info` ("attention 'x'" in `label`)
+// on info.backend; `round_trip` adds block copies and export/import.
+std::vector<ConformanceCase> run_cases(const PluginHost& host, const ComponentInfo& info,
+                                       const std::string& label, const MakeSubject& make,
+                                       bool round_trip) {
   struct Layout {
     std::string name;
     int32_t block_tokens;
@@ -175,44 +214,33 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
     }
   }
   if (!unavailable.empty()) {
-    ConformanceCase& c = cases.emplace_back();
-    c.component = "attention '" + info.name + "'";
-    c.backend = info.backend;
-    c.layout = "-";
-    c.result = "skip";
-    c.detail = unavailable;
+    cases.push_back(ConformanceCase{label, info.backend, "-", "skip", unavailable, 0.0, 0.0});
     return cases;
   }
-  const AttentionSpec geometry{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})};
   for (const DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
     for (const Layout& layout : layouts) {
       ConformanceCase& c = cases.emplace_back();
-      c.component = "attention '" + info.name + "'";
+      c.component = label;
       c.backend = info.backend;
       c.layout = layout.name + " " + std::string(dtype_name(dtype));
       c.bound = bound_for(dtype);
       c.result = "skip";
       const KVCacheSpec spec{"contiguous",        kLayers, kKvHeads, kHeadDim, kCapacity,
                              layout.block_tokens, dtype};
-      if (const Support s = backend->check_kv_cache(spec); !s.ok()) {
-        c.detail = "backend '" + info.backend + "': " + s.reasons.front();
-        continue;
-      }
-      if (host.backend_abi_minor(info.backend) >= 1) {
-        if (const int32_t tile = backend->kv_cache_tile_slots(spec); tile > 0) {
-          c.detail = "backend '" + info.backend + "' keeps this cache in tiles of " +
-                     std::to_string(tile) + " slots, which only its own attention reads";
+      try {
+        Subject subject = make(*backend, spec);
+        if (!subject.skip.empty()) {
+          c.detail = subject.skip;
           continue;
         }
-      }
-      try {
-        std::shared_ptr<Attention> attention =
-            host.create_attention(*backend, info.name, geometry, options);
-        if (const Support s = attention->check(spec); !s.ok()) {
+        if (const Support s = subject.attention->check(subject.kv->spec()); !s.ok()) {
           c.detail = s.reasons.front();
           continue;
         }
-        run_case(c, *backend, *reference, std::move(attention), spec, layout.table);
+        Run want(*reference, reference->create_attention("full", kGeometry), spec);
+        Run got(*backend, std::move(subject.attention), std::move(subject.kv));
+        if (run_steps(c, want, got, spec, layout.table) && round_trip)
+          check_block_copy_and_import(c, want, got, layout.table, layout.block_tokens);
       } catch (const std::bad_alloc&) {
         throw;
       } catch (const Error& e) {
@@ -232,6 +260,56 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
     }
   }
   return cases;
+}
+
+// Why `backend`'s own storage for `spec` cannot serve a plugin's attention.
+std::string own_storage_refusal(const PluginHost& host, Backend& backend, const KVCacheSpec& spec) {
+  if (const Support s = backend.check_kv_cache(spec); !s.ok())
+    return "backend '" + backend.name() + "': " + s.reasons.front();
+  if (host.backend_abi_minor(backend.name()) >= 1) {
+    if (const int32_t tile = backend.kv_cache_tile_slots(spec); tile > 0) {
+      return "backend '" + backend.name() + "' keeps this cache in tiles of " +
+             std::to_string(tile) + " slots, which only its own attention reads";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
+                                                   const ComponentInfo& info,
+                                                   const Options& options) {
+  return run_cases(
+      host, info, "attention '" + info.name + "'",
+      [&](Backend& backend, const KVCacheSpec& spec) {
+        Subject s;
+        s.skip = own_storage_refusal(host, backend, spec);
+        if (!s.skip.empty()) return s;
+        s.attention = host.create_attention(backend, info.name, kGeometry, options);
+        s.kv = backend.create_kv_cache(spec);
+        return s;
+      },
+      false);
+}
+
+std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const ComponentInfo& info,
+                                                  const Options& options) {
+  return run_cases(
+      host, info, "KV-cache storage '" + info.name + "'",
+      [&](Backend& backend, const KVCacheSpec& spec) {
+        Subject s;
+        KVCacheSpec mine = spec;
+        mine.impl = info.name;
+        if (const Support support = host.check_kv_cache(backend, mine, options); !support.ok()) {
+          s.skip = support.reasons.front();
+          return s;
+        }
+        s.kv = host.create_kv_cache(backend, mine, options);
+        s.attention = backend.create_attention(backend.attention_impls().front(), kGeometry);
+        return s;
+      },
+      true);
 }
 
 }  // namespace duet::cli
