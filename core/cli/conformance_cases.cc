@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "duet/error.h"
 #include "duet/kv_cache.h"
 #include "duet/quant.h"
+#include "duet/sampler.h"
 
 namespace duet::cli {
 namespace {
@@ -310,6 +312,64 @@ std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const 
         return s;
       },
       true);
+}
+
+ConformanceCase sampler_conformance(const PluginHost& host, const ComponentInfo& info,
+                                    const Options& options) {
+  constexpr int32_t kRows = 200;
+  ConformanceCase c{"sampler '" + info.name + "'",
+                    "-",
+                    std::to_string(kRows) + " random rows",
+                    "pass",
+                    "",
+                    NAN,
+                    0.0};  // no error measure: contract checks only
+  std::shared_ptr<Sampler> first = host.create_sampler(info.name, options);
+  std::shared_ptr<Sampler> second = host.create_sampler(info.name, options);
+  std::mt19937 rng(11);
+  std::vector<int32_t> history;
+  const auto fail = [&](int32_t row, const std::string& why) {
+    c.result = "FAIL";
+    c.detail = "row " + std::to_string(row) + ": " + why;
+    return c;
+  };
+  for (int32_t row = 0; row < kRows; ++row) {
+    const auto n = static_cast<int32_t>(2 + rng() % 300);
+    Candidates given;
+    for (int32_t id = 0; id < n; ++id) {
+      given.ids.push_back(id);
+      // Ties (a coarse grid), and now and then a -inf.
+      given.logits.push_back(rng() % 17 == 0 ? -INFINITY
+                                             : static_cast<float>(rng() % 64) / 8.0f - 4.0f);
+    }
+    history.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(n)));
+    const SamplingContext ctx{7, 0, static_cast<uint64_t>(row), history};
+    Candidates a = given, b = given;
+    try {
+      first->apply(a, ctx);
+      second->apply(b, ctx);
+    } catch (const std::exception& e) {
+      return fail(row, std::string("threw: ") + e.what());
+    } catch (...) {
+      return fail(row, "threw something that is not a std::exception");
+    }
+    if (a.ids.empty() || a.ids.size() != a.logits.size()) {
+      return fail(row, "left " + std::to_string(a.ids.size()) + " ids and " +
+                           std::to_string(a.logits.size()) + " logits");
+    }
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    for (const int32_t id : a.ids) {
+      if (id < 0 || id >= n || seen[static_cast<size_t>(id)])
+        return fail(row, "id " + std::to_string(id) + " was not given, or is kept twice");
+      seen[static_cast<size_t>(id)] = true;
+    }
+    if (a.selected >= 0 && std::find(a.ids.begin(), a.ids.end(), a.selected) == a.ids.end())
+      return fail(row, "selected " + std::to_string(a.selected) + ", not a candidate");
+    if (a.ids != b.ids || a.selected != b.selected ||
+        std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * sizeof(float)) != 0)
+      return fail(row, "two samplers made alike disagree on the same row and context");
+  }
+  return c;
 }
 
 }  // namespace duet::cli

@@ -5,7 +5,8 @@
 // and its cache rows against the rows KVCache::write stores. KV-cache
 // storage: the backend's own attention over the plugin's storage against
 // the reference over its own, the stored rows compared after every step,
-// then block copies and an export/import round trip.
+// then block copies and an export/import round trip. Samplers: the
+// Candidates contract and determinism on random rows.
 #pragma once
 
 #include <cstdint>
@@ -39,5 +40,13 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
 // The same for KV-cache storage `info`, made with `options`.
 std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const ComponentInfo& info,
                                                   const Options& options);
+
+// Sampler `info` made with `options`, on 200 random rows of logits (with
+// ties, -inf and repeated ids in the history): it keeps at least one
+// candidate, ids and logits of equal length, only ids it was given, each
+// once; a selected token is one of them; and two samplers made alike give
+// the same candidates and selection for the same row and context.
+ConformanceCase sampler_conformance(const PluginHost& host, const ComponentInfo& info,
+                                    const Options& options);
 
 }  // namespace duet::cli
