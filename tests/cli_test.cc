@@ -805,11 +805,12 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
       << storage.out;
 
   // Samplers: the Candidates contract on random rows.
-  const std::string good = std::string(" --plugin ") + DUET_TEST_PLUGIN_DIR + "/duet-test-good.so";
-  Result first = duet("conformance" + good + " --component test_first");
+  const std::string samplers =
+      std::string(" --plugin ") + DUET_TEST_PLUGIN_DIR + "/duet-test-good.so";
+  Result first = duet("conformance" + samplers + " --component test_first");
   EXPECT_EQ(first.code, 0) << first.err;
   EXPECT_NE(first.out.find("sampler 'test_first'"), std::string::npos) << first.out;
-  Result thrower = duet("conformance" + good + " --component test_throw_int_apply");
+  Result thrower = duet("conformance" + samplers + " --component test_throw_int_apply");
   EXPECT_EQ(thrower.code, 4) << thrower.err;
   EXPECT_NE(thrower.out.find("FAIL: row 0: threw something that is not a std::exception"),
             std::string::npos)
