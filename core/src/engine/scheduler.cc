@@ -142,6 +142,8 @@ class DUET_LOCAL Scheduler::Impl {
   KVAllocator& allocator;
   const StageDefaults defaults;
   const BatchingConfig batching;
+  // What a drafter's failure is reported as (built once, not per step).
+  const std::string draft_label;
   std::list<Sequence> running;  // in admission order
   std::deque<Sequence> waiting;
   std::vector<RequestResult> finished;
@@ -219,7 +221,8 @@ Scheduler::Impl::Impl(Pipeline& pipeline)
       placement(state.placements.front()),
       allocator(*state.allocator),
       defaults(stage_defaults(state.config, state.stages, state.host)),
-      batching(state.config.batching) {
+      batching(state.config.batching),
+      draft_label("stage '" + state.config.stages.at(1).name + "' (stages[1]) proposing a draft") {
   for (int32_t id = 0; id < state.check.hparams.n_vocab; ++id) {
     if (state.tokenizer->is_end_of_generation(id)) end_tokens.push_back(id);
   }
@@ -395,7 +398,7 @@ void Scheduler::Impl::propose_draft(Sequence& seq, int32_t rows_left) {
   if (most < 1) return;
   const std::string& stage = state.config.stages[1].name;
   draft.clear();
-  call_named("stage '" + stage + "' (stages[1]) proposing a draft",
+  call_named(draft_label,
              [&] { seq.drafter->propose(seq.tokens, static_cast<int32_t>(most), draft); });
   if (static_cast<int64_t>(draft.size()) > most) {
     throw Error(ErrorKind::kPlugin,
