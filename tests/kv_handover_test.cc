@@ -5,12 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "duet/app/plugin_host.h"
+#include "duet/plugin.h"
 #include "duet/quant.h"
+#include "kv/kv_allocator.h"
 #include "random_floats.h"
 
 namespace duet {
@@ -82,7 +85,9 @@ TEST_P(Handover, GivesTheBytesTheReceiverStoresItself) {
       auto sent = sender_->create_kv_cache(spec_of(from));
       write_rows(*sent, k, v);
       auto received = receiver_->create_kv_cache(spec_of(to));
-      const HandoverStats stats = hand_over(*sent, *received, kSlots);
+      const SlotRange all{0, kSlots};
+      const HandoverStats stats = hand_over(KVEndpoint{*sent, DUET_ABI_MINOR},
+                                            KVEndpoint{*received, DUET_ABI_MINOR}, {&all, 1});
       EXPECT_EQ(stats.bytes, 2 * kLayers * kSlots * *dtype_row_bytes(from, kRow));
 
       std::vector<uint8_t> sent_bytes, got, want;
@@ -96,6 +101,70 @@ TEST_P(Handover, GivesTheBytesTheReceiverStoresItself) {
       EXPECT_EQ(got, want);
     }
   }
+}
+
+// Only the given slot ranges move: the receiver's other slots keep what it
+// held (another sequence's cache). A cache of a plugin built before ABI 1.4
+// moves through KVCache's base versions (export_slots/import_slots of the
+// prefix) and ends with the same bytes.
+TEST_P(Handover, MovesTheGivenRangesAloneThroughEitherABI) {
+  const size_t n = static_cast<size_t>(kLayers) * kSlots * kRow;
+  const std::vector<float> k = testdata::random_floats(n, 21, -3.0f, 3.0f);
+  const std::vector<float> v = testdata::random_floats(n, 22, -1.0f, 1.0f);
+  const std::vector<float> other_k = testdata::random_floats(n, 23, -2.0f, 2.0f);
+  const std::vector<float> other_v = testdata::random_floats(n, 24, -2.0f, 2.0f);
+  const std::vector<SlotRange> ranges = {{3, 5}, {16, 9}, {39, 1}};
+  for (DType to : {DType::kF32, DType::kQ8_0}) {
+    SCOPED_TRACE(std::string(dtype_name(to)));
+    auto sent = sender_->create_kv_cache(spec_of(DType::kF16));
+    write_rows(*sent, k, v);
+    std::vector<uint8_t> sent_bytes;
+    sent->export_slots(kSlots, sent_bytes);
+    std::vector<float> held_k, held_v;
+    values_of(sent_bytes, DType::kF16, held_k, held_v);
+    // What the receiver must end with: its own rows of the sent values in
+    // the ranges, of the other values elsewhere.
+    std::vector<float> want_k = other_k, want_v = other_v;
+    for (int32_t l = 0; l < kLayers; ++l) {
+      for (const SlotRange& r : ranges) {
+        const auto at = (static_cast<size_t>(l) * kSlots + static_cast<size_t>(r.first)) * kRow;
+        const auto count = static_cast<size_t>(r.count) * kRow;
+        std::copy_n(held_k.begin() + static_cast<std::ptrdiff_t>(at), count,
+                    want_k.begin() + static_cast<std::ptrdiff_t>(at));
+        std::copy_n(held_v.begin() + static_cast<std::ptrdiff_t>(at), count,
+                    want_v.begin() + static_cast<std::ptrdiff_t>(at));
+      }
+    }
+    auto own = receiver_->create_kv_cache(spec_of(to));
+    write_rows(*own, want_k, want_v);
+    std::vector<uint8_t> want;
+    own->export_slots(kSlots, want);
+    for (uint32_t abi : {uint32_t{3}, uint32_t{DUET_ABI_MINOR}}) {
+      SCOPED_TRACE("receiver and sender of ABI 1." + std::to_string(abi));
+      auto received = receiver_->create_kv_cache(spec_of(to));
+      write_rows(*received, other_k, other_v);
+      const HandoverStats stats =
+          hand_over(KVEndpoint{*sent, abi}, KVEndpoint{*received, abi}, ranges);
+      EXPECT_EQ(stats.bytes, 2 * kLayers * 15 * *dtype_row_bytes(DType::kF16, kRow));
+      std::vector<uint8_t> got;
+      received->export_slots(kSlots, got);
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+TEST(SlotRanges, FollowASequencesBlocksUpToItsLength) {
+  KVAllocator allocator(64, 4);
+  ASSERT_TRUE(allocator.append(0, 5));  // blocks 0, 1
+  ASSERT_TRUE(allocator.append(1, 4));  // block 2
+  ASSERT_TRUE(allocator.append(0, 6));  // fills block 1, then block 3 (11 positions)
+  const std::vector<SlotRange> got = sequence_slots(allocator, 0, 10);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].first, 0);  // blocks 0 and 1 merged
+  EXPECT_EQ(got[0].count, 8);
+  EXPECT_EQ(got[1].first, 12);  // block 3, up to position 9
+  EXPECT_EQ(got[1].count, 2);
+  EXPECT_TRUE(sequence_slots(allocator, 0, 0).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Receivers, Handover, ::testing::Values("reference", "onednn"),

@@ -105,11 +105,20 @@ void OnednnKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n)
 }
 
 void OnednnKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) {
+  export_slot_range(0, n_slots, host_out);
+}
+
+void OnednnKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
+  import_slot_range(0, n_slots, host_in);
+}
+
+void OnednnKVCache::export_slot_range(int64_t first_slot, int64_t n_slots,
+                                      std::vector<uint8_t>& host_out) {
   if (!tiled_) {
-    RowKVCache::export_slots(n_slots, host_out);
+    RowKVCache::export_slot_range(first_slot, n_slots, host_out);
     return;
   }
-  check_kv_export(spec(), n_slots);
+  check_kv_range_export(spec(), first_slot, n_slots);
   host_out.resize(2 * slot_bytes() * static_cast<uint64_t>(n_slots) *
                   static_cast<uint64_t>(spec().n_layers));
   uint8_t* out = host_out.data();
@@ -117,23 +126,26 @@ void OnednnKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out
     const KVLayerView view = layer(l);
     for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
       const auto* base = static_cast<const uint8_t*>(part == TilePart::kKeys ? view.k : view.v);
-      for (int64_t s = 0; s < n_slots; ++s, out += slot_bytes()) read_slot(base, part, s, out);
+      for (int64_t s = first_slot; s < first_slot + n_slots; ++s, out += slot_bytes())
+        read_slot(base, part, s, out);
     }
   }
 }
 
-void OnednnKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
+void OnednnKVCache::import_slot_range(int64_t first_slot, int64_t n_slots,
+                                      const std::vector<uint8_t>& host_in) {
   if (!tiled_) {
-    RowKVCache::import_slots(n_slots, host_in);
+    RowKVCache::import_slot_range(first_slot, n_slots, host_in);
     return;
   }
-  check_kv_import(spec(), n_slots, host_in.size());
+  check_kv_range_import(spec(), first_slot, n_slots, host_in.size());
   const uint8_t* in = host_in.data();
   for (int32_t l = 0; l < spec().n_layers; ++l) {
     const KVLayerView view = layer(l);
     for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
       auto* base = static_cast<uint8_t*>(part == TilePart::kKeys ? view.k : view.v);
-      for (int64_t s = 0; s < n_slots; ++s, in += slot_bytes()) write_slot(base, part, s, in);
+      for (int64_t s = first_slot; s < first_slot + n_slots; ++s, in += slot_bytes())
+        write_slot(base, part, s, in);
     }
   }
 }

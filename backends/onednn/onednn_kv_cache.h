@@ -23,8 +23,9 @@ namespace duet::onednn {
 // On the VNNI path a q8_0 cache is kept in tiles of 16 slots instead
 // (kernels/kv_tiles.h; layer() reports tile_slots = 16), the layout its
 // attention multiplies without shuffling bytes; the capacity is rounded up
-// to whole tiles. copy_blocks, export_slots and import_slots move rows
-// either way, so the two layouts exchange caches.
+// to whole tiles. copy_blocks and the exports and imports (of slots from
+// 0 or of any range) move rows either way, so the two layouts exchange
+// caches.
 class OnednnKVCache final : public RowKVCache {
  public:
   // Why `spec` cannot be stored here; empty when it can.
@@ -47,6 +48,10 @@ class OnednnKVCache final : public RowKVCache {
   void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) override;
   void export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) override;
   void import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) override;
+  void export_slot_range(int64_t first_slot, int64_t n_slots,
+                         std::vector<uint8_t>& host_out) override;
+  void import_slot_range(int64_t first_slot, int64_t n_slots,
+                         const std::vector<uint8_t>& host_in) override;
 
  private:
   // Slot `slot` of the K or V storage at `base` as a row, and back.

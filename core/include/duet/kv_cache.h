@@ -55,6 +55,11 @@ DUET_API Support check_contiguous_kv_cache(const KVCacheSpec& spec, std::string_
 // the size export_slots gives (2 * n_layers * n_slots rows of the dtype).
 DUET_API void check_kv_export(const KVCacheSpec& spec, int64_t n_slots);
 DUET_API void check_kv_import(const KVCacheSpec& spec, int64_t n_slots, size_t bytes);
+// The same for slots [first_slot, first_slot + n_slots) (export_slot_range,
+// import_slot_range).
+DUET_API void check_kv_range_export(const KVCacheSpec& spec, int64_t first_slot, int64_t n_slots);
+DUET_API void check_kv_range_import(const KVCacheSpec& spec, int64_t first_slot, int64_t n_slots,
+                                    size_t bytes);
 DUET_API void check_kv_block_copy(const KVCacheSpec& spec, int64_t src_block, int64_t dst_block,
                                   int64_t n);
 
@@ -116,6 +121,23 @@ class DUET_API KVCache {
   // the device like any op of the forward pass.
   virtual void write(int32_t layer, const StepBatch& step, const TensorView& k,
                      const TensorView& v) = 0;
+
+  // ABI 1.4 (appended). export_slots/import_slots for slots [first_slot,
+  // first_slot + n_slots) only, laid out the same way ([layer][k|v][slot]
+  // [head][dim], n_slots slots a part): how one sequence's blocks move to
+  // another backend's cache while the other sequences' slots stay as they
+  // are. REQUIRES: the range lies within capacity_tokens, and an import is
+  // the size the export of that range gives; duet::Error(kInternal)
+  // otherwise (check_kv_range_export, check_kv_range_import). These base
+  // versions work for any storage through export_slots/import_slots of
+  // slots [0, first_slot + n_slots), so they move the whole prefix before
+  // the range (an import reads it back first); RowKVCache overrides both to
+  // move the range alone. Core calls these base versions, not the virtual
+  // ones, on caches of plugins built against ABI 1.3 or older.
+  virtual void export_slot_range(int64_t first_slot, int64_t n_slots,
+                                 std::vector<uint8_t>& host_out);
+  virtual void import_slot_range(int64_t first_slot, int64_t n_slots,
+                                 const std::vector<uint8_t>& host_in);
 };
 
 }  // namespace duet

@@ -49,7 +49,7 @@
 #include "duet/tensor.h"
 
 #define DUET_ABI_MAJOR 1
-#define DUET_ABI_MINOR 3
+#define DUET_ABI_MINOR 4
 
 #define DUET_PLUGIN_STR_(x) #x
 #define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
@@ -177,7 +177,10 @@ struct DuetStructLayout {
 // on an older backend, naming the op. ABI 1.3 appended Stage::batched(),
 // called only on stages of plugins built against 1.3 or later; an older
 // stage runs under `duet run` and is refused by the batching scheduler,
-// naming the version it needs.
+// naming the version it needs. ABI 1.4 appended KVCache::export_slot_range
+// and import_slot_range, whose base versions (in core) work on any cache
+// through export_slots/import_slots; on a cache of an older plugin core
+// calls those base versions.
 struct DUET_API DuetPluginDescriptor {
   uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
   uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with

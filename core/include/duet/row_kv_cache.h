@@ -59,6 +59,11 @@ class DUET_API RowKVCache : public KVCache {
   void copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) override;
   void export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) override;
   void import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) override;
+  // The range alone (export_slots is the range from slot 0).
+  void export_slot_range(int64_t first_slot, int64_t n_slots,
+                         std::vector<uint8_t>& host_out) override;
+  void import_slot_range(int64_t first_slot, int64_t n_slots,
+                         const std::vector<uint8_t>& host_in) override;
 
  protected:
   uint64_t slot_bytes() const { return slot_bytes_; }

@@ -70,6 +70,8 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
         p.instance ? std::move(p.instance) : host.create_backend(p.backend, p.backend_options);
     made.model = make_model(s->file, c.hparams, *made.backend, host.backend_abi_minor(p.backend));
     made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
+    made.kv_abi_minor =
+        kv_cache_abi_minor(*made.backend, host, p.kv_cache, config.kv_cache.options);
     made.attention =
         make_attention(*made.backend, host, p.attention_impl,
                        AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, h.attention_scale},
@@ -169,13 +171,13 @@ void Pipeline::move_to_stage(Session& session, size_t stage) {
   const size_t to = state_->check.stage_placement.at(stage);
   Session::Impl& s = *session.impl_;
   if (s.placement == to) return;
+  State::Placement& src = state_->placements[s.placement];
   State::Placement& dst = state_->placements[to];
   const int32_t cached = s.allocator.length(s.sequence);
   if (cached > 0) {
-    int32_t n_slots = 0;  // through the highest slot the sequence holds
-    for (int32_t p = 0; p < cached; ++p)
-      n_slots = std::max(n_slots, s.allocator.slot(s.sequence, p) + 1);
-    const HandoverStats h = hand_over(*s.kv, *dst.kv, n_slots);
+    const HandoverStats h =
+        hand_over(KVEndpoint{*src.kv, src.kv_abi_minor}, KVEndpoint{*dst.kv, dst.kv_abi_minor},
+                  sequence_slots(s.allocator, s.sequence, cached));
     ++s.stats.handovers;
     s.stats.handover_bytes += h.bytes;
     s.stats.handover_seconds += h.seconds;

@@ -32,6 +32,7 @@ struct DUET_LOCAL Pipeline::State {
     std::shared_ptr<Backend> backend;
     std::unique_ptr<Model> model;
     std::shared_ptr<KVCache> kv;
+    uint32_t kv_abi_minor = 0;  // of the plugin whose code `kv` runs (kv_cache_abi_minor)
     std::shared_ptr<Attention> attention;
   };
   std::vector<Placement> placements;

@@ -64,10 +64,13 @@ void check_slots(const KVCacheSpec& spec, int64_t first, int64_t n) {
 
 }  // namespace
 
-void check_kv_export(const KVCacheSpec& spec, int64_t n_slots) { check_slots(spec, 0, n_slots); }
+void check_kv_range_export(const KVCacheSpec& spec, int64_t first_slot, int64_t n_slots) {
+  check_slots(spec, first_slot, n_slots);
+}
 
-void check_kv_import(const KVCacheSpec& spec, int64_t n_slots, size_t bytes) {
-  check_slots(spec, 0, n_slots);
+void check_kv_range_import(const KVCacheSpec& spec, int64_t first_slot, int64_t n_slots,
+                           size_t bytes) {
+  check_slots(spec, first_slot, n_slots);
   const uint64_t row = *dtype_row_bytes(
       spec.dtype, static_cast<uint64_t>(spec.n_kv_heads) * static_cast<uint64_t>(spec.head_dim));
   const uint64_t expected =
@@ -77,6 +80,53 @@ void check_kv_import(const KVCacheSpec& spec, int64_t n_slots, size_t bytes) {
                                           " slots needs " + std::to_string(expected) +
                                           " bytes, got " + std::to_string(bytes));
   }
+}
+
+void check_kv_export(const KVCacheSpec& spec, int64_t n_slots) {
+  check_kv_range_export(spec, 0, n_slots);
+}
+
+void check_kv_import(const KVCacheSpec& spec, int64_t n_slots, size_t bytes) {
+  check_kv_range_import(spec, 0, n_slots, bytes);
+}
+
+namespace {
+
+// Bytes of one part ([layer][k|v]) of an export of `n_slots` slots.
+uint64_t part_bytes(const KVCacheSpec& spec, int64_t n_slots) {
+  return *dtype_row_bytes(spec.dtype, static_cast<uint64_t>(spec.n_kv_heads) *
+                                          static_cast<uint64_t>(spec.head_dim)) *
+         static_cast<uint64_t>(n_slots);
+}
+
+}  // namespace
+
+void KVCache::export_slot_range(int64_t first_slot, int64_t n_slots,
+                                std::vector<uint8_t>& host_out) {
+  check_kv_range_export(spec(), first_slot, n_slots);
+  std::vector<uint8_t> prefix;
+  export_slots(first_slot + n_slots, prefix);
+  const uint64_t whole = part_bytes(spec(), first_slot + n_slots);
+  const uint64_t skip = part_bytes(spec(), first_slot);
+  const uint64_t part = whole - skip;
+  host_out.resize(2 * part * static_cast<uint64_t>(spec().n_layers));
+  for (uint64_t i = 0; i < 2 * static_cast<uint64_t>(spec().n_layers); ++i) {
+    std::copy_n(prefix.data() + i * whole + skip, part, host_out.data() + i * part);
+  }
+}
+
+void KVCache::import_slot_range(int64_t first_slot, int64_t n_slots,
+                                const std::vector<uint8_t>& host_in) {
+  check_kv_range_import(spec(), first_slot, n_slots, host_in.size());
+  std::vector<uint8_t> prefix;
+  export_slots(first_slot + n_slots, prefix);
+  const uint64_t whole = part_bytes(spec(), first_slot + n_slots);
+  const uint64_t skip = part_bytes(spec(), first_slot);
+  const uint64_t part = whole - skip;
+  for (uint64_t i = 0; i < 2 * static_cast<uint64_t>(spec().n_layers); ++i) {
+    std::copy_n(host_in.data() + i * part, part, prefix.data() + i * whole + skip);
+  }
+  import_slots(first_slot + n_slots, prefix);
 }
 
 void check_kv_block_copy(const KVCacheSpec& spec, int64_t src_block, int64_t dst_block, int64_t n) {

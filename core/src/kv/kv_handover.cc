@@ -1,12 +1,37 @@
 #include "kv/kv_handover.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
 #include "duet/error.h"
+#include "duet/plugin.h"
 #include "duet/quant.h"
+#include "kv/kv_allocator.h"
 
 namespace duet {
+namespace {
+
+// ABI 1.4 appended the range export and import (duet/plugin.h).
+constexpr uint32_t kRangeAbi = 4;
+
+void export_range(KVEndpoint e, const SlotRange& r, std::vector<uint8_t>& out) {
+  if (e.abi_minor >= kRangeAbi) {
+    e.cache.export_slot_range(r.first, r.count, out);
+  } else {
+    e.cache.KVCache::export_slot_range(r.first, r.count, out);
+  }
+}
+
+void import_range(KVEndpoint e, const SlotRange& r, const std::vector<uint8_t>& in) {
+  if (e.abi_minor >= kRangeAbi) {
+    e.cache.import_slot_range(r.first, r.count, in);
+  } else {
+    e.cache.KVCache::import_slot_range(r.first, r.count, in);
+  }
+}
+
+}  // namespace
 
 std::vector<uint8_t> convert_kv_rows(const std::vector<uint8_t>& rows, DType from, DType to,
                                      int64_t row_elements) {
@@ -23,23 +48,48 @@ std::vector<uint8_t> convert_kv_rows(const std::vector<uint8_t>& rows, DType fro
   return out;
 }
 
-HandoverStats hand_over(KVCache& from, KVCache& to, int64_t n_slots) {
-  const KVCacheSpec& a = from.spec();
-  const KVCacheSpec& b = to.spec();
+void add_slot_range(std::vector<SlotRange>& ranges, int64_t first, int64_t count) {
+  if (count <= 0) return;
+  if (!ranges.empty() && ranges.back().first + ranges.back().count == first) {
+    ranges.back().count += count;
+  } else {
+    ranges.push_back(SlotRange{first, count});
+  }
+}
+
+std::vector<SlotRange> sequence_slots(const KVAllocator& allocator, int32_t seq,
+                                      int32_t n_positions) {
+  std::vector<SlotRange> ranges;
+  const int32_t block = allocator.block_tokens();
+  const std::vector<int32_t>& table = allocator.block_table(seq);
+  for (size_t i = 0; i < table.size(); ++i) {
+    const int64_t start = static_cast<int64_t>(i) * block;
+    if (start >= n_positions) break;
+    add_slot_range(ranges, int64_t{table[i]} * block,
+                   std::min<int64_t>(block, n_positions - start));
+  }
+  return ranges;
+}
+
+HandoverStats hand_over(KVEndpoint from, KVEndpoint to, std::span<const SlotRange> ranges) {
+  const KVCacheSpec& a = from.cache.spec();
+  const KVCacheSpec& b = to.cache.spec();
   if (a.n_layers != b.n_layers || a.n_kv_heads != b.n_kv_heads || a.head_dim != b.head_dim ||
       a.capacity_tokens != b.capacity_tokens) {
     throw Error(ErrorKind::kInternal, "KV handover between caches of different geometry");
   }
   const auto start = std::chrono::steady_clock::now();
-  std::vector<uint8_t> rows;
-  from.export_slots(n_slots, rows);
   HandoverStats stats;
-  stats.bytes = rows.size();
-  if (a.dtype == b.dtype) {
-    to.import_slots(n_slots, rows);
-  } else {
-    to.import_slots(n_slots,
-                    convert_kv_rows(rows, a.dtype, b.dtype, int64_t{a.n_kv_heads} * a.head_dim));
+  std::vector<uint8_t> rows;
+  for (const SlotRange& r : ranges) {
+    export_range(from, r, rows);
+    stats.bytes += rows.size();
+    if (a.dtype == b.dtype) {
+      import_range(to, r, rows);
+    } else {
+      import_range(to, r,
+                   convert_kv_rows(rows, a.dtype, b.dtype, int64_t{a.n_kv_heads} * a.head_dim));
+    }
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;

@@ -75,26 +75,38 @@ void RowKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
 }
 
 void RowKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) {
-  check_kv_export(spec_, n_slots);
+  export_slot_range(0, n_slots, host_out);
+}
+
+void RowKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
+  import_slot_range(0, n_slots, host_in);
+}
+
+void RowKVCache::export_slot_range(int64_t first_slot, int64_t n_slots,
+                                   std::vector<uint8_t>& host_out) {
+  check_kv_range_export(spec_, first_slot, n_slots);
   const uint64_t part = slot_bytes_ * static_cast<uint64_t>(n_slots);
+  const uint64_t skip = slot_bytes_ * static_cast<uint64_t>(first_slot);
   host_out.resize(2 * part * static_cast<uint64_t>(spec_.n_layers));
   uint8_t* out = host_out.data();
   for (int32_t l = 0; l < spec_.n_layers; ++l, out += 2 * part) {
     const KVLayerView view = layer(l);
-    device_.copy_to_host(out, view.k, part);
-    device_.copy_to_host(out + part, view.v, part);
+    device_.copy_to_host(out, static_cast<const uint8_t*>(view.k) + skip, part);
+    device_.copy_to_host(out + part, static_cast<const uint8_t*>(view.v) + skip, part);
   }
   device_.synchronize();
 }
 
-void RowKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
-  check_kv_import(spec_, n_slots, host_in.size());
+void RowKVCache::import_slot_range(int64_t first_slot, int64_t n_slots,
+                                   const std::vector<uint8_t>& host_in) {
+  check_kv_range_import(spec_, first_slot, n_slots, host_in.size());
   const uint64_t part = slot_bytes_ * static_cast<uint64_t>(n_slots);
+  const uint64_t skip = slot_bytes_ * static_cast<uint64_t>(first_slot);
   const uint8_t* in = host_in.data();
   for (int32_t l = 0; l < spec_.n_layers; ++l, in += 2 * part) {
     const KVLayerView view = layer(l);
-    device_.copy_from_host(view.k, in, part);
-    device_.copy_from_host(view.v, in + part, part);
+    device_.copy_from_host(static_cast<uint8_t*>(view.k) + skip, in, part);
+    device_.copy_from_host(static_cast<uint8_t*>(view.v) + skip, in + part, part);
   }
   // host_in may be freed when this returns, and callers expect the cache's
   // contents to be final.

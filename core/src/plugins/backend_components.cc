@@ -117,6 +117,13 @@ std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
   return kv;
 }
 
+uint32_t kv_cache_abi_minor(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
+                            const Options& options) {
+  return source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn
+             ? host.backend_abi_minor(backend.name())
+             : host.extension_abi_minor(ComponentKind::kKVCache, backend.name(), spec.impl);
+}
+
 std::string layout_mismatch(const Backend& backend, const PluginHost& host, const std::string& impl,
                             const KVCacheSpec& kv) {
   if (contains(backend.attention_impls(), impl)) return "";

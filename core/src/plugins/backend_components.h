@@ -35,6 +35,10 @@ Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCache
                          const Options& options);
 std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
                                        const KVCacheSpec& spec, const Options& options);
+// The Duet ABI minor version of the plugin whose code make_kv_cache()'s
+// storage runs: the backend's for its own, else the KV-cache plugin's.
+uint32_t kv_cache_abi_minor(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
+                            const Options& options);
 
 // Why attention `impl` cannot read a cache the storage `kv.impl` keeps:
 // an attention a plugin registered reads slot rows only, and a backend's

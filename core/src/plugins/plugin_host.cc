@@ -492,6 +492,11 @@ uint32_t PluginHost::abi_minor(ComponentKind kind, const std::string& name) cons
   return find(kind, name).abi_minor;
 }
 
+uint32_t PluginHost::extension_abi_minor(ComponentKind kind, const std::string& backend,
+                                         const std::string& name) const {
+  return find_extension(kind, backend, name).abi_minor;
+}
+
 std::string PluginHost::unavailable_reason(const ComponentInfo& info) const {
   if (info.backend.empty()) return "";
   auto it = entries_.find({ComponentKind::kBackend, "", info.backend});

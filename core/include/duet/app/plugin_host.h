@@ -110,6 +110,11 @@ class DUET_API PluginHost {
   // The same for component `name` of any kind (a stage: whether the host
   // may call Stage::batched(), ABI 1.3). REQUIRES: has(kind, name).
   uint32_t abi_minor(ComponentKind kind, const std::string& name) const;
+  // The same for attention or KV-cache storage `name` a plugin registered
+  // for backend `backend` (whether the host may call KVCache's ABI 1.4
+  // range export). REQUIRES: it is among extensions(kind, backend).
+  uint32_t extension_abi_minor(ComponentKind kind, const std::string& backend,
+                               const std::string& name) const;
 
   // Create components by name. Throw duet::Error(kPlugin) for an unknown name
   // (listing the known ones) and pass on the factory's own errors.
