@@ -89,6 +89,25 @@ stages: )" + stages + "\n";
     return Pipeline::build(c, host_);
   }
 
+  // The same on two backends (`backends:`): prompts prefilled by the case's
+  // backend into an f32 cache, decoded by the reference backend from an f16
+  // one, each sequence's blocks moving between the caches.
+  std::unique_ptr<Pipeline> make_split(std::vector<std::string> overrides = {}) {
+    std::string first = GetParam().yaml;
+    first.insert(first.size() - 1, ", kv_cache: {dtype: f32}");
+    const std::string yaml = "model: {path: tiny.gguf}\nbackends:\n  first: " + first + R"(
+  second: {plugin: reference, kv_cache: {dtype: f16}}
+components:
+  kv_cache: {capacity_tokens: 256, block_tokens: 4}
+  sampler: {seed: 7, chain: [{top_k: 40}, {temperature: 0.9}]}
+batching: {max_sequences: 32, max_step_tokens: 64}
+stages: [prefill: {backend: first}, decode: {backend: second}]
+)";
+    PipelineConfig c = parse_pipeline_config(yaml, "split.yaml", *dir_, overrides);
+    load_pipeline_plugins(c, host_);
+    return Pipeline::build(c, host_);
+  }
+
   // Prompt `i`: its own length and tokens (ids of the byte range).
   static std::vector<int32_t> prompt(int32_t i, int32_t length) {
     std::vector<int32_t> ids;
@@ -208,6 +227,98 @@ TEST_P(SchedulerTest, PrefixSharingGivesTheLogitsOfNoSharing) {
   requests.insert(requests.end(), later.begin(), later.end());
   const auto expected = run_all(*unshared, requests);
   for (const auto& [id, r] : got) expect_same(r, expected.at(id));
+}
+
+// Stages on two backends: prefill steps run on the first, decode steps on
+// the second, in the same scheduler step; each sequence's blocks move when
+// it starts decoding. Every request gets the tokens and logits it gets
+// alone, and the tokens the session path (whole-sequence handover) gives.
+TEST_P(SchedulerTest, SplitBackendsGiveWhatEachGivesAlone) {
+  auto pipeline = make_split();
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < 16; ++i)
+    requests.push_back(request(i, prompt(i, 1 + (i * 7) % 40), 4 + i % 9));
+  SchedulerStats stats;
+  const auto batched = run_all(*pipeline, requests, &stats);
+  ASSERT_EQ(batched.size(), 16u);
+  EXPECT_GT(stats.peak_running, 4) << "the requests should have run side by side";
+  EXPECT_GE(stats.kv_moves, 16) << "each request's blocks move to the decode backend";
+  uint64_t moved = 0;
+  for (int32_t i = 0; i < 16; ++i) {
+    const RequestResult& r = batched.at(std::to_string(i));
+    // The prompt's positions, as f32 rows of 2 heads of 16 (K and V, 2 layers).
+    EXPECT_EQ(r.kv_moved_bytes, uint64_t{2} * 2 * r.prompt_tokens.size() * 2 * 16 * 4) << i;
+    moved += r.kv_moved_bytes;
+    const auto alone = run_all(*pipeline, {requests[static_cast<size_t>(i)]});
+    expect_same(r, alone.at(std::to_string(i)));
+  }
+  EXPECT_EQ(stats.kv_moved_bytes, moved);
+  for (int32_t i : {0, 6, 15}) {
+    auto p = make_split({"components.sampler.seed=" + std::to_string(100 + i),
+                         "stages.1.decode.max_new_tokens=" + std::to_string(4 + i % 9)});
+    NullSink sink;
+    const RunResult r = p->run_tokens(requests[static_cast<size_t>(i)].prompt, sink);
+    EXPECT_EQ(r.generated_tokens, batched.at(std::to_string(i)).generated_tokens) << i;
+  }
+}
+
+// Under split backends, preemption (a sequence's blocks freed and its
+// positions prefilled again, then moved again) and cached prefix blocks (the
+// prefill backend's copy of a block the decode backend wrote last) change
+// no token.
+TEST_P(SchedulerTest, SplitBackendsUnderPreemptionAndPrefixSharing) {
+  auto roomy = make_split({"batching.prefix_caching=false"});
+  auto small = make_split({"components.kv_cache.capacity_tokens=64", "batching.max_sequences=8"});
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < 8; ++i) {
+    requests.push_back(request(i, prompt(i % 4, 10 + 4 * (i % 4)), 20));
+    requests.back().settings.ignore_end_of_generation = true;
+  }
+  const auto expected = run_all(*roomy, requests);
+  SchedulerStats stats;
+  const auto pressed = run_all(*small, requests, &stats);
+  EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
+  ASSERT_EQ(pressed.size(), 8u);
+  for (const auto& [id, r] : pressed) expect_same(r, expected.at(id));
+
+  // A prompt that continues a finished request's text attaches its blocks,
+  // those the decode backend wrote included: they move back to the prefill
+  // backend, as a chat's next turn moves them in a session — same tokens,
+  // same bytes moved.
+  const std::vector<std::string> greedy = {"components.sampler.chain=[greedy]",
+                                           "stages.1.decode.max_new_tokens=12"};
+  auto shared = make_split(greedy);
+  Scheduler scheduler(*shared);
+  // The first prompt whose greedy answer has no end token, so that 20
+  // positions are cached.
+  Request first;
+  RequestResult answer;
+  for (int32_t i = 0; i < 40 && answer.generated_tokens.size() != 12; ++i) {
+    first = request(0, prompt(i, 9), 12);
+    scheduler.submit(first);
+    scheduler.run();
+    answer = std::move(scheduler.take_finished().at(0));
+  }
+  ASSERT_EQ(answer.generated_tokens.size(), 12u);
+  const std::vector<int32_t> extra = prompt(2, 5);
+  std::vector<int32_t> next = first.prompt;
+  next.insert(next.end(), answer.generated_tokens.begin(), answer.generated_tokens.end());
+  next.insert(next.end(), extra.begin(), extra.end());
+  scheduler.submit(request(1, next, 12));
+  scheduler.run();
+  const RequestResult second = std::move(scheduler.take_finished().at(0));
+  EXPECT_EQ(second.cached_prompt_tokens, 20) << "5 whole blocks, 11 written by the decode backend";
+
+  auto chat = make_split(greedy);
+  NullSink sink;
+  std::unique_ptr<Session> session = chat->new_session(first.prompt, sink);
+  const RunResult turn1 = chat->run_stages(*session);
+  EXPECT_EQ(turn1.generated_tokens, answer.generated_tokens);
+  session->continue_with(extra);
+  const RunResult turn2 = chat->run_stages(*session);
+  EXPECT_EQ(second.generated_tokens, turn2.generated_tokens);
+  EXPECT_GT(turn2.stats.handover_bytes, 0u);
+  EXPECT_EQ(second.kv_moved_bytes, turn2.stats.handover_bytes);
 }
 
 TEST_P(SchedulerTest, PerRequestSettingsApply) {

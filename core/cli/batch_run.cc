@@ -46,6 +46,8 @@ json result_json(const json& id, const RequestResult& r) {
           {"finish_reason", finish_reason_name(r.finish)},
           {"cached_prompt_tokens", r.cached_prompt_tokens},
           {"preemptions", r.preemptions},
+          {"kv_moved_bytes", r.kv_moved_bytes},
+          {"kv_move_s", r.kv_move_seconds},
           {"queued_s", r.queued_seconds},
           {"first_token_s", r.first_token_seconds},
           {"total_s", r.total_seconds},
@@ -185,9 +187,12 @@ class BatchRun {
     const SchedulerStats& s = scheduler_.stats();
     std::ostringstream o;
     o << std::fixed << std::setprecision(1);
-    o << "--\nbackend " << pipeline_.check().backend << ", sampler " << pipeline_.sampler_order()
-      << ", KV cache " << format_bytes(pipeline_.kv_cache_bytes()) << " in "
-      << scheduler_.total_blocks() << " blocks of " << config_.kv_cache.block_tokens << " tokens\n"
+    const std::string placements = placement_line(pipeline_.check());
+    o << "--\n"
+      << (placements.empty() ? "backend " + pipeline_.check().backend + ", " : "") << "sampler "
+      << pipeline_.sampler_order() << ", KV cache " << format_bytes(pipeline_.kv_cache_bytes())
+      << " in " << scheduler_.total_blocks() << " blocks of " << config_.kv_cache.block_tokens
+      << " tokens\n"
       << requests_ << " requests (" << refused_ << " refused), prompt " << prompt_in_
       << " tokens, generated " << generated_ << " tokens in " << wall
       << " s: " << (wall > 0 ? static_cast<double>(generated_) / wall : 0.0) << " tok/s\n"
@@ -195,6 +200,10 @@ class BatchRun {
       << " preemptions, peak running " << s.peak_running << " of " << config_.batching.max_sequences
       << ", peak KV blocks " << s.peak_used_blocks << " of " << scheduler_.total_blocks() << ", "
       << s.steps << " steps\n";
+    if (!placements.empty()) {
+      o << placements << "; KV blocks moved " << s.kv_moves << "x, "
+        << format_bytes(s.kv_moved_bytes) << " in " << s.kv_move_seconds * 1000 << " ms\n";
+    }
     if (s.draft_tokens > 0) {
       o << "drafts " << s.draft_tokens << " tokens, " << s.accepted_draft_tokens << " kept ("
         << 100.0 * static_cast<double>(s.accepted_draft_tokens) /

@@ -69,19 +69,6 @@ std::string json_result(const Pipeline& p, const PipelineConfig& config, const s
   return j.str();
 }
 
-// "prefill on fast (onednn), decode on slow (reference)" where stages run
-// on named backends; "" for a pipeline's one backend.
-std::string placement_line(const PipelineCheck& check) {
-  if (check.placements.size() < 2) return "";
-  std::string line;
-  for (size_t i = 0; i < check.stages.size(); ++i) {
-    const BackendPlacement& at = check.placements[check.stage_placement[i]];
-    line += (i ? ", " : "") + check.stages[i] + " on " + at.name + " (" + at.backend + ", " +
-            std::string(dtype_name(at.kv_cache.dtype)) + " cache)";
-  }
-  return line;
-}
-
 // --prompts-file: the file's requests through the batching scheduler.
 int run_batch(const po::variables_map& vm) {
   std::string clash;

@@ -104,4 +104,15 @@ std::string summarize(const PipelineConfig& config, const PipelineCheck& check) 
   return s.str();
 }
 
+std::string placement_line(const PipelineCheck& check) {
+  if (check.placements.size() < 2) return "";
+  std::string line;
+  for (size_t i = 0; i < check.stages.size(); ++i) {
+    const BackendPlacement& at = check.placements[check.stage_placement[i]];
+    line += (i ? ", " : "") + check.stages[i] + " on " + at.name + " (" + at.backend + ", " +
+            std::string(dtype_name(at.kv_cache.dtype)) + " cache)";
+  }
+  return line;
+}
+
 }  // namespace duet::cli

@@ -42,4 +42,9 @@ PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
 // A few lines describing a checked pipeline, for stderr.
 std::string summarize(const PipelineConfig& config, const PipelineCheck& check);
 
+// "prefill on fast (onednn, f16 cache), decode on slow (reference, q8_0
+// cache)" where stages run on named backends; "" for a pipeline's one
+// backend.
+std::string placement_line(const PipelineCheck& check);
+
 }  // namespace duet::cli

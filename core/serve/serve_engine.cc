@@ -16,7 +16,10 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 ServeEngine::ServeEngine(Pipeline& pipeline, int32_t max_sequences, ServeMetrics& metrics)
-    : metrics_(metrics), scheduler_(pipeline), max_sequences_(max_sequences) {
+    : metrics_(metrics),
+      scheduler_(pipeline),
+      max_sequences_(max_sequences),
+      moves_kv_(pipeline.check().placements.size() > 1) {
   publish_gauges();
   thread_ = std::thread([this] { loop(); });
 }
@@ -199,6 +202,7 @@ void ServeEngine::deliver_finished() {
     metrics_.count_finished(finish_reason_name(r.finish),
                             static_cast<int64_t>(r.prompt_tokens.size()),
                             static_cast<int64_t>(r.generated_tokens.size()));
+    if (moves_kv_) metrics_.observe_kv_move(r.kv_moved_bytes, r.kv_move_seconds);
     it->second.listener->on_finished(r);
     live_.erase(it);
   }

@@ -148,6 +148,7 @@ class ServeEngine {
   int64_t scheduler_waiting_ = 0;
   int64_t free_places_ = 0;
   const int64_t max_sequences_;
+  const bool moves_kv_;  // the pipeline places its stages on several backends
   std::atomic<bool> healthy_{true};
   // Engine thread only. Request::id is the job id in decimal.
   std::map<uint64_t, Live> live_;  // by job id

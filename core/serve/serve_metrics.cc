@@ -50,7 +50,10 @@ std::string Histogram::render(const std::string& name) const {
 
 ServeMetrics::ServeMetrics()
     : first_token_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
-      inter_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}) {}
+      inter_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
+      kv_moved_bytes_({65536, 262144, 1048576, 4194304, 16777216, 67108864, 268435456, 1073741824}),
+      kv_move_seconds_(
+          {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
 
 void ServeMetrics::count_response(int status) {
   std::lock_guard lock(mutex_);
@@ -73,6 +76,12 @@ void ServeMetrics::observe_first_token(double seconds) {
 void ServeMetrics::observe_inter_token(double seconds) {
   std::lock_guard lock(mutex_);
   inter_token_.observe(seconds);
+}
+
+void ServeMetrics::observe_kv_move(uint64_t bytes, double seconds) {
+  std::lock_guard lock(mutex_);
+  kv_moved_bytes_.observe(static_cast<double>(bytes));
+  kv_move_seconds_.observe(seconds);
 }
 
 void ServeMetrics::set_gauges(const EngineGauges& gauges) {
@@ -113,6 +122,13 @@ std::string ServeMetrics::render() const {
   header(o, "duet_inter_token_latency_seconds", "histogram",
          "Seconds between consecutive generated tokens of a request.");
   o << inter_token_.render("duet_inter_token_latency_seconds");
+  header(o, "duet_request_kv_moved_bytes", "histogram",
+         "Bytes of a finished request's KV blocks moved between its pipeline's backends "
+         "(backends:; no observations otherwise).");
+  o << kv_moved_bytes_.render("duet_request_kv_moved_bytes");
+  header(o, "duet_request_kv_move_seconds", "histogram",
+         "Seconds a finished request's KV blocks took to move between its pipeline's backends.");
+  o << kv_move_seconds_.render("duet_request_kv_move_seconds");
   return o.str();
 }
 

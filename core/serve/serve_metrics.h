@@ -45,6 +45,9 @@ class ServeMetrics {
   void count_finished(const std::string& finish, int64_t prompt_tokens, int64_t generated_tokens);
   void observe_first_token(double seconds);  // from arrival to the first token
   void observe_inter_token(double seconds);  // between two tokens of a request
+  // A finished request's KV blocks moved between the caches of a pipeline's
+  // backends (`backends:`): bytes and seconds.
+  void observe_kv_move(uint64_t bytes, double seconds);
   void set_gauges(const EngineGauges& gauges);
 
   // Every metric, each with its # HELP and # TYPE lines.
@@ -58,6 +61,8 @@ class ServeMetrics {
   int64_t generated_tokens_ = 0;
   Histogram first_token_;
   Histogram inter_token_;
+  Histogram kv_moved_bytes_;
+  Histogram kv_move_seconds_;
   EngineGauges gauges_;
 };
 

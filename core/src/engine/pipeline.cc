@@ -13,7 +13,6 @@
 #include "engine/stage_options.h"
 #include "engine/stages/decode_stage.h"
 #include "engine/stages/prefill_stage.h"
-#include "kv/kv_handover.h"
 #include "plugins/backend_components.h"
 #include "plugins/named_call.h"
 
@@ -79,6 +78,11 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   }
   // One bookkeeping for every cache: a sequence has the same slots in each.
   s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
+  if (s->placements.size() > 1) {
+    std::vector<KVEndpoint> caches;
+    for (const State::Placement& p : s->placements) caches.push_back({*p.kv, p.kv_abi_minor});
+    s->residency = std::make_unique<KVResidency>(std::move(caches), *s->allocator);
+  }
 
   s->host = &host;
   s->make_chain(config.sampler.seed, {});  // every link's options checked once here
@@ -164,6 +168,7 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
                                               *p.attention, s.make_chain(s.config.sampler.seed, {}),
                                               *s.tokenizer, sink, prompt);
   impl->placement = first;
+  impl->residency = s.residency.get();
   return std::make_unique<Session>(std::move(impl));
 }
 
@@ -171,13 +176,13 @@ void Pipeline::move_to_stage(Session& session, size_t stage) {
   const size_t to = state_->check.stage_placement.at(stage);
   Session::Impl& s = *session.impl_;
   if (s.placement == to) return;
-  State::Placement& src = state_->placements[s.placement];
   State::Placement& dst = state_->placements[to];
-  const int32_t cached = s.allocator.length(s.sequence);
-  if (cached > 0) {
-    const HandoverStats h =
-        hand_over(KVEndpoint{*src.kv, src.kv_abi_minor}, KVEndpoint{*dst.kv, dst.kv_abi_minor},
-                  sequence_slots(s.allocator, s.sequence, cached));
+  // Only the blocks not current in the new stage's cache move: the
+  // prompt's, into the decode stage's; in a chat's next turn, the answer's
+  // back into the prefill stage's (kv_residency.h).
+  const HandoverStats h =
+      state_->residency->move_in(s.sequence, s.allocator.length(s.sequence), to);
+  if (h.bytes > 0) {
     ++s.stats.handovers;
     s.stats.handover_bytes += h.bytes;
     s.stats.handover_seconds += h.seconds;

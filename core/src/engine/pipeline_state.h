@@ -14,6 +14,7 @@
 #include "duet/backend.h"
 #include "duet/stage.h"
 #include "kv/kv_allocator.h"
+#include "kv/kv_residency.h"
 #include "models/model.h"
 #include "sampling/sampler_chain.h"
 
@@ -37,6 +38,10 @@ struct DUET_LOCAL Pipeline::State {
   };
   std::vector<Placement> placements;
   std::unique_ptr<KVAllocator> allocator;
+  // Which placement's cache holds each block's current contents; null with
+  // one placement. Sessions and schedulers of the pipeline keep it (the
+  // prefix cache shares blocks between them over time).
+  std::unique_ptr<KVResidency> residency;
   int32_t next_sequence = 0;  // the allocator id the next session or request gets
   const PluginHost* host = nullptr;
   std::vector<std::shared_ptr<Stage>> stages;

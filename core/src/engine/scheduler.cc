@@ -129,7 +129,9 @@ class DUET_LOCAL Scheduler::Impl {
     FinishReason finish = FinishReason::kNone;
     int32_t cached_prompt_tokens = 0;
     int32_t preemptions = 0;
-    bool started = false;  // has run in a forward pass
+    bool started = false;         // has run in a forward pass
+    uint64_t kv_moved_bytes = 0;  // its blocks moved between backends' caches
+    double kv_move_seconds = 0.0;
     Clock::time_point submitted;
     double queued_seconds = 0.0;
     double first_token_seconds = 0.0;
@@ -138,9 +140,12 @@ class DUET_LOCAL Scheduler::Impl {
   };
 
   Pipeline::State& state;
-  const Pipeline::State::Placement& placement;
   KVAllocator& allocator;
   const StageDefaults defaults;
+  // Where prompts are prefilled and where sequences decode: indices into
+  // state.placements (the same one unless the pipeline has `backends:`).
+  const size_t prefill_at;
+  const size_t decode_at;
   const BatchingConfig batching;
   // What a drafter's failure is reported as (built once, not per step).
   const std::string draft_label;
@@ -150,12 +155,16 @@ class DUET_LOCAL Scheduler::Impl {
   SchedulerStats stats;
   uint64_t next_handle = 1;
 
-  // Per step: what each scheduled sequence runs.
+  // Per step: what each scheduled sequence runs, and on which placement.
   struct Scheduled {
     Sequence* seq;
     int32_t rows;
+    size_t placement;
   };
   std::vector<Scheduled> scheduled;
+  // The pipeline's (null with one placement): a sequence's blocks not
+  // current in the cache of the placement it runs on move there first.
+  KVResidency* const residency;
   std::vector<KVAllocator::BlockCopy> copies;
   std::vector<int32_t> step_tokens;
   std::vector<int32_t> logit_rows;
@@ -181,7 +190,14 @@ class DUET_LOCAL Scheduler::Impl {
   int32_t missing_rows(const Sequence& seq) const {
     return static_cast<int32_t>(seq.tokens.size()) - allocator.length(seq.alloc_id);
   }
-  // Rows `seq` should run this step, within `budget`.
+  // Where `seq`'s next missing position is computed: prompt positions on
+  // the prefill stage's placement, generated ones (recomputed after a
+  // preemption) on the decode stage's, as they were first computed.
+  size_t placement_of(const Sequence& seq) const {
+    return allocator.length(seq.alloc_id) < seq.prompt_tokens ? prefill_at : decode_at;
+  }
+  // Rows `seq` should run this step, within `budget` (and, on split
+  // placements, within the part — prompt or generated — it is in).
   int32_t rows_wanted(const Sequence& seq, int32_t budget) const;
   // Gives `budget` rows to prompts: running sequences still prefilling and
   // waiting ones it admits, shortest remaining prompt first.
@@ -203,7 +219,14 @@ class DUET_LOCAL Scheduler::Impl {
   void propose_draft(Sequence& seq, int32_t rows_left);
   // Takes `seq`'s draft tokens off its tokens again.
   void drop_draft(Sequence& seq);
-  void run_forward();
+  // Makes copy-on-write copies, runs each placement's scheduled sequences
+  // in a forward pass of their own, and retires what finished.
+  void run_step();
+  // The forward pass on placement `at` of the scheduled sequences placed
+  // there: moves in their blocks not current there (KVResidency), runs,
+  // samples.
+  void run_forward(size_t at);
+
   // From logits rows `row`, `row` + 1, ...: samples `seq`'s next token,
   // then, while it equals the next draft token, the one after; drops the
   // cache positions of the draft tokens not kept.
@@ -218,19 +241,15 @@ class DUET_LOCAL Scheduler::Impl {
 
 Scheduler::Impl::Impl(Pipeline& pipeline)
     : state(*pipeline.state_),
-      placement(state.placements.front()),
       allocator(*state.allocator),
       defaults(stage_defaults(state.config, state.stages, state.host)),
+      prefill_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(0)),
+      decode_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(1)),
       batching(state.config.batching),
-      draft_label("stage '" + state.config.stages.at(1).name + "' (stages[1]) proposing a draft") {
+      draft_label("stage '" + state.config.stages.at(1).name + "' (stages[1]) proposing a draft"),
+      residency(state.residency.get()) {
   for (int32_t id = 0; id < state.check.hparams.n_vocab; ++id) {
     if (state.tokenizer->is_end_of_generation(id)) end_tokens.push_back(id);
-  }
-  if (state.placements.size() != 1) {
-    throw Error(ErrorKind::kConfig,
-                "batched runs use one backend, and this pipeline places its stages on " +
-                    std::to_string(state.placements.size()) +
-                    " (backends:); give its stages one backend");
   }
   if (allocator.total_blocks() < batching.max_sequences) {
     throw Error(ErrorKind::kConfig,
@@ -325,6 +344,9 @@ int32_t Scheduler::Impl::rows_wanted(const Sequence& seq, int32_t budget) const 
   int32_t rows = std::min(missing, budget);
   if (defaults.prefill.chunk_tokens > 0 && missing > 1)
     rows = std::min(rows, defaults.prefill.chunk_tokens);
+  const int32_t length = allocator.length(seq.alloc_id);
+  if (prefill_at != decode_at && length < seq.prompt_tokens)
+    rows = std::min(rows, seq.prompt_tokens - length);
   return rows;
 }
 
@@ -368,7 +390,7 @@ bool Scheduler::Impl::step() {
       preempt(it++);
       continue;
     }
-    scheduled.push_back(Scheduled{&seq, 1 + seq.drafted});
+    scheduled.push_back(Scheduled{&seq, 1 + seq.drafted, decode_at});
     budget -= 1 + seq.drafted;
     ++it;
   }
@@ -379,7 +401,7 @@ bool Scheduler::Impl::step() {
                                           " requests are unfinished");
   }
   try {
-    run_forward();
+    run_step();
   } catch (...) {
     for (const Scheduled& s : scheduled) drop_draft(*s.seq);
     throw;
@@ -482,6 +504,7 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
                              [&](const Sequence& s) { return s.handle == c.handle; });
       if (it == running.end()) continue;
       const int32_t rows = rows_wanted(*it, budget);
+      const size_t at = placement_of(*it);
       if (!reserve(*it, rows, true)) {
         // Newest of all, it could take no more: it waits. Otherwise a
         // sequence running in this step held the blocks: it keeps its own
@@ -489,7 +512,7 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
         if (&running.back() == &*it) preempt(it);
         continue;
       }
-      scheduled.push_back(Scheduled{&*it, rows});
+      scheduled.push_back(Scheduled{&*it, rows, at});
       budget -= rows;
       continue;
     }
@@ -505,11 +528,13 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
                                          static_cast<int32_t>(seq.tokens.size()) - 1);
     }
     int32_t rows = rows_wanted(seq, budget);
+    size_t at = placement_of(seq);
     if (!reserve(seq, rows, false)) {
       // Attached blocks may need a copy the pool cannot give: try without.
       allocator.release(seq.alloc_id);
       attached = 0;
       rows = rows_wanted(seq, budget);
+      at = placement_of(seq);
       if (!reserve(seq, rows, false)) {
         allocator.release(seq.alloc_id);
         continue;  // no blocks for it now; a shorter one may still fit
@@ -521,21 +546,43 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
     }
     running.push_back(std::move(seq));
     waiting.erase(it);
-    scheduled.push_back(Scheduled{&running.back(), rows});
+    scheduled.push_back(Scheduled{&running.back(), rows, at});
     budget -= rows;
   }
 }
 
-void Scheduler::Impl::run_forward() {
-  KVCache& kv = *placement.kv;
-  for (const KVAllocator::BlockCopy& c : copies) kv.copy_blocks(c.src, c.dst, 1);
+void Scheduler::Impl::run_step() {
+  for (const KVAllocator::BlockCopy& c : copies) {
+    if (residency != nullptr) {
+      residency->copy_block(c.src, c.dst);  // wherever the published block is current
+    } else {
+      state.placements.front().kv->copy_blocks(c.src, c.dst, 1);
+    }
+  }
+  run_forward(prefill_at);
+  if (decode_at != prefill_at) run_forward(decode_at);
+  for (auto it = running.begin(); it != running.end();) {
+    if (it->finish != FinishReason::kNone) {
+      retire(*it, it->finish);
+      it = running.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
 
+void Scheduler::Impl::run_forward(size_t at) {
+  const Pipeline::State::Placement& placement = state.placements[at];
+  KVCache& kv = *placement.kv;
   StepBatch step;
   step_tokens.clear();
   logit_rows.clear();
   logit_owners.clear();
   const auto now = Clock::now();
+  int32_t running_here = 0;
   for (const Scheduled& s : scheduled) {
+    if (s.placement != at) continue;
+    ++running_here;
     Sequence& seq = *s.seq;
     if (!seq.started) {
       seq.started = true;
@@ -543,6 +590,17 @@ void Scheduler::Impl::run_forward() {
     }
     const int32_t length = allocator.length(seq.alloc_id);  // after this step
     const int32_t first = length - s.rows;
+    if (residency != nullptr) {
+      const HandoverStats h = residency->move_in(seq.alloc_id, first, at);
+      if (h.bytes > 0) {
+        seq.kv_moved_bytes += h.bytes;
+        seq.kv_move_seconds += h.seconds;
+        ++stats.kv_moves;
+        stats.kv_moved_bytes += h.bytes;
+        stats.kv_move_seconds += h.seconds;
+      }
+      residency->written(seq.alloc_id, first, length, at);
+    }
     const int32_t first_row = step.n_tokens;
     add_sequence_rows(step, allocator, seq.alloc_id, s.rows);
     for (int32_t p = first; p < length; ++p) {
@@ -569,6 +627,7 @@ void Scheduler::Impl::run_forward() {
         logit_rows.push_back(r);
     }
   }
+  if (running_here == 0) return;
   stats.peak_running = std::max(stats.peak_running, static_cast<int32_t>(scheduled.size()));
   stats.peak_used_blocks = std::max(stats.peak_used_blocks, allocator.used_blocks());
 
@@ -592,14 +651,8 @@ void Scheduler::Impl::run_forward() {
   }
   // After decode() rolled back rejected draft tokens: only kept ones publish.
   if (batching.prefix_caching) {
-    for (const Scheduled& s : scheduled) allocator.publish(s.seq->alloc_id, s.seq->tokens);
-  }
-  for (auto it = running.begin(); it != running.end();) {
-    if (it->finish != FinishReason::kNone) {
-      retire(*it, it->finish);
-      it = running.erase(it);
-    } else {
-      ++it;
+    for (const Scheduled& s : scheduled) {
+      if (s.placement == at) allocator.publish(s.seq->alloc_id, s.seq->tokens);
     }
   }
 }
@@ -677,6 +730,8 @@ void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {
   r.finish = reason;
   r.cached_prompt_tokens = seq.cached_prompt_tokens;
   r.preemptions = seq.preemptions;
+  r.kv_moved_bytes = seq.kv_moved_bytes;
+  r.kv_move_seconds = seq.kv_move_seconds;
   r.queued_seconds = seq.queued_seconds;
   r.first_token_seconds = seq.first_token_seconds;
   r.total_seconds = seconds_between(seq.submitted, Clock::now());

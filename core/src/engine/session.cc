@@ -111,6 +111,7 @@ void Session::forward(int32_t n, bool all_logits) {
   s.model->forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first),
                                                               static_cast<size_t>(n)),
                    step, *s.kv, *s.attention, rows, s.logits);
+  if (s.residency != nullptr) s.residency->written(s.sequence, first, first + n, s.placement);
 }
 
 int32_t Session::sample() {

@@ -8,6 +8,7 @@
 #include "duet/session.h"
 #include "duet/tokenizer.h"
 #include "kv/kv_allocator.h"
+#include "kv/kv_residency.h"
 #include "models/model.h"
 #include "sampling/sampler_chain.h"
 
@@ -32,7 +33,8 @@ class DUET_LOCAL Session::Impl {
   Model* model;
   KVCache* kv;
   Attention* attention;
-  size_t placement = 0;  // the index of that backend in PipelineCheck::placements
+  size_t placement = 0;              // the index of that backend in PipelineCheck::placements
+  KVResidency* residency = nullptr;  // the pipeline's; null with one placement
   KVAllocator& allocator;
   const int32_t sequence;
   std::unique_ptr<SamplerChain> chain;  // the session's own: links may keep state

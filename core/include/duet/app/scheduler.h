@@ -28,9 +28,13 @@
 //
 // Runs pipelines of core's prefill stage and one decode-loop stage with a
 // batched form (Stage::batched(), duet/batched_decode.h: core's decode,
-// lookup_decode), whose options are every request's defaults, on the
-// pipeline's one backend. A stage's drafts are verified here: each request
-// gets the tokens the plain decode loop would give it.
+// lookup_decode), whose options are every request's defaults. With stages on
+// two backends (`backends:`), each step is one forward pass per backend:
+// prompt positions run on the prefill stage's, generated ones on the decode
+// stage's, and a sequence's KV blocks move to the decode backend's cache
+// when it starts decoding (only blocks that cache lacks: kv_residency.h).
+// A stage's drafts are verified here: each request gets the tokens the
+// plain decode loop would give it.
 // Thread-safety: none; one thread submits, steps and collects.
 #pragma once
 
@@ -97,6 +101,10 @@ struct DUET_API RequestResult {
   FinishReason finish = FinishReason::kNone;
   int32_t cached_prompt_tokens = 0;  // prompt positions taken from the prefix cache
   int32_t preemptions = 0;           // times its blocks were taken back
+  // Its KV blocks moved between the caches of a pipeline's backends
+  // (`backends:`): bytes exported, and seconds to move them.
+  uint64_t kv_moved_bytes = 0;
+  double kv_move_seconds = 0.0;
   // Seconds from submit(): to its first forward pass, to its first
   // generated token, to its end.
   double queued_seconds = 0.0;
@@ -124,14 +132,20 @@ struct DUET_API SchedulerStats {
   int64_t draft_tokens = 0;           // proposed by the decode stage and run
   int64_t accepted_draft_tokens = 0;  // of those, kept
   int32_t peak_running = 0;           // most sequences in one step
+  // Block moves between the caches of a pipeline's backends (`backends:`):
+  // moves (a sequence's blocks, each time it runs on a backend whose cache
+  // lacks some), bytes, seconds.
+  int64_t kv_moves = 0;
+  uint64_t kv_moved_bytes = 0;
+  double kv_move_seconds = 0.0;
   int64_t peak_used_blocks = 0;
   double forward_seconds = 0.0;  // inside forward passes
 };
 
 class DUET_API Scheduler {
  public:
-  // Checks that `pipeline` can batch: one backend, core's prefill stage and
-  // a decode stage with a batched form, and a KV cache of at least
+  // Checks that `pipeline` can batch: core's prefill stage and a decode
+  // stage with a batched form, and a KV cache of at least
   // batching.max_sequences blocks. Throws duet::Error(kConfig) naming the
   // key to change otherwise, or kPlugin for a decode stage of a plugin
   // built against ABI 1.2 or older (naming the version it needs). The
