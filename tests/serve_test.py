@@ -46,9 +46,9 @@ KEY = "test-key-1234"
 class Server:
     """A `duet serve` process; its port is read from its first stderr line."""
 
-    def __init__(self, *args, sets=(), config=CONFIG):
+    def __init__(self, *args, sets=(), config=CONFIG, base_sets=BASE_SETS):
         cmd = [DUET, "serve", config, "--port", "0"]
-        for s in BASE_SETS + list(sets):
+        for s in list(base_sets) + list(sets):
             cmd += ["--set", s]
         cmd += list(args)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -876,6 +876,79 @@ class ServeSpeculative(unittest.TestCase):
             self.assertEqual(results[i], self.alone(prompt), "request %d" % i)
         m = self.server.metrics()
         self.assertEqual(m["duet_kv_blocks_used"], 0)
+
+
+class ServeSplit(unittest.TestCase):
+    """configs/smollm2-split.yaml served: onednn prefills, the reference
+    backend decodes from a q8_0 cache. 16 chat requests at once each get the
+    tokens `duet run` gives the same split pipeline alone, and each request's
+    blocks moved (bytes and time) are in /metrics."""
+
+    CONFIG = os.path.join(SOURCE, "configs", "smollm2-split.yaml")
+    # Row results of the onednn prefill independent of the batch; one thread
+    # each, as the other server tests.
+    SETS = ["backends.fast_prefill.options.threads=1",
+            "backends.fast_prefill.options.batch_invariant=true",
+            "model.path=" + MODEL]
+    PROMPTS = ["Count from %d to %d, separated by commas." % (i, i + 9) for i in range(8)] + [
+        "Name a colour that starts with the letter %s." % c for c in "BGRYPOTS"]
+    MAX_TOKENS = 12
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(sets=cls.SETS + ["batching.max_sequences=16"], config=cls.CONFIG,
+                            base_sets=[])
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
+
+    def alone(self, prompt):
+        """The token ids `duet run` gives `prompt` with the same pipeline."""
+        cmd = [DUET, "run", self.CONFIG, "--prompt", prompt, "--json",
+               "--set", "stages.1.decode.max_new_tokens=%d" % self.MAX_TOKENS]
+        for s in self.SETS:
+            cmd += ["--set", s]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def test_concurrent_answers_equal_duet_run_of_the_split_pipeline(self):
+        results = [None] * len(self.PROMPTS)
+        barrier = threading.Barrier(len(self.PROMPTS))
+
+        def ask(i):
+            c = openai.OpenAI(base_url=self.server.url("/v1"), api_key="unused", max_retries=0,
+                              timeout=300)
+            barrier.wait()
+            results[i] = c.chat.completions.create(
+                model=MODEL_ID, messages=chat(self.PROMPTS[i]), max_tokens=self.MAX_TOKENS,
+                logprobs=True)
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(self.PROMPTS))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=400)
+        handed_over = 0
+        for i, prompt in enumerate(self.PROMPTS):
+            self.assertIsNotNone(results[i], "request %d got no answer" % i)
+            run = self.alone(prompt)
+            choice = results[i].choices[0]
+            self.assertEqual(choice.message.content, run["text"], "request %d" % i)
+            self.assertEqual(len(choice.logprobs.content), run["generated_tokens"], "request %d" % i)
+            handed_over += run["kv_handover_bytes"]
+        m = self.server.metrics()
+        self.assertEqual(m["duet_kv_blocks_used"], 0)
+        self.assertEqual(m["duet_request_kv_moved_bytes_count"], len(self.PROMPTS))
+        # Each request's prompt blocks move to the decode cache as in `duet
+        # run`, except the blocks of the chat template's system prompt, which
+        # the prefix cache shares: they move once, with the first request.
+        self.assertGreater(m["duet_request_kv_moved_bytes_sum"], 0)
+        self.assertLess(m["duet_request_kv_moved_bytes_sum"], handed_over)
+        self.assertGreater(m["duet_request_kv_move_seconds_sum"], 0)
 
 
 class ServeConcurrency(unittest.TestCase):
