@@ -803,6 +803,12 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
       << storage.out;
   EXPECT_NE(storage.out.find("6 cases: 6 pass, 0 FAIL, 0 skipped"), std::string::npos)
       << storage.out;
+  Result late = duet("conformance" + plugin + " --component test_range_off_by_one");
+  EXPECT_EQ(late.code, 4) << late.err;
+  EXPECT_NE(late.out.find("FAIL: export_slot_range(17, 40) differs from slots 17..56 of "
+                          "export_slots"),
+            std::string::npos)
+      << late.out;
 
   // Samplers: the Candidates contract on random rows.
   const std::string samplers =

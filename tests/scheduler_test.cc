@@ -148,6 +148,24 @@ stages: [prefill: {backend: first}, decode: {backend: second}]
         << "request " << batched.id << ": logits differ";
   }
 
+  // The session path (Pipeline::run_tokens) of a pipeline `make_with(sets)`
+  // builds with request i's seed and max_new_tokens draws the tokens its
+  // batched run drew, for each i of `which`.
+  template <typename Make>
+  static void expect_session_draws_the_same(Make make_with, const std::vector<Request>& requests,
+                                            const std::map<std::string, RequestResult>& batched,
+                                            std::initializer_list<int32_t> which) {
+    for (int32_t i : which) {
+      const Request& request = requests[static_cast<size_t>(i)];
+      auto p = make_with(std::vector<std::string>{
+          "components.sampler.seed=" + std::to_string(*request.settings.seed),
+          "stages.1.decode.max_new_tokens=" + std::to_string(*request.settings.max_new_tokens)});
+      NullSink sink;
+      const RunResult r = p->run_tokens(request.prompt, sink);
+      EXPECT_EQ(r.generated_tokens, batched.at(request.id).generated_tokens) << i;
+    }
+  }
+
   static inline fs::path* dir_ = nullptr;
   PluginHost host_;
 };
@@ -167,14 +185,8 @@ TEST_P(SchedulerTest, BatchedRequestsGiveWhatEachGivesAlone) {
     const auto alone = run_all(*pipeline, {requests[static_cast<size_t>(i)]});
     expect_same(batched.at(std::to_string(i)), alone.at(std::to_string(i)));
   }
-  // The session path with the same seed draws the same tokens.
-  for (int32_t i : {0, 5, 31}) {
-    auto p = make({"components.sampler.seed=" + std::to_string(100 + i),
-                   "stages.1.decode.max_new_tokens=" + std::to_string(4 + i % 9)});
-    NullSink sink;
-    const RunResult r = p->run_tokens(requests[static_cast<size_t>(i)].prompt, sink);
-    EXPECT_EQ(r.generated_tokens, batched.at(std::to_string(i)).generated_tokens) << i;
-  }
+  expect_session_draws_the_same([&](auto sets) { return make(sets); }, requests, batched,
+                                {0, 5, 31});
 }
 
 // A pool of 16 blocks of 4 tokens for 8 requests of ~30 positions each: the
@@ -253,13 +265,8 @@ TEST_P(SchedulerTest, SplitBackendsGiveWhatEachGivesAlone) {
     expect_same(r, alone.at(std::to_string(i)));
   }
   EXPECT_EQ(stats.kv_moved_bytes, moved);
-  for (int32_t i : {0, 6, 15}) {
-    auto p = make_split({"components.sampler.seed=" + std::to_string(100 + i),
-                         "stages.1.decode.max_new_tokens=" + std::to_string(4 + i % 9)});
-    NullSink sink;
-    const RunResult r = p->run_tokens(requests[static_cast<size_t>(i)].prompt, sink);
-    EXPECT_EQ(r.generated_tokens, batched.at(std::to_string(i)).generated_tokens) << i;
-  }
+  expect_session_draws_the_same([&](auto sets) { return make_split(sets); }, requests, batched,
+                                {0, 6, 15});
 }
 
 // Under split backends, preemption (a sequence's blocks freed and its

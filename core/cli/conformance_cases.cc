@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "duet/attention.h"
@@ -154,10 +155,51 @@ bool run_steps(ConformanceCase& c, Run& want, Run& got, const KVCacheSpec& spec,
   return true;
 }
 
+// Slots [17, 57) of an export of all kCapacity slots.
+std::vector<uint8_t> range_of(const std::vector<uint8_t>& all, int64_t first, int64_t count) {
+  const size_t part = all.size() / (2 * kLayers), slot = part / kCapacity;
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < 2 * kLayers; ++i) {
+    const auto* from = all.data() + i * part + static_cast<size_t>(first) * slot;
+    out.insert(out.end(), from, from + static_cast<size_t>(count) * slot);
+  }
+  return out;
+}
+
+// For storage of a plugin built against ABI 1.4 or later: export_slot_range
+// gives the range of the whole export, and import_slot_range changes that
+// range alone. Returns false, filling `c`, on a failure.
+bool check_slot_ranges(ConformanceCase& c, Run& got) {
+  constexpr int64_t kFirst = 17, kCount = 40;
+  const std::vector<uint8_t> before = got.exported(kCapacity);
+  std::vector<uint8_t> range;
+  got.kv().export_slot_range(kFirst, kCount, range);
+  if (range != range_of(before, kFirst, kCount)) {
+    c.result = "FAIL";
+    c.detail = "export_slot_range(17, 40) differs from slots 17..56 of export_slots";
+    return false;
+  }
+  std::vector<uint8_t> reversed(range.rbegin(), range.rend());  // other bytes, same size
+  got.kv().import_slot_range(kFirst, kCount, reversed);
+  const std::vector<uint8_t> after = got.exported(kCapacity);
+  if (range_of(after, kFirst, kCount) != reversed ||
+      range_of(after, 0, kFirst) != range_of(before, 0, kFirst) ||
+      range_of(after, kFirst + kCount, kCapacity - kFirst - kCount) !=
+          range_of(before, kFirst + kCount, kCapacity - kFirst - kCount)) {
+    c.result = "FAIL";
+    c.detail = "import_slot_range(17, 40) did not store exactly slots 17..56";
+    return false;
+  }
+  got.kv().import_slot_range(kFirst, kCount, range);
+  return true;
+}
+
 // After run_steps: blocks copied on both caches, then the reference's
-// export imported into `got`'s cache, must leave the two exports equal.
+// export imported into `got`'s cache, must leave the two exports equal;
+// with `ranges`, the slot-range export and import too (check_slot_ranges).
 void check_block_copy_and_import(ConformanceCase& c, Run& want, Run& got,
-                                 const std::vector<int32_t>& table, int32_t block_tokens) {
+                                 const std::vector<int32_t>& table, int32_t block_tokens,
+                                 bool ranges) {
   const int64_t blocks = kCapacity / block_tokens;
   if (blocks >= 4) {
     want.kv().copy_blocks(table[0], blocks - 2, 2);
@@ -178,6 +220,7 @@ void check_block_copy_and_import(ConformanceCase& c, Run& want, Run& got,
     return;
   }
   got.kv().import_slots(kCapacity, reference);
+  if (ranges) check_slot_ranges(c, got);
 }
 
 // What a case runs on the backend under test — the attention and the cache
@@ -190,10 +233,12 @@ struct Subject {
 using MakeSubject = std::function<Subject(Backend& backend, const KVCacheSpec& spec)>;
 
 // Every layout and dtype for component `info` ("attention 'x'" in `label`)
-// on info.backend; `round_trip` adds block copies and export/import.
+// on info.backend; `round_trip` adds block copies and export/import, given
+// the ABI minor version the storage's plugin was built against (the slot
+// ranges are checked from 1.4 on).
 std::vector<ConformanceCase> run_cases(const PluginHost& host, const ComponentInfo& info,
                                        const std::string& label, const MakeSubject& make,
-                                       bool round_trip) {
+                                       std::optional<uint32_t> round_trip) {
   struct Layout {
     std::string name;
     int32_t block_tokens;
@@ -242,7 +287,8 @@ std::vector<ConformanceCase> run_cases(const PluginHost& host, const ComponentIn
         Run want(*reference, reference->create_attention("full", kGeometry), spec);
         Run got(*backend, std::move(subject.attention), std::move(subject.kv));
         if (run_steps(c, want, got, spec, layout.table) && round_trip)
-          check_block_copy_and_import(c, want, got, layout.table, layout.block_tokens);
+          check_block_copy_and_import(c, want, got, layout.table, layout.block_tokens,
+                                      *round_trip >= 4);
       } catch (const std::bad_alloc&) {
         throw;
       } catch (const Error& e) {
@@ -292,7 +338,7 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
         s.kv = backend.create_kv_cache(spec);
         return s;
       },
-      false);
+      std::nullopt);
 }
 
 std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const ComponentInfo& info,
@@ -311,7 +357,9 @@ std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const 
         s.attention = backend.create_attention(backend.attention_impls().front(), kGeometry);
         return s;
       },
-      true);
+      host.unavailable_reason(info).empty()
+          ? host.extension_abi_minor(ComponentKind::kKVCache, info.backend, info.name)
+          : 0);
 }
 
 ConformanceCase sampler_conformance(const PluginHost& host, const ComponentInfo& info,

@@ -142,6 +142,20 @@ class ZeroedRows final : public duet::RowKVCache {
   }
 };
 
+// ZeroedRows whose export of a range not at slot 0 starts one slot late
+// (export_slots, the range from 0, is right): what the conformance kit's
+// slot-range case must catch.
+class RangeOffByOne final : public duet::RowKVCache {
+ public:
+  RangeOffByOne(const duet::KVCacheSpec& spec, duet::Device& device) : RowKVCache(spec, device) {
+    std::memset(storage().data(), 0, storage().size());
+  }
+  void export_slot_range(int64_t first_slot, int64_t n_slots,
+                         std::vector<uint8_t>& host_out) override {
+    RowKVCache::export_slot_range(first_slot > 0 ? first_slot + 1 : 0, n_slots, host_out);
+  }
+};
+
 duet::AttentionFactory delegating(bool f32_only) {
   return
       [f32_only](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
@@ -190,6 +204,17 @@ void register_extensions(duet::PluginRegistrar& r) {
       [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
         o.finish();
         return std::unique_ptr<duet::KVCache>(new ZeroedRows(spec, backend.device()));
+      });
+  r.add_kv_cache(
+      "reference", "test_range_off_by_one", "slot rows whose range export starts a slot late",
+      [](duet::Backend&, const duet::KVCacheSpec& spec, const duet::Options& o) {
+        o.finish();
+        return duet::check_kv_rows(spec, "KV-cache storage 'test_range_off_by_one'",
+                                   {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
+      },
+      [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
+        o.finish();
+        return std::unique_ptr<duet::KVCache>(new RangeOffByOne(spec, backend.device()));
       });
 }
 #endif
