@@ -341,6 +341,12 @@ const Row kRows[] = {
      "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
      "]' --set 'stages.1={test_throw_stage: {}}'",
      4, "stage 'test_throw_stage' (plugin 'test-good', stages[1]) failed: the stage broke"},
+    {"plugin_kv_storage_throws",
+     "run {dir}/p.yaml --set 'plugins.paths=[" DUET_TEST_PLUGIN_DIR
+     "]' --set components.kv_cache.impl=test_throw_write",
+     4,
+     "KV-cache storage 'test_throw_write' (plugin 'test-extensions', components.kv_cache.impl) "
+     "failed: it threw something that is not a std::exception"},
     {"plugin_folder_missing", "validate {dir}/p.yaml --set 'plugins.paths=[nosuch-folder]'", 2,
      "nosuch-folder' is not a folder; fix the path or remove it from the list"},
     {"plugin_path_option_missing", "plugins --plugin-path {dir}/nosuch", 2, "--plugin-path '"},

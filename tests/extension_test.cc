@@ -124,7 +124,8 @@ TEST_F(Extensions, AnUnknownNameListsTheBackendsOwnAndThePluginsTogether) {
   EXPECT_EQ(kind, ErrorKind::kConfig);
   EXPECT_NE(message.find("components.kv_cache.impl 'test_rowz' is not provided by backend "
                          "'reference' or a plugin for it; did you mean 'test_rows'?; available: "
-                         "'contiguous', 'mmap_file', 'test_rows'"),
+                         "'contiguous', 'mmap_file', 'test_range_off_by_one', 'test_rows', "
+                         "'test_throw_write'"),
             std::string::npos)
       << message;
 }

@@ -263,7 +263,7 @@ TEST(PluginHost, ExtensionsAreKeptPerBackendWithWhyTheyCannotServe) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"test_f32_only", "test_forgets_row", "test_full",
                                              "test_no_scale", "test_throw_int"}));
-  ASSERT_EQ(host.extensions(ComponentKind::kKVCache, "reference").size(), 2u);
+  ASSERT_EQ(host.extensions(ComponentKind::kKVCache, "reference").size(), 3u);
   // A backend nobody provides, and one built against ABI 1.0 (whose device
   // and caches lack what 1.1 added).
   const auto orphan = host.extensions(ComponentKind::kAttention, "nosuch");

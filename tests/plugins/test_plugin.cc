@@ -156,6 +156,17 @@ class RangeOffByOne final : public duet::RowKVCache {
   }
 };
 
+// ZeroedRows whose write() throws an int: what core must report naming the
+// storage, not abort on.
+class ThrowingWrite final : public duet::RowKVCache {
+ public:
+  ThrowingWrite(const duet::KVCacheSpec& spec, duet::Device& device) : RowKVCache(spec, device) {}
+  void write(int32_t, const duet::StepBatch&, const duet::TensorView&,
+             const duet::TensorView&) override {
+    throw 42;
+  }
+};
+
 duet::AttentionFactory delegating(bool f32_only) {
   return
       [f32_only](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
@@ -204,6 +215,17 @@ void register_extensions(duet::PluginRegistrar& r) {
       [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
         o.finish();
         return std::unique_ptr<duet::KVCache>(new ZeroedRows(spec, backend.device()));
+      });
+  r.add_kv_cache(
+      "reference", "test_throw_write", "slot rows whose write() throws an int",
+      [](duet::Backend&, const duet::KVCacheSpec& spec, const duet::Options& o) {
+        o.finish();
+        return duet::check_kv_rows(spec, "KV-cache storage 'test_throw_write'",
+                                   {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
+      },
+      [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
+        o.finish();
+        return std::unique_ptr<duet::KVCache>(new ThrowingWrite(spec, backend.device()));
       });
   r.add_kv_cache(
       "reference", "test_range_off_by_one", "slot rows whose range export starts a slot late",

@@ -4,7 +4,9 @@
 
 #include "duet/app/suggest.h"
 #include "duet/error.h"
+#include "duet/plugin.h"
 #include "plugins/named_attention.h"
+#include "plugins/named_kv_cache.h"
 
 namespace duet {
 namespace {
@@ -109,19 +111,30 @@ Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCache
 
 std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
                                        const KVCacheSpec& spec, const Options& options) {
-  std::shared_ptr<KVCache> kv =
-      source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn
-          ? std::shared_ptr<KVCache>(backend.create_kv_cache(spec))
-          : host.create_kv_cache(backend, spec, options);
-  if (!kv) throw Error(ErrorKind::kPlugin, "backend '" + backend.name() + "' returned no KV cache");
-  return kv;
+  if (source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn) {
+    std::shared_ptr<KVCache> kv(backend.create_kv_cache(spec));
+    if (!kv)
+      throw Error(ErrorKind::kPlugin, "backend '" + backend.name() + "' returned no KV cache");
+    return kv;
+  }
+  std::shared_ptr<KVCache> kv = host.create_kv_cache(backend, spec, options);
+  std::string plugin;
+  for (const ComponentInfo& c : host.extensions(ComponentKind::kKVCache, backend.name())) {
+    if (c.name == spec.impl) plugin = c.plugin;
+  }
+  const std::string label =
+      "KV-cache storage '" + spec.impl + "' (plugin '" + plugin + "', components.kv_cache.impl)";
+  if (!kv) throw Error(ErrorKind::kPlugin, label + " returned no cache");
+  return std::make_shared<NamedKVCache>(
+      std::move(kv), label,
+      host.extension_abi_minor(ComponentKind::kKVCache, backend.name(), spec.impl));
 }
 
 uint32_t kv_cache_abi_minor(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
                             const Options& options) {
   return source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn
              ? host.backend_abi_minor(backend.name())
-             : host.extension_abi_minor(ComponentKind::kKVCache, backend.name(), spec.impl);
+             : DUET_ABI_MINOR;  // core's NamedKVCache, which adapts to the plugin's
 }
 
 std::string layout_mismatch(const Backend& backend, const PluginHost& host, const std::string& impl,

@@ -35,8 +35,10 @@ Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCache
                          const Options& options);
 std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
                                        const KVCacheSpec& spec, const Options& options);
-// The Duet ABI minor version of the plugin whose code make_kv_cache()'s
-// storage runs: the backend's for its own, else the KV-cache plugin's.
+// A plugin's storage comes wrapped in a NamedKVCache (its failures name it).
+// The Duet ABI minor version make_kv_cache()'s cache implements: the
+// backend's for its own; core's for a plugin's (the wrapper calls what the
+// plugin's version has).
 uint32_t kv_cache_abi_minor(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
                             const Options& options);
 

@@ -1,0 +1,60 @@
+#include "plugins/named_kv_cache.h"
+
+#include "plugins/named_call.h"
+
+namespace duet {
+namespace {
+
+// ABI 1.4 appended the slot-range export and import (duet/plugin.h).
+constexpr uint32_t kRangeAbi = 4;
+
+}  // namespace
+
+uint64_t NamedKVCache::memory_bytes() const {
+  return call_named(label_, [&] { return inner_->memory_bytes(); });
+}
+
+KVLayerView NamedKVCache::layer(int32_t layer) {
+  return call_named(label_, [&] { return inner_->layer(layer); });
+}
+
+void NamedKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
+  call_named(label_, [&] { inner_->copy_blocks(src_block, dst_block, n); });
+}
+
+void NamedKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) {
+  call_named(label_, [&] { inner_->export_slots(n_slots, host_out); });
+}
+
+void NamedKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
+  call_named(label_, [&] { inner_->import_slots(n_slots, host_in); });
+}
+
+void NamedKVCache::write(int32_t layer, const StepBatch& step, const TensorView& k,
+                         const TensorView& v) {
+  call_named(label_, [&] { inner_->write(layer, step, k, v); });
+}
+
+void NamedKVCache::export_slot_range(int64_t first_slot, int64_t n_slots,
+                                     std::vector<uint8_t>& host_out) {
+  call_named(label_, [&] {
+    if (abi_minor_ >= kRangeAbi) {
+      inner_->export_slot_range(first_slot, n_slots, host_out);
+    } else {
+      inner_->KVCache::export_slot_range(first_slot, n_slots, host_out);
+    }
+  });
+}
+
+void NamedKVCache::import_slot_range(int64_t first_slot, int64_t n_slots,
+                                     const std::vector<uint8_t>& host_in) {
+  call_named(label_, [&] {
+    if (abi_minor_ >= kRangeAbi) {
+      inner_->import_slot_range(first_slot, n_slots, host_in);
+    } else {
+      inner_->KVCache::import_slot_range(first_slot, n_slots, host_in);
+    }
+  });
+}
+
+}  // namespace duet
