@@ -822,6 +822,21 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
             std::string::npos)
       << thrower.out;
 
+  // Each component is checked in a process of its own: one that aborts
+  // fails its row, and the table is still printed.
+  Result aborts = duet("conformance" + samplers + " --component test_abort");
+  EXPECT_EQ(aborts.code, 4) << aborts.err;
+  EXPECT_NE(aborts.out.find("sampler 'test_abort'"), std::string::npos) << aborts.out;
+  EXPECT_NE(aborts.out.find("FAIL: the process checking it died of signal 6 (SIGABRT)"),
+            std::string::npos)
+      << aborts.out;
+  EXPECT_NE(aborts.out.find("1 cases: 0 pass, 1 FAIL"), std::string::npos) << aborts.out;
+  Result one_backend = duet("conformance" + plugin + " --component test_full --backend onednn");
+  EXPECT_EQ(one_backend.code, 0) << one_backend.err;
+  EXPECT_EQ(one_backend.out.find(" reference "), std::string::npos) << one_backend.out;
+  EXPECT_NE(one_backend.out.find("6 cases: "), std::string::npos) << one_backend.out;
+  EXPECT_NE(one_backend.out.find(" 0 FAIL"), std::string::npos) << one_backend.out;
+
   Result unknown = duet("conformance" + plugin + " --component nosuch");
   EXPECT_EQ(unknown.code, 2);
   EXPECT_NE(unknown.err.find("plugin 'test-extensions' has no component 'nosuch'; it has:"),

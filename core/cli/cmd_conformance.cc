@@ -1,9 +1,21 @@
 // duet conformance — the SDK's conformance kit: runs a third party's
 // plugin components against the reference and prints a pass/fail table.
+// Each component is checked in a process of its own (this program again,
+// with --rows-to), so one that aborts or crashes fails its row instead of
+// ending the run.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,7 +26,120 @@
 #include "pipeline_loading.h"
 #include "subcommands.h"
 
+extern char** environ;
+
 namespace duet::cli {
+namespace {
+
+using nlohmann::json;
+
+// The cases of component `info`, or one "skip" row saying why it has none.
+std::vector<ConformanceCase> check_component(const PluginHost& host, const ComponentInfo& info,
+                                             const Options& options) {
+  ConformanceCase skipped;
+  skipped.component = std::string(component_kind_name(info.kind)) + " '" + info.name + "'";
+  skipped.backend = info.backend.empty() ? "-" : info.backend;
+  skipped.layout = "-";
+  skipped.result = "skip";
+  try {
+    switch (info.kind) {
+      case ComponentKind::kAttention:
+        return attention_conformance(host, info, options);
+      case ComponentKind::kKVCache:
+        return kv_cache_conformance(host, info, options);
+      case ComponentKind::kSampler:
+        return {sampler_conformance(host, info, options)};
+      default:
+        skipped.detail = "the kit checks attention, KV-cache storage and samplers only so far";
+    }
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kConfig) throw;
+    // Its factory wants options: one component at a time takes them.
+    skipped.detail = std::string(e.what()) + " (check it alone: --component " + info.name +
+                     " --option KEY=VALUE)";
+  }
+  return {skipped};
+}
+
+json to_json(const ConformanceCase& c) {
+  return {
+      {"component", c.component}, {"backend", c.backend},
+      {"layout", c.layout},       {"result", c.result},
+      {"detail", c.detail},       {"worst_nmse", std::isnan(c.worst_nmse) ? -1.0 : c.worst_nmse},
+      {"bound", c.bound}};
+}
+
+ConformanceCase from_json(const json& j) {
+  ConformanceCase c;
+  c.component = j.at("component").get<std::string>();
+  c.backend = j.at("backend").get<std::string>();
+  c.layout = j.at("layout").get<std::string>();
+  c.result = j.at("result").get<std::string>();
+  c.detail = j.at("detail").get<std::string>();
+  c.worst_nmse = j.at("worst_nmse").get<double>();
+  if (c.worst_nmse < 0) c.worst_nmse = NAN;
+  c.bound = j.at("bound").get<double>();
+  return c;
+}
+
+// Runs this program again on component `info` alone, its cases written to
+// a file; a process that dies or fails to write them is one FAIL row.
+std::vector<ConformanceCase> check_in_own_process(const std::string& plugin,
+                                                  const ComponentInfo& info,
+                                                  const std::vector<std::string>& option_args) {
+  const std::filesystem::path rows =
+      std::filesystem::temp_directory_path() /
+      ("duet-conformance-" + std::to_string(getpid()) + "-" + info.name + ".jsonl");
+  std::vector<std::string> args = {"duet",        "conformance", "--plugin",  plugin,
+                                   "--component", info.name,     "--rows-to", rows.string()};
+  if (!info.backend.empty()) args.insert(args.end(), {"--backend", info.backend});
+  args.insert(args.end(), option_args.begin(), option_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::cout.flush();
+  pid_t pid = 0;
+  if (const int err = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ);
+      err != 0) {
+    throw Error(ErrorKind::kInternal,
+                "duet conformance: cannot start a checking process: " + std::string(strerror(err)));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::vector<ConformanceCase> cases;
+  {
+    std::ifstream in(rows);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) cases.push_back(from_json(json::parse(line)));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove(rows, ec);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !cases.empty()) return cases;
+  ConformanceCase c;
+  c.component = std::string(component_kind_name(info.kind)) + " '" + info.name + "'";
+  c.backend = info.backend.empty() ? "-" : info.backend;
+  c.layout = "-";
+  c.result = "FAIL";
+  c.worst_nmse = NAN;
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    c.detail = "the process checking it died of signal " + std::to_string(sig) + " (SIG" +
+               (name != nullptr ? name : "?") + ")" +
+               (cases.empty() ? "" : " after " + std::to_string(cases.size()) + " case(s)") +
+               "; run that case under a debugger: duet conformance --plugin " + plugin +
+               " --component " + info.name;
+  } else {
+    c.detail = "the process checking it exited with code " +
+               std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + " (its error above)";
+  }
+  cases.push_back(c);
+  return cases;
+}
+
+}  // namespace
 
 int cmd_conformance(const std::vector<std::string>& args) {
   po::options_description opts("Options");
@@ -23,8 +148,13 @@ int cmd_conformance(const std::vector<std::string>& args) {
                                                  "the plugin library to check (duet-NAME.so)")(
       "component", po::value<std::string>()->value_name("NAME"),
       "check only this component of the plugin")(
+      "backend", po::value<std::string>()->value_name("NAME"),
+      "check only the plugin's components for this backend (attention, KV-cache storage)")(
       "option,o", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
-      "an option every component is made with (repeatable), e.g. --option window=4096");
+      "an option every component is made with (repeatable), e.g. --option window=4096")(
+      "rows-to", po::value<std::string>()->value_name("FILE"),
+      "check in this process and write the cases to FILE, a JSON object a line (how the kit "
+      "runs each component in a process of its own)");
   po::variables_map vm;
   if (!parse_command_line(
           "conformance",
@@ -52,9 +182,15 @@ int cmd_conformance(const std::vector<std::string>& args) {
                 "check `duet plugins`");
   }
   const std::string only = vm.count("component") ? vm["component"].as<std::string>() : "";
+  const std::string backend = vm.count("backend") ? vm["backend"].as<std::string>() : "";
+  const auto chosen = [&](const ComponentInfo& info) {
+    return (only.empty() || info.name == only) && (backend.empty() || info.backend == backend);
+  };
   Options options("--option");
+  std::vector<std::string> option_args;
   if (vm.count("option")) {
     for (const std::string& kv : vm["option"].as<std::vector<std::string>>()) {
+      option_args.insert(option_args.end(), {"--option", kv});
       const size_t eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) {
         throw Error(ErrorKind::kUsage, "duet conformance: --option '" + kv +
@@ -63,45 +199,37 @@ int cmd_conformance(const std::vector<std::string>& args) {
       options.set(kv.substr(0, eq), kv.substr(eq + 1));
     }
   }
+  if (vm.count("rows-to")) {
+    std::ofstream out(vm["rows-to"].as<std::string>());
+    for (const ComponentInfo& info : record.components) {
+      if (!chosen(info)) continue;
+      for (const ConformanceCase& c : check_component(host, info, options))
+        out << to_json(c).dump() << "\n" << std::flush;
+    }
+    if (!out) {
+      throw Error(ErrorKind::kUsage,
+                  "duet conformance: cannot write " + vm["rows-to"].as<std::string>());
+    }
+    return 0;
+  }
   std::vector<ConformanceCase> cases;
   bool found = false;
   for (const ComponentInfo& info : record.components) {
-    if (!only.empty() && info.name != only) continue;
-    found = found || !only.empty();
-    ConformanceCase skipped;
-    skipped.component = std::string(component_kind_name(info.kind)) + " '" + info.name + "'";
-    skipped.backend = info.backend.empty() ? "-" : info.backend;
-    skipped.layout = "-";
-    skipped.result = "skip";
-    try {
-      switch (info.kind) {
-        case ComponentKind::kAttention:
-          for (ConformanceCase& c : attention_conformance(host, info, options))
-            cases.push_back(std::move(c));
-          continue;
-        case ComponentKind::kKVCache:
-          for (ConformanceCase& c : kv_cache_conformance(host, info, options))
-            cases.push_back(std::move(c));
-          continue;
-        case ComponentKind::kSampler:
-          cases.push_back(sampler_conformance(host, info, options));
-          continue;
-        default:
-          skipped.detail = "the kit checks attention, KV-cache storage and samplers only so far";
-      }
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kConfig) throw;
-      // Its factory wants options: one component at a time takes them.
-      skipped.detail = std::string(e.what()) + " (check it alone: --component " + info.name +
-                       " --option KEY=VALUE)";
-    }
-    cases.push_back(skipped);
+    if (!chosen(info)) continue;
+    found = true;
+    for (ConformanceCase& c : check_in_own_process(file.string(), info, option_args))
+      cases.push_back(std::move(c));
   }
-  if (!only.empty() && !found) {
+  if (!found && !(only.empty() && backend.empty())) {
     std::string names;
-    for (const ComponentInfo& info : record.components) names += " '" + info.name + "'";
+    for (const ComponentInfo& info : record.components) {
+      names += " '" + info.name + "'" + (info.backend.empty() ? "" : " (" + info.backend + ")");
+    }
     throw Error(ErrorKind::kUsage, "duet conformance: plugin '" + record.name +
-                                       "' has no component '" + only + "'; it has:" + names);
+                                       "' has no component" +
+                                       (only.empty() ? "" : " '" + only + "'") +
+                                       (backend.empty() ? "" : " for backend '" + backend + "'") +
+                                       "; it has:" + names);
   }
 
   std::cout << "plugin " << record.name << " " << record.version << " (" << file.string() << ")\n";
