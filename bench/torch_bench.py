@@ -4,7 +4,7 @@ gives duet, for the cuda backend's "faster than torch.compile" target
 (issue 19).
 
 Builds a randomly initialised LlamaForCausalLM of one of the shapes of
-bench/random_llama.h (smollm2-135m, llama-1b; SmolLM2's vocabulary, tied
+core/random_model/random_llama.h (smollm2-135m, llama-1b; SmolLM2's vocabulary, tied
 embeddings) in fp16 on the GPU (f32 with --device cpu) and times, for each mode:
 
   eager    model.generate with transformers' default (dynamic) cache;

@@ -828,7 +828,7 @@ TEST(CudaBatchedRows, MatmulRowsAreTheSameBitsAloneAndInAStep) {
   }
 }
 
-// SmolLM2-135M's shape with random Q4_1 weights (bench/random_llama.h).
+// SmolLM2-135M's shape with random Q4_1 weights (core/random_model/random_llama.h).
 class CudaSmolLM2Shaped : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

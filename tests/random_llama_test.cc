@@ -1,4 +1,4 @@
-// The named shapes of bench/random_llama.h (duet_make_random_model --shape):
+// The named shapes of core/random_model/random_llama.h (duet_make_random_model --shape):
 // llama-1b is Llama-3.2-1B's body on SmolLM2's vocabulary, about 1.07 G
 // weights, with the layer scales narrowed for its width; unknown names are
 // refused.

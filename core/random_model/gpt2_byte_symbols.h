@@ -1,4 +1,4 @@
-// bench/gpt2_byte_symbols.h — the byte tokens of a GPT-2 style byte-level BPE
+// gpt2_byte_symbols.h — the byte tokens of a GPT-2 style byte-level BPE
 // vocabulary, for the model files the benchmarks and tests write
 // (random_llama.cc here, tests/tiny_model.cc).
 #pragma once
