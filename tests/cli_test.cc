@@ -837,6 +837,33 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
   EXPECT_NE(one_backend.out.find("6 cases: "), std::string::npos) << one_backend.out;
   EXPECT_NE(one_backend.out.find(" 0 FAIL"), std::string::npos) << one_backend.out;
 
+  // Stages: core decode's tokens alone and batched (lookup_decode passes
+  // every case); a stage that throws, or one that ends without a finish
+  // reason (the ABI 1.0 test stage), fails naming why.
+  Result lookup =
+      duet(std::string("conformance --plugin ") + DUET_BUILD_DIR + "/plugins/duet-speculative.so");
+  EXPECT_EQ(lookup.code, 0) << lookup.err;
+  EXPECT_NE(lookup.out.find("stage 'lookup_decode'                reference  batched sampled"),
+            std::string::npos)
+      << lookup.out;
+  EXPECT_NE(lookup.out.find("5 cases: 5 pass, 0 FAIL"), std::string::npos) << lookup.out;
+  Result throws = duet("conformance" + samplers + " --component test_throw_stage");
+  EXPECT_EQ(throws.code, 4) << throws.err;
+  EXPECT_NE(throws.out.find("FAIL: threw: stage 'test_throw_stage' (plugin 'test-good', "
+                            "stages[1]) failed: the stage broke"),
+            std::string::npos)
+      << throws.out;
+  EXPECT_NE(throws.out.find("skip: stage 'test_throw_stage' decodes one sequence at a time only"),
+            std::string::npos)
+      << throws.out;
+  Result old = duet(std::string("conformance --plugin ") + DUET_TEST_PLUGIN_DIR +
+                    "/duet-test-abi-1-0.so --component test_abi_1_0_decode");
+  EXPECT_EQ(old.code, 4) << old.err;
+  EXPECT_NE(old.out.find("FAIL: prompt 0: the stage finished with 'none', core's decode with "
+                         "'length'"),
+            std::string::npos)
+      << old.out;
+
   Result unknown = duet("conformance" + plugin + " --component nosuch");
   EXPECT_EQ(unknown.code, 2);
   EXPECT_NE(unknown.err.find("plugin 'test-extensions' has no component 'nosuch'; it has:"),

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the SDK from the build tree, builds examples/stage-plugin out of
 # tree against it with find_package(Duet), and runs its stage with the
-# installed duet: alone (`duet run`, the session path) and under `duet serve`
-# (the batching scheduler). Both must give the plain decode pipeline's text,
-# and the drafts must save passes.
+# installed duet: through the conformance kit, alone (`duet run`, the
+# session path) and under `duet serve` (the batching scheduler). Both must
+# give the plain decode pipeline's text, and the drafts must save passes.
 set -euo pipefail
 build=$1
 src=$2
@@ -25,6 +25,13 @@ duet="$tmp/prefix/bin/duet"
 for expected in "example-bigram 1.0.0  loaded" "stage bigram_decode"; do
   grep -qF "$expected" "$tmp/plugins.txt" || { echo "missing '$expected' in:"; cat "$tmp/plugins.txt"; exit 1; }
 done
+
+# The SDK's conformance kit: the stage gives core decode's tokens alone and
+# batched, greedy and sampled, and stops for room where decode does.
+"$duet" conformance --plugin "$tmp/example/duet-example-bigram.so" >"$tmp/conformance.txt" ||
+  { cat "$tmp/conformance.txt"; echo "duet conformance failed on the example stage"; exit 1; }
+grep -q "5 cases: 5 pass, 0 FAIL" "$tmp/conformance.txt" ||
+  { cat "$tmp/conformance.txt"; echo "duet conformance did not pass every stage case"; exit 1; }
 
 sets=(--set "plugins.paths=[$tmp/example]" --set "model.path=$src/models/SmolLM2-135M-Instruct.Q4_1.gguf"
       --set backend.plugin=onednn --set backend.options.threads=1

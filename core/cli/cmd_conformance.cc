@@ -24,6 +24,7 @@
 #include "duet/app/plugin_host.h"
 #include "duet/error.h"
 #include "pipeline_loading.h"
+#include "stage_conformance.h"
 #include "subcommands.h"
 
 extern char** environ;
@@ -49,8 +50,12 @@ std::vector<ConformanceCase> check_component(const PluginHost& host, const Compo
         return kv_cache_conformance(host, info, options);
       case ComponentKind::kSampler:
         return {sampler_conformance(host, info, options)};
+      case ComponentKind::kStage:
+        return stage_conformance(host, info, options);
       default:
-        skipped.detail = "the kit checks attention, KV-cache storage and samplers only so far";
+        skipped.detail =
+            "the kit checks attention, KV-cache storage, samplers and stages; "
+            "a backend is checked by tests/backend_conformance_test.cc";
     }
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kConfig) throw;
