@@ -769,6 +769,35 @@ TEST_F(Cli, CompareInterruptedWithCtrlCKeepsWhatWasMeasured) {
 // The SDK's conformance kit: a correct plugin attention passes every case;
 // one that drops the scale and one that leaves a row unwritten fail with
 // exit code 4, each naming what went wrong.
+// Every component the source tree builds as a plugin passes the kit, each
+// with the options its factory needs.
+TEST_F(Cli, ConformancePassesEveryInTreePluginComponent) {
+  const std::string dir = std::string(DUET_BUILD_DIR) + "/plugins/";
+  const std::vector<std::pair<std::string, std::string>> checks = {
+      {"duet-samplers.so", ""},
+      {"duet-samplers.so", " --component temperature --option t=0.7"},
+      {"duet-samplers.so", " --component top_k --option k=40"},
+      {"duet-samplers.so", " --component top_p --option p=0.95"},
+      {"duet-samplers.so", " --component min_p --option p=0.05"},
+      {"duet-samplers.so", " --component repetition_penalty --option penalty=1.1"},
+      {"duet-samplers.so", " --component presence_penalty --option penalty=0.5"},
+      {"duet-samplers.so", " --component frequency_penalty --option penalty=0.5"},
+      {"duet-speculative.so", ""},
+      {"duet-sliding-window.so", " --option window=4096"},
+      {"duet-mmap-kv-cache.so", " --option path=" + (dir_ / "kv").string()},
+  };
+  for (const auto& [file, args] : checks) {
+    Result r = duet("conformance --plugin " + dir + file + args);
+    EXPECT_EQ(r.code, 0) << file << args << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find(" 0 FAIL"), std::string::npos) << file << args << "\n" << r.out;
+    // A sampler given its options runs (onednn's own q8_0 tiles may skip
+    // an attention's cases on VNNI machines).
+    if (args.find("--component") != std::string::npos) {
+      EXPECT_NE(r.out.find("1 cases: 1 pass"), std::string::npos) << file << args << "\n" << r.out;
+    }
+  }
+}
+
 TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
   const std::string plugin =
       std::string(" --plugin ") + DUET_TEST_PLUGIN_DIR + "/duet-test-extensions.so";

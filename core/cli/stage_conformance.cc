@@ -173,9 +173,8 @@ std::vector<ConformanceCase> stage_conformance(const PluginHost& host, const Com
       const RunResult got = stage->run_tokens(all[i], sink);
       tokens += static_cast<int64_t>(got.generated_tokens.size());
       passes += got.stats.decode_passes;
-      const RunResult want =
-          pipelines.core(all[i], sampler, capacity,
-                         core_tokens != 0 ? core_tokens : got.generated_tokens.size());
+      const RunResult want = pipelines.core(
+          all[i], sampler, capacity, core_tokens != 0 ? core_tokens : got.generated_tokens.size());
       if (std::string why = compare(i, got.generated_tokens, got.finish, want); !why.empty())
         return std::make_pair(false, why);
     }
@@ -193,8 +192,8 @@ std::vector<ConformanceCase> stage_conformance(const PluginHost& host, const Com
       scheduler = std::make_unique<Scheduler>(*stage);
     } catch (const Error& e) {
       ConformanceCase& c = cases.emplace_back();
-      c = ConformanceCase{"stage '" + info.name + "'", "reference", layout, "skip", e.what(),
-                          NAN, 0.0};
+      c = ConformanceCase{
+          "stage '" + info.name + "'", "reference", layout, "skip", e.what(), NAN, 0.0};
       continue;
     }
     run(layout, [&] {
