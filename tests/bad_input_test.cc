@@ -312,7 +312,7 @@ const Row kRows[] = {
      "zz'",
      6, "raise components.kv_cache.capacity_tokens or shorten the prompt"},
     {"prompt_chat_template", "run {dir}/p.yaml --chat --set 'model.chat_template=\"{{ x }}\"'", 2,
-     "not a ChatML, Gemma or Llama 3 template"},
+     "model.chat_template does not write the user's message into the prompt"},
     {"perplexity_not_a_file", "perplexity {dir}/p.yaml {dir}", 2, "cannot read text file"},
     // Plugins.
     {"plugin_unknown_backend", "validate {dir}/p.yaml --set backend.plugin=cuba", 4,

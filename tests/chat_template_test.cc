@@ -1,6 +1,8 @@
-// ChatTemplate: recognising ChatML templates and applying them. Chat* cases
-// use template texts written here and small GGUF files (label: unit);
-// SmolLM2* cases read the real model (label: model).
+// ChatTemplate: models' own templates run as Jinja (against renders by
+// Python's jinja2, tests/data/chat_templates.json from
+// tests/chat_template_oracle.py), the built-in formats, and the choice
+// between them. Chat*/Jinja* cases use template texts and small GGUF files
+// (label: unit); SmolLM2* cases read the real model (label: model).
 #include "duet/app/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +11,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -32,35 +36,10 @@ constexpr const char* kSmolLM2Template =
 constexpr const char* kSmolLM2Default =
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
-// Qwen2.5's shape: the first system literal is built from the caller's
-// message (tools branch); the default sits in a later literal, written with
-// "\n" escapes.
-constexpr const char* kQwenLikeTemplate =
-    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0]['role'] == 'system' %}"
-    "{{- messages[0]['content'] }}{%- endif %}{{- '<|im_end|>\\n' }}{%- else %}"
-    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
-    "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\nYou are "
-    "Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
-    "{%- endif %}";
-
-constexpr const char* kLlama3Template =
-    "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
-    "'<|end_header_id|>\n\n' + message['content'] + '<|eot_id|>' }}{% endfor %}";
-
-// Phi-3's turns: a family Duet does not recognise.
+// Phi-3's turns: a family Duet has no built-in format for.
 constexpr const char* kPhi3Template =
     "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + message['content'] + "
     "'<|end|>\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}";
-
-const std::string kNotChatML =
-    "model's chat template is not a ChatML, Gemma or Llama 3 template (Duet does not run Jinja "
-    "yet); set model.chat_template in the pipeline YAML or model.chat: false";
-
-// Gemma 3's instruction template, shortened to what Duet recognises.
-constexpr const char* kGemmaTemplate =
-    "{{ bos_token }}{%- for message in loop_messages -%}{{ '<start_of_turn>' + role + '\n' + "
-    "message['content'] | trim + '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt "
-    "-%}{{'<start_of_turn>model\n'}}{%- endif -%}";
 
 template <typename F>
 std::string config_error(F f) {
@@ -74,16 +53,20 @@ std::string config_error(F f) {
   return "";
 }
 
-TEST(ChatTemplate, SmolLM2InsertsItsDefaultSystemPrompt) {
-  ChatTemplate t = ChatTemplate::from_text(kSmolLM2Template, "model's chat template");
-  EXPECT_EQ(t.default_system(), kSmolLM2Default);
+ChatTemplate jinja(const char* text) {
+  return ChatTemplate::from_jinja(text, "<|im_end|>", "test");
+}
+
+TEST(ChatTemplate, SmolLM2WritesItsDefaultSystemPrompt) {
+  ChatTemplate t = jinja(kSmolLM2Template);
+  EXPECT_EQ(t.name(), "jinja");
   EXPECT_EQ(t.apply(std::nullopt, "What is 2+2?"),
             std::string("<|im_start|>system\n") + kSmolLM2Default +
                 "<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, SmolLM2WithASystemMessage) {
-  ChatTemplate t = ChatTemplate::from_text(kSmolLM2Template, "model's chat template");
+  ChatTemplate t = jinja(kSmolLM2Template);
   EXPECT_EQ(t.apply("Answer briefly.", "  Hi \n"),
             "<|im_start|>system\nAnswer briefly.<|im_end|>\n"
             "<|im_start|>user\n  Hi \n<|im_end|>\n<|im_start|>assistant\n");
@@ -93,22 +76,88 @@ TEST(ChatTemplate, SmolLM2WithASystemMessage) {
             "<|im_start|>assistant\n");
 }
 
-TEST(ChatTemplate, FindsTheLiteralDefaultAmongExpressions) {
-  ChatTemplate t = ChatTemplate::from_text(kQwenLikeTemplate, "model's chat template");
-  EXPECT_EQ(t.default_system(),
-            "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
-}
-
-TEST(ChatTemplate, BuiltinChatMLHasNoDefaultSystemPrompt) {
+TEST(ChatTemplate, BuiltinChatMLWritesNoSystemTurn) {
   ChatTemplate t = ChatTemplate::chatml();
-  EXPECT_EQ(t.default_system(), std::nullopt);
   EXPECT_EQ(t.apply(std::nullopt, "Hi"), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
-TEST(ChatTemplate, RejectsOtherTemplateFamilies) {
-  std::string msg =
-      config_error([] { ChatTemplate::from_text(kPhi3Template, "model's chat template"); });
-  EXPECT_EQ(msg, kNotChatML);
+TEST(ChatTemplate, RefusesATemplateThatDoesNotParse) {
+  std::string msg = config_error([] { jinja("{% for message in %}{{ message }}"); });
+  EXPECT_EQ(msg.rfind("test is not a Jinja template Duet can run (", 0), 0u) << msg;
+  EXPECT_NE(msg.find("set model.chat_template in the pipeline YAML or model.chat: false"),
+            std::string::npos)
+      << msg;
+}
+
+// The oracle's cases: each template rendered by jinja2 for a user message,
+// a system and a user message, and a later turn after an answer.
+struct OracleCase {
+  std::string name, eos, turn_end, text;
+  std::vector<std::string> renders;
+};
+
+std::vector<OracleCase> oracle_cases() {
+  std::ifstream in(std::string(DUET_SOURCE_DIR) + "/tests/data/chat_templates.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<OracleCase> out;
+  for (const auto& c : j.at("cases")) {
+    out.push_back({c.at("name"), c.at("eos_token"), c.at("turn_end"), c.at("template"),
+                   c.at("renders").get<std::vector<std::string>>()});
+  }
+  return out;
+}
+
+// What follows the answer in a render of user, assistant, user.
+std::string after_answer(const std::string& render) {
+  const std::string answer =
+      "\x01"
+      "duet-answer\x01";
+  return render.substr(render.find(answer) + answer.size());
+}
+
+TEST(JinjaTemplates, RenderAsJinja2Does) {
+  const std::vector<OracleCase> cases = oracle_cases();
+  ASSERT_EQ(cases.size(), 4u);
+  for (const OracleCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const ChatTemplate t = ChatTemplate::from_jinja(c.text, c.eos, c.name);
+    EXPECT_EQ(t.apply(std::nullopt, "Hi"), c.renders[0]);
+    EXPECT_EQ(t.apply("Be brief.", "Hi"), c.renders[1]);
+    const std::string next = after_answer(c.renders[2]);
+    EXPECT_EQ(t.apply_next("And?", false), next);
+    // A closed answer ended with its end token, which is in the cache: the
+    // later turn starts after it.
+    ASSERT_EQ(next.rfind(c.turn_end, 0), 0u) << next;
+    EXPECT_EQ(t.apply_next("And?", true), next.substr(c.turn_end.size()));
+  }
+}
+
+// Two implementations of one format agree: the Gemma 3 and Llama 3
+// templates run as Jinja, and Duet's built-in formats.
+TEST(JinjaTemplates, AgreeWithTheBuiltInFormats) {
+  for (const OracleCase& c : oracle_cases()) {
+    if (c.name != "gemma3" && c.name != "llama3") continue;
+    SCOPED_TRACE(c.name);
+    const ChatTemplate t = ChatTemplate::from_jinja(c.text, c.eos, c.name);
+    const ChatTemplate builtin =
+        c.name == "gemma3" ? ChatTemplate::gemma() : ChatTemplate::llama3();
+    EXPECT_EQ(t.apply(std::nullopt, "Hi"), builtin.apply(std::nullopt, "Hi"));
+    EXPECT_EQ(t.apply("Be brief.", "Hi"), builtin.apply("Be brief.", "Hi"));
+    EXPECT_EQ(t.apply_next("And?", false), builtin.apply_next("And?", false));
+    EXPECT_EQ(t.apply_next("And?", true), builtin.apply_next("And?", true));
+  }
+}
+
+TEST(JinjaTemplates, ARaisingTemplateRefusesTheConversationNamingIt) {
+  for (const OracleCase& c : oracle_cases()) {
+    if (c.name != "gemma3") continue;
+    const ChatTemplate t = ChatTemplate::from_jinja(c.text, c.eos, "gemma3's template");
+    // A template that raises on a plain turn is refused at load.
+    const std::string raising = "{{ raise_exception('no chat here') }}";
+    std::string msg = config_error([&] { ChatTemplate::from_jinja(raising, "", "x's template"); });
+    EXPECT_NE(msg.find("no chat here"), std::string::npos) << msg;
+    EXPECT_EQ(t.name(), "jinja");
+  }
 }
 
 // A GGUF file holding only `chat_template` (or none), removed afterwards.
@@ -126,30 +175,33 @@ class ChatModelFile : public ::testing::Test {
                                 ("duet_chat_template_test_" + std::to_string(::getpid()) + ".gguf");
 };
 
-TEST_F(ChatModelFile, UsesTheModelsTemplate) {
+TEST_F(ChatModelFile, RunsTheModelsTemplate) {
   write(kSmolLM2Template);
-  EXPECT_EQ(ChatTemplate::from_model(GgufFile::open(path_), "").default_system(), kSmolLM2Default);
+  const ChatTemplate t = ChatTemplate::from_model(GgufFile::open(path_), "");
+  EXPECT_EQ(t.name(), "jinja");
+  EXPECT_EQ(t.origin(), path_.string() + ": model's chat template");
+  EXPECT_EQ(
+      t.apply(std::nullopt, "Hi").rfind(std::string("<|im_start|>system\n") + kSmolLM2Default, 0),
+      0u);
 }
 
 TEST_F(ChatModelFile, OverrideReplacesTheModelsTemplate) {
   write(kPhi3Template);
   GgufFile file = GgufFile::open(path_);
-  EXPECT_EQ(ChatTemplate::from_model(file, "chatml").default_system(), std::nullopt);
-  EXPECT_EQ(ChatTemplate::from_model(file, kQwenLikeTemplate).default_system()->substr(0, 12),
-            "You are Qwen");
-  std::string msg = config_error([&] { ChatTemplate::from_model(file, kPhi3Template); });
-  EXPECT_EQ(msg.rfind("model.chat_template is not a ChatML, Gemma or Llama 3 template", 0), 0u)
-      << msg;
-}
-
-TEST_F(ChatModelFile, RejectsANonChatMLModelTemplate) {
-  write(kPhi3Template);
-  std::string msg = config_error([&] { ChatTemplate::from_model(GgufFile::open(path_), ""); });
-  EXPECT_EQ(msg, path_.string() + ": " + kNotChatML);
+  EXPECT_EQ(ChatTemplate::from_model(file, "chatml").name(), "chatml");
+  EXPECT_EQ(ChatTemplate::from_model(file, "").apply(std::nullopt, "Hi"),
+            "<|user|>\nHi<|end|>\n<|assistant|>\n");
+  const ChatTemplate own = ChatTemplate::from_model(file, kSmolLM2Template);
+  EXPECT_EQ(own.origin(), "model.chat_template");
+  EXPECT_EQ(own.apply("S", "Hi"),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  std::string msg = config_error([&] { ChatTemplate::from_model(file, "{% if %}"); });
+  EXPECT_EQ(msg.rfind("model.chat_template is not a Jinja template Duet can run", 0), 0u) << msg;
 }
 
 TEST(ChatTemplate, GemmaTurnsWithTheSystemMessageInTheFirstUserTurn) {
-  const ChatTemplate t = ChatTemplate::from_text(kGemmaTemplate, "model's chat template");
+  const ChatTemplate t = ChatTemplate::gemma();
   EXPECT_EQ(t.name(), "gemma");
   EXPECT_EQ(t.apply(std::nullopt, "Hi"),
             "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
@@ -159,13 +211,12 @@ TEST(ChatTemplate, GemmaTurnsWithTheSystemMessageInTheFirstUserTurn) {
             "\n<start_of_turn>user\nAnd?<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(t.apply_next("And?", false),
             "<end_of_turn>\n<start_of_turn>user\nAnd?<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_EQ(ChatTemplate::gemma().apply(std::nullopt, "x"), t.apply(std::nullopt, "x"));
 }
 
 // The strings llama.cpp's own "llama3" template writes for the same
 // messages (llama_chat_apply_template, llama-cpp-python 0.3.36).
 TEST(ChatTemplate, Llama3TurnsAsLlamaCppWritesThem) {
-  const ChatTemplate t = ChatTemplate::from_text(kLlama3Template, "model's chat template");
+  const ChatTemplate t = ChatTemplate::llama3();
   EXPECT_EQ(t.name(), "llama3");
   const std::string first = t.apply("Be brief.", "Hi");
   EXPECT_EQ(first,

@@ -347,10 +347,19 @@ TEST_F(Cli, RunRejectsAPromptLongerThanTheCacheWithExit6) {
 }
 
 TEST_F(Cli, RunRejectsAChatTemplateItCannotApplyWithExit2) {
-  Result r = duet("run " + write("p.yaml", kTinyPipeline) +
-                  " --chat --set 'model.chat_template=\"{{ messages | join }}\"'");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("not a ChatML, Gemma or Llama 3 template"), std::string::npos) << r.err;
+  Result unparsed = duet("run " + write("p.yaml", kTinyPipeline) +
+                         " --chat --set 'model.chat_template=\"{% for m in %}\"'");
+  EXPECT_EQ(unparsed.code, 2);
+  EXPECT_NE(unparsed.err.find("model.chat_template is not a Jinja template Duet can run ("),
+            std::string::npos)
+      << unparsed.err;
+  Result messageless = duet("run " + write("p.yaml", kTinyPipeline) +
+                            " --chat --set 'model.chat_template=\"{{ x }}\"'");
+  EXPECT_EQ(messageless.code, 2);
+  EXPECT_NE(messageless.err.find("model.chat_template does not write the user's message into the "
+                                 "prompt, so it is no chat template"),
+            std::string::npos)
+      << messageless.err;
 }
 
 TEST_F(Cli, RunRejectsAnImpossibleSamplerValueWithItsKeyPath) {
@@ -639,7 +648,9 @@ TEST_F(Cli, InspectPrintsTheChatTemplate) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("{% for message in messages %}", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("<|im_start|>assistant"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("duet applies: chatml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("duet applies: jinja (the model's tokenizer.chat_template, run as Jinja)"),
+            std::string::npos)
+      << r.err;
   Result summary = duet("inspect " + (dir_ / "tiny.gguf").string());
   EXPECT_NE(summary.out.find("bytes; duet inspect --chat-template prints it)"), std::string::npos)
       << summary.out;

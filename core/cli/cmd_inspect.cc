@@ -43,7 +43,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     }
     if (format) {
       std::cerr << "duet applies: " << format->name() << " ("
-                << (text ? "recognised in the model's tokenizer.chat_template" : format->origin())
+                << (text ? "the model's tokenizer.chat_template, run as Jinja" : format->origin())
                 << ")\n";
     }
     return 0;

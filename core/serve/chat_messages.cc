@@ -9,7 +9,11 @@ namespace {
 
 // Stands for message `i`'s content in the template's text; no message
 // contains the \x01 bytes, and the template never writes them.
-std::string marker(size_t i) { return "\x01duet-message-" + std::to_string(i) + "\x01"; }
+std::string marker(size_t i) {
+  return "\x01"
+         "duet-message-" +
+         std::to_string(i) + "\x01";
+}
 
 [[noreturn]] void reject(size_t i, const std::string& what) {
   throw Error(ErrorKind::kInputRejected,
@@ -60,7 +64,9 @@ std::vector<int32_t> tokenize_messages(const Tokenizer& tokenizer, const ChatTem
   };
   // Template text between the markers may hold control tokens; contents not.
   const std::string_view text = wrapped;
-  constexpr std::string_view kStart = "\x01duet-message-";
+  constexpr std::string_view kStart =
+      "\x01"
+      "duet-message-";
   size_t at = 0;
   while (true) {
     const size_t found = text.find(kStart, at);

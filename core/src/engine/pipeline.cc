@@ -116,7 +116,9 @@ std::vector<int32_t> Pipeline::encode_wrapped(const std::string& wrapped, std::s
 }
 
 namespace {
-constexpr std::string_view kUserMarker = "\x01duet-user-text\x01";
+constexpr std::string_view kUserMarker =
+    "\x01"
+    "duet-user-text\x01";
 }  // namespace
 
 std::vector<int32_t> Pipeline::tokenize_prompt(const std::string& prompt,

@@ -1,9 +1,12 @@
 #include "duet/app/chat_template.h"
 
 #include <algorithm>
+#include <exception>
+#include <minja/chat-template.hpp>
 
 #include "duet/app/gguf.h"
 #include "duet/error.h"
+#include "text/token_type.h"
 
 namespace duet {
 namespace {
@@ -33,6 +36,7 @@ const Spelling& spelling(ChatTemplate::Format format) {
     case ChatTemplate::Format::kLlama3:
       return kLlama3;
     case ChatTemplate::Format::kChatML:
+    case ChatTemplate::Format::kJinja:  // never asked: a Jinja template writes its own turns
       break;
   }
   return kChatML;
@@ -40,45 +44,56 @@ const Spelling& spelling(ChatTemplate::Format format) {
 constexpr std::string_view kFix =
     "set model.chat_template in the pipeline YAML or model.chat: false";
 
-// The text of the first literal system turn in `text`, if any. Only plain
-// text counts: a quote, brace or backslash before "<|im_end|>" means the turn
-// is built from Jinja expressions (e.g. the caller's system message), which
-// is not a default.
-std::optional<std::string> literal_system_turn(std::string_view text) {
-  const std::string opener = std::string(kStart) + "system";
-  for (size_t at = text.find(opener); at != std::string_view::npos;
-       at = text.find(opener, at + 1)) {
-    std::string_view rest = text.substr(at + opener.size());
-    // A newline inside a template string is either the character itself or
-    // the two-character escape, depending on how the template was stored.
-    if (rest.starts_with("\n")) {
-      rest.remove_prefix(1);
-    } else if (rest.starts_with("\\n")) {
-      rest.remove_prefix(2);
-    } else {
-      continue;
-    }
-    const size_t end = rest.find(kEnd);
-    if (end == std::string_view::npos) continue;
-    std::string_view content = rest.substr(0, end);
-    if (content.find_first_of("'\"{}\\") == std::string_view::npos) return std::string(content);
-  }
-  return std::nullopt;
+// Stand for contents in a rendered conversation; no message contains the
+// \x01 bytes, and no template writes them.
+constexpr std::string_view kEarlierUser =
+    "\x01"
+    "duet-earlier-user\x01";
+constexpr std::string_view kAnswer =
+    "\x01"
+    "duet-answer\x01";
+
+// The text of the vocabulary's end token (tokenizer.ggml.eos_token_id), or
+// "" when the file names none.
+std::string eos_text(const GgufFile& file) {
+  const std::optional<uint64_t> id = file.find_uint("tokenizer.ggml.eos_token_id");
+  if (!id || file.find("tokenizer.ggml.tokens") == nullptr) return "";
+  const std::vector<std::string_view> tokens = file.get_string_array("tokenizer.ggml.tokens");
+  return *id < tokens.size() ? std::string(tokens[*id]) : "";
 }
 
-bool contains(std::string_view text, std::string_view a, std::string_view b) {
-  return text.find(a) != std::string_view::npos && text.find(b) != std::string_view::npos;
+nlohmann::ordered_json message(std::string_view role, std::string_view content) {
+  return {{"role", std::string(role)}, {"content", std::string(content)}};
 }
 
 }  // namespace
 
+struct ChatTemplate::Jinja {
+  minja::chat_template engine;
+  std::string eos;
+  std::string origin;
+
+  // `messages` rendered, with the generation prompt. A template that
+  // raises (roles out of order, say) is duet::Error(kInputRejected).
+  std::string render(const nlohmann::ordered_json& messages) const {
+    minja::chat_template_inputs in;
+    in.messages = messages;
+    in.add_generation_prompt = true;
+    try {
+      return engine.apply(in);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kInputRejected, origin + " refused the conversation: " + e.what());
+    }
+  }
+};
 ChatTemplate ChatTemplate::from_model(const GgufFile& file, const std::string& override_template) {
   if (override_template == "chatml") return chatml();
   if (override_template == "gemma") return gemma();
-  if (override_template == "llama3") return ChatTemplate(Format::kLlama3, std::nullopt, "builtin");
-  if (!override_template.empty()) return from_text(override_template, "model.chat_template");
+  if (override_template == "llama3") return llama3();
+  if (!override_template.empty())
+    return from_jinja(override_template, eos_text(file), "model.chat_template");
   if (std::optional<std::string_view> text = file.find_string("tokenizer.chat_template")) {
-    return from_text(*text, file.path().string() + ": model's chat template");
+    return from_jinja(*text, eos_text(file), file.path().string() + ": model's chat template");
   }
   if (file.find("tokenizer.ggml.tokens") != nullptr) {
     const std::vector<std::string_view> tokens = file.get_string_array("tokenizer.ggml.tokens");
@@ -88,13 +103,13 @@ ChatTemplate ChatTemplate::from_model(const GgufFile& file, const std::string& o
     const std::string fallback =
         "fallback: the file has no tokenizer.chat_template; its vocabulary has ";
     if (has(kGemmaStart) && has(kGemmaEnd)) {
-      return ChatTemplate(Format::kGemma, std::nullopt, fallback + std::string(kGemmaStart));
+      return ChatTemplate(Format::kGemma, fallback + std::string(kGemmaStart));
     }
     if (has(kStart) && has(kEnd)) {
-      return ChatTemplate(Format::kChatML, std::nullopt, fallback + std::string(kStart));
+      return ChatTemplate(Format::kChatML, fallback + std::string(kStart));
     }
     if (has(kHeaderStart) && has(kEot)) {
-      return ChatTemplate(Format::kLlama3, std::nullopt, fallback + std::string(kHeaderStart));
+      return ChatTemplate(Format::kLlama3, fallback + std::string(kHeaderStart));
     }
   }
   throw Error(ErrorKind::kConfig,
@@ -105,20 +120,37 @@ ChatTemplate ChatTemplate::from_model(const GgufFile& file, const std::string& o
                   " (model.chat_template: chatml, gemma or llama3 names a builtin format)");
 }
 
-ChatTemplate ChatTemplate::from_text(std::string_view text, std::string_view origin) {
-  if (contains(text, kStart, kEnd)) {
-    return ChatTemplate(Format::kChatML, literal_system_turn(text), std::string(origin));
+ChatTemplate ChatTemplate::from_jinja(std::string_view text, std::string eos_token,
+                                      std::string_view origin) {
+  std::shared_ptr<Jinja> jinja;
+  try {
+    // bos_token "": Duet adds the BOS token itself where the tokenizer asks.
+    jinja = std::make_shared<Jinja>(
+        Jinja{minja::chat_template(std::string(text), "", eos_token), eos_token, ""});
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kConfig, std::string(origin) +
+                                        " is not a Jinja template Duet can run (" + e.what() +
+                                        "); " + std::string(kFix) +
+                                        " (model.chat_template: chatml, gemma or llama3 names a "
+                                        "builtin format)");
   }
-  if (contains(text, kGemmaStart, kGemmaEnd)) {
-    return ChatTemplate(Format::kGemma, std::nullopt, std::string(origin));
+  jinja->origin = std::string(origin);
+  ChatTemplate t(Format::kJinja, std::string(origin));
+  t.jinja_ = std::move(jinja);
+  std::string probe;
+  try {
+    probe = t.apply(std::nullopt, kEarlierUser);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kConfig,
+                std::string(e.what()) + " (a user message alone); " + std::string(kFix));
   }
-  if (contains(text, kHeaderStart, kEot) && text.find(kHeaderEnd) != std::string_view::npos) {
-    return ChatTemplate(Format::kLlama3, std::nullopt, std::string(origin));
+  if (probe.find(kEarlierUser) == std::string::npos) {
+    throw Error(ErrorKind::kConfig, std::string(origin) +
+                                        " does not write the user's message into the prompt, so "
+                                        "it is no chat template; " +
+                                        std::string(kFix));
   }
-  throw Error(ErrorKind::kConfig, std::string(origin) +
-                                      " is not a ChatML, Gemma or Llama 3 template (Duet does not "
-                                      "run Jinja yet); " +
-                                      std::string(kFix));
+  return t;
 }
 
 std::string_view ChatTemplate::name() const {
@@ -127,6 +159,8 @@ std::string_view ChatTemplate::name() const {
       return "gemma";
     case Format::kLlama3:
       return "llama3";
+    case Format::kJinja:
+      return "jinja";
     case Format::kChatML:
       break;
   }
@@ -146,8 +180,13 @@ void ChatTemplate::append_turn(std::string& out, std::string_view role,
 
 std::string ChatTemplate::apply(std::optional<std::string_view> system,
                                 std::string_view user) const {
+  if (jinja_) {
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (system) messages.push_back(message("system", *system));
+    messages.push_back(message("user", user));
+    return jinja_->render(messages);
+  }
   const Spelling& w = spelling(format_);
-  if (!system && default_system_) system = *default_system_;
   std::string out;
   if (system && !w.system_turn) {
     append_turn(out, "user", std::string(*system) + "\n\n" + std::string(user));
@@ -160,6 +199,31 @@ std::string ChatTemplate::apply(std::optional<std::string_view> system,
 }
 
 std::string ChatTemplate::apply_next(std::string_view user, bool answer_closed) const {
+  if (jinja_) {
+    // What the template writes after an answer: render a conversation with
+    // one, and keep what follows it.
+    const std::string all = jinja_->render(nlohmann::ordered_json::array(
+        {message("user", kEarlierUser), message("assistant", kAnswer), message("user", user)}));
+    const size_t at = all.find(kAnswer);
+    if (at == std::string::npos) {
+      throw Error(ErrorKind::kInputRejected,
+                  jinja_->origin +
+                      " does not write an assistant's answer back into the "
+                      "conversation, so a later turn cannot follow one");
+    }
+    std::string out = all.substr(at + kAnswer.size());
+    // A closed answer ended with an end token (the vocabulary's eos, or an
+    // end of turn such as <end_of_turn>), which is in the cache already: the
+    // template's own closing token is not written again.
+    if (answer_closed) {
+      for (std::string_view end : kEndOfTurnTexts) {
+        if (out.starts_with(end)) return out.substr(end.size());
+      }
+      if (!jinja_->eos.empty() && out.starts_with(jinja_->eos))
+        return out.substr(jinja_->eos.size());
+    }
+    return out;
+  }
   const Spelling& w = spelling(format_);
   std::string out =
       answer_closed ? std::string(w.separator) : std::string(w.close) + std::string(w.separator);

@@ -1,6 +1,8 @@
 // token_type.h — GGUF tokenizer.ggml.token_type values (internal).
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -19,9 +21,11 @@ enum class TokenType : int32_t {
 
 // Control tokens that end a turn in chat models even when the file names
 // another end-of-sequence token (ChatML, Gemma, Llama 3, Phi).
+inline constexpr std::array<std::string_view, 5> kEndOfTurnTexts = {
+    "<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<|end|>"};
+
 inline bool is_end_of_turn_text(std::string_view text) {
-  return text == "<|im_end|>" || text == "<|endoftext|>" || text == "<end_of_turn>" ||
-         text == "<|eot_id|>" || text == "<|end|>";
+  return std::find(kEndOfTurnTexts.begin(), kEndOfTurnTexts.end(), text) != kEndOfTurnTexts.end();
 }
 
 }  // namespace duet
