@@ -186,9 +186,24 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::error_code ec;
   c.model_bytes = std::filesystem::file_size(config.model.path, ec);
   if (ec) c.model_bytes = 0;
-  c.backend = pipeline->check().backend;
-  c.plugin_version = bench::backend_plugin_version(host, c.backend);
-  c.backend_summary = bench::backend_summary(host, c.backend);
+  const PipelineCheck& check = pipeline->check();
+  if (check.placements.size() > 1) {
+    // Stages on several backends: "onednn/reference", prefill's first.
+    for (size_t i = 0; i < check.stages.size(); ++i) {
+      const std::string& name = check.placements[check.stage_placement[i]].backend;
+      if (i > 0) {
+        c.backend += '/';
+        c.plugin_version += '/';
+      }
+      c.backend += name;
+      c.plugin_version += bench::backend_plugin_version(host, name);
+    }
+    c.backend_summary = placement_line(check);
+  } else {
+    c.backend = check.backend;
+    c.plugin_version = bench::backend_plugin_version(host, c.backend);
+    c.backend_summary = bench::backend_summary(host, c.backend);
+  }
   const auto& backend_options = pipeline->check().backend_options.values();
   const auto threads = backend_options.find("threads");
   c.threads = threads == backend_options.end() ? "-" : threads->second;
