@@ -123,6 +123,16 @@ TEST(JinjaTemplates, RenderAsJinja2Does) {
     const ChatTemplate t = ChatTemplate::from_jinja(c.text, c.eos, c.name);
     EXPECT_EQ(t.apply(std::nullopt, "Hi"), c.renders[0]);
     EXPECT_EQ(t.apply("Be brief.", "Hi"), c.renders[1]);
+    // A whole conversation at once, as duet serve renders one.
+    const std::string earlier =
+        "\x01"
+        "duet-earlier-user\x01";
+    const std::string answer =
+        "\x01"
+        "duet-answer\x01";
+    const std::vector<ChatTemplate::Turn> turns = {
+        {"user", earlier}, {"assistant", answer}, {"user", "And?"}};
+    EXPECT_EQ(t.apply_conversation(turns), c.renders[2]);
     const std::string next = after_answer(c.renders[2]);
     EXPECT_EQ(t.apply_next("And?", false), next);
     // A closed answer ended with its end token, which is in the cache: the
@@ -145,6 +155,9 @@ TEST(JinjaTemplates, AgreeWithTheBuiltInFormats) {
     EXPECT_EQ(t.apply("Be brief.", "Hi"), builtin.apply("Be brief.", "Hi"));
     EXPECT_EQ(t.apply_next("And?", false), builtin.apply_next("And?", false));
     EXPECT_EQ(t.apply_next("And?", true), builtin.apply_next("And?", true));
+    const std::vector<ChatTemplate::Turn> turns = {
+        {"system", "S"}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "And?"}};
+    EXPECT_EQ(t.apply_conversation(turns), builtin.apply_conversation(turns));
   }
 }
 

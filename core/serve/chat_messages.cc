@@ -50,12 +50,13 @@ std::vector<int32_t> tokenize_messages(const Tokenizer& tokenizer, const ChatTem
            "the last message is the assistant's, so there is nothing to answer");
   }
 
-  std::optional<std::string> system = default_system;
-  if (has_system) system = marker(0);
-  std::string wrapped = chat.apply(system, marker(first_user));
-  for (size_t i = first_user + 1; i + 1 < messages.size(); i += 2) {
-    wrapped += marker(i) + chat.apply_next(marker(i + 1), false);
-  }
+  // Each message's content stands in as its marker until the text is encoded.
+  std::vector<std::string> markers;
+  std::vector<ChatTemplate::Turn> turns;
+  if (!has_system && default_system) turns.push_back({"system", *default_system});
+  for (size_t i = 0; i < messages.size(); ++i) markers.push_back(marker(i));
+  for (size_t i = 0; i < messages.size(); ++i) turns.push_back({messages[i].role, markers[i]});
+  const std::string wrapped = chat.apply_conversation(turns);
 
   std::vector<int32_t> ids;
   if (tokenizer.add_bos() && tokenizer.bos_id()) ids.push_back(*tokenizer.bos_id());

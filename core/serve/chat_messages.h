@@ -19,8 +19,9 @@ struct ChatMessage {
 };
 
 // The prompt for `messages`: an optional leading system message, then user
-// and assistant turns alternating, ending with a user turn (the ChatML
-// shapes duet/app/chat_template.h writes), followed by the generation prompt;
+// and assistant turns alternating, ending with a user turn, written by the
+// chat template whole (ChatTemplate::apply_conversation) and followed by the
+// generation prompt;
 // with the tokenizer's BOS when it asks for one. Without a system message,
 // `default_system` (the pipeline's model.system) is used when set, else the
 // template's own default. Contents are never parsed for control tokens.

@@ -232,4 +232,24 @@ std::string ChatTemplate::apply_next(std::string_view user, bool answer_closed) 
   return out;
 }
 
+std::string ChatTemplate::apply_conversation(std::span<const Turn> turns) const {
+  if (jinja_) {
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    for (const Turn& t : turns) messages.push_back(message(t.role, t.content));
+    return jinja_->render(messages);
+  }
+  const bool has_system = !turns.empty() && turns.front().role == "system";
+  const size_t first_user = has_system ? 1 : 0;
+  if (first_user >= turns.size()) {
+    throw Error(ErrorKind::kInternal, "apply_conversation: no user message to answer");
+  }
+  std::string out =
+      apply(has_system ? std::optional<std::string_view>(turns.front().content) : std::nullopt,
+            turns[first_user].content);
+  for (size_t i = first_user + 1; i + 1 < turns.size(); i += 2) {
+    out.append(turns[i].content).append(apply_next(turns[i + 1].content, false));
+  }
+  return out;
+}
+
 }  // namespace duet

@@ -27,6 +27,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -76,6 +77,21 @@ class DUET_API ChatTemplate {
   // prompt. Encode it like apply()'s
   // result.
   std::string apply_next(std::string_view user, bool answer_closed) const;
+
+  // One message of a conversation for apply_conversation().
+  struct Turn {
+    std::string_view role;  // "system", "user" or "assistant"
+    std::string_view content;
+  };
+
+  // The prompt text of a whole conversation — an optional system message,
+  // then user and assistant messages alternating, ending with a user one —
+  // followed by the generation prompt. A Jinja template renders it at once
+  // (as a server must: a template may write earlier turns differently from
+  // the last); a built-in format writes apply() and apply_next() in turn.
+  // REQUIRES: that order of roles (a Jinja template may raise otherwise:
+  // duet::Error(kInputRejected) naming it). Encode the result like apply()'s.
+  std::string apply_conversation(std::span<const Turn> turns) const;
 
   Format format() const { return format_; }
   // "chatml", "gemma", "llama3" or "jinja".
