@@ -265,6 +265,14 @@ TEST_P(SchedulerTest, SplitBackendsGiveWhatEachGivesAlone) {
     expect_same(r, alone.at(std::to_string(i)));
   }
   EXPECT_EQ(stats.kv_moved_bytes, moved);
+  // A prompt of 8-token chunks and one row more: its last row still runs
+  // on the prefill backend (all 17 positions move), not with the decode rows.
+  auto chunked = make_split({"stages.0.prefill.chunk_tokens=8"});
+  const auto last_row =
+      run_all(*chunked, {request(0, prompt(3, 17), 4), request(1, prompt(4, 9), 4)});
+  for (const auto& [id, r] : last_row) {
+    EXPECT_EQ(r.kv_moved_bytes, uint64_t{2} * 2 * r.prompt_tokens.size() * 2 * 16 * 4) << id;
+  }
   expect_session_draws_the_same([&](auto sets) { return make_split(sets); }, requests, batched,
                                 {0, 6, 15});
 }

@@ -165,6 +165,12 @@ class DUET_LOCAL Scheduler::Impl {
   // The pipeline's (null with one placement): a sequence's blocks not
   // current in the cache of the placement it runs on move there first.
   KVResidency* const residency;
+  // Per forward pass with a residency: the positions it writes, recorded
+  // once the pass ran.
+  struct Written {
+    int32_t sequence, first, end;
+  };
+  std::vector<Written> written;
   std::vector<KVAllocator::BlockCopy> copies;
   std::vector<int32_t> step_tokens;
   std::vector<int32_t> logit_rows;
@@ -195,6 +201,12 @@ class DUET_LOCAL Scheduler::Impl {
   // preemption) on the decode stage's, as they were first computed.
   size_t placement_of(const Sequence& seq) const {
     return allocator.length(seq.alloc_id) < seq.prompt_tokens ? prefill_at : decode_at;
+  }
+  // Whether `seq`'s one missing row is its prompt's last, which runs with
+  // the prompts on another placement than the decode rows: a prompt row,
+  // scheduled with the prompts.
+  bool prompt_row_elsewhere(const Sequence& seq) const {
+    return prefill_at != decode_at && allocator.length(seq.alloc_id) < seq.prompt_tokens;
   }
   // Rows `seq` should run this step, within `budget` (and, on split
   // placements, within the part — prompt or generated — it is in).
@@ -378,7 +390,7 @@ bool Scheduler::Impl::step() {
   // Decode rows first: one for each running sequence that is decoding.
   for (auto it = running.begin(); it != running.end() && budget > 0;) {
     Sequence& seq = *it;
-    if (missing_rows(seq) != 1) {
+    if (missing_rows(seq) != 1 || prompt_row_elsewhere(seq)) {
       ++it;
       continue;
     }
@@ -473,7 +485,8 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
   };
   std::vector<Candidate> candidates;
   for (const Sequence& seq : running) {
-    if (missing_rows(seq) > 1) candidates.push_back({seq.handle, missing_rows(seq), false});
+    if (missing_rows(seq) > 1 || prompt_row_elsewhere(seq))
+      candidates.push_back({seq.handle, missing_rows(seq), false});
   }
   const auto places = static_cast<size_t>(
       std::max<int64_t>(0, int64_t{batching.max_sequences} - static_cast<int64_t>(running.size())));
@@ -559,16 +572,24 @@ void Scheduler::Impl::run_step() {
       state.placements.front().kv->copy_blocks(c.src, c.dst, 1);
     }
   }
-  run_forward(prefill_at);
-  if (decode_at != prefill_at) run_forward(decode_at);
-  for (auto it = running.begin(); it != running.end();) {
-    if (it->finish != FinishReason::kNone) {
-      retire(*it, it->finish);
-      it = running.erase(it);
-    } else {
-      ++it;
+  const auto retire_finished = [&] {
+    for (auto it = running.begin(); it != running.end();) {
+      if (it->finish != FinishReason::kNone) {
+        retire(*it, it->finish);
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
     }
+  };
+  try {
+    run_forward(prefill_at);
+    if (decode_at != prefill_at) run_forward(decode_at);
+  } catch (...) {
+    retire_finished();  // what the first pass finished is not run again
+    throw;
   }
+  retire_finished();
 }
 
 void Scheduler::Impl::run_forward(size_t at) {
@@ -576,6 +597,7 @@ void Scheduler::Impl::run_forward(size_t at) {
   KVCache& kv = *placement.kv;
   StepBatch step;
   step_tokens.clear();
+  written.clear();
   logit_rows.clear();
   logit_owners.clear();
   const auto now = Clock::now();
@@ -599,7 +621,7 @@ void Scheduler::Impl::run_forward(size_t at) {
         stats.kv_moved_bytes += h.bytes;
         stats.kv_move_seconds += h.seconds;
       }
-      residency->written(seq.alloc_id, first, length, at);
+      written.push_back({seq.alloc_id, first, length});
     }
     const int32_t first_row = step.n_tokens;
     add_sequence_rows(step, allocator, seq.alloc_id, s.rows);
@@ -633,6 +655,7 @@ void Scheduler::Impl::run_forward(size_t at) {
 
   const auto start = Clock::now();
   placement.model->forward(step_tokens, step, kv, *placement.attention, logit_rows, logits);
+  for (const Written& w : written) residency->written(w.sequence, w.first, w.end, at);
   stats.forward_seconds += seconds_between(start, Clock::now());
   ++stats.steps;
 

@@ -1,6 +1,7 @@
 #include "kv/kv_residency.h"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "duet/error.h"
@@ -20,31 +21,37 @@ KVResidency::KVResidency(std::vector<KVEndpoint> caches, const KVAllocator& allo
 HandoverStats KVResidency::move_in(int32_t seq, int32_t first, size_t at) {
   const int32_t block = allocator_.block_tokens();
   const std::vector<int32_t>& table = allocator_.block_table(seq);
-  const auto below_first = [&](size_t i) { return static_cast<int64_t>(i) * block < first; };
-  for (size_t i = 0; i < table.size() && below_first(i); ++i) {
-    if (current_in_[static_cast<size_t>(table[i])] == 0) {
+  const uint32_t here = 1u << at;
+  // Per block below `first`: the cache it comes from (the first where it is
+  // current), or none when it is current here already.
+  constexpr size_t kNone = ~size_t{0};
+  sources_.clear();
+  for (size_t i = 0; i < table.size() && static_cast<int64_t>(i) * block < first; ++i) {
+    const uint32_t where = current_in_[static_cast<size_t>(table[i])];
+    if (where == 0) {
       throw Error(ErrorKind::kInternal, "KV block " + std::to_string(table[i]) + " of sequence " +
                                             std::to_string(seq) + " is current in no cache");
     }
+    sources_.push_back((where & here) != 0 ? kNone : static_cast<size_t>(std::countr_zero(where)));
   }
-  const uint32_t here = 1u << at;
   HandoverStats total;
   for (size_t from = 0; from < caches_.size(); ++from) {
-    if (from == at) continue;
     ranges_.clear();
-    for (size_t i = 0; i < table.size() && below_first(i); ++i) {
-      uint32_t& where = current_in_[static_cast<size_t>(table[i])];
-      if ((where & here) != 0 || (where >> from & 1u) == 0) continue;
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      if (sources_[i] != from) continue;
       const int32_t start = static_cast<int32_t>(i) * block;
       add_slot_range(ranges_, int64_t{table[i]} * block, std::min(block, first - start));
-      // A block wholly below `first` is now current here too; the one
-      // `first` falls in is written here next (written()).
-      if (start + block <= first) where |= here;
     }
     if (ranges_.empty()) continue;
     const HandoverStats h = hand_over(caches_[from], caches_[at], ranges_);
     total.bytes += h.bytes;
     total.seconds += h.seconds;
+  }
+  // Every move done: a block wholly below `first` is current here too; the
+  // one `first` falls in is written here next (written()).
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i] != kNone && static_cast<int64_t>(i + 1) * block <= first)
+      current_in_[static_cast<size_t>(table[i])] |= here;
   }
   return total;
 }

@@ -40,8 +40,8 @@ class KVResidency {
   // for a block current nowhere (a position never written).
   HandoverStats move_in(int32_t seq, int32_t first, size_t at);
 
-  // Positions [first, end) of `seq` were written in placement `at`: their
-  // blocks are current there alone.
+  // Positions [first, end) of `seq` were written in placement `at` (call it
+  // after the write succeeded): their blocks are current there alone.
   void written(int32_t seq, int32_t first, int32_t end, size_t at);
 
   // Block `dst` became a copy of block `src` in every cache where `src` is
@@ -53,6 +53,7 @@ class KVResidency {
   const KVAllocator& allocator_;
   std::vector<uint32_t> current_in_;  // per block, a bit per placement
   std::vector<SlotRange> ranges_;     // scratch for move_in
+  std::vector<size_t> sources_;       // scratch for move_in: each block's source
 };
 
 }  // namespace duet

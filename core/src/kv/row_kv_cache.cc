@@ -74,12 +74,14 @@ void RowKVCache::copy_blocks(int64_t src_block, int64_t dst_block, int64_t n) {
   }
 }
 
+// Qualified calls: a plugin's class derived from this one and built against
+// ABI 1.3 has no slot-range entries in its vtable.
 void RowKVCache::export_slots(int64_t n_slots, std::vector<uint8_t>& host_out) {
-  export_slot_range(0, n_slots, host_out);
+  RowKVCache::export_slot_range(0, n_slots, host_out);
 }
 
 void RowKVCache::import_slots(int64_t n_slots, const std::vector<uint8_t>& host_in) {
-  import_slot_range(0, n_slots, host_in);
+  RowKVCache::import_slot_range(0, n_slots, host_in);
 }
 
 void RowKVCache::export_slot_range(int64_t first_slot, int64_t n_slots,
