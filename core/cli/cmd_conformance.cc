@@ -87,16 +87,55 @@ ConformanceCase from_json(const json& j) {
   return c;
 }
 
+// --kind's spelling of each kind.
+const char* kind_option(ComponentKind kind) {
+  switch (kind) {
+    case ComponentKind::kAttention:
+      return "attention";
+    case ComponentKind::kKVCache:
+      return "kv_cache";
+    case ComponentKind::kSampler:
+      return "sampler";
+    case ComponentKind::kStage:
+      return "stage";
+    case ComponentKind::kBackend:
+      break;
+  }
+  return "backend";
+}
+
+// A folder only this process writes in, removed with this.
+class PrivateDir {
+ public:
+  PrivateDir() {
+    std::string pattern = std::filesystem::temp_directory_path() / "duet-conformance-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      throw Error(ErrorKind::kInternal, "duet conformance: cannot make a temporary folder: " +
+                                            std::string(strerror(errno)));
+    }
+    path_ = pattern;
+  }
+  ~PrivateDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 // Runs this program again on component `info` alone, its cases written to
-// a file; a process that dies or fails to write them is one FAIL row.
+// `rows`; a process that dies or fails to write them is one FAIL row.
 std::vector<ConformanceCase> check_in_own_process(const std::string& plugin,
                                                   const ComponentInfo& info,
-                                                  const std::vector<std::string>& option_args) {
-  const std::filesystem::path rows =
-      std::filesystem::temp_directory_path() /
-      ("duet-conformance-" + std::to_string(getpid()) + "-" + info.name + ".jsonl");
-  std::vector<std::string> args = {"duet",        "conformance", "--plugin",  plugin,
-                                   "--component", info.name,     "--rows-to", rows.string()};
+                                                  const std::vector<std::string>& option_args,
+                                                  const std::filesystem::path& rows) {
+  std::vector<std::string> args = {
+      "duet",    "conformance", "--plugin",    plugin,   "--component",
+      info.name, "--rows-to",   rows.string(), "--kind", kind_option(info.kind)};
   if (!info.backend.empty()) args.insert(args.end(), {"--backend", info.backend});
   args.insert(args.end(), option_args.begin(), option_args.end());
   std::vector<char*> argv;
@@ -155,6 +194,8 @@ int cmd_conformance(const std::vector<std::string>& args) {
       "check only this component of the plugin")(
       "backend", po::value<std::string>()->value_name("NAME"),
       "check only the plugin's components for this backend (attention, KV-cache storage)")(
+      "kind", po::value<std::string>()->value_name("KIND"),
+      "check only components of this kind: attention, kv_cache, sampler or stage")(
       "option,o", po::value<std::vector<std::string>>()->composing()->value_name("KEY=VALUE"),
       "an option every component is made with (repeatable), e.g. --option window=4096")(
       "rows-to", po::value<std::string>()->value_name("FILE"),
@@ -188,8 +229,10 @@ int cmd_conformance(const std::vector<std::string>& args) {
   }
   const std::string only = vm.count("component") ? vm["component"].as<std::string>() : "";
   const std::string backend = vm.count("backend") ? vm["backend"].as<std::string>() : "";
+  const std::string kind = vm.count("kind") ? vm["kind"].as<std::string>() : "";
   const auto chosen = [&](const ComponentInfo& info) {
-    return (only.empty() || info.name == only) && (backend.empty() || info.backend == backend);
+    return (only.empty() || info.name == only) && (backend.empty() || info.backend == backend) &&
+           (kind.empty() || kind_option(info.kind) == kind);
   };
   Options options("--option");
   std::vector<std::string> option_args;
@@ -219,22 +262,25 @@ int cmd_conformance(const std::vector<std::string>& args) {
   }
   std::vector<ConformanceCase> cases;
   bool found = false;
-  for (const ComponentInfo& info : record.components) {
+  const PrivateDir rows;
+  for (size_t i = 0; i < record.components.size(); ++i) {
+    const ComponentInfo& info = record.components[i];
     if (!chosen(info)) continue;
     found = true;
-    for (ConformanceCase& c : check_in_own_process(file.string(), info, option_args))
+    const std::filesystem::path out = rows.path() / ("component-" + std::to_string(i) + ".jsonl");
+    for (ConformanceCase& c : check_in_own_process(file.string(), info, option_args, out))
       cases.push_back(std::move(c));
   }
-  if (!found && !(only.empty() && backend.empty())) {
+  if (!found && !(only.empty() && backend.empty() && kind.empty())) {
     std::string names;
     for (const ComponentInfo& info : record.components) {
       names += " '" + info.name + "'" + (info.backend.empty() ? "" : " (" + info.backend + ")");
     }
-    throw Error(ErrorKind::kUsage, "duet conformance: plugin '" + record.name +
-                                       "' has no component" +
-                                       (only.empty() ? "" : " '" + only + "'") +
-                                       (backend.empty() ? "" : " for backend '" + backend + "'") +
-                                       "; it has:" + names);
+    throw Error(ErrorKind::kUsage,
+                "duet conformance: plugin '" + record.name + "' has no component" +
+                    (only.empty() ? "" : " '" + only + "'") +
+                    (backend.empty() ? "" : " for backend '" + backend + "'") +
+                    (kind.empty() ? "" : " of kind '" + kind + "'") + "; it has:" + names);
   }
 
   std::cout << "plugin " << record.name << " " << record.version << " (" << file.string() << ")\n";

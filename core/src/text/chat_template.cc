@@ -206,21 +206,24 @@ std::string ChatTemplate::apply_next(std::string_view user, bool answer_closed) 
         {message("user", kEarlierUser), message("assistant", kAnswer), message("user", user)}));
     const size_t at = all.find(kAnswer);
     if (at == std::string::npos) {
-      throw Error(ErrorKind::kInputRejected,
-                  jinja_->origin +
-                      " does not write an assistant's answer back into the "
-                      "conversation, so a later turn cannot follow one");
+      throw Error(ErrorKind::kConfig, jinja_->origin +
+                                          " does not write an assistant's answer back into the "
+                                          "conversation, so a later turn cannot follow one; " +
+                                          std::string(kFix));
     }
     std::string out = all.substr(at + kAnswer.size());
     // A closed answer ended with an end token (the vocabulary's eos, or an
     // end of turn such as <end_of_turn>), which is in the cache already: the
-    // template's own closing token is not written again.
+    // template's own closing token is not written again (nor the space a
+    // template may put before it, as Llama 2's ' ' + eos_token).
     if (answer_closed) {
+      const std::string_view rest =
+          std::string_view(out).substr(std::min(out.find_first_not_of(" \t\n"), out.size()));
       for (std::string_view end : kEndOfTurnTexts) {
-        if (out.starts_with(end)) return out.substr(end.size());
+        if (rest.starts_with(end)) return std::string(rest.substr(end.size()));
       }
-      if (!jinja_->eos.empty() && out.starts_with(jinja_->eos))
-        return out.substr(jinja_->eos.size());
+      if (!jinja_->eos.empty() && rest.starts_with(jinja_->eos))
+        return std::string(rest.substr(jinja_->eos.size()));
     }
     return out;
   }
