@@ -13,7 +13,6 @@
 #include "duet/app/plugin_host.h"
 #include "duet/plugin.h"
 #include "duet/quant.h"
-#include "kv/kv_allocator.h"
 #include "random_floats.h"
 
 namespace duet {
@@ -153,18 +152,17 @@ TEST_P(Handover, MovesTheGivenRangesAloneThroughEitherABI) {
   }
 }
 
-TEST(SlotRanges, FollowASequencesBlocksUpToItsLength) {
-  KVAllocator allocator(64, 4);
-  ASSERT_TRUE(allocator.append(0, 5));  // blocks 0, 1
-  ASSERT_TRUE(allocator.append(1, 4));  // block 2
-  ASSERT_TRUE(allocator.append(0, 6));  // fills block 1, then block 3 (11 positions)
-  const std::vector<SlotRange> got = sequence_slots(allocator, 0, 10);
-  ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].first, 0);  // blocks 0 and 1 merged
-  EXPECT_EQ(got[0].count, 8);
-  EXPECT_EQ(got[1].first, 12);  // block 3, up to position 9
-  EXPECT_EQ(got[1].count, 2);
-  EXPECT_TRUE(sequence_slots(allocator, 0, 0).empty());
+TEST(SlotRanges, AdjacentRangesMerge) {
+  std::vector<SlotRange> ranges;
+  add_slot_range(ranges, 0, 4);
+  add_slot_range(ranges, 4, 4);   // continues the first
+  add_slot_range(ranges, 12, 2);  // a gap: a range of its own
+  add_slot_range(ranges, 20, 0);  // empty: nothing
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].first, 0);
+  EXPECT_EQ(ranges[0].count, 8);
+  EXPECT_EQ(ranges[1].first, 12);
+  EXPECT_EQ(ranges[1].count, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Receivers, Handover, ::testing::Values("reference", "onednn"),

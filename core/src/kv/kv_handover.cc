@@ -7,7 +7,6 @@
 #include "duet/error.h"
 #include "duet/plugin.h"
 #include "duet/quant.h"
-#include "kv/kv_allocator.h"
 
 namespace duet {
 namespace {
@@ -55,20 +54,6 @@ void add_slot_range(std::vector<SlotRange>& ranges, int64_t first, int64_t count
   } else {
     ranges.push_back(SlotRange{first, count});
   }
-}
-
-std::vector<SlotRange> sequence_slots(const KVAllocator& allocator, int32_t seq,
-                                      int32_t n_positions) {
-  std::vector<SlotRange> ranges;
-  const int32_t block = allocator.block_tokens();
-  const std::vector<int32_t>& table = allocator.block_table(seq);
-  for (size_t i = 0; i < table.size(); ++i) {
-    const int64_t start = static_cast<int64_t>(i) * block;
-    if (start >= n_positions) break;
-    add_slot_range(ranges, int64_t{table[i]} * block,
-                   std::min<int64_t>(block, n_positions - start));
-  }
-  return ranges;
 }
 
 HandoverStats hand_over(KVEndpoint from, KVEndpoint to, std::span<const SlotRange> ranges) {

@@ -21,8 +21,6 @@
 
 namespace duet {
 
-class KVAllocator;
-
 // `rows` (an export in `from`) as the same values stored in `to`; rows of
 // `row_elements` elements each. Returns `rows` unchanged when the dtypes
 // match. REQUIRES: both dtypes can hold a row of row_elements.
@@ -38,12 +36,6 @@ struct SlotRange {
 // Appends slots [first, first + count) to `ranges`, merged into the last
 // range when they continue it.
 void add_slot_range(std::vector<SlotRange>& ranges, int64_t first, int64_t count);
-
-// The slots holding positions [0, n_positions) of sequence `seq`: its
-// blocks in table order, the last one cut at n_positions, adjacent blocks
-// merged. REQUIRES: n_positions <= allocator.length(seq).
-std::vector<SlotRange> sequence_slots(const KVAllocator& allocator, int32_t seq,
-                                      int32_t n_positions);
 
 // A cache and the ABI minor version of the plugin that made it: the range
 // export and import are the cache's own from ABI 1.4 on, and KVCache's
