@@ -125,6 +125,14 @@ stages: [prefill: {backend: first}, decode: {backend: second}]
     return r;
   }
 
+  // `n` requests of prompts 1..40 tokens long and 4..12 new tokens.
+  static std::vector<Request> varied_requests(int32_t n) {
+    std::vector<Request> out;
+    for (int32_t i = 0; i < n; ++i)
+      out.push_back(request(i, prompt(i, 1 + (i * 7) % 40), 4 + i % 9));
+    return out;
+  }
+
   // Runs `requests` through one scheduler, results by id.
   static std::map<std::string, RequestResult> run_all(Pipeline& pipeline,
                                                       const std::vector<Request>& requests,
@@ -174,9 +182,7 @@ stages: [prefill: {backend: first}, decode: {backend: second}]
 // the scheduler and by the plain session path (Pipeline::run_tokens).
 TEST_P(SchedulerTest, BatchedRequestsGiveWhatEachGivesAlone) {
   auto pipeline = make();
-  std::vector<Request> requests;
-  for (int32_t i = 0; i < 32; ++i)
-    requests.push_back(request(i, prompt(i, 1 + (i * 7) % 40), 4 + i % 9));
+  const std::vector<Request> requests = varied_requests(32);
   SchedulerStats stats;
   const auto batched = run_all(*pipeline, requests, &stats);
   ASSERT_EQ(batched.size(), 32u);
@@ -247,9 +253,7 @@ TEST_P(SchedulerTest, PrefixSharingGivesTheLogitsOfNoSharing) {
 // alone, and the tokens the session path (whole-sequence handover) gives.
 TEST_P(SchedulerTest, SplitBackendsGiveWhatEachGivesAlone) {
   auto pipeline = make_split();
-  std::vector<Request> requests;
-  for (int32_t i = 0; i < 16; ++i)
-    requests.push_back(request(i, prompt(i, 1 + (i * 7) % 40), 4 + i % 9));
+  const std::vector<Request> requests = varied_requests(16);
   SchedulerStats stats;
   const auto batched = run_all(*pipeline, requests, &stats);
   ASSERT_EQ(batched.size(), 16u);

@@ -167,6 +167,24 @@ class ThrowingWrite final : public duet::RowKVCache {
   }
 };
 
+// Registers storage `Rows` (a RowKVCache made from a spec and the backend's
+// device) for the reference backend, holding f32, f16 or q8_0 rows.
+template <typename Rows>
+void add_rows_storage(duet::PluginRegistrar& r, const std::string& name,
+                      const std::string& summary) {
+  r.add_kv_cache(
+      "reference", name, summary,
+      [name](duet::Backend&, const duet::KVCacheSpec& spec, const duet::Options& o) {
+        o.finish();
+        return duet::check_kv_rows(spec, "KV-cache storage '" + name + "'",
+                                   {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
+      },
+      [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
+        o.finish();
+        return std::unique_ptr<duet::KVCache>(new Rows(spec, backend.device()));
+      });
+}
+
 duet::AttentionFactory delegating(bool f32_only) {
   return
       [f32_only](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
@@ -205,39 +223,10 @@ void register_extensions(duet::PluginRegistrar& r) {
   r.add_attention("nosuch", "test_orphan", "for a backend no plugin provides", delegating(false));
   r.add_attention("test_old", "test_on_old", "for a backend built against ABI 1.0",
                   delegating(false));
-  r.add_kv_cache(
-      "reference", "test_rows", "core's slot rows, zeroed",
-      [](duet::Backend&, const duet::KVCacheSpec& spec, const duet::Options& o) {
-        o.finish();
-        return duet::check_kv_rows(spec, "KV-cache storage 'test_rows'",
-                                   {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
-      },
-      [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
-        o.finish();
-        return std::unique_ptr<duet::KVCache>(new ZeroedRows(spec, backend.device()));
-      });
-  r.add_kv_cache(
-      "reference", "test_throw_write", "slot rows whose write() throws an int",
-      [](duet::Backend&, const duet::KVCacheSpec& spec, const duet::Options& o) {
-        o.finish();
-        return duet::check_kv_rows(spec, "KV-cache storage 'test_throw_write'",
-                                   {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
-      },
-      [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
-        o.finish();
-        return std::unique_ptr<duet::KVCache>(new ThrowingWrite(spec, backend.device()));
-      });
-  r.add_kv_cache(
-      "reference", "test_range_off_by_one", "slot rows whose range export starts a slot late",
-      [](duet::Backend&, const duet::KVCacheSpec& spec, const duet::Options& o) {
-        o.finish();
-        return duet::check_kv_rows(spec, "KV-cache storage 'test_range_off_by_one'",
-                                   {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
-      },
-      [](duet::Backend& backend, const duet::KVCacheSpec& spec, const duet::Options& o) {
-        o.finish();
-        return std::unique_ptr<duet::KVCache>(new RangeOffByOne(spec, backend.device()));
-      });
+  add_rows_storage<ZeroedRows>(r, "test_rows", "core's slot rows, zeroed");
+  add_rows_storage<ThrowingWrite>(r, "test_throw_write", "slot rows whose write() throws an int");
+  add_rows_storage<RangeOffByOne>(r, "test_range_off_by_one",
+                                  "slot rows whose range export starts a slot late");
 }
 #endif
 
