@@ -14,6 +14,8 @@ namespace {
 // ABI 1.4 appended the range export and import (duet/plugin.h).
 constexpr uint32_t kRangeAbi = 4;
 
+}  // namespace
+
 void export_range(KVEndpoint e, const SlotRange& r, std::vector<uint8_t>& out) {
   if (e.abi_minor >= kRangeAbi) {
     e.cache.export_slot_range(r.first, r.count, out);
@@ -29,8 +31,6 @@ void import_range(KVEndpoint e, const SlotRange& r, const std::vector<uint8_t>& 
     e.cache.KVCache::import_slot_range(r.first, r.count, in);
   }
 }
-
-}  // namespace
 
 std::vector<uint8_t> convert_kv_rows(const std::vector<uint8_t>& rows, DType from, DType to,
                                      int64_t row_elements) {

@@ -45,6 +45,11 @@ struct KVEndpoint {
   uint32_t abi_minor;
 };
 
+// `r` of every layer out of (into) `e`'s cache: through its own range
+// export (import) from ABI 1.4 on, through KVCache's base version before.
+void export_range(KVEndpoint e, const SlotRange& r, std::vector<uint8_t>& out);
+void import_range(KVEndpoint e, const SlotRange& r, const std::vector<uint8_t>& in);
+
 struct HandoverStats {
   uint64_t bytes = 0;    // bytes exported from the sender (what a transport would carry)
   double seconds = 0.0;  // export, conversion and import

@@ -1,14 +1,9 @@
 #include "plugins/named_kv_cache.h"
 
+#include "kv/kv_handover.h"
 #include "plugins/named_call.h"
 
 namespace duet {
-namespace {
-
-// ABI 1.4 appended the slot-range export and import (duet/plugin.h).
-constexpr uint32_t kRangeAbi = 4;
-
-}  // namespace
 
 uint64_t NamedKVCache::memory_bytes() const {
   return call_named(label_, [&] { return inner_->memory_bytes(); });
@@ -38,22 +33,14 @@ void NamedKVCache::write(int32_t layer, const StepBatch& step, const TensorView&
 void NamedKVCache::export_slot_range(int64_t first_slot, int64_t n_slots,
                                      std::vector<uint8_t>& host_out) {
   call_named(label_, [&] {
-    if (abi_minor_ >= kRangeAbi) {
-      inner_->export_slot_range(first_slot, n_slots, host_out);
-    } else {
-      inner_->KVCache::export_slot_range(first_slot, n_slots, host_out);
-    }
+    export_range(KVEndpoint{*inner_, abi_minor_}, SlotRange{first_slot, n_slots}, host_out);
   });
 }
 
 void NamedKVCache::import_slot_range(int64_t first_slot, int64_t n_slots,
                                      const std::vector<uint8_t>& host_in) {
   call_named(label_, [&] {
-    if (abi_minor_ >= kRangeAbi) {
-      inner_->import_slot_range(first_slot, n_slots, host_in);
-    } else {
-      inner_->KVCache::import_slot_range(first_slot, n_slots, host_in);
-    }
+    import_range(KVEndpoint{*inner_, abi_minor_}, SlotRange{first_slot, n_slots}, host_in);
   });
 }
 
