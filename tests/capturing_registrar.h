@@ -30,6 +30,10 @@ class CapturingRegistrar final : public PluginRegistrar {
                     KVCacheCheck, KVCacheFactory) override {
     kv_caches.push_back(backend + "/" + name);
   }
+  void add_vocab_sampler(const std::string& name, const std::string&,
+                         VocabSamplerFactory) override {
+    samplers.push_back(name);
+  }
   std::map<std::string, BackendFactory> backends;
   std::vector<std::string> samplers;
   std::vector<std::string> stages;

@@ -47,9 +47,10 @@
 #include "duet/step_batch.h"
 #include "duet/support.h"
 #include "duet/tensor.h"
+#include "duet/tokenizer.h"
 
 #define DUET_ABI_MAJOR 1
-#define DUET_ABI_MINOR 4
+#define DUET_ABI_MINOR 5
 
 #define DUET_PLUGIN_STR_(x) #x
 #define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
@@ -96,6 +97,13 @@ namespace duet {
 using BackendFactory = std::function<std::unique_ptr<Backend>(const Options& options)>;
 using SamplerFactory = std::function<std::unique_ptr<Sampler>(const Options& options)>;
 using StageFactory = std::function<std::unique_ptr<Stage>(const Options& options)>;
+
+// ABI 1.5: a sampler link that reads the vocabulary (a grammar masks tokens
+// by their text). `tokenizer` is the pipeline's, and outlives the link; it is
+// null when the host only validates `options` (duet validate, a pipeline's
+// check), and the factory must then build nothing vocabulary-sized.
+using VocabSamplerFactory =
+    std::function<std::unique_ptr<Sampler>(const Options& options, const Tokenizer* tokenizer)>;
 
 // ABI 1.1: attention and KV-cache storage for a backend another plugin
 // provides. `backend` is the backend a pipeline runs on, created by the
@@ -148,6 +156,11 @@ class DUET_API PluginRegistrar {
                             const std::string& summary, KVCacheCheck check,
                             KVCacheFactory factory) = 0;
 
+  // ABI 1.5. A sampler link made with the pipeline's tokenizer; chosen in a
+  // chain, and overridden per request, exactly as add_sampler's links are.
+  virtual void add_vocab_sampler(const std::string& name, const std::string& summary,
+                                 VocabSamplerFactory factory) = 0;
+
  protected:
   ~PluginRegistrar() = default;
 };
@@ -180,7 +193,9 @@ struct DuetStructLayout {
 // naming the version it needs. ABI 1.4 appended KVCache::export_slot_range
 // and import_slot_range, whose base versions (in core) work on any cache
 // through export_slots/import_slots; on a cache of an older plugin core
-// calls those base versions.
+// calls those base versions. ABI 1.5 appended the registrar's
+// add_vocab_sampler and Tokenizer::is_control, which only plugins built
+// against 1.5 or later call.
 struct DUET_API DuetPluginDescriptor {
   uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
   uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with

@@ -55,6 +55,11 @@ class DUET_API Tokenizer {
   // encode() never adds it by itself.
   virtual bool add_bos() const = 0;
 
+  // ABI 1.5: true for control tokens ("<|im_end|>", "<start_of_turn>"):
+  // encode() makes them only with parse_special, and model output that is
+  // text should not contain them. False for ids outside the vocabulary.
+  virtual bool is_control(int32_t id) const = 0;
+
   // The concatenated pieces of `ids`; throws like piece().
   std::string decode(std::span<const int32_t> ids) const {
     std::string text;

@@ -17,11 +17,31 @@
 #include "plugins/named_call.h"
 
 namespace duet {
-std::unique_ptr<SamplerChain> Pipeline::State::make_chain(uint64_t seed,
-                                                          const SamplerOverrides& overrides) const {
+std::unique_ptr<SamplerChain> Pipeline::State::make_chain(
+    uint64_t seed, const SamplerOverrides& overrides,
+    const std::map<std::string, std::string>& grammar) const {
   std::vector<std::shared_ptr<Sampler>> links;
   std::vector<std::string> names, labels;
   const std::vector<ComponentInfo> samplers = host->components(ComponentKind::kSampler);
+  if (!grammar.empty()) {
+    for (const SamplerLink& link : config.sampler.chain) {
+      if (link.name == "grammar") {
+        throw Error(ErrorKind::kConfig,
+                    "grammar: the pipeline's sampler chain has a grammar link of its own; a "
+                    "request cannot add a second (use a pipeline without one)");
+      }
+    }
+    if (!host->has(ComponentKind::kSampler, "grammar")) {
+      throw Error(
+          ErrorKind::kConfig,
+          "grammar: structured output needs the 'grammar' sampler plugin (duet-grammar.so), "
+          "which is not loaded; `duet plugins` says why");
+    }
+    Options options("grammar");
+    for (const auto& [key, value] : grammar) options.set(key, value);
+    links.push_back(host->create_sampler("grammar", options, tokenizer.get()));
+    labels.push_back("sampler 'grammar' (the request's)");
+  }
   for (const SamplerLink& link : config.sampler.chain) {
     std::string plugin = "core";
     for (const ComponentInfo& c : samplers) {
@@ -34,7 +54,7 @@ std::unique_ptr<SamplerChain> Pipeline::State::make_chain(uint64_t seed,
     if (auto it = overrides.find(link.name); it != overrides.end()) {
       for (const auto& [key, value] : it->second) options.set(key, value);
     }
-    links.push_back(host->create_sampler(link.name, options));
+    links.push_back(host->create_sampler(link.name, options, tokenizer.get()));
   }
   for (const auto& [name, values] : overrides) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {

@@ -52,7 +52,11 @@ struct DUET_LOCAL Pipeline::State {
   // chain with `overrides[link name]` set over them. Throws
   // duet::Error(kConfig) naming the key for a rejected option, and for an
   // override of a link the chain does not have.
-  std::unique_ptr<SamplerChain> make_chain(uint64_t seed, const SamplerOverrides& overrides) const;
+  // A request's `grammar` options, when not empty, make a 'grammar' link
+  // placed first (RequestSettings::grammar).
+  std::unique_ptr<SamplerChain> make_chain(
+      uint64_t seed, const SamplerOverrides& overrides,
+      const std::map<std::string, std::string>& grammar = {}) const;
 };
 
 }  // namespace duet

@@ -303,7 +303,8 @@ uint64_t Scheduler::Impl::submit(Request request) {
   }
   std::vector<std::string> stop = settings.stop.value_or(defaults.limits.stop);
   check_stop_strings(stop, "stop");
-  seq.chain = state.make_chain(settings.seed.value_or(state.config.sampler.seed), settings.sampler);
+  seq.chain = state.make_chain(settings.seed.value_or(state.config.sampler.seed), settings.sampler,
+                               settings.grammar);
   if (settings.min_new_tokens < 0 || settings.min_new_tokens > seq.max_new_tokens) {
     throw Error(ErrorKind::kInputRejected,
                 "min_new_tokens " + std::to_string(settings.min_new_tokens) + " is outside [0, " +

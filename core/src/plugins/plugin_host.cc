@@ -186,6 +186,10 @@ class DUET_LOCAL PluginHost::Registrar final : public PluginRegistrar {
                    SamplerFactory factory) override {
     stage(ComponentKind::kSampler, name, summary).sampler = std::move(factory);
   }
+  void add_vocab_sampler(const std::string& name, const std::string& summary,
+                         VocabSamplerFactory factory) override {
+    stage(ComponentKind::kSampler, name, summary).vocab_sampler = std::move(factory);
+  }
   void add_stage(const std::string& name, const std::string& summary,
                  StageFactory factory) override {
     stage(ComponentKind::kStage, name, summary).stage = std::move(factory);
@@ -620,9 +624,13 @@ std::shared_ptr<Backend> PluginHost::create_backend(const std::string& name,
   return keep_loaded(call_factory(e.backend, e.info, options), e.library, e.info);
 }
 
-std::shared_ptr<Sampler> PluginHost::create_sampler(const std::string& name,
-                                                    const Options& options) const {
+std::shared_ptr<Sampler> PluginHost::create_sampler(const std::string& name, const Options& options,
+                                                    const Tokenizer* tokenizer) const {
   const Entry& e = find(ComponentKind::kSampler, name);
+  if (e.vocab_sampler) {
+    return keep_loaded(call_factory(e.vocab_sampler, e.info, options, tokenizer), e.library,
+                       e.info);
+  }
   return keep_loaded(call_factory(e.sampler, e.info, options), e.library, e.info);
 }
 

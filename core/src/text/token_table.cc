@@ -40,6 +40,10 @@ TokenTable::TokenTable(std::vector<std::string> pieces, std::vector<SpecialToken
   eos_ = checked_id("eos", eos);
   const std::optional<int32_t> end_of_turn = checked_id("eot", eot);
   end_of_generation_.assign(n, false);
+  control_.assign(n, false);
+  for (const SpecialToken& s : specials_) {
+    if (s.control) control_[static_cast<size_t>(s.id)] = true;
+  }
   for (std::optional<int32_t> id : {eos_, end_of_turn}) {
     if (id) end_of_generation_[static_cast<size_t>(*id)] = true;
   }
@@ -68,6 +72,10 @@ std::optional<int32_t> TokenTable::find(std::string_view piece) const {
 
 bool TokenTable::is_end_of_generation(int32_t id) const {
   return id >= 0 && id < size() && end_of_generation_[static_cast<size_t>(id)];
+}
+
+bool TokenTable::is_control(int32_t id) const {
+  return id >= 0 && id < size() && control_[static_cast<size_t>(id)];
 }
 
 }  // namespace duet

@@ -45,6 +45,7 @@ class TokenTable {
   // piece, then the lowest id.
   std::optional<int32_t> find(std::string_view piece) const;
   bool is_end_of_generation(int32_t id) const;
+  bool is_control(int32_t id) const;
   std::optional<int32_t> bos() const { return bos_; }
   std::optional<int32_t> eos() const { return eos_; }
   // Longest first.
@@ -55,6 +56,7 @@ class TokenTable {
   std::vector<SpecialToken> specials_;
   std::unordered_map<std::string, int32_t> by_piece_;
   std::vector<bool> end_of_generation_;
+  std::vector<bool> control_;
   std::optional<int32_t> bos_, eos_;
 };
 
@@ -64,6 +66,7 @@ class TableTokenizer : public Tokenizer {
   int32_t vocab_size() const override { return table_.size(); }
   std::string piece(int32_t id) const override { return table_.piece(id); }
   bool is_end_of_generation(int32_t id) const override { return table_.is_end_of_generation(id); }
+  bool is_control(int32_t id) const override { return table_.is_control(id); }
   std::optional<int32_t> find_token(std::string_view text) const override {
     return table_.find(text);
   }

@@ -119,7 +119,10 @@ class DUET_API PluginHost {
   // Create components by name. Throw duet::Error(kPlugin) for an unknown name
   // (listing the known ones) and pass on the factory's own errors.
   std::shared_ptr<Backend> create_backend(const std::string& name, const Options& options) const;
-  std::shared_ptr<Sampler> create_sampler(const std::string& name, const Options& options) const;
+  // `tokenizer` reaches a vocabulary sampler (ABI 1.5, add_vocab_sampler);
+  // null there means "validate the options only". Other samplers ignore it.
+  std::shared_ptr<Sampler> create_sampler(const std::string& name, const Options& options,
+                                          const Tokenizer* tokenizer = nullptr) const;
   std::shared_ptr<Stage> create_stage(const std::string& name, const Options& options) const;
 
   // Create, or check, extension `name` registered for backend.name(). Throw
@@ -141,6 +144,7 @@ class DUET_API PluginHost {
     uint32_t abi_minor = DUET_ABI_MINOR;
     BackendFactory backend;
     SamplerFactory sampler;
+    VocabSamplerFactory vocab_sampler;
     StageFactory stage;
     AttentionFactory attention;
     KVCacheCheck kv_check;

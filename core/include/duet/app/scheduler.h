@@ -63,6 +63,11 @@ struct DUET_API RequestSettings {
   std::optional<int32_t> max_new_tokens;         // else the decode stage's
   std::optional<std::vector<std::string>> stop;  // else the decode stage's
   SamplerOverrides sampler;                      // over the chain's options
+  // Structured output: the options of a `grammar` link (the grammar plugin,
+  // plugins/grammar/grammar_link.h) put first in the request's chain, e.g.
+  // {"json_schema": "{...}"}; empty for none. Refused (kConfig) when the
+  // pipeline's chain has a grammar link itself or the plugin is not loaded.
+  std::map<std::string, std::string> grammar;
   // For benchmarks: an end-of-generation token does not end the request
   // (max_new_tokens and stop strings still do).
   bool ignore_end_of_generation = false;
