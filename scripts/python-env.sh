@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Creates the Python virtual environment the test oracles run in (Hugging Face
 # `tokenizers`, the `gguf` reader, matplotlib for the report of `duet
-# compare --report`, and the `openai` and LangChain clients the `duet serve`
-# tests talk through, at pinned versions) and prints the path
+# compare --report`, the `openai` and LangChain clients the `duet serve`
+# tests talk through and `jsonschema` that checks their structured answers, at pinned versions) and prints the path
 # of its python on stdout; everything else goes to stderr. Idempotent: when
 # the environment already holds exactly these pins it only prints the path.
 # The venv lives in ${DUET_VENV:-<repo>/build/venv}; DUET_PYTHON picks the
@@ -12,8 +12,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="${DUET_VENV:-$root/build/venv}"
-pins=(gguf==0.19.0 langchain-core==1.8.3 langchain-openai==1.8.1 matplotlib==3.11.2 numpy==2.4.6
-      openai==3.57.0 tokenizers==0.23.3)
+pins=(gguf==0.19.0 jsonschema==4.26.0 langchain-core==1.8.3 langchain-openai==1.8.1
+      matplotlib==3.11.2 numpy==2.4.6 openai==3.57.0 tokenizers==0.23.3)
 stamp="$venv/duet-pins.txt"
 
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then

@@ -1014,6 +1014,142 @@ class ServeConcurrency(unittest.TestCase):
         self.assertEqual(m["duet_kv_blocks_used"], 0)
 
 
+# Ten schemas of the shapes clients send (pydantic's $defs, enums, nullable
+# fields, nested objects, bounded arrays); strings and arrays are bounded so
+# that every sampled answer ends within max_tokens.
+STRUCTURED_SCHEMAS = [
+    {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
+                                      "country": {"type": "string", "maxLength": 24},
+                                      "population": {"type": "integer", "minimum": 0}},
+     "required": ["city", "country", "population"], "additionalProperties": False},
+    {"type": "object", "properties": {"answer": {"enum": ["yes", "no", "unsure"]},
+                                      "confidence": {"type": "number"}},
+     "required": ["answer", "confidence"]},
+    {"type": "array", "items": {"type": "string", "maxLength": 16}, "minItems": 1, "maxItems": 4},
+    {"type": "object", "properties": {
+        "title": {"type": "string", "maxLength": 30},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3},
+        "draft": {"type": "boolean"}}, "required": ["title", "draft"]},
+    {"$defs": {"Person": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 20}, "age": {"type": "integer", "minimum": 0}},
+        "required": ["name", "age"]}},
+     "type": "object", "properties": {"people": {"type": "array", "items": {"$ref": "#/$defs/Person"},
+                                                 "maxItems": 2}},
+     "required": ["people"]},
+    {"type": "object", "properties": {"note": {"anyOf": [{"type": "string", "maxLength": 20},
+                                                         {"type": "null"}]},
+                                      "count": {"type": ["integer", "null"]}},
+     "required": ["note", "count"]},
+    {"type": "object", "properties": {"point": {"type": "array",
+                                                "prefixItems": [{"type": "number"}, {"type": "number"}],
+                                                "items": False, "minItems": 2}},
+     "required": ["point"]},
+    {"type": "object", "properties": {"color": {"const": "blue"},
+                                      "shade": {"type": "string", "minLength": 1, "maxLength": 10}},
+     "required": ["color", "shade"]},
+    {"type": "object", "properties": {"settings": {"type": "object", "properties": {
+        "volume": {"type": "integer", "minimum": 0}, "mode": {"enum": ["auto", "manual"]}},
+        "required": ["volume"], "additionalProperties": False}},
+     "required": ["settings"]},
+    {"type": "object", "properties": {"steps": {"type": "array", "maxItems": 3, "items": {
+        "type": "object", "properties": {"action": {"type": "string", "maxLength": 16},
+                                         "done": {"type": "boolean"}},
+        "required": ["action", "done"]}}}, "required": ["steps"]},
+]
+
+
+class ServeStructured(unittest.TestCase):
+    """response_format and grammar: every sampled answer validates against
+    its JSON Schema (checked with the jsonschema package); LangChain's
+    with_structured_output works in json_schema and json_mode."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(sets=["batching.max_sequences=8"])
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
+
+    def test_two_hundred_sampled_answers_validate_against_their_schemas(self):
+        import concurrent.futures
+        import jsonschema
+        client = openai.OpenAI(base_url=self.server.url("/v1"), api_key="unused", max_retries=0,
+                               timeout=300)
+        topics = ["a city", "a book", "a recipe", "the weather", "a trip"]
+
+        def ask(k):
+            i, j = divmod(k, 20)
+            schema = STRUCTURED_SCHEMAS[i]
+            r = client.chat.completions.create(
+                model=MODEL_ID, max_tokens=600, temperature=1.0, seed=k,
+                messages=chat("Answer in JSON about %s." % topics[j % len(topics)]),
+                response_format={"type": "json_schema",
+                                 "json_schema": {"name": "s%d" % i, "schema": schema,
+                                                 "strict": True}})
+            return i, r.choices[0]
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(ask, range(20 * len(STRUCTURED_SCHEMAS))))
+        self.assertEqual(len(answers), 200)
+        for i, choice in answers:
+            self.assertEqual(choice.finish_reason, "stop", choice.message.content)
+            value = json.loads(choice.message.content)
+            jsonschema.validate(value, STRUCTURED_SCHEMAS[i])
+
+    def test_json_object_mode_and_a_gbnf_grammar(self):
+        client = self.server.client()
+        r = client.chat.completions.create(model=MODEL_ID, max_tokens=200, temperature=0.8, seed=3,
+                                           messages=chat("List two colors."),
+                                           response_format={"type": "json_object"})
+        self.assertIsInstance(json.loads(r.choices[0].message.content), dict)
+        r = client.completions.create(model=MODEL_ID, prompt="The answer is", max_tokens=20,
+                                      extra_body={"grammar": 'root ::= " " ("yes" | "no") "."'})
+        self.assertIn(r.choices[0].text, (" yes.", " no."))
+        self.assertEqual(r.choices[0].finish_reason, "stop")
+
+    def test_bad_schemas_and_grammars_get_400_naming_the_field(self):
+        cases = [
+            ({"response_format": {"type": "json_schema", "json_schema": {
+                "name": "x", "schema": {"type": "string", "pattern": "a+"}}}},
+             "response_format", "/pattern: the keyword 'pattern' is not supported"),
+            ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
+             "response_format.json_schema.schema", "is required"),
+            ({"response_format": {"type": "xml"}}, "response_format.type", "expected"),
+            ({"grammar": "root ::= item"}, "grammar", "'item' is used but never defined"),
+            ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}},
+             "grammar", "give one"),
+        ]
+        for extra, param, words in cases:
+            body = {"model": MODEL_ID, "messages": chat("hi"), "max_tokens": 4}
+            body.update(extra)
+            status, _, raw = self.server.request("POST", "/v1/chat/completions", body)
+            error = json.loads(raw)["error"]
+            self.assertEqual((status, error["param"]), (400, param), error)
+            self.assertIn(words, error["message"])
+
+    def test_langchain_structured_output(self):
+        from langchain_openai import ChatOpenAI
+        from pydantic import BaseModel, Field
+
+        class City(BaseModel):
+            name: str = Field(max_length=20)
+            country: str = Field(max_length=20)
+            population: int
+
+        llm = ChatOpenAI(base_url=self.server.url("/v1"), api_key="unused", model=MODEL_ID,
+                         max_tokens=200, temperature=0, max_retries=0)
+        city = llm.with_structured_output(City, method="json_schema").invoke(
+            "Describe Paris as JSON.")
+        self.assertIsInstance(city, City)
+        # An open JSON object can run on as long as the model likes; this
+        # prompt gets a short one from SmolLM2.
+        as_dict = llm.with_structured_output(None, method="json_mode").invoke(
+            "Give a JSON object with the name of the capital of France.")
+        self.assertIsInstance(as_dict, dict)
+
+
 def process_status(pid):
     """(open file descriptors, VmRSS in KiB) of process `pid`."""
     fds = len(os.listdir("/proc/%d/fd" % pid))

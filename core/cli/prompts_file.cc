@@ -12,8 +12,9 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kKeys = {
-    "id",          "prompt", "messages", "max_tokens", "max_new_tokens", "seed",       "stop",
-    "temperature", "top_k",  "top_p",    "min_p",      "ignore_eos",     "min_tokens", "sampler"};
+    "id",         "prompt",      "messages",        "max_tokens", "max_new_tokens", "seed",
+    "stop",       "temperature", "top_k",           "top_p",      "min_p",          "ignore_eos",
+    "min_tokens", "sampler",     "response_format", "grammar"};
 
 struct LineError {
   std::string message;
@@ -29,7 +30,8 @@ std::string string_field(const json& object, const std::string& key, const std::
   return v.get<std::string>();
 }
 
-void read_request(const json& object, const std::vector<SamplerLink>& chain, PromptLine& out) {
+void read_request(const json& object, std::string_view text, const std::vector<SamplerLink>& chain,
+                  PromptLine& out) {
   for (const auto& [key, value] : object.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
       fail("unknown key '" + key + "'" + did_you_mean(key, kKeys) +
@@ -46,6 +48,7 @@ void read_request(const json& object, const std::vector<SamplerLink>& chain, Pro
     out.messages = serve::read_messages(object.at("messages"));
   }
   serve::read_request_settings(object, chain, out.settings);
+  serve::read_structured_output(object, text, out.settings);
 }
 
 }  // namespace
@@ -64,7 +67,7 @@ PromptLine read_prompt_line(std::string_view text, int64_t line,
       }
       out.id = id;
     }
-    read_request(object, chain, out);
+    read_request(object, text, chain, out);
   } catch (const LineError& e) {
     out.error = e.message;
   } catch (const serve::FieldError& e) {

@@ -236,6 +236,9 @@ void read_request_settings(const json& object, const std::vector<SamplerLink>& c
 
 std::string field_of_sampler_error(const std::string& message, const RequestSettings& settings) {
   if (message.rfind("stop:", 0) == 0) return "stop";
+  // The request's grammar link (response_format, grammar): "grammar...: ".
+  if (!settings.grammar.empty() && message.rfind("grammar", 0) == 0)
+    return settings.grammar.count("gbnf") != 0 ? "grammar" : "response_format";
   for (const auto& [link, options] : settings.sampler) {
     // Link errors name their option's path: "components.sampler.chain[I].LINK.OPTION: ...".
     if (message.find("]." + link + ".") == std::string::npos &&
@@ -244,6 +247,63 @@ std::string field_of_sampler_error(const std::string& message, const RequestSett
     return kPrimaryOptions.count(link) != 0 ? link : "sampler." + link;
   }
   return "";
+}
+
+// response_format {"type": "text" | "json_object" | "json_schema"} (OpenAI),
+// or "grammar": GBNF text (as llama-server takes it): the options of the
+// request's grammar link (RequestSettings::grammar).
+void read_structured_output(const json& object, std::string_view body, RequestSettings& s) {
+  const auto fail = [](const std::string& param, const std::string& message) {
+    throw FieldError{param, message};
+  };
+  if (object.contains("grammar")) {
+    const json& g = object.at("grammar");
+    if (!g.is_string() || g.get<std::string>().empty())
+      fail("grammar", "grammar: expected GBNF text (a string with a 'root' rule)");
+    if (object.contains("response_format"))
+      fail("grammar", "grammar and response_format both constrain the output; give one");
+    s.grammar["gbnf"] = g.get<std::string>();
+    return;
+  }
+  if (!object.contains("response_format")) return;
+  const json& v = object.at("response_format");
+  const char* expected =
+      "response_format: expected {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+      "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
+  if (!v.is_object() || !v.contains("type") || !v.at("type").is_string())
+    fail("response_format", expected);
+  const std::string type = v.at("type").get<std::string>();
+  for (const auto& [key, value] : v.items()) {
+    if (key != "type" && !(type == "json_schema" && key == "json_schema"))
+      fail("response_format." + key,
+           "response_format." + key + ": unknown field for type '" + type + "'; " + expected);
+  }
+  if (type == "text") return;
+  if (type == "json_object") {
+    s.grammar["json_object"] = "true";
+    return;
+  }
+  if (type != "json_schema") fail("response_format.type", expected);
+  if (!v.contains("json_schema") || !v.at("json_schema").is_object())
+    fail("response_format.json_schema", expected);
+  const json& spec = v.at("json_schema");
+  for (const auto& [key, value] : spec.items()) {
+    if (key != "name" && key != "description" && key != "schema" && key != "strict") {
+      fail("response_format.json_schema." + key,
+           "response_format.json_schema." + key +
+               ": unknown field; the fields are name, description, schema and strict");
+    }
+  }
+  if (!spec.contains("schema"))
+    fail("response_format.json_schema.schema", "response_format.json_schema.schema is required");
+  if (spec.contains("strict") && !spec.at("strict").is_boolean())
+    fail("response_format.json_schema.strict",
+         "response_format.json_schema.strict: expected true or false");
+  // Strict or not, the schema is enforced (docs/serve.md). Its text comes
+  // from the body read again keeping key order: properties are written in
+  // the order the schema lists them.
+  const auto ordered = nlohmann::ordered_json::parse(body);
+  s.grammar["json_schema"] = ordered.at("response_format").at("json_schema").at("schema").dump();
 }
 
 }  // namespace duet::serve

@@ -64,6 +64,15 @@ void read_request_settings(const nlohmann::json& object, const std::vector<Sampl
 // ..."): the link's name for the keys read_request_settings maps onto a
 // link, "sampler.LINK" for others; "stop" for a stop string; "" when the
 // message names none of them.
+// Structured output: "response_format" ({"type": "text"}, {"type":
+// "json_object"}, {"type": "json_schema", "json_schema": {"name",
+// "description", "schema", "strict"}}) or "grammar" (GBNF text) of `object`
+// become the options of the request's grammar link (RequestSettings::
+// grammar). `body` is the object's text, read again for the schema's key
+// order. Throws FieldError naming the field.
+void read_structured_output(const nlohmann::json& object, std::string_view body,
+                            RequestSettings& settings);
+
 std::string field_of_sampler_error(const std::string& message, const RequestSettings& settings);
 
 }  // namespace duet::serve

@@ -41,8 +41,8 @@ const std::vector<std::string> kIgnoredKeys = {"user",
                                                "parallel_tool_calls",
                                                "reasoning_effort"};
 // Fields accepted only with the value that means "off".
-const std::vector<std::string> kDefaultOnlyKeys = {
-    "best_of", "echo", "suffix", "tools", "tool_choice", "response_format", "modalities"};
+const std::vector<std::string> kDefaultOnlyKeys = {"best_of", "echo",        "suffix",
+                                                   "tools",   "tool_choice", "modalities"};
 
 [[noreturn]] void fail(const std::string& param, const std::string& message,
                        const std::string& code = "invalid_value") {
@@ -50,8 +50,8 @@ const std::vector<std::string> kDefaultOnlyKeys = {
 }
 
 std::vector<std::string> known_keys(Endpoint endpoint) {
-  std::vector<std::string> keys = {"model",      "stream",   "stream_options",
-                                   "logit_bias", "logprobs", "n"};
+  std::vector<std::string> keys = {"model",    "stream", "stream_options",  "logit_bias",
+                                   "logprobs", "n",      "response_format", "grammar"};
   keys.push_back(endpoint == Endpoint::kCompletions ? "prompt" : "messages");
   if (endpoint == Endpoint::kChatCompletions) {
     keys.push_back("max_completion_tokens");
@@ -82,9 +82,6 @@ void check_default_only(const std::string& key, const json& v) {
   } else if (key == "modalities") {
     off = v == json::array({"text"});
     want = "[\"text\"]";
-  } else if (key == "response_format") {
-    off = v.is_object() && v.size() == 1 && v.contains("type") && v.at("type") == "text";
-    want = "{\"type\": \"text\"}";
   } else {  // suffix, tools
     want = "absent";
   }
@@ -361,6 +358,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
       out.messages = read_messages(object.at("messages"));
     }
     read_request_settings(settings, model.chain, out.settings);
+    read_structured_output(object, body, out.settings);
   } catch (const FieldError& e) {
     std::string param = e.param;
     if (param == "max_tokens" && object.contains("max_completion_tokens"))
