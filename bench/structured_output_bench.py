@@ -2,7 +2,8 @@
 --prompts-file` (the batching scheduler, one process each, so every mask is
 computed cold): 16 chat requests asking for a city as JSON, first with
 response_format json_schema, then the same prompts without a schema for as
-many tokens as each schema answer took (ignore_eos, max_tokens). Prints the
+many tokens as each schema answer took (ignore_eos, no stop strings,
+max_tokens). Prints the
 median of the requests' decode tokens/s (tokens after the first over the time
 they took) for both and their ratio.
 
@@ -48,20 +49,23 @@ def main():
                  "Describe %s as JSON with name, country, population and landmarks." % c}]
     fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": SCHEMA}}
     with_schema, without = [], []
+    tokens = []
     for _ in range(a.runs):
         rows = run(a.duet, a.pipeline, a.set,
                    [{"messages": ask(c), "max_tokens": 200, "response_format": fmt} for c in CITIES])
         counts = [r["generated_tokens"] for r in rows]
         with_schema.append(statistics.median(r["decode_tokens_per_s"] for r in rows))
         rows = run(a.duet, a.pipeline, a.set,
-                   [{"messages": ask(c), "max_tokens": n, "ignore_eos": True}
+                   [{"messages": ask(c), "max_tokens": n, "ignore_eos": True, "stop": []}
                     for c, n in zip(CITIES, counts)])
         without.append(statistics.median(r["decode_tokens_per_s"] for r in rows))
+        tokens.append((sum(counts), sum(r["generated_tokens"] for r in rows)))
     w, wo = statistics.median(with_schema), statistics.median(without)
     print("decode tok/s per request, median of %d runs: with schema %.1f, without %.1f, ratio %.2f"
           % (a.runs, w, wo, w / wo))
     print("runs with:", ", ".join("%.1f" % x for x in with_schema))
     print("runs without:", ", ".join("%.1f" % x for x in without))
+    print("tokens generated with, without:", ", ".join("%d/%d" % t for t in tokens))
 
 
 if __name__ == "__main__":

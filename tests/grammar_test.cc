@@ -80,6 +80,9 @@ TEST(Gbnf, CharactersSplitAcrossBytes) {
   EXPECT_TRUE(m.accepting(next));
   EXPECT_FALSE(is_prefix(g, "\xD0"));  // a lead byte of Cyrillic: no Greek can follow
   EXPECT_FALSE(is_prefix(g, "\x80"));  // a continuation byte first is never UTF-8
+  EXPECT_FALSE(is_prefix("root ::= .+", "\xE0\x80\x80"));  // overlong
+  EXPECT_FALSE(is_prefix("root ::= .+", "\xED\xA0\x80"));  // a surrogate
+  EXPECT_TRUE(is_prefix("root ::= .+", "\xF0\x9F\x98\x80"));
 }
 
 TEST(Gbnf, RightRecursionKeepsStacksShort) {
@@ -111,6 +114,84 @@ TEST(Gbnf, ErrorsNameTheLineAndTheFix) {
   EXPECT_NE(error_of("root ::= \"\\q\"").find("unknown escape"), std::string::npos);
   EXPECT_NE(error_of("root ::= \"\"*").find("nothing to repeat"), std::string::npos);
   EXPECT_NE(error_of("root = \"a\"").find("expected '::='"), std::string::npos);
+}
+
+TEST(Gbnf, HostileGrammarsAreBoundedNotSlowOrDeep) {
+  // Nullable alternatives meeting again: linear with the expansion memo,
+  // 3^40 paths without it.
+  std::string many = "root ::=";
+  for (int i = 0; i < 40; ++i) many += " a";
+  many += " \"b\"\na ::= \"x\" | \"\" | \"\"";
+  EXPECT_TRUE(accepts(many, "xxb"));
+  EXPECT_TRUE(accepts(many, "b"));
+  EXPECT_NE(error_of("root ::= " + std::string(100, '(') + "\"a\"" + std::string(100, ')'))
+                .find("parentheses nest deeper than 64"),
+            std::string::npos);
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 400; ++i) {
+    chain += 'r';
+    chain += std::to_string(i);
+    chain += " ::= r";
+    chain += std::to_string(i + 1);
+    chain += '\n';
+  }
+  chain += "r400 ::= \"a\"\n";
+  EXPECT_NE(error_of(chain).find("deep at their left edge"), std::string::npos);
+  std::string big = "root ::=";
+  for (int i = 0; i < 25; ++i) big += " \"a\"{0,1000}";
+  EXPECT_NE(error_of(big).find("more than 20000 rules"), std::string::npos);
+}
+
+TEST(Gbnf, MadeUpRuleNamesNeverClashWithWrittenOnes) {
+  const std::string g = "root-1 ::= \"b\"\nroot ::= (\"a\") root-1";
+  EXPECT_TRUE(accepts(g, "ab"));
+  EXPECT_FALSE(accepts(g, "aa"));
+}
+
+// Schemas a review found mishandled: each now validates or is refused.
+TEST(JsonSchemaGbnf, KeywordCombinationsAreEnforcedOrRefused) {
+  const auto refused = [](const std::string& schema) {
+    try {
+      json_schema_to_gbnf(schema, "s");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused(R"({"enum": ["a", "bb"], "maxLength": 1})").find("'maxLength' beside 'enum'"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"type": "object", "allOf": [{"type": "object"}]})").find("beside 'allOf'"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"$ref": "#", "minItems": 1})").find("beside '$ref'"), std::string::npos);
+  EXPECT_NE(
+      refused(R"({"type": "string", "nullable": "yes"})").find("nullable must be true or false"),
+      std::string::npos);
+  std::string deep = "{}";
+  for (int i = 0; i < 100; ++i) deep = R"({"items": )" + deep + "}";
+  EXPECT_NE(refused(deep).find("nest deeper than 64"), std::string::npos);
+  // Without a type, maxLength binds strings: only strings are written.
+  const std::string g = json_schema_to_gbnf(R"({"maxLength": 2})", "s");
+  EXPECT_TRUE(accepts(g, "\"ab\""));
+  EXPECT_FALSE(accepts(g, "\"abc\""));
+  // enum with a type keeps the values of that type.
+  const std::string e = json_schema_to_gbnf(R"({"type": "string", "enum": ["a", 1]})", "s");
+  EXPECT_TRUE(accepts(e, "\"a\""));
+  EXPECT_FALSE(accepts(e, "1"));
+  // Two bounded strings as prefix items: made-up and written names differ.
+  EXPECT_EQ(refused(R"({"prefixItems": [{"type": "string", "maxLength": 2},
+                                         {"type": "string", "maxLength": 2}], "items": false})"),
+            "");
+  // $defs whose names differ only in punctuation stay apart.
+  const std::string d = json_schema_to_gbnf(
+      R"({"type": "array", "prefixItems": [{"$ref": "#/$defs/a b"}, {"$ref": "#/$defs/a_b"}],
+          "items": false, "minItems": 2,
+          "$defs": {"a b": {"type": "integer"}, "a_b": {"type": "string"}}})",
+      "s");
+  EXPECT_TRUE(accepts(d, R"([1, "x"])"));
+  EXPECT_FALSE(accepts(d, R"([1, 2])"));
+  // A surrogate escape would count twice against maxLength: not written.
+  EXPECT_FALSE(is_prefix(json_schema_to_gbnf(R"({"type": "string"})", "s"), "\"\\ud83d"));
+  EXPECT_TRUE(accepts(json_schema_to_gbnf(R"({"type": "string"})", "s"), "\"\\u00e9\""));
 }
 
 // A vocabulary given as pieces; ids listed in `control` are control tokens
@@ -243,7 +324,8 @@ TEST(GrammarLink, FiltersCandidatesAndFollowsTheHistory) {
   link.apply(e, SamplingContext{0, 0, 1, history});
   ASSERT_EQ(e.ids.size(), 1u);
   EXPECT_EQ(e.ids[0], id_of("<|end|>"));
-  // A candidate list cut before the link: the error says so.
+  // A candidate list cut before the link, without an end token: the error
+  // says the link belongs first.
   Candidates cut;
   cut.ids = {id_of("x")};
   cut.logits = {0.0f};
@@ -252,8 +334,19 @@ TEST(GrammarLink, FiltersCandidatesAndFollowsTheHistory) {
     FAIL() << "no error";
   } catch (const Error& err) {
     EXPECT_EQ(err.kind(), ErrorKind::kInputRejected);
-    EXPECT_NE(std::string(err.what()).find("put the grammar link before"), std::string::npos);
+    EXPECT_NE(std::string(err.what()).find("must come first in the chain"), std::string::npos);
   }
+}
+
+TEST(GrammarLink, EndsTheOutputWhereNoTokenCanContinueIt) {
+  const ListTokenizer tok({"a", "b", "<|end|>"}, {2}, 2);
+  Options options("chain[0].grammar");
+  options.set("gbnf", "root ::= \"a\" \"c\"");  // no token spells c
+  GrammarLink link(options, &tok);
+  Candidates c{{0, 1, 2}, {0.0f, 0.0f, 0.0f}, -1};
+  const std::vector<int32_t> history = {1, 0};  // a prompt "b", then "a"
+  link.apply(c, SamplingContext{0, 0, 1, history});
+  EXPECT_EQ(c.ids, std::vector<int32_t>{2});
 }
 
 TEST(GrammarLink, OptionsNeedExactlyOneGrammar) {

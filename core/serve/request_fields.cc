@@ -1,6 +1,7 @@
 #include "request_fields.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -8,6 +9,10 @@
 
 namespace duet::serve {
 namespace {
+
+// JSON nesting a request's schema may have (the grammar plugin's own bound
+// on schemas is lower; this one keeps recursion over the text safe).
+constexpr int kMaxSchemaNesting = 256;
 
 using nlohmann::json;
 
@@ -302,6 +307,20 @@ void read_structured_output(const json& object, std::string_view body, RequestSe
   // Strict or not, the schema is enforced (docs/serve.md). Its text comes
   // from the body read again keeping key order: properties are written in
   // the order the schema lists them.
+  // A bound on nesting before anything recurses over the schema.
+  const std::function<bool(const json&, int)> shallow = [&](const json& j, int left) {
+    if (!j.is_structured()) return true;
+    if (left == 0) return false;
+    for (const json& child : j) {
+      if (!shallow(child, left - 1)) return false;
+    }
+    return true;
+  };
+  if (!shallow(spec.at("schema"), kMaxSchemaNesting)) {
+    fail("response_format.json_schema.schema",
+         "response_format.json_schema.schema: nested deeper than " +
+             std::to_string(kMaxSchemaNesting) + " levels");
+  }
   const auto ordered = nlohmann::ordered_json::parse(body);
   s.grammar["json_schema"] = ordered.at("response_format").at("json_schema").at("schema").dump();
 }

@@ -107,6 +107,10 @@ class Reader {
 
   uint32_t rule_id(const std::string& name, size_t at) {
     auto [it, added] = index_.emplace(name, static_cast<uint32_t>(names_.size()));
+    if (added && names_.size() >= kMaxRules) {
+      fail(at, "the grammar needs more than " + std::to_string(kMaxRules) +
+                   " rules (repetitions {m,n} make n of them); make it smaller");
+    }
     if (added) {
       names_.push_back(name);
       rules_.emplace_back();
@@ -118,7 +122,8 @@ class Reader {
   }
 
   uint32_t new_rule(const std::string& parent, std::vector<Sequence> alternatives) {
-    const std::string name = parent + "-" + std::to_string(++generated_[parent]);
+    // '~' cannot appear in a written name, so a made-up one never clashes.
+    const std::string name = parent + "~" + std::to_string(++generated_[parent]);
     const uint32_t id = rule_id(name, pos_);
     defined_[id] = true;
     rules_[id] = std::move(alternatives);
@@ -212,9 +217,12 @@ class Reader {
       return {chars({{0, kMaxCodePoint}}, false)};
     }
     if (c == '(') {
+      if (++nesting_ > kMaxNesting)
+        fail(at, "parentheses nest deeper than " + std::to_string(kMaxNesting));
       ++pos_;
       skip_space(true);
       std::vector<Sequence> group = read_alternatives(rule, true);
+      --nesting_;
       skip_space(true);
       if (peek() != ')') fail(at, "'(' is not closed with ')'");
       ++pos_;
@@ -375,6 +383,10 @@ class Reader {
         g.elements.insert(g.elements.end(), alt.begin(), alt.end());
         g.elements.push_back(Element{});
       }
+      if (g.elements.size() > kMaxElements) {
+        fail(src_.size(), "the grammar has more than " + std::to_string(kMaxElements) +
+                              " elements; make it smaller");
+      }
     }
     return g;
   }
@@ -402,26 +414,57 @@ class Reader {
         }
       }
     }
-    // Rules reachable at the left edge of rule r, before any code point.
-    std::vector<int> state(n, 0);  // 0 unseen, 1 on the path, 2 done
-    std::function<void(uint32_t)> visit = [&](uint32_t r) {
-      state[r] = 1;
+    // The rules reachable at each rule's left edge, before any code point: a
+    // cycle is left recursion, and the longest path is how deep the matcher
+    // expands at once. Depth-first with an explicit stack.
+    std::vector<std::vector<uint32_t>> left(n);
+    for (uint32_t r = 0; r < n; ++r) {
       for (uint32_t start : g.alternatives[r]) {
         for (uint32_t i = start; g.elements[i].kind == ElementKind::kRule; ++i) {
-          const uint32_t next = g.elements[i].rule;
-          if (state[next] == 1) {
-            fail(def_pos_[next], "rule '" + names_[next] +
-                                     "' is left-recursive (it can reach itself before reading a "
-                                     "character); write it with right recursion or a repetition");
-          }
-          if (state[next] == 0) visit(next);
-          if (!nullable[next]) break;
+          left[r].push_back(g.elements[i].rule);
+          if (!nullable[g.elements[i].rule]) break;
         }
       }
-      state[r] = 2;
+    }
+    std::vector<int> state(n, 0);  // 0 unseen, 1 on the path, 2 done
+    std::vector<uint32_t> depth(n, 0);
+    struct Frame {
+      uint32_t rule;
+      size_t next;
     };
-    for (uint32_t r = 0; r < n; ++r) {
-      if (state[r] == 0) visit(r);
+    for (uint32_t root = 0; root < n; ++root) {
+      if (state[root] != 0) continue;
+      std::vector<Frame> path{{root, 0}};
+      state[root] = 1;
+      while (!path.empty()) {
+        Frame& f = path.back();
+        if (f.next == left[f.rule].size()) {
+          state[f.rule] = 2;
+          const uint32_t done = f.rule;
+          path.pop_back();
+          if (!path.empty()) {
+            depth[path.back().rule] = std::max(depth[path.back().rule], depth[done] + 1);
+          }
+          continue;
+        }
+        const uint32_t current = f.rule;  // f dangles once path grows
+        const uint32_t next = left[current][f.next++];
+        if (state[next] == 1) {
+          fail(def_pos_[next], "rule '" + names_[next] +
+                                   "' is left-recursive (it can reach itself before reading a "
+                                   "character); write it with right recursion or a repetition");
+        }
+        if (state[next] == 2) {
+          depth[current] = std::max(depth[current], depth[next] + 1);
+        } else {
+          state[next] = 1;
+          path.push_back({next, 0});
+        }
+        if (path.size() > kMaxNesting * 4 || depth[current] > kMaxNesting * 4) {
+          fail(def_pos_[root], "rules nest more than " + std::to_string(kMaxNesting * 4) +
+                                   " deep at their left edge; make the grammar flatter");
+        }
+      }
     }
   }
 
@@ -435,6 +478,7 @@ class Reader {
   std::vector<size_t> def_pos_, use_pos_;
   std::vector<CodeRange> ranges_;
   std::map<std::string, int> generated_;
+  size_t nesting_ = 0;
 };
 
 }  // namespace

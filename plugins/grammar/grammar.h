@@ -13,7 +13,7 @@
 //
 // The grammar is kept as flat sequences: every alternative of every rule is
 // a run of Elements ended by a kEnd element. Groups and repetitions become
-// rules of their own (named "<rule>-<n>"), so the only elements are code
+// rules of their own (named "<rule>~<n>"), so the only elements are code
 // point classes and rule references.
 #pragma once
 
@@ -24,7 +24,14 @@
 
 namespace duet::grammar {
 
+// Bounds on what a grammar may be, so that text from a request cannot
+// exhaust memory or the stack: a repetition's count, rules (made-up ones
+// included), elements, and nesting of parentheses (of rules at their left
+// edge: 4 times as much).
 inline constexpr uint32_t kMaxRepeat = 1000;
+inline constexpr size_t kMaxRules = 20000;
+inline constexpr size_t kMaxElements = 1000000;
+inline constexpr size_t kMaxNesting = 64;
 
 struct CodeRange {
   uint32_t lo, hi;  // inclusive
@@ -58,9 +65,9 @@ struct Grammar {
 };
 
 // Reads GBNF text. Throws duet::Error(kConfig) "<what> line L column C: ..."
-// for a syntax error, an undefined rule, a missing `root`, a repetition
-// bound above kMaxRepeat, or a left-recursive rule (one that can reach
-// itself before reading a code point: the engine could not run it).
+// for a syntax error, an undefined rule, a missing `root`, a bound above
+// exceeded, or a left-recursive rule (one that can reach itself before
+// reading a code point: the engine could not run it).
 // `what` names the source in messages ("grammar option 'gbnf'").
 Grammar parse_gbnf(std::string_view text, const std::string& what);
 

@@ -127,11 +127,9 @@ void GrammarLink::follow(std::span<const int32_t> generated) {
       ended_ = true;
       continue;
     }
-    if (!grammar_->matcher().advance(state_, tokenizer_->piece(id))) {
-      throw Error(ErrorKind::kInputRejected, path_ + ": generated token " + std::to_string(id) +
-                                                 " ('" + tokenizer_->piece(id) +
-                                                 "') does not follow the grammar");
-    }
+    // A token the grammar refuses can only come from outside this link's
+    // masks; the output cannot go on within the grammar, so it may only end.
+    if (!grammar_->matcher().advance(state_, tokenizer_->piece(id))) ended_ = true;
   }
 }
 
@@ -157,12 +155,20 @@ void GrammarLink::apply(Candidates& c, const SamplingContext& ctx) {
     ++kept;
   }
   if (kept == 0) {
-    const size_t allowed = mask ? mask->n_allowed : grammar_->trie().end_of_generation.size();
+    // The vocabulary has no token for what the grammar needs next: the
+    // output ends here rather than leave it (or fail every request running).
+    for (size_t i = 0; i < c.ids.size(); ++i) {
+      if (!tokenizer_->is_end_of_generation(c.ids[i])) continue;
+      c.ids[kept] = c.ids[i];
+      c.logits[kept] = c.logits[i];
+      ++kept;
+    }
+  }
+  if (kept == 0) {
     throw Error(ErrorKind::kInputRejected,
-                path_ + ": no candidate can continue the output within the grammar (" +
-                    std::to_string(allowed) + " tokens of the vocabulary could, none among the " +
-                    std::to_string(c.ids.size()) +
-                    " candidates); put the grammar link before links that cut candidates");
+                path_ +
+                    ": no candidate can continue the output within the grammar, and none "
+                    "ends it; the grammar link must come first in the chain");
   }
   c.ids.resize(kept);
   c.logits.resize(kept);

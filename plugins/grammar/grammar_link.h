@@ -16,9 +16,11 @@
 // when a request is preempted and resumed or drafts are rejected.
 //
 // Throws duet::Error(kConfig) from the constructor for a bad option or
-// grammar, and duet::Error(kInputRejected) from apply() when no candidate
-// can continue (a link before it cut them all away, or the vocabulary has
-// no token for the text the grammar needs next).
+// grammar. Where no token of the vocabulary can continue the output (the
+// grammar needs a byte no token has), only end-of-generation tokens are
+// left, so the output ends there incomplete. apply() throws
+// duet::Error(kInputRejected) only when the candidates it gets hold neither
+// (a link before it cut them): core keeps the link first in a chain.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,8 @@
 #include "grammar_matcher.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
-
-#include "duet/error.h"
 
 namespace duet::grammar {
 
@@ -18,35 +17,34 @@ std::string MatchState::key() const {
 
 MatchState Matcher::start() const {
   MatchState s;
-  for (uint32_t alt : g_.alternatives[g_.root]) expand({alt}, s);
+  Expanded seen;
+  for (uint32_t alt : g_.alternatives[g_.root]) expand({alt}, s, seen);
   return s;
 }
 
 void Matcher::add(const std::vector<uint32_t>& stack, MatchState& out) const {
   // Duplicates are common (two alternatives meeting again); keep one.
-  for (size_t i = 0; i < out.stacks.size(); i += out.stacks[i] + 1) {
+  size_t count = 0;
+  for (size_t i = 0; i < out.stacks.size(); i += out.stacks[i] + 1, ++count) {
     if (out.stacks[i] == stack.size() &&
         std::equal(stack.begin(), stack.end(), out.stacks.begin() + static_cast<ptrdiff_t>(i) + 1))
       return;
   }
-  size_t count = 0;
-  for (size_t i = 0; i < out.stacks.size(); i += out.stacks[i] + 1) ++count;
-  if (count >= kMaxStacks) {
-    throw Error(ErrorKind::kConfig, "the grammar is too ambiguous: more than " +
-                                        std::to_string(kMaxStacks) +
-                                        " ways to continue at one point; make its alternatives "
-                                        "start differently");
-  }
+  if (count >= kMaxStacks) return;  // beyond the bound, further ways are dropped
   out.stacks.push_back(static_cast<uint32_t>(stack.size()));
   out.stacks.insert(out.stacks.end(), stack.begin(), stack.end());
 }
 
-void Matcher::expand(std::vector<uint32_t> stack, MatchState& out) const {
+void Matcher::expand(std::vector<uint32_t> stack, MatchState& out, Expanded& seen) const {
   while (!stack.empty() && g_.elements[stack.back()].kind == ElementKind::kEnd) stack.pop_back();
   if (stack.empty() || g_.elements[stack.back()].kind == ElementKind::kChars) {
     add(stack, out);
     return;
   }
+  // A stack already expanded in this step adds nothing new (nullable rules
+  // make many paths meet); without this, `a a a ... ` with `a ::= "x" | ""`
+  // would take time exponential in its length.
+  if (seen.size() >= kMaxExpansions || !seen.insert(stack).second) return;
   const uint32_t rule = g_.elements[stack.back()].rule;
   // Where the reference's rule returns to; none when the reference ends its
   // alternative (a tail call), so right recursion does not grow the stack.
@@ -55,7 +53,7 @@ void Matcher::expand(std::vector<uint32_t> stack, MatchState& out) const {
   for (uint32_t alt : g_.alternatives[rule]) {
     std::vector<uint32_t> next = stack;
     next.push_back(alt);
-    expand(std::move(next), out);
+    expand(std::move(next), out, seen);
   }
 }
 
@@ -65,6 +63,7 @@ bool Matcher::step(const MatchState& in, uint32_t cp, MatchState& out) const {
   out.partial_left = 0;
   out.partial_size = 0;
   std::vector<uint32_t> stack;
+  Expanded seen;
   for (size_t i = 0; i < in.stacks.size(); i += in.stacks[i] + 1) {
     const uint32_t n = in.stacks[i];
     if (n == 0) continue;
@@ -73,7 +72,7 @@ bool Matcher::step(const MatchState& in, uint32_t cp, MatchState& out) const {
     stack.assign(in.stacks.begin() + static_cast<ptrdiff_t>(i) + 1,
                  in.stacks.begin() + static_cast<ptrdiff_t>(i + n) + 1);
     ++stack.back();
-    expand(stack, out);
+    expand(stack, out, seen);
   }
   return !out.stacks.empty();
 }

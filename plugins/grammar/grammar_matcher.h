@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,9 +22,11 @@
 
 namespace duet::grammar {
 
-// Ways a state may continue beyond which the grammar is refused as too
-// ambiguous (duet::Error(kConfig)) rather than slowing every step.
+// Bounds that keep a hostile grammar from slowing every step: ways a state
+// may continue (further ones are dropped, so such a grammar may refuse text
+// it describes), and rule expansions per byte read.
 inline constexpr size_t kMaxStacks = 256;
+inline constexpr size_t kMaxExpansions = 4096;
 
 struct MatchState {
   // Stacks concatenated, each as its length followed by its elements.
@@ -53,7 +56,8 @@ class Matcher {
   bool can_continue(const MatchState& state) const;
 
  private:
-  void expand(std::vector<uint32_t> stack, MatchState& out) const;
+  using Expanded = std::set<std::vector<uint32_t>>;
+  void expand(std::vector<uint32_t> stack, MatchState& out, Expanded& seen) const;
   void add(const std::vector<uint32_t>& stack, MatchState& out) const;
   bool step(const MatchState& in, uint32_t cp, MatchState& out) const;
   bool possible(const MatchState& in, uint32_t lo, uint32_t hi) const;

@@ -12,13 +12,19 @@
 namespace duet::grammar {
 namespace {
 
+constexpr int kMaxSchemaDepth = 64;
+constexpr size_t kMaxGrammarBytes = 1 << 20;
+
 using json = nlohmann::ordered_json;
 
 // The rules every JSON grammar draws on; only the ones used are written.
 const std::map<std::string, std::string>& primitives() {
   static const std::map<std::string, std::string> rules = {
       {"ws", R"(| " " | "\n" [ \t]{0,16})"},
-      {"char", R"([^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))"},
+      // One code point each: \u escapes of surrogates (a pair is one code
+      // point to JSON Schema's lengths, two here) are left out.
+      {"char",
+       R"([^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))"},
       {"string", R"("\"" char* "\"")"},
       {"integer", R"("-"? ("0" | [1-9] [0-9]{0,15}))"},
       {"number", R"("-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?)"},
@@ -127,22 +133,90 @@ class Converter {
       if (!s.get<bool>()) fail(pointer, "the schema false accepts nothing");
       return use("value");
     }
-    if (!s.is_object()) fail(pointer, "a schema must be an object or true, not " + s.dump());
+    if (!s.is_object()) fail(pointer, "a schema must be an object or true");
+    if (++depth_ > kMaxSchemaDepth)
+      fail(pointer, "schemas nest deeper than " + std::to_string(kMaxSchemaDepth));
     check_keywords(s, pointer);
     std::string expr = visit_object(s, pointer, hint);
-    if (s.value("nullable", false)) expr = "(" + expr + " | " + use("null") + ")";
+    if (s.contains("nullable")) {
+      if (!s["nullable"].is_boolean())
+        fail(pointer + "/nullable", "nullable must be true or false");
+      if (s["nullable"].get<bool>()) expr = "(" + expr + " | " + use("null") + ")";
+    }
+    --depth_;
     return expr;
   }
 
+  // Keywords beside `key` that constrain the value (not annotations).
+  static std::vector<std::string> constraints_beside(const json& s, const std::string& key,
+                                                     const std::set<std::string>& allowed) {
+    static const std::set<std::string> annotations = {
+        "title",  "description", "default",   "examples",   "$schema", "$id",         "$comment",
+        "format", "readOnly",    "writeOnly", "deprecated", "$defs",   "definitions", "nullable"};
+    std::vector<std::string> out;
+    for (const auto& [k, v] : s.items()) {
+      if (k != key && !annotations.count(k) && !allowed.count(k)) out.push_back(k);
+    }
+    return out;
+  }
+
+  void refuse_beside(const json& s, const std::string& key, const std::string& pointer,
+                     const std::set<std::string>& allowed = {}) const {
+    const std::vector<std::string> others = constraints_beside(s, key, allowed);
+    if (!others.empty()) {
+      fail(pointer + "/" + others.front(),
+           "'" + others.front() + "' beside '" + key +
+               "' is not supported (the grammar could not promise both); move it into the "
+               "referenced or listed schemas");
+    }
+  }
+
+  // Whether JSON value `v` has JSON Schema type `type`.
+  static bool has_type(const json& v, const std::string& type) {
+    if (type == "integer")
+      return v.is_number_integer() ||
+             (v.is_number_float() &&
+              v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+    if (type == "number") return v.is_number();
+    if (type == "string") return v.is_string();
+    if (type == "boolean") return v.is_boolean();
+    if (type == "null") return v.is_null();
+    if (type == "object") return v.is_object();
+    if (type == "array") return v.is_array();
+    return false;
+  }
+
   std::string visit_object(const json& s, const std::string& pointer, const std::string& hint) {
-    if (s.contains("$ref")) return ref(s["$ref"], pointer + "/$ref");
-    if (s.contains("const")) return literal(s["const"].dump());
-    if (s.contains("enum")) {
-      const json& e = s["enum"];
-      if (!e.is_array() || e.empty()) fail(pointer + "/enum", "enum must be a non-empty array");
+    if (s.contains("$ref")) {
+      refuse_beside(s, "$ref", pointer);
+      return ref(s["$ref"], pointer + "/$ref");
+    }
+    if (s.contains("const") || s.contains("enum")) {
+      const std::string key = s.contains("const") ? "const" : "enum";
+      refuse_beside(s, key, pointer, {"type"});
+      const json values = key == "const" ? json::array({s["const"]}) : s["enum"];
+      if (!values.is_array() || values.empty())
+        fail(pointer + "/enum", "enum must be a non-empty array");
+      std::vector<std::string> types;
+      if (s.contains("type")) {
+        if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
+        if (s["type"].is_array())
+          for (const json& t : s["type"])
+            types.push_back(t.is_string() ? t.get<std::string>() : "");
+      }
       std::string alts;
-      for (const json& v : e) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+      for (const json& v : values) {
+        const bool typed_ok =
+            types.empty() || std::any_of(types.begin(), types.end(),
+                                         [&](const std::string& t) { return has_type(v, t); });
+        if (typed_ok) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+      }
+      if (alts.empty())
+        fail(pointer + "/" + key, "no value of '" + key + "' has the schema's type");
       return "(" + alts + ")";
+    }
+    for (const char* key : {"anyOf", "oneOf", "allOf"}) {
+      if (s.contains(key)) refuse_beside(s, key, pointer);
     }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
@@ -176,7 +250,14 @@ class Converter {
     }
     if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required"))
       return typed("object", s, pointer, hint);
-    if (s.contains("items") || s.contains("prefixItems")) return typed("array", s, pointer, hint);
+    if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
+        s.contains("maxItems"))
+      return typed("array", s, pointer, hint);
+    // Without a type, length keywords bind strings only and minimum numbers
+    // only: allowing just those values keeps every answer valid.
+    if (s.contains("minLength") || s.contains("maxLength"))
+      return typed("string", s, pointer, hint);
+    if (s.contains("minimum")) return typed("number", s, pointer, hint);
     return use("value");
   }
 
@@ -191,12 +272,13 @@ class Converter {
       const std::string section = p.substr(2, p.size() - 3);
       if (!root_.contains(section) || !root_[section].contains(name))
         fail(pointer, "$ref '" + r + "' names no schema of this document");
-      const std::string rule = "def-" + rule_name(name);
-      if (!refs_.count(rule)) {
-        refs_.insert(rule);
-        rules_[rule] = "";  // taken now, so a recursive reference finds it
-        rules_[rule] = visit(root_[section][name], "/" + section + "/" + name, rule + "-part");
-      }
+      auto known = refs_.find(r);
+      if (known != refs_.end()) return known->second;
+      // Named now (a unique name, taken before its body is written), so a
+      // recursive reference finds it.
+      const std::string rule = add_rule("def-" + rule_name(name), "");
+      refs_[r] = rule;
+      rules_[rule] = visit(root_[section][name], "/" + section + "/" + name, rule + "-part");
       return rule;
     }
     fail(pointer,
@@ -234,8 +316,11 @@ class Converter {
     const bool bounded = s.contains("maxLength");
     const size_t max = bound(s, "maxLength", 0, pointer, *this);
     if (bounded && max < min) fail(pointer + "/maxLength", "maxLength is below minLength");
-    const std::string rep = bounded ? "{" + std::to_string(min) + "," + std::to_string(max) + "}"
-                                    : "{" + std::to_string(min) + ",}";
+    std::string rep = "{";
+    rep += std::to_string(min);
+    rep += ',';
+    if (bounded) rep += std::to_string(max);
+    rep += '}';
     return add_rule(hint + "-string", "\"\\\"\" char" + rep + " \"\\\"\"");
   }
 
@@ -338,10 +423,10 @@ class Converter {
         rest[k] = add_rule(hint + "-rest-" + std::to_string(k),
                            props[k].required ? comma + " " + after : "(" + comma + ")? " + after);
       }
-      from[k] = add_rule(hint + "-from-" + std::to_string(k),
-                         props[k].required    ? kv(k) + " " + after
-                         : none_after.empty() ? "(" + kv(k) + " " + after + ")?"
-                                              : kv(k) + " " + after + " | " + none_after);
+      std::string body = kv(k) + " " + after;
+      if (!props[k].required)
+        body = none_after.empty() ? "(" + body + ")?" : body + " | " + none_after;
+      from[k] = add_rule(hint + "-from-" + std::to_string(k), body);
     }
     return add_rule(hint + "-object", "\"{\" " + ws + " " + from[0] + " \"}\"");
   }
@@ -349,7 +434,8 @@ class Converter {
   const json& root_;
   std::string what_;
   std::map<std::string, std::string> rules_;
-  std::set<std::string> refs_;
+  std::map<std::string, std::string> refs_;  // $ref text -> its rule
+  int depth_ = 0;
 };
 
 }  // namespace
@@ -361,7 +447,13 @@ std::string json_schema_to_gbnf(std::string_view schema, const std::string& what
   } catch (const json::exception& e) {
     throw Error(ErrorKind::kConfig, what + ": not valid JSON (" + e.what() + ")");
   }
-  return Converter(root, what).run();
+  std::string gbnf = Converter(root, what).run();
+  if (gbnf.size() > kMaxGrammarBytes) {
+    throw Error(ErrorKind::kConfig, what + ": the schema makes a grammar of " +
+                                        std::to_string(gbnf.size()) + " bytes, more than " +
+                                        std::to_string(kMaxGrammarBytes) + "; make it smaller");
+  }
+  return gbnf;
 }
 
 std::string json_object_gbnf() {

@@ -11,14 +11,19 @@
 // full. The walk itself runs on grammar states interned as they are met,
 // with their byte transitions remembered (a DFA built lazily over the
 // pushdown automaton): inside a string nearly every byte leads back to the
-// same state, so a walk costs about one table lookup per trie node. At most
-// kMaxStates states are kept; past that the table starts over.
+// same state, so a walk costs about one table lookup per trie node; and a
+// subtree of ASCII bytes that all lead on to one state at every depth (a
+// string's ordinary characters, bounded or not) is allowed whole without
+// being walked. At most kMaxStates states are kept; past that the table
+// starts over.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +45,12 @@ class TokenTrie {
   struct Node {
     uint32_t first_edge = 0, n_edges = 0;    // into edge_bytes / edge_nodes
     uint32_t first_token = 0, n_tokens = 0;  // into tokens: pieces ending here
+    uint32_t tokens_end = 0;                 // tokens [first_token, tokens_end): this subtree's
+    // The bytes on edges below this node: ASCII as bits, and whether any is
+    // not ASCII; the longest path below, in edges.
+    std::array<uint64_t, 2> ascii_below{};
+    bool non_ascii_below = false;
+    uint32_t depth_below = 0;
   };
   std::vector<Node> nodes;  // nodes[0] is the root (the empty prefix)
   std::vector<uint8_t> edge_bytes;
@@ -47,6 +58,11 @@ class TokenTrie {
   std::vector<int32_t> tokens;
   std::vector<int32_t> end_of_generation;  // ids that end generation
   int32_t vocab_size = 0;
+
+ private:
+  // Lays out `node` for pieces order[begin, end), which share `depth` bytes.
+  void build(const std::vector<std::string>& pieces, const std::vector<int32_t>& order,
+             uint32_t node, size_t begin, size_t end, size_t depth);
 };
 
 struct TokenMask {
@@ -77,10 +93,22 @@ class CompiledGrammar {
   // An interned state and its transitions: next[byte] is the state after
   // that byte, kDead when refused, kUnknown until first needed.
   static constexpr int32_t kDead = -1, kUnknown = -2;
+  // The state most ASCII bytes lead to (kDead if none) and those bytes.
+  struct AsciiRun {
+    int32_t next = kDead;
+    std::array<uint64_t, 2> bytes{};
+  };
   struct Interned {
     MatchState state;
     std::vector<int32_t> next;  // 256 entries once a transition is asked for
+    std::optional<AsciiRun> run;
   };
+  const AsciiRun& ascii_run(int32_t id) const;
+  // Whether every token below `node` is allowed from state `id`: the
+  // subtree's bytes are ASCII, and along its depth each byte leads from the
+  // state to the same next one (inside a string, every ordinary character
+  // does), so no walk is needed.
+  bool whole_subtree(int32_t id, const TokenTrie::Node& node) const;
   int32_t intern(const MatchState& state) const;
   // The transition row of state `id`, allocated on first use.
   int32_t* row(int32_t id) const;

@@ -337,6 +337,16 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
     for (size_t i = 0; i < backends.size(); ++i) out.placements[i].instance = backends[i];
   }
 
+  for (size_t i = 1; i < config.sampler.chain.size(); ++i) {
+    if (config.sampler.chain[i].name == "grammar") {
+      problems.add(ErrorKind::kConfig,
+                   format_source_pos(config.source, config.sampler.chain[i].pos) +
+                       ": the grammar link must come first in components.sampler.chain (it is "
+                       "link " +
+                       std::to_string(i) +
+                       "): links before it could cut away every token the grammar allows");
+    }
+  }
   for (const auto& link : config.sampler.chain) {
     out.sampler_chain.push_back(link.name);
     problems.attempt(format_source_pos(config.source, link.pos),
