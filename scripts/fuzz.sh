@@ -14,7 +14,8 @@ build="${DUET_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf_fuzz pipeline_yaml_fuzz tokenizer_fuzz sampler_config_fuzz serve_request_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf_fuzz pipeline_yaml_fuzz tokenizer_fuzz sampler_config_fuzz serve_request_fuzz
+                                     grammar_fuzz)
 
 bash "$root/scripts/install-deps.sh"
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (apt-get install clang)" >&2; exit 1; }
