@@ -185,17 +185,23 @@ def setUpModule():
                              "(or set DUET_MODEL)" % MODEL)
 
 
-class ServeApi(unittest.TestCase):
-    """The endpoints, through the openai client and curl, with an API key."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server("--api-key", KEY, "--idle-timeout", "2")
+class ServerCase(unittest.TestCase):
+    """A group of cases with a server of its own (cls.server, started by the
+    group's setUpClass), stopped at the end: SIGTERM must end it with exit
+    code 0."""
 
     @classmethod
     def tearDownClass(cls):
         code = cls.server.stop()
         assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
+
+
+class ServeApi(ServerCase):
+    """The endpoints, through the openai client and curl, with an API key."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server("--api-key", KEY, "--idle-timeout", "2")
 
     def test_health_and_models(self):
         status, _, body = self.server.request("GET", "/health")
@@ -692,7 +698,7 @@ class ServeApi(unittest.TestCase):
         slow.close()
 
 
-class ServeSwitches(unittest.TestCase):
+class ServeSwitches(ServerCase):
     """The server's switches: --strict-fields refuses unknown fields,
     --literal-prompts keeps control-token spellings in completions prompts
     as text, --log-format json, --allowed-origins."""
@@ -701,11 +707,6 @@ class ServeSwitches(unittest.TestCase):
     def setUpClass(cls):
         cls.server = Server("--strict-fields", "--literal-prompts", "--log-format", "json",
                             "--allowed-origins", "https://app.example, http://localhost:3000")
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
 
     def test_unknown_fields_get_400_with_a_suggestion(self):
         status, _, raw = self.server.request("POST", "/v1/completions",
@@ -756,7 +757,7 @@ class ServeSwitches(unittest.TestCase):
         self.assertGreater(literal.usage.prompt_tokens, one.usage.prompt_tokens + 1)
 
 
-class ServeQueueAndDisconnect(unittest.TestCase):
+class ServeQueueAndDisconnect(ServerCase):
     """One sequence at a time and a queue of one: 429, and a client that
     goes away mid-stream gives its blocks back."""
 
@@ -764,11 +765,6 @@ class ServeQueueAndDisconnect(unittest.TestCase):
     def setUpClass(cls):
         cls.server = Server("--api-key", KEY, "--max-queue", "1",
                             sets=["batching.max_sequences=1"])
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
 
     def cancelled(self):
         return self.server.metrics()['duet_requests_finished_total{finish_reason="cancelled"}']
@@ -821,7 +817,7 @@ class ServeQueueAndDisconnect(unittest.TestCase):
         self.server.wait_metrics(lambda m: m["duet_kv_blocks_used"] == 0)
 
 
-class ServeSpeculative(unittest.TestCase):
+class ServeSpeculative(ServerCase):
     """configs/smollm2-speculative.yaml served: 16 greedy chat requests at
     once, each verifying its own prompt-lookup drafts in the shared passes,
     get the text `duet run` gives each alone with the plain pipeline."""
@@ -836,11 +832,6 @@ class ServeSpeculative(unittest.TestCase):
     def setUpClass(cls):
         cls.server = Server(sets=["batching.max_sequences=16"],
                             config=os.path.join(SOURCE, "configs", "smollm2-speculative.yaml"))
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
 
     @staticmethod
     def alone(prompt):
@@ -878,7 +869,7 @@ class ServeSpeculative(unittest.TestCase):
         self.assertEqual(m["duet_kv_blocks_used"], 0)
 
 
-class ServeSplit(unittest.TestCase):
+class ServeSplit(ServerCase):
     """configs/smollm2-split.yaml served: onednn prefills, the reference
     backend decodes from a q8_0 cache. 16 chat requests at once each get the
     tokens `duet run` gives the same split pipeline alone, and each request's
@@ -898,11 +889,6 @@ class ServeSplit(unittest.TestCase):
     def setUpClass(cls):
         cls.server = Server(sets=cls.SETS + ["batching.max_sequences=16"], config=cls.CONFIG,
                             base_sets=[])
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
 
     def alone(self, prompt):
         """The token ids `duet run` gives `prompt` with the same pipeline."""
@@ -951,7 +937,7 @@ class ServeSplit(unittest.TestCase):
         self.assertGreater(m["duet_request_kv_move_seconds_sum"], 0)
 
 
-class ServeConcurrency(unittest.TestCase):
+class ServeConcurrency(ServerCase):
     """Streaming clients at once each get the answer the same request gets
     alone: complete, in order, not mixed with another's."""
 
@@ -961,11 +947,6 @@ class ServeConcurrency(unittest.TestCase):
     def setUpClass(cls):
         # Room for all 32 in the running batch at once.
         cls.server = Server(sets=["batching.max_sequences=32"])
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
 
     def request(self, i):
         # Prompts of different lengths; every third samples with its own seed.
@@ -1058,7 +1039,7 @@ STRUCTURED_SCHEMAS = [
 ]
 
 
-class ServeStructured(unittest.TestCase):
+class ServeStructured(ServerCase):
     """response_format and grammar: every sampled answer validates against
     its JSON Schema (checked with the jsonschema package); LangChain's
     with_structured_output works in json_schema and json_mode."""
@@ -1066,11 +1047,6 @@ class ServeStructured(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = Server(sets=["batching.max_sequences=8"])
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
 
     def test_two_hundred_sampled_answers_validate_against_their_schemas(self):
         import concurrent.futures
@@ -1158,7 +1134,7 @@ def process_status(pid):
     return fds, rss
 
 
-class ServeLoad(unittest.TestCase):
+class ServeLoad(ServerCase):
     """A load bounded in count and time, against 127.0.0.1 only: 1,000
     streamed requests from 16 clients at once, every fourth dropped after its
     first event. Every other answer is complete; no KV block or file
@@ -1183,11 +1159,6 @@ class ServeLoad(unittest.TestCase):
         # before, which is the pool filling in, not a leak.
         cls.server = Server(sets=["components.kv_cache.capacity_tokens=1024"])
         cls.deadline = time.monotonic() + cls.TIME_LIMIT
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop()
-        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
 
     def one(self, i):
         """Request `i`: "dropped", or its stream's JSON chunks up to [DONE]."""
