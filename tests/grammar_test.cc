@@ -194,6 +194,39 @@ TEST(JsonSchemaGbnf, KeywordCombinationsAreEnforcedOrRefused) {
   EXPECT_TRUE(accepts(json_schema_to_gbnf(R"({"type": "string"})", "s"), "\"\\u00e9\""));
 }
 
+TEST(JsonSchemaGbnf, LargeEnumsAndRepeatedBoundsStayWithinTheEngine) {
+  // 300 values sharing their first characters: a trie of rules, so the
+  // matcher never holds more ways than distinct next characters.
+  std::string values;
+  for (int i = 0; i < 300; ++i) values += (i ? ", \"v" : "\"v") + std::to_string(i) + "\"";
+  const std::string e = json_schema_to_gbnf(R"({"enum": [)" + values + "]}", "s");
+  EXPECT_TRUE(accepts(e, "\"v299\""));
+  EXPECT_TRUE(accepts(e, "\"v3\""));
+  EXPECT_FALSE(accepts(e, "\"v300\""));
+  const Grammar g = parse_gbnf(e, "s");
+  const Matcher m(g);
+  MatchState s = m.start();
+  ASSERT_TRUE(m.advance(s, "\"v"));
+  size_t ways = 0;
+  for (size_t i = 0; i < s.stacks.size(); i += s.stacks[i] + 1) ++ways;
+  EXPECT_LE(ways, 10u);
+  // Twenty strings bounded alike share one rule of 1,000 repetitions.
+  std::string props;
+  for (int i = 0; i < 20; ++i)
+    props +=
+        (i ? ", \"p" : "\"p") + std::to_string(i) + R"(": {"type": "string", "maxLength": 1000})";
+  EXPECT_NO_THROW(parse_gbnf(json_schema_to_gbnf("{\"properties\": {" + props + "}}", "s"), "s"));
+  // An integer enum value beyond int64 is still an integer.
+  EXPECT_TRUE(accepts(json_schema_to_gbnf(R"({"type": "integer", "enum": [1e20]})", "s"), "1e+20"));
+}
+
+TEST(Gbnf, RepetitionsCountTowardsTheElementBound) {
+  std::string g = "root ::=";
+  for (int i = 0; i < 1100; ++i) g += " x{1000}";
+  g += "\nx ::= \"a\"";
+  EXPECT_NE(error_of(g).find("more than 1000000 elements"), std::string::npos);
+}
+
 // A vocabulary given as pieces; ids listed in `control` are control tokens
 // and `eog` ends generation.
 class ListTokenizer final : public Tokenizer {

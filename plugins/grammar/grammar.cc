@@ -173,6 +173,11 @@ class Reader {
       Sequence term = read_term(rule, nested);
       apply_postfix(rule, at, term);
       seq.insert(seq.end(), term.begin(), term.end());
+      elements_ += term.size();
+      if (elements_ > kMaxElements) {
+        fail(at, "the grammar has more than " + std::to_string(kMaxElements) +
+                     " elements (repetitions {m} copy their term m times); make it smaller");
+      }
     }
     if (peek() == ')' && !nested) fail(pos_, "')' without '('");
     return seq;
@@ -443,7 +448,12 @@ class Reader {
           const uint32_t done = f.rule;
           path.pop_back();
           if (!path.empty()) {
-            depth[path.back().rule] = std::max(depth[path.back().rule], depth[done] + 1);
+            uint32_t& d = depth[path.back().rule];
+            d = std::max(d, depth[done] + 1);
+            if (d > kMaxNesting * 4) {
+              fail(def_pos_[root], "rules nest more than " + std::to_string(kMaxNesting * 4) +
+                                       " deep at their left edge; make the grammar flatter");
+            }
           }
           continue;
         }
@@ -479,6 +489,7 @@ class Reader {
   std::vector<CodeRange> ranges_;
   std::map<std::string, int> generated_;
   size_t nesting_ = 0;
+  size_t elements_ = 0;  // written so far, copies included
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "json_schema_gbnf.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -92,6 +93,50 @@ class Converter {
     return name;
   }
 
+  // One of `texts` (JSON literals), as a trie of rules: the matcher then
+  // follows one way per shared prefix, not one per value (300 values
+  // starting with '"' would be 300 ways at once).
+  std::string literals(std::vector<std::string> texts, const std::string& hint) {
+    std::sort(texts.begin(), texts.end());
+    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+    if (texts.size() == 1) return literal(texts.front());
+    return "(" + trie_alternatives(texts, 0, texts.size(), 0, hint) + ")";
+  }
+
+  // The bytes of the UTF-8 character of `text` at byte `at`.
+  static size_t char_size(const std::string& text, size_t at) {
+    const auto b = static_cast<unsigned char>(text[at]);
+    const size_t n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    return std::min(n, text.size() - at);
+  }
+
+  // Alternatives for texts[begin, end), sorted, which share their first
+  // `at` bytes (whole characters).
+  std::string trie_alternatives(const std::vector<std::string>& texts, size_t begin, size_t end,
+                                size_t at, const std::string& hint) {
+    std::string alts;
+    size_t i = begin;
+    if (texts[i].size() == at) {  // a value that ends here (sorted first)
+      alts = "\"\"";
+      ++i;
+    }
+    while (i < end) {
+      const size_t n = char_size(texts[i], at);
+      const std::string c = texts[i].substr(at, n);
+      size_t j = i;
+      while (j < end && texts[j].compare(at, n, c) == 0) ++j;
+      std::string branch;
+      if (j - i == 1) {
+        branch = literal(texts[i].substr(at));
+      } else {
+        branch = literal(c) + " " + add_rule(hint, trie_alternatives(texts, i, j, at + n, hint));
+      }
+      alts += (alts.empty() ? "" : " | ") + branch;
+      i = j;
+    }
+    return alts;
+  }
+
   std::string add_rule(const std::string& hint, const std::string& body) {
     std::string name = hint;
     for (int n = 2; rules_.count(name); ++n) name = hint + "-" + std::to_string(n);
@@ -173,10 +218,12 @@ class Converter {
 
   // Whether JSON value `v` has JSON Schema type `type`.
   static bool has_type(const json& v, const std::string& type) {
-    if (type == "integer")
-      return v.is_number_integer() ||
-             (v.is_number_float() &&
-              v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+    if (type == "integer") {
+      if (v.is_number_integer()) return true;
+      if (!v.is_number_float()) return false;
+      const double d = v.get<double>();
+      return std::isfinite(d) && std::trunc(d) == d;
+    }
     if (type == "number") return v.is_number();
     if (type == "string") return v.is_string();
     if (type == "boolean") return v.is_boolean();
@@ -199,21 +246,28 @@ class Converter {
         fail(pointer + "/enum", "enum must be a non-empty array");
       std::vector<std::string> types;
       if (s.contains("type")) {
-        if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
-        if (s["type"].is_array())
-          for (const json& t : s["type"])
-            types.push_back(t.is_string() ? t.get<std::string>() : "");
+        const json& t = s["type"];
+        const json list = t.is_array() ? t : json::array({t});
+        for (const json& name : list) {
+          static const std::set<std::string> known = {"integer", "number", "string", "boolean",
+                                                      "null",    "object", "array"};
+          if (!name.is_string() || !known.count(name.get<std::string>()))
+            fail(pointer + "/type",
+                 "type must name JSON types (string, number, integer, "
+                 "boolean, null, object, array)");
+          types.push_back(name.get<std::string>());
+        }
       }
-      std::string alts;
+      std::vector<std::string> texts;
       for (const json& v : values) {
         const bool typed_ok =
             types.empty() || std::any_of(types.begin(), types.end(),
                                          [&](const std::string& t) { return has_type(v, t); });
-        if (typed_ok) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+        if (typed_ok) texts.push_back(v.dump());
       }
-      if (alts.empty())
+      if (texts.empty())
         fail(pointer + "/" + key, "no value of '" + key + "' has the schema's type");
-      return "(" + alts + ")";
+      return literals(std::move(texts), hint + "-enum");
     }
     for (const char* key : {"anyOf", "oneOf", "allOf"}) {
       if (s.contains(key)) refuse_beside(s, key, pointer);
@@ -288,7 +342,7 @@ class Converter {
   std::string typed(const std::string& type, const json& s, const std::string& pointer,
                     const std::string& hint) {
     const bool unsigned_number = s.contains("minimum");
-    if (type == "string") return string_rule(s, pointer, hint);
+    if (type == "string") return string_rule(s, pointer);
     if (type == "integer") return use(unsigned_number ? "unsigned-integer" : "integer");
     if (type == "number") return use(unsigned_number ? "unsigned-number" : "number");
     if (type == "boolean") return use("boolean");
@@ -309,7 +363,7 @@ class Converter {
     return static_cast<size_t>(v.get<int64_t>());
   }
 
-  std::string string_rule(const json& s, const std::string& pointer, const std::string& hint) {
+  std::string string_rule(const json& s, const std::string& pointer) {
     if (!s.contains("minLength") && !s.contains("maxLength")) return use("string");
     use("char");
     const size_t min = bound(s, "minLength", 0, pointer, *this);
@@ -321,7 +375,13 @@ class Converter {
     rep += ',';
     if (bounded) rep += std::to_string(max);
     rep += '}';
-    return add_rule(hint + "-string", "\"\\\"\" char" + rep + " \"\\\"\"");
+    // One rule per pair of bounds: twenty strings of maxLength 1000 share
+    // the 1000 rules their repetition makes.
+    std::string rule = "string-";
+    rule += std::to_string(min);
+    rule += bounded ? "-" + std::to_string(max) : "-up";
+    if (!rules_.count(rule)) rules_[rule] = "\"\\\"\" char" + rep + " \"\\\"\"";
+    return rule;
   }
 
   std::string array_rule(const json& s, const std::string& pointer, const std::string& hint) {
@@ -336,10 +396,12 @@ class Converter {
     }
     const bool items_false =
         s.contains("items") && s["items"].is_boolean() && !s["items"].get<bool>();
-    const std::string item = items_false ? ""
-                             : s.contains("items")
-                                 ? visit(s["items"], pointer + "/items", hint + "-item")
-                                 : use("value");
+    std::string item = items_false           ? ""
+                       : s.contains("items") ? visit(s["items"], pointer + "/items", hint + "-item")
+                                             : use("value");
+    // An expression (not a rule name) becomes a rule: items may repeat it
+    // a thousand times.
+    if (item.find_first_of(" (|\"") != std::string::npos) item = add_rule(hint + "-item", item);
     const size_t min = bound(s, "minItems", 0, pointer, *this);
     const bool bounded = s.contains("maxItems") || items_false;
     size_t max = s.contains("maxItems") ? bound(s, "maxItems", 0, pointer, *this) : prefix.size();
