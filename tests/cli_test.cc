@@ -809,6 +809,20 @@ TEST_F(Cli, ConformancePassesEveryInTreePluginComponent) {
   }
 }
 
+// A sampler that reads the vocabulary cannot be checked on random rows: its
+// row says so (after its options are checked) rather than failing.
+TEST_F(Cli, ConformanceSaysWhyItCannotCheckAVocabularySampler) {
+  const std::string plugin = std::string(DUET_BUILD_DIR) + "/plugins/duet-grammar.so";
+  Result r =
+      duet("conformance --plugin " + plugin + " --component grammar --option json_object=true");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("skip: it reads the vocabulary"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 cases: 0 pass, 0 FAIL, 1 skipped"), std::string::npos) << r.out;
+  Result bad = duet("conformance --plugin " + plugin + " --component grammar --option gbnf=x");
+  EXPECT_NE(bad.out.find("expected '::=' after rule name 'x'"), std::string::npos)
+      << bad.out << bad.err;
+}
+
 TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
   const std::string plugin =
       std::string(" --plugin ") + DUET_TEST_PLUGIN_DIR + "/duet-test-extensions.so";

@@ -624,6 +624,10 @@ std::shared_ptr<Backend> PluginHost::create_backend(const std::string& name,
   return keep_loaded(call_factory(e.backend, e.info, options), e.library, e.info);
 }
 
+bool PluginHost::reads_vocabulary(const std::string& name) const {
+  return static_cast<bool>(find(ComponentKind::kSampler, name).vocab_sampler);
+}
+
 std::shared_ptr<Sampler> PluginHost::create_sampler(const std::string& name, const Options& options,
                                                     const Tokenizer* tokenizer) const {
   const Entry& e = find(ComponentKind::kSampler, name);

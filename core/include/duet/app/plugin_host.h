@@ -119,6 +119,9 @@ class DUET_API PluginHost {
   // Create components by name. Throw duet::Error(kPlugin) for an unknown name
   // (listing the known ones) and pass on the factory's own errors.
   std::shared_ptr<Backend> create_backend(const std::string& name, const Options& options) const;
+  // Whether sampler `name` was registered with add_vocab_sampler (ABI 1.5).
+  // REQUIRES: has(kSampler, name).
+  bool reads_vocabulary(const std::string& name) const;
   // `tokenizer` reaches a vocabulary sampler (ABI 1.5, add_vocab_sampler);
   // null there means "validate the options only". Other samplers ignore it.
   std::shared_ptr<Sampler> create_sampler(const std::string& name, const Options& options,
