@@ -12,10 +12,13 @@
 #include "grammar_link.h"
 #include "grammar_matcher.h"
 #include "json_schema_gbnf.h"
+#include "list_tokenizer.h"
 #include "token_masks.h"
 
 namespace duet::grammar {
 namespace {
+
+using testing_support::ListTokenizer;
 
 bool accepts(const std::string& gbnf, const std::string& text) {
   const Grammar g = parse_gbnf(gbnf, "test");
@@ -226,28 +229,6 @@ TEST(Gbnf, RepetitionsCountTowardsTheElementBound) {
   g += "\nx ::= \"a\"";
   EXPECT_NE(error_of(g).find("more than 1000000 elements"), std::string::npos);
 }
-
-// A vocabulary given as pieces; ids listed in `control` are control tokens
-// and `eog` ends generation.
-class ListTokenizer final : public Tokenizer {
- public:
-  ListTokenizer(std::vector<std::string> pieces, std::set<int32_t> control, int32_t eog)
-      : pieces_(std::move(pieces)), control_(std::move(control)), eog_(eog) {}
-  int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
-  std::vector<int32_t> encode(std::string_view, bool) const override { return {}; }
-  std::string piece(int32_t id) const override { return pieces_.at(static_cast<size_t>(id)); }
-  bool is_end_of_generation(int32_t id) const override { return id == eog_; }
-  std::optional<int32_t> find_token(std::string_view) const override { return std::nullopt; }
-  std::optional<int32_t> bos_id() const override { return std::nullopt; }
-  std::optional<int32_t> eos_id() const override { return eog_; }
-  bool add_bos() const override { return false; }
-  bool is_control(int32_t id) const override { return control_.count(id) != 0; }
-
- private:
-  std::vector<std::string> pieces_;
-  std::set<int32_t> control_;
-  int32_t eog_;
-};
 
 // Every byte, some multi-byte words, a split character, two control tokens.
 ListTokenizer test_vocabulary() {

@@ -1,5 +1,6 @@
 #include "grammar_link.h"
 
+#include <algorithm>
 #include <fstream>
 #include <list>
 #include <mutex>
@@ -145,24 +146,18 @@ void GrammarLink::apply(Candidates& c, const SamplingContext& ctx) {
   follow(ctx.history.last(ctx.step));
   std::shared_ptr<const TokenMask> mask;
   if (!ended_) mask = grammar_->mask(state_);
+  const auto ends = [&](int32_t id) { return tokenizer_->is_end_of_generation(id); };
+  const auto allowed = [&](int32_t id) { return ended_ ? ends(id) : mask->allows(id); };
+  // Where no candidate can continue (the vocabulary has no token for what
+  // the grammar needs next), the output ends here rather than leave the
+  // grammar, or fail every request running.
+  const bool stuck = std::none_of(c.ids.begin(), c.ids.end(), allowed);
   size_t kept = 0;
   for (size_t i = 0; i < c.ids.size(); ++i) {
-    const int32_t id = c.ids[i];
-    const bool allowed = ended_ ? tokenizer_->is_end_of_generation(id) : mask->allows(id);
-    if (!allowed) continue;
-    c.ids[kept] = id;
+    if (!(stuck ? ends(c.ids[i]) : allowed(c.ids[i]))) continue;
+    c.ids[kept] = c.ids[i];
     c.logits[kept] = c.logits[i];
     ++kept;
-  }
-  if (kept == 0) {
-    // The vocabulary has no token for what the grammar needs next: the
-    // output ends here rather than leave it (or fail every request running).
-    for (size_t i = 0; i < c.ids.size(); ++i) {
-      if (!tokenizer_->is_end_of_generation(c.ids[i])) continue;
-      c.ids[kept] = c.ids[i];
-      c.logits[kept] = c.logits[i];
-      ++kept;
-    }
   }
   if (kept == 0) {
     throw Error(ErrorKind::kInputRejected,

@@ -62,6 +62,15 @@ std::string literal(const std::string& text) {
   return out + "\"";
 }
 
+// Keywords that constrain no value: annotations, the definitions a $ref
+// reaches, and nullable (read where the schema is visited).
+const std::set<std::string>& annotations() {
+  static const std::set<std::string> names = {
+      "title",  "description", "default",   "examples",   "$schema", "$id",         "$comment",
+      "format", "readOnly",    "writeOnly", "deprecated", "$defs",   "definitions", "nullable"};
+  return names;
+}
+
 class Converter {
  public:
   Converter(const json& root, std::string what) : root_(root), what_(std::move(what)) {}
@@ -154,15 +163,12 @@ class Converter {
   }
 
   void check_keywords(const json& s, const std::string& pointer) const {
-    static const std::set<std::string> supported = {
-        "type",      "enum",        "const",    "properties",  "required",  "additionalProperties",
-        "items",     "prefixItems", "minItems", "maxItems",    "minLength", "maxLength",
-        "anyOf",     "oneOf",       "allOf",    "$ref",        "$defs",     "definitions",
-        "nullable",  "minimum",     "title",    "description", "default",   "examples",
-        "$schema",   "$id",         "$comment", "format",      "readOnly",  "writeOnly",
-        "deprecated"};
+    static const std::set<std::string> constraints = {
+        "type",  "enum",        "const",    "properties", "required",  "additionalProperties",
+        "items", "prefixItems", "minItems", "maxItems",   "minLength", "maxLength",
+        "anyOf", "oneOf",       "allOf",    "$ref",       "minimum"};
     for (const auto& [key, value] : s.items()) {
-      if (!supported.count(key)) {
+      if (!constraints.count(key) && !annotations().count(key)) {
         fail(pointer + "/" + key, "the keyword '" + key +
                                       "' is not supported by the grammar engine (docs/serve.md "
                                       "lists the supported ones)");
@@ -195,12 +201,9 @@ class Converter {
   // Keywords beside `key` that constrain the value (not annotations).
   static std::vector<std::string> constraints_beside(const json& s, const std::string& key,
                                                      const std::set<std::string>& allowed) {
-    static const std::set<std::string> annotations = {
-        "title",  "description", "default",   "examples",   "$schema", "$id",         "$comment",
-        "format", "readOnly",    "writeOnly", "deprecated", "$defs",   "definitions", "nullable"};
     std::vector<std::string> out;
     for (const auto& [k, v] : s.items()) {
-      if (k != key && !annotations.count(k) && !allowed.count(k)) out.push_back(k);
+      if (k != key && !annotations().count(k) && !allowed.count(k)) out.push_back(k);
     }
     return out;
   }

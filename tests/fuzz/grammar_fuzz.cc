@@ -12,39 +12,28 @@
 #include <vector>
 
 #include "duet/error.h"
-#include "duet/tokenizer.h"
 #include "grammar.h"
 #include "grammar_matcher.h"
 #include "json_schema_gbnf.h"
+#include "list_tokenizer.h"
 #include "token_masks.h"
 
 namespace {
 
-// Every byte, some words and split characters, and an end token.
-class FuzzVocabulary final : public duet::Tokenizer {
- public:
-  FuzzVocabulary() {
-    for (int b = 0; b < 256; ++b) pieces_.emplace_back(1, static_cast<char>(b));
-    for (const char* w : {"{\"", "\":", "\",", "true", "null", "12", "ab", "\xCE", "\xCE\xB1",
-                          "\\u00", "  ", "\n  ", "\"}", "]}", "<end>"})
-      pieces_.emplace_back(w);
-  }
-  int32_t vocab_size() const override { return static_cast<int32_t>(pieces_.size()); }
-  std::vector<int32_t> encode(std::string_view, bool) const override { return {}; }
-  std::string piece(int32_t id) const override { return pieces_.at(static_cast<size_t>(id)); }
-  bool is_end_of_generation(int32_t id) const override { return id == vocab_size() - 1; }
-  std::optional<int32_t> find_token(std::string_view) const override { return std::nullopt; }
-  std::optional<int32_t> bos_id() const override { return std::nullopt; }
-  std::optional<int32_t> eos_id() const override { return vocab_size() - 1; }
-  bool add_bos() const override { return false; }
-  bool is_control(int32_t id) const override { return id == vocab_size() - 1; }
+// Every byte, some words and split characters, and an end token (also a
+// control token).
+duet::testing_support::ListTokenizer make_vocabulary() {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) pieces.emplace_back(1, static_cast<char>(b));
+  for (const char* w : {"{\"", "\":", "\",", "true", "null", "12", "ab", "\xCE", "\xCE\xB1",
+                        "\\u00", "  ", "\n  ", "\"}", "]}", "<end>"})
+    pieces.emplace_back(w);
+  const auto end = static_cast<int32_t>(pieces.size()) - 1;
+  return duet::testing_support::ListTokenizer(std::move(pieces), {end}, end);
+}
 
- private:
-  std::vector<std::string> pieces_;
-};
-
-const FuzzVocabulary& vocabulary() {
-  static const FuzzVocabulary v;
+const duet::testing_support::ListTokenizer& vocabulary() {
+  static const duet::testing_support::ListTokenizer v = make_vocabulary();
   return v;
 }
 
@@ -67,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   duet::grammar::MatchState state = g->matcher().start();
-  const FuzzVocabulary& v = vocabulary();
+  const duet::testing_support::ListTokenizer& v = vocabulary();
   for (size_t i = 0; i <= output.size() && i < 8; ++i) {
     const std::shared_ptr<const duet::grammar::TokenMask> mask = g->mask(state);
     for (int32_t id = 0; id + 1 < v.vocab_size(); ++id) {
