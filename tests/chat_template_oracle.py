@@ -88,13 +88,51 @@ CONVERSATIONS = [
 ]
 
 
+# Tools, for the templates that write them: two functions, the key order of
+# their schemas kept as sent.
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city.",
+        "parameters": {"type": "object",
+                       "properties": {"unit": {"enum": ["C", "F"]}, "city": {"type": "string"}},
+                       "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "get_time", "description": "The time now."}},
+]
+CALL = {"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": {"city": "Oslo", "unit": "C"}}}
+TOOL_CONVERSATIONS = [
+    # tools offered; a user message; a system and a user message
+    (True, [{"role": "user", "content": "Weather in Oslo?"}]),
+    (True, [{"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Oslo?"}]),
+    # a call, its result, and the generation prompt for the answer
+    (True, [{"role": "user", "content": "Weather in Oslo?"},
+            {"role": "assistant", "content": "", "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "3 C"}]),
+    # the same without tools offered (tool_choice none)
+    (False, [{"role": "user", "content": "Weather in Oslo?"},
+             {"role": "assistant", "content": "", "tool_calls": [CALL]},
+             {"role": "tool", "tool_call_id": "call_1", "content": "3 C"},
+             {"role": "tool", "tool_call_id": "call_2", "content": "noon"}]),
+]
+# Templates of real models, read from tests/data/templates/.
+TOOL_TEMPLATES = {"qwen2.5": ("<|im_end|>", "qwen2.5-instruct.jinja")}
+
+
 def raise_exception(message):
     raise TemplateError(message)
+
+
+def tojson(value, indent=None):
+    """transformers' tojson filter: json.dumps, non-ASCII kept, nothing escaped for HTML."""
+    return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
 def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = raise_exception
+    env.filters["tojson"] = tojson
+    here = os.path.dirname(os.path.abspath(__file__))
     cases = []
     for name, (eos, text) in TEMPLATES.items():
         template = env.from_string(text)
@@ -102,10 +140,21 @@ def main():
                                    eos_token=eos) for m in CONVERSATIONS]
         cases.append({"name": name, "eos_token": eos, "turn_end": TURN_ENDS[name],
                       "template": text, "renders": renders})
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "chat_templates.json")
+    tool_cases = []
+    for name, (eos, file) in TOOL_TEMPLATES.items():
+        with open(os.path.join(here, "data", "templates", file)) as f:
+            template = env.from_string(f.read())
+        renders = [template.render(messages=m, tools=TOOLS if offered else None,
+                                   add_generation_prompt=True, bos_token="", eos_token=eos)
+                   for offered, m in TOOL_CONVERSATIONS]
+        tool_cases.append({"name": name, "eos_token": eos, "file": file, "renders": renders})
+    out = os.path.join(here, "data", "chat_templates.json")
     with open(out, "w") as f:
         json.dump({"made_by": "tests/chat_template_oracle.py (jinja2)",
-                   "conversations": CONVERSATIONS, "cases": cases}, f, indent=1)
+                   "conversations": CONVERSATIONS, "cases": cases, "tools": TOOLS,
+                   "tool_conversations": [{"tools": offered, "messages": m}
+                                          for offered, m in TOOL_CONVERSATIONS],
+                   "tool_cases": tool_cases}, f, indent=1)
         f.write("\n")
 
 

@@ -161,6 +161,84 @@ TEST(JinjaTemplates, AgreeWithTheBuiltInFormats) {
   }
 }
 
+// Tools through a template that writes them (Qwen2.5's): the tools listed,
+// an assistant's calls (arguments sent as JSON text, as OpenAI clients send
+// them) and the tools' results, as jinja2 renders them.
+TEST(JinjaTemplates, ToolsCallsAndResultsRenderAsJinja2Does) {
+  std::ifstream in(std::string(DUET_SOURCE_DIR) + "/tests/data/chat_templates.json");
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(in);
+  const std::string tools = j.at("tools").dump();
+  const auto& conversations = j.at("tool_conversations");
+  ASSERT_EQ(j.at("tool_cases").size(), 1u);
+  for (const auto& c : j.at("tool_cases")) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    std::ifstream file(std::string(DUET_SOURCE_DIR) + "/tests/data/templates/" +
+                       c.at("file").get<std::string>());
+    const std::string text{std::istreambuf_iterator<char>(file), {}};
+    const ChatTemplate t =
+        ChatTemplate::from_jinja(text, c.at("eos_token").get<std::string>(), "qwen2.5");
+    EXPECT_EQ(t.tool_syntax(), ChatTemplate::ToolSyntax::kHermes);
+    ASSERT_EQ(c.at("renders").size(), conversations.size());
+    for (size_t k = 0; k < conversations.size(); ++k) {
+      SCOPED_TRACE(k);
+      std::vector<std::string> texts;  // the views of the turns point here
+      texts.reserve(64);
+      std::vector<ChatTemplate::Turn> turns;
+      for (const auto& m : conversations[k].at("messages")) {
+        const auto field = [&](const char* key) -> std::string_view {
+          if (!m.contains(key)) return {};
+          return texts.emplace_back(m.at(key).get<std::string>());
+        };
+        std::string_view calls;
+        if (m.contains("tool_calls")) {
+          nlohmann::ordered_json list = m.at("tool_calls");
+          for (auto& call : list)
+            call["function"]["arguments"] = call["function"]["arguments"].dump();
+          calls = texts.emplace_back(list.dump());
+        }
+        const std::string_view role = field("role");
+        const std::string_view content = field("content");
+        turns.push_back({role, content, calls, field("tool_call_id"), field("name")});
+      }
+      const bool offered = conversations[k].at("tools").get<bool>();
+      EXPECT_EQ(t.apply_conversation(turns, offered ? tools : ""),
+                c.at("renders")[k].get<std::string>());
+    }
+  }
+}
+
+// A template that knows nothing of tools: Duet lists them in the system
+// message and asks for JSON; calls and results are written in the turns.
+TEST(JinjaTemplates, ATemplateWithoutToolsGetsThemListedAndAnswersAsJson) {
+  const ChatTemplate t = jinja(kSmolLM2Template);
+  EXPECT_EQ(t.tool_syntax(), ChatTemplate::ToolSyntax::kJson);
+  const std::string tools =
+      R"([{"type": "function", "function": {"name": "get_time", "description": "Now."}}])";
+  const std::string calls =
+      R"([{"id": "c1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}])";
+  const std::vector<ChatTemplate::Turn> turns = {{"user", "Time?"},
+                                                 {"assistant", "", calls},
+                                                 {"tool", "noon", {}, "c1", "get_time"},
+                                                 {"tool", "UTC", {}, "c2"}};
+  const std::string out = t.apply_conversation(turns, tools);
+  const size_t system = out.find("<|im_start|>system\n");
+  ASSERT_EQ(system, 0u) << out;
+  EXPECT_EQ(out.find(kSmolLM2Default), std::string::npos) << out;  // replaced by the tools' turn
+  EXPECT_NE(out.find("{\"tool_calls\": [{\"name\": NAME"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"name\": \"get_time\""), std::string::npos) << out;
+  EXPECT_NE(out.find("<|im_start|>assistant\n{\"tool_calls\":[{\"name\":\"get_time\","
+                     "\"arguments\":{}}]}<|im_end|>"),
+            std::string::npos)
+      << out;
+  // Both results in one user turn, then the generation prompt.
+  EXPECT_NE(out.find("<|im_start|>user\nResult of tool call c1 (get_time):\nnoon\n\nResult of "
+                     "tool call c2:\nUTC<|im_end|>\n<|im_start|>assistant\n"),
+            std::string::npos)
+      << out;
+  // Built-in formats take no tools.
+  EXPECT_EQ(ChatTemplate::chatml().tool_syntax(), ChatTemplate::ToolSyntax::kNone);
+}
+
 TEST(JinjaTemplates, ARaisingTemplateRefusesTheConversationNamingIt) {
   for (const OracleCase& c : oracle_cases()) {
     if (c.name != "gemma3") continue;

@@ -1126,6 +1126,220 @@ class ServeStructured(ServerCase):
         self.assertIsInstance(as_dict, dict)
 
 
+WEATHER_PARAMETERS = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "maxLength": 24}, "unit": {"enum": ["C", "F"]}},
+    "required": ["city", "unit"],
+}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather now.",
+                                      "parameters": WEATHER_PARAMETERS}},
+    {"type": "function", "function": {"name": "get_time", "description": "The time now."}},
+]
+
+
+def qwen_template_config():
+    """configs/smollm2-serve.yaml with Qwen2.5-Instruct's chat template, which
+    writes tools and <tool_call> blocks in the ChatML tokens SmolLM2 has too:
+    the path of a temporary copy (the caller removes it)."""
+    with open(os.path.join(SOURCE, "tests", "data", "templates", "qwen2.5-instruct.jinja")) as f:
+        template = f.read()
+    with open(CONFIG) as f:
+        text = f.read()
+    line = "  chat: true"
+    assert line in text
+    # A JSON string is a YAML double-quoted scalar.
+    text = text.replace(line, line + "\n  chat_template: " + json.dumps(template), 1)
+    fd, path = tempfile.mkstemp(suffix=".yaml")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def tool_deltas(chunks):
+    """The calls of a streamed answer, from the openai client's chunks: the
+    list of (name, arguments), and the finish reason."""
+    calls, finish = {}, None
+    for chunk in chunks:
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        for d in choice.delta.tool_calls or []:
+            call = calls.setdefault(d.index, {"name": "", "arguments": ""})
+            call["name"] += d.function.name or ""
+            call["arguments"] += d.function.arguments or ""
+        finish = choice.finish_reason or finish
+    return [(c["name"], c["arguments"]) for _, c in sorted(calls.items())], finish
+
+
+class ServeTools(ServerCase):
+    """tools and tool_choice on the real model, through the openai client and
+    LangChain's bind_tools: under Qwen2.5's template (the model writes
+    <tool_call> blocks, cls.server) and under SmolLM2's own, which knows no
+    tools (Duet lists them and the answer is JSON, cls.plain). Forced calls
+    name a tool given and their arguments validate against its schema."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.config = qwen_template_config()
+        cls.server = Server(config=cls.config, sets=["batching.max_sequences=8"])
+        cls.plain = Server(sets=["batching.max_sequences=8"])
+
+    @classmethod
+    def tearDownClass(cls):
+        os.remove(cls.config)
+        code = cls.plain.stop()
+        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.plain.log))
+        super().tearDownClass()
+
+    def sampled_calls(self, server, max_tokens=300, **fields):
+        """20 answers at temperature 1 with the tools, run 8 at a time."""
+        import concurrent.futures
+        client = openai.OpenAI(base_url=server.url("/v1"), api_key="unused", max_retries=0,
+                               timeout=300)
+
+        def ask(seed):
+            return client.chat.completions.create(
+                model=MODEL_ID, max_tokens=max_tokens, temperature=1.0, seed=seed, tools=TOOLS,
+                messages=chat("What is the weather in Paris?"), **fields).choices[0]
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            return list(pool.map(ask, range(20)))
+
+    def assert_valid_call(self, call, names=("get_weather", "get_time")):
+        import jsonschema
+        self.assertIn(call.function.name, names)
+        self.assertRegex(call.id, r"^call_[0-9a-f]{24}$")
+        self.assertEqual(call.type, "function")
+        arguments = json.loads(call.function.arguments)
+        if call.function.name == "get_weather":
+            jsonschema.validate(arguments, WEATHER_PARAMETERS)
+        else:
+            self.assertEqual(arguments, {})
+
+    def test_required_calls_validate_under_either_syntax(self):
+        # One call each: its grammar is bounded (a short city, an enum), so
+        # every answer ends within max_tokens. (Under the json syntax,
+        # parallel calls are a list the model may run on with.)
+        for server in (self.server, self.plain):
+            answers = self.sampled_calls(server, tool_choice="required", parallel_tool_calls=False)
+            self.assertEqual(len(answers), 20)
+            for choice in answers:
+                self.assertEqual(choice.finish_reason, "tool_calls", choice.message)
+                self.assertIsNone(choice.message.content)
+                self.assertGreaterEqual(len(choice.message.tool_calls), 1)
+                for call in choice.message.tool_calls:
+                    self.assert_valid_call(call)
+
+    def test_auto_under_the_json_syntax_answers_or_calls(self):
+        finished = 0
+        for choice in self.sampled_calls(self.plain):
+            if choice.finish_reason == "length":
+                # Cut off, the JSON is incomplete: the client gets it as written.
+                self.assertTrue(choice.message.content.startswith("{"), choice.message.content)
+            elif choice.message.tool_calls:
+                self.assertEqual(choice.finish_reason, "tool_calls")
+                for call in choice.message.tool_calls:
+                    self.assert_valid_call(call)
+                finished += 1
+            else:
+                self.assertEqual(choice.finish_reason, "stop")
+                finished += 1
+                # The {"response": ...} envelope is unwrapped.
+                self.assertIsInstance(choice.message.content, str)
+                self.assertFalse(choice.message.content.startswith('{"response"'),
+                                 choice.message.content)
+        print("\nauto, json syntax: %d of 20 answers finished within 300 tokens" % finished)
+        self.assertGreater(finished, 0)
+
+    def test_a_named_tool_streams_as_it_answers_whole(self):
+        for server in (self.server, self.plain):
+            client = server.client()
+            fields = dict(model=MODEL_ID, max_tokens=120, tools=TOOLS,
+                          messages=chat("What is the weather in Paris?"),
+                          tool_choice={"type": "function", "function": {"name": "get_weather"}})
+            whole = client.chat.completions.create(**fields).choices[0]
+            self.assertEqual(whole.finish_reason, "tool_calls")
+            self.assertEqual(len(whole.message.tool_calls), 1)
+            self.assert_valid_call(whole.message.tool_calls[0], names=("get_weather",))
+            calls, finish = tool_deltas(client.chat.completions.create(stream=True, **fields))
+            self.assertEqual(finish, "tool_calls")
+            self.assertEqual(calls, [(whole.message.tool_calls[0].function.name,
+                                      whole.message.tool_calls[0].function.arguments)])
+
+    def test_a_tool_result_gets_an_answer(self):
+        client = self.server.client()
+        first = client.chat.completions.create(
+            model=MODEL_ID, max_tokens=120, tools=TOOLS, tool_choice="required",
+            messages=chat("What is the weather in Paris?")).choices[0].message
+        call = first.tool_calls[0]
+        for server in (self.server, self.plain):
+            r = server.client().chat.completions.create(
+                model=MODEL_ID, max_tokens=40, tools=TOOLS,
+                messages=chat("What is the weather in Paris?") + [
+                    {"role": "assistant", "content": None,
+                     "tool_calls": [{"id": call.id, "type": "function",
+                                     "function": {"name": call.function.name,
+                                                  "arguments": call.function.arguments}}]},
+                    {"role": "tool", "tool_call_id": call.id, "content": "18 C and sunny"}],
+                tool_choice="none")
+            self.assertIn(r.choices[0].finish_reason, ("stop", "length"))
+            self.assertTrue(r.choices[0].message.content)
+            self.assertIsNone(r.choices[0].message.tool_calls)
+
+    def test_langchain_bind_tools(self):
+        from langchain_core.messages import HumanMessage, ToolMessage
+        from langchain_core.tools import tool
+        from langchain_openai import ChatOpenAI
+
+        @tool
+        def get_weather(city: str, unit: str) -> str:
+            """The weather now in a city, in unit C or F."""
+            return "18 " + unit
+
+        for server in (self.server, self.plain):
+            llm = ChatOpenAI(base_url=server.url("/v1"), api_key=KEY, model=MODEL_ID,
+                             max_tokens=120, temperature=0, max_retries=0)
+            bound = llm.bind_tools([get_weather], tool_choice="get_weather")
+            question = HumanMessage("What is the weather in Paris?")
+            ai = bound.invoke([question])
+            self.assertEqual(len(ai.tool_calls), 1, ai)
+            self.assertEqual(ai.tool_calls[0]["name"], "get_weather")
+            self.assertEqual(set(ai.tool_calls[0]["args"]), {"city", "unit"})
+            # Streamed, the chunks add up to the same call.
+            total = None
+            for chunk in bound.stream([question]):
+                total = chunk if total is None else total + chunk
+            self.assertEqual([(c["name"], c["args"]) for c in total.tool_calls],
+                             [(c["name"], c["args"]) for c in ai.tool_calls])
+            # The result goes back; the model answers in text.
+            result = get_weather.invoke(ai.tool_calls[0]["args"])
+            answer = llm.bind_tools([get_weather]).invoke(
+                [question, ai, ToolMessage(result, tool_call_id=ai.tool_calls[0]["id"])])
+            self.assertIsInstance(answer.content, str)
+
+    def test_bad_tools_get_400_naming_the_field(self):
+        cases = [
+            ({"tools": [{"type": "function", "function": {
+                "name": "f", "parameters": {"type": "object", "properties": {
+                    "x": {"type": "string", "pattern": "a+"}}}}}], "tool_choice": "required"},
+             "tools", "'pattern' is not supported"),
+            ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "g"}}},
+             "tool_choice", "not among the tools"),
+            ({"tools": TOOLS, "tool_choice": "required",
+              "response_format": {"type": "json_object"}}, "response_format", "give one"),
+            ({"messages": [{"role": "tool", "tool_call_id": "x", "content": "1"}]},
+             "messages[0]", "where 'user' was expected"),
+        ]
+        for extra, param, words in cases:
+            body = {"model": MODEL_ID, "messages": chat("hi"), "max_tokens": 4}
+            body.update(extra)
+            status, _, raw = self.server.request("POST", "/v1/chat/completions", body)
+            error = json.loads(raw)["error"]
+            self.assertEqual((status, error["param"]), (400, param), error)
+            self.assertIn(words, error["message"])
+
+
 def process_status(pid):
     """(open file descriptors, VmRSS in KiB) of process `pid`."""
     fds = len(os.listdir("/proc/%d/fd" % pid))

@@ -161,6 +161,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   model.created = static_cast<int64_t>(std::time(nullptr));
   model.strict_fields = vm.count("strict-fields") != 0;
   model.seed = config.sampler.seed;
+  if (chat) model.tool_syntax = chat->tool_syntax();
 
   serve::ServeMetrics metrics;
   net::io_context io;

@@ -118,6 +118,50 @@ std::string read_content(const json& m, const std::string& role, const std::stri
   return text;
 }
 
+// An assistant's "tool_calls": [{"id", "type": "function", "function":
+// {"name", "arguments"}}], arguments the JSON text of an object (an object
+// itself is taken too), as compact JSON text with arguments as text.
+std::string read_tool_calls(const json& v, const std::string& where) {
+  if (!v.is_array() || v.empty())
+    fail(where, where +
+                    ": expected a non-empty array of {\"id\", \"type\": \"function\", "
+                    "\"function\": {\"name\", \"arguments\"}}");
+  json calls = json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const json& c = v[i];
+    if (!c.is_object() || !c.contains("function") || !c.at("function").is_object() ||
+        (c.contains("type") && c.at("type") != "function")) {
+      fail(at, at + ": expected {\"id\", \"type\": \"function\", \"function\": {\"name\", "
+                    "\"arguments\"}}");
+    }
+    const json& f = c.at("function");
+    if (!f.contains("name") || !f.at("name").is_string())
+      fail(at + ".function.name", at + ".function.name: expected a string");
+    // Parsed in order, so that the template writes the arguments as sent.
+    nlohmann::ordered_json arguments = f.contains("arguments")
+                                           ? nlohmann::ordered_json(f.at("arguments"))
+                                           : nlohmann::ordered_json::object();
+    if (arguments.is_string()) {
+      try {
+        arguments = nlohmann::ordered_json::parse(arguments.get<std::string>());
+      } catch (const nlohmann::ordered_json::exception&) {
+        fail(at + ".function.arguments",
+             at + ".function.arguments: not valid JSON; the arguments are a JSON object's text");
+      }
+    }
+    if (!arguments.is_object())
+      fail(at + ".function.arguments",
+           at + ".function.arguments: expected the JSON text of an object");
+    std::string id;
+    if (c.contains("id")) id = string_field(c, "id", at + ".id");
+    calls.push_back({{"id", id},
+                     {"type", "function"},
+                     {"function", {{"name", f.at("name")}, {"arguments", arguments.dump()}}}});
+  }
+  return calls.dump();
+}
+
 std::vector<std::string> read_stop(const json& v) {
   if (v.is_string()) return {v.get<std::string>()};
   if (!v.is_array())
@@ -153,7 +197,7 @@ json parse_request_object(std::string_view text) {
 
 std::vector<ChatMessage> read_messages(const json& v) {
   if (!v.is_array()) fail("messages", "messages: expected an array of {role, content} objects");
-  const std::vector<std::string> keys = {"role", "content", "name"};
+  const std::vector<std::string> keys = {"role", "content", "name", "tool_calls", "tool_call_id"};
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string where = "messages[" + std::to_string(i) + "]";
@@ -161,23 +205,40 @@ std::vector<ChatMessage> read_messages(const json& v) {
     if (!m.is_object())
       fail(where, where + ": expected an object {role, content}, got " + type_name(m));
     for (const auto& [key, value] : m.items()) {
+      if (key == "function_call") {
+        fail(where + ".function_call",
+             where + ".function_call: the deprecated form of tool calls; send tool_calls");
+      }
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        const bool tools = key == "tool_calls" || key == "tool_call_id" || key == "function_call";
-        fail(where + "." + key,
-             where + ": " +
-                 (tools ? "'" + key + "': tool calls are not supported by duet serve yet"
-                        : "unknown key '" + key + "'" + did_you_mean(key, keys) +
-                              "; a message has role, content and optionally name"));
+        fail(where + "." + key, where + ": unknown key '" + key + "'" + did_you_mean(key, keys) +
+                                    "; a message has role, content, and optionally name, "
+                                    "tool_calls (an assistant's) or tool_call_id (a tool's)");
       }
     }
-    if (!m.contains("role") || !m.contains("content")) {
-      fail(where, where + ": needs both role and content");
+    if (!m.contains("role")) fail(where, where + ": needs a role");
+    ChatMessage message;
+    message.role = string_field(m, "role", where + ".role");
+    if (message.role == "developer") message.role = "system";  // OpenAI's newer name for it
+    const bool calls = m.contains("tool_calls") && !m.at("tool_calls").is_null();
+    if (calls) {
+      if (message.role != "assistant")
+        fail(where + ".tool_calls", where + ".tool_calls: only an assistant message makes calls");
+      message.tool_calls = read_tool_calls(m.at("tool_calls"), where + ".tool_calls");
     }
-    if (m.contains("name")) string_field(m, "name", where + ".name");  // accepted, not used
-    std::string role = string_field(m, "role", where + ".role");
-    if (role == "developer") role = "system";  // OpenAI's newer name for it
-    std::string content = read_content(m, role, where + ".content");
-    out.push_back({std::move(role), std::move(content)});
+    if (!m.contains("content") && !calls) fail(where, where + ": needs both role and content");
+    if (m.contains("content")) message.content = read_content(m, message.role, where + ".content");
+    if (m.contains("name")) {
+      const std::string name = string_field(m, "name", where + ".name");
+      if (message.role == "tool") message.name = name;  // a participant's name is not used
+    }
+    if (message.role == "tool") {
+      if (!m.contains("tool_call_id"))
+        fail(where, where + ": a tool message needs the tool_call_id of the call it answers");
+      message.tool_call_id = string_field(m, "tool_call_id", where + ".tool_call_id");
+    } else if (m.contains("tool_call_id")) {
+      fail(where + ".tool_call_id", where + ".tool_call_id: only a tool message answers a call");
+    }
+    out.push_back(std::move(message));
   }
   return out;
 }

@@ -29,12 +29,15 @@ struct FieldError {
 // that is not an object.
 nlohmann::json parse_request_object(std::string_view text);
 
-// `messages`: an array of {role, content, name?} objects. content is a
-// string, an array of {"type": "text", "text": ...} parts (joined with "\n"),
-// or, for an assistant turn, null (""); role "developer" reads as "system";
-// name is checked to be a string and not used. Tool-call keys are refused
-// (no tools yet). Throws FieldError; the order of roles is checked later, by
-// tokenize_messages.
+// `messages`: an array of {role, content, name?, tool_calls?,
+// tool_call_id?} objects. content is a string, an array of {"type": "text",
+// "text": ...} parts (joined with "\n"), or, for an assistant turn, null or
+// left out beside tool_calls (""); role "developer" reads as "system"; name
+// is checked to be a string, and used only on a tool message (the
+// function's). An assistant's tool_calls are [{"id", "type": "function",
+// "function": {"name", "arguments"}}] with arguments a JSON object's text; a
+// tool message needs tool_call_id. Throws FieldError; the order of roles is
+// checked later, by tokenize_messages.
 std::vector<ChatMessage> read_messages(const nlohmann::json& messages);
 
 // The settings among `object`'s keys, each only when present:

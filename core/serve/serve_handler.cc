@@ -95,8 +95,11 @@ namespace {
 // connection thread, become the response.
 class RequestRun final : public std::enable_shared_from_this<RequestRun> {
  public:
+  // `tool_syntax`: how the answers' tool calls are read, when the request
+  // offers tools.
   RequestRun(net::io_context& io, std::shared_ptr<LoggedExchange> exchange, ServeMetrics& metrics,
-             const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer)
+             const CompletionRequest& request, Completed completed, const Tokenizer& tokenizer,
+             ChatTemplate::ToolSyntax tool_syntax)
       : io_(io),
         exchange_(std::move(exchange)),
         metrics_(metrics),
@@ -109,7 +112,11 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
         n_(request.n),
         completed_(std::move(completed)),
         engine_side_(choices(request)),
-        results_(choices(request)) {}
+        results_(choices(request)) {
+    if (request.tools.offered()) {
+      for (EngineSide& side : engine_side_) side.tools.emplace(tool_syntax);
+    }
+  }
 
   static size_t choices(const CompletionRequest& request) {
     return std::max<size_t>(request.prompts.size(), 1) * static_cast<size_t>(request.n);
@@ -124,18 +131,34 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
   void on_tokens(int32_t index, std::string_view text, std::span<const TokenLogprobs> logprobs) {
     if (!stream_) return;
     json entries = logprobs.empty() ? json(nullptr) : render(index, logprobs);
-    post_text(index, std::string(text), std::move(entries));
+    EngineSide& side = engine_side_[static_cast<size_t>(index)];
+    if (!side.tools) {
+      post_text(index, std::string(text), std::move(entries));
+      return;
+    }
+    post_read(index, side.tools->feed(text), std::move(entries));
   }
   void on_finished(int32_t index, const RequestResult& result) {
     EngineSide& side = engine_side_[static_cast<size_t>(index)];
     if (stream_ && echo_ && !side.echoed) post_text(index, "", nullptr);  // nothing streamed
+    if (stream_ && side.tools) post_read(index, side.tools->finish(), nullptr);
     Finished done;
     done.finish = result.finish;
+    done.called = side.tools && side.tools->called();
     done.prompt_tokens = static_cast<int64_t>(result.prompt_tokens.size());
     done.completion_tokens = static_cast<int64_t>(result.generated_tokens.size());
     done.first_token_seconds = result.first_token_seconds;
     if (!stream_) {
       done.choice.text = (echo_ ? echo_text(index) : "") + result.text;
+      if (side.tools) {
+        ToolCallReader::Output read = side.tools->feed(result.text);
+        ToolCallReader::Output rest = side.tools->finish();
+        read.content += rest.content;
+        read.calls.insert(read.calls.end(), rest.calls.begin(), rest.calls.end());
+        done.choice.text = std::move(read.content);
+        done.choice.tool_calls = std::move(read.calls);
+        done.called = !done.choice.tool_calls.empty();
+      }
       done.choice.finish = result.finish;
       if (echo_ && !result.prompt_logprobs.empty()) {
         done.choice.logprobs = prompt_logprobs_json(result.prompt_tokens, result.prompt_logprobs,
@@ -150,18 +173,23 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
     });
   }
   void on_refused(const Error& error, const RequestSettings& settings) {
-    net::post(io_,
-              [self = shared_from_this(), e = refused_error(error, settings)] { self->refuse(e); });
+    const bool tools = engine_side_.front().tools.has_value();
+    net::post(io_, [self = shared_from_this(), e = refused_error(error, settings, tools)] {
+      self->refuse(e);
+    });
   }
 
  private:
   struct EngineSide {
-    int64_t text_offset = 0;  // code points the logprobs covered so far
-    bool echoed = false;      // the echoed prompt was streamed
+    int64_t text_offset = 0;              // code points the logprobs covered so far
+    bool echoed = false;                  // the echoed prompt was streamed
+    std::optional<ToolCallReader> tools;  // when the request offers tools
+    size_t calls_sent = 0;                // streamed tool calls
   };
   struct Finished {
     Choice choice;  // text and logprobs: not streamed only
     FinishReason finish = FinishReason::kNone;
+    bool called = false;  // the answer made tool calls
     int64_t prompt_tokens = 0;
     int64_t completion_tokens = 0;
     double first_token_seconds = 0.0;
@@ -192,6 +220,23 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
                     entries = std::move(entries)] { self->send(index, piece, entries); });
   }
 
+  // Streams what the tool-call reader told of choice `index`'s text: the
+  // content (with the logprobs of the tokens read, even when it is empty),
+  // then the calls.
+  void post_read(int32_t index, ToolCallReader::Output read, json entries) {
+    EngineSide& side = engine_side_[static_cast<size_t>(index)];
+    if (!read.content.empty() || !entries.is_null())
+      post_text(index, std::move(read.content), std::move(entries));
+    if (read.calls.empty()) return;
+    const size_t first = side.calls_sent;
+    side.calls_sent += read.calls.size();
+    net::post(io_, [self = shared_from_this(), index, first, calls = std::move(read.calls)] {
+      if (self->exchange_->closed() || self->refused_) return;
+      self->begin_stream();
+      self->exchange_->stream_write(stream_tool_calls_event(self->completed_, index, first, calls));
+    });
+  }
+
   // Connection thread.
   void begin_stream() {
     if (started_) return;
@@ -217,7 +262,8 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
     results_[static_cast<size_t>(index)] = done;
     if (stream_ && !exchange_->closed() && done.finish != FinishReason::kCancelled) {
       begin_stream();
-      exchange_->stream_write(stream_finish_event(endpoint_, completed_, index, done.finish));
+      exchange_->stream_write(
+          stream_finish_event(endpoint_, completed_, index, done.finish, done.called));
     }
     if (++finished_ < results_.size()) return;
     // Every choice is done.
@@ -593,7 +639,7 @@ void ServeHandler::complete(Endpoint endpoint, const HttpRequest& request,
               << std::endl;
   }
   auto run = std::make_shared<RequestRun>(io_, exchange, metrics_, parsed, std::move(completed),
-                                          pipeline_.tokenizer());
+                                          pipeline_.tokenizer(), model_.tool_syntax);
   // One engine job per choice: choice i answers prompt i / n, and the
   // siblings of one prompt draw with seeds seed, seed + 1, ...
   auto ids = std::make_shared<std::vector<uint64_t>>();
@@ -620,8 +666,10 @@ std::function<std::vector<int32_t>()> ServeHandler::tokenizer_for(const Completi
   if (request.endpoint == Endpoint::kChatCompletions) {
     std::optional<std::string> system;
     if (!config_.model.system_prompt.empty()) system = config_.model.system_prompt;
-    return [&tokenizer, &chat = *chat_, system, messages = request.messages, capacity] {
-      std::vector<int32_t> ids = tokenize_messages(tokenizer, chat, system, messages);
+    std::string tools = request.tools.offered() ? request.tools.tools : "";
+    return [&tokenizer, &chat = *chat_, system, messages = request.messages,
+            tools = std::move(tools), capacity] {
+      std::vector<int32_t> ids = tokenize_messages(tokenizer, chat, system, messages, tools);
       check_fits(ids, capacity, "messages");
       return ids;
     };

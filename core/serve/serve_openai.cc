@@ -38,7 +38,6 @@ const std::vector<std::string> kIgnoredKeys = {"user",
                                                "service_tier",
                                                "prompt_cache_key",
                                                "safety_identifier",
-                                               "parallel_tool_calls",
                                                "reasoning_effort"};
 // Fields accepted only with the value that means "off".
 const std::vector<std::string> kDefaultOnlyKeys = {"best_of", "echo",        "suffix",
@@ -54,8 +53,8 @@ std::vector<std::string> known_keys(Endpoint endpoint) {
                                    "logprobs", "n",      "response_format", "grammar"};
   keys.push_back(endpoint == Endpoint::kCompletions ? "prompt" : "messages");
   if (endpoint == Endpoint::kChatCompletions) {
-    keys.push_back("max_completion_tokens");
-    keys.push_back("top_logprobs");
+    for (const char* key : {"max_completion_tokens", "top_logprobs", "parallel_tool_calls"})
+      keys.push_back(key);
   }
   for (const auto* list : {&kSettingKeys, &kIgnoredKeys, &kDefaultOnlyKeys})
     keys.insert(keys.end(), list->begin(), list->end());
@@ -78,11 +77,13 @@ void check_default_only(const std::string& key, const json& v) {
     want = "false";
   } else if (key == "tool_choice") {
     off = v.is_string() && v.get<std::string>() == "none";
-    want = "\"none\"";
+    want = "\"none\" (/v1/chat/completions takes tools)";
   } else if (key == "modalities") {
     off = v == json::array({"text"});
     want = "[\"text\"]";
-  } else {  // suffix, tools
+  } else if (key == "tools") {
+    want = "absent (/v1/chat/completions takes tools)";
+  } else {  // suffix
     want = "absent";
   }
   if (!off) {
@@ -91,6 +92,28 @@ void check_default_only(const std::string& key, const json& v) {
              " (or leave it out)",
          "unsupported_value");
   }
+}
+
+// The grammar that forces the calls tool_choice asks for (tool_grammar),
+// on a template that can take tools.
+void read_tool_grammar(const ToolRequest& tools, ChatTemplate::ToolSyntax syntax,
+                       RequestSettings& s) {
+  if (!tools.offered()) return;
+  if (syntax == ChatTemplate::ToolSyntax::kNone) {
+    fail("tools",
+         "tools: the model's chat template cannot take tools (a builtin format, or a template "
+         "that writes tools in a syntax Duet does not read); set model.chat_template in the "
+         "pipeline YAML to a Jinja template (docs/serve.md, \"Tools\"), or leave tools out",
+         "unsupported_value");
+  }
+  std::map<std::string, std::string> grammar = tool_grammar(tools, syntax);
+  if (grammar.empty()) return;
+  if (!s.grammar.empty()) {
+    fail(s.grammar.count("gbnf") != 0 ? "grammar" : "response_format",
+         "response_format (or grammar) and tools with tool_choice both constrain the answer; "
+         "give one of them");
+  }
+  s.grammar = std::move(grammar);
 }
 
 void read_logit_bias(const json& v, const ServedModel& model, RequestSettings& s) {
@@ -265,9 +288,16 @@ json chunk_base(Endpoint endpoint, const Completed& c) {
       {"model", c.model}};
 }
 
-// "stop" or "length" as the API names a finish reason.
-const char* api_finish_reason(FinishReason reason) {
-  return reason == FinishReason::kLength ? "length" : "stop";
+// "stop", "length" or "tool_calls" as the API names a finish reason.
+const char* api_finish_reason(FinishReason reason, bool called) {
+  if (reason == FinishReason::kLength) return "length";
+  return called ? "tool_calls" : "stop";
+}
+
+json tool_call_json(const ToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"}.
@@ -334,8 +364,11 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
     }
   }
   for (const std::string& key : kDefaultOnlyKeys) {
-    // /v1/completions echoes the prompt (read below); chat has no echo.
+    // /v1/completions echoes the prompt (read below); chat has no echo, and
+    // takes tools.
     if (key == "echo" && endpoint == Endpoint::kCompletions) continue;
+    if ((key == "tools" || key == "tool_choice") && endpoint == Endpoint::kChatCompletions)
+      continue;
     if (object.contains(key)) check_default_only(key, object.at(key));
   }
   const char* input = endpoint == Endpoint::kCompletions ? "prompt" : "messages";
@@ -356,9 +389,11 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
       read_prompt(object.at("prompt"), model, out);
     } else {
       out.messages = read_messages(object.at("messages"));
+      out.tools = read_tools(object, body);
     }
     read_request_settings(settings, model.chain, out.settings);
     read_structured_output(object, body, out.settings);
+    read_tool_grammar(out.tools, model.tool_syntax, out.settings);
   } catch (const FieldError& e) {
     std::string param = e.param;
     if (param == "max_tokens" && object.contains("max_completion_tokens"))
@@ -400,7 +435,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
 
 std::string error_body(const ApiError& error) { return dump(error_json(error)); }
 
-ApiError refused_error(const Error& error, const RequestSettings& settings) {
+ApiError refused_error(const Error& error, const RequestSettings& settings, bool tools) {
   const std::string message = error.what();
   if (error.kind() == ErrorKind::kInputRejected) {
     const std::string field = leading_field(message);
@@ -411,7 +446,8 @@ ApiError refused_error(const Error& error, const RequestSettings& settings) {
   if (error.kind() == ErrorKind::kConfig) {
     // "temperature: components.sampler.chain[4].temperature.t: ..." — the
     // field first, then the link's own words.
-    const std::string field = field_of_sampler_error(message, settings);
+    std::string field = field_of_sampler_error(message, settings);
+    if (tools && field == "response_format") field = "tools";
     const bool named = field.empty() || message.rfind(field + ":", 0) == 0;
     return ApiError{400, named ? message : field + ": " + message, "invalid_request_error", field,
                     "invalid_value"};
@@ -490,13 +526,19 @@ json completion_json(Endpoint endpoint, const Completed& c, std::span<const Choi
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const Choice& ch = choices[i];
+    const bool called = !ch.tool_calls.empty();
     json choice = {{"index", static_cast<int64_t>(i)},
                    {"logprobs", ch.logprobs},
-                   {"finish_reason", api_finish_reason(ch.finish)}};
+                   {"finish_reason", api_finish_reason(ch.finish, called)}};
     if (endpoint == Endpoint::kCompletions) {
       choice["text"] = ch.text;
     } else {
-      choice["message"] = {{"role", "assistant"}, {"content", ch.text}};
+      choice["message"] = {{"role", "assistant"},
+                           {"content", called && ch.text.empty() ? json(nullptr) : json(ch.text)}};
+      if (called) {
+        json& calls = choice["message"]["tool_calls"] = json::array();
+        for (const ToolCall& call : ch.tool_calls) calls.push_back(tool_call_json(call));
+      }
     }
     list.push_back(std::move(choice));
   }
@@ -530,11 +572,28 @@ std::string stream_text_event(Endpoint endpoint, const Completed& c, int32_t ind
   return event(j);
 }
 
+std::string stream_tool_calls_event(const Completed& c, int32_t index, size_t first,
+                                    std::span<const ToolCall> calls) {
+  json j = chunk_base(Endpoint::kChatCompletions, c);
+  json list = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = tool_call_json(calls[i]);
+    call["index"] = first + i;
+    list.push_back(std::move(call));
+  }
+  j["choices"] = json::array({{{"index", index},
+                               {"delta", {{"tool_calls", std::move(list)}}},
+                               {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}});
+  return event(j);
+}
+
 std::string stream_finish_event(Endpoint endpoint, const Completed& c, int32_t index,
-                                FinishReason finish) {
+                                FinishReason finish, bool called) {
   json j = chunk_base(endpoint, c);
-  json choice = {
-      {"index", index}, {"logprobs", nullptr}, {"finish_reason", api_finish_reason(finish)}};
+  json choice = {{"index", index},
+                 {"logprobs", nullptr},
+                 {"finish_reason", api_finish_reason(finish, called)}};
   if (endpoint == Endpoint::kCompletions) {
     choice["text"] = "";
   } else {

@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "chat_messages.h"
+#include "duet/app/chat_template.h"
 #include "duet/app/pipeline_config.h"
 #include "duet/app/scheduler.h"
 #include "duet/error.h"
+#include "tool_calls.h"
 
 namespace duet::serve {
 
@@ -44,6 +46,8 @@ struct ServedModel {
   // unknown_fields, as vLLM does), true refuses them with 400
   // (--strict-fields).
   bool strict_fields = false;
+  // How the model calls tools (its chat template's); kNone refuses tools.
+  ChatTemplate::ToolSyntax tool_syntax = ChatTemplate::ToolSyntax::kNone;
 };
 
 // The most choices (prompts × n) one request may ask for.
@@ -60,6 +64,10 @@ struct CompletionRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::vector<Prompt> prompts;        // /v1/completions: one or more
   std::vector<ChatMessage> messages;  // /v1/chat/completions
+  // /v1/chat/completions: the tools offered, and how the answer's calls are
+  // read (ServedModel::tool_syntax); settings.grammar forces a call where
+  // tool_choice asks for one.
+  ToolRequest tools;
   // Choices per prompt: choice i * n + j is prompt i's j-th, drawn with
   // seed + j (prompts.size() * n ≤ kMaxChoices).
   int32_t n = 1;
@@ -90,8 +98,9 @@ std::string error_body(const ApiError& error);
 // The ApiError for a request the engine refused with `error`:
 // kInputRejected and kConfig are the caller's (400, naming the field where
 // the message starts with one or names a sampler link `settings` set),
-// others the server's (500).
-ApiError refused_error(const Error& error, const RequestSettings& settings);
+// others the server's (500). With `tools` (the request offered tools), a
+// refusal of the grammar link names "tools": its grammar came from them.
+ApiError refused_error(const Error& error, const RequestSettings& settings, bool tools = false);
 
 struct Completed {
   std::string id;  // "cmpl-..." or "chatcmpl-..."
@@ -122,9 +131,12 @@ void append_logprobs(nlohmann::json& into, const nlohmann::json& more);
 
 // One choice of an answer.
 struct Choice {
-  std::string text;
+  std::string text;  // chat: the content, null in the message when empty beside calls
   FinishReason finish = FinishReason::kStop;
   nlohmann::json logprobs;  // null when the request asked for none
+  // Chat: the calls read from the answer; with any, a finish by stop is
+  // reported as "tool_calls".
+  std::vector<ToolCall> tool_calls;
 };
 
 // Tokens of an answer: each prompt's once, every choice's generated ones.
@@ -148,8 +160,13 @@ std::string stream_role_event(const Completed& c, int32_t index);
 // string's start).
 std::string stream_text_event(Endpoint endpoint, const Completed& c, int32_t index,
                               const std::string& text, const nlohmann::json& logprobs = nullptr);
+// Chat: the calls read from the text since the previous event, numbered
+// on from `first` (the choice's calls before them), each whole.
+std::string stream_tool_calls_event(const Completed& c, int32_t index, size_t first,
+                                    std::span<const ToolCall> calls);
+// `called`: the choice made tool calls (a finish by stop is "tool_calls").
 std::string stream_finish_event(Endpoint endpoint, const Completed& c, int32_t index,
-                                FinishReason finish);
+                                FinishReason finish, bool called = false);
 std::string stream_usage_event(Endpoint endpoint, const Completed& c, const Usage& usage);
 std::string stream_error_event(const ApiError& error);
 constexpr const char* kStreamDone = "data: [DONE]\n\n";

@@ -95,8 +95,10 @@ std::string grammar_text(const Options& options) {
   const std::string key = path + (from_file ? ".json_schema_file" : ".json_schema");
   const std::string schema = from_file ? read_file(options.get_string("json_schema_file", ""), key)
                                        : options.get_string("json_schema", "");
+  const std::string prefix = options.get_string("prefix", "");
+  const std::string suffix = options.get_string("suffix", "");
   options.finish();
-  return json_schema_to_gbnf(schema, key);
+  return json_schema_to_gbnf(schema, key, prefix, suffix);
 }
 
 GrammarLink::GrammarLink(const Options& options, const Tokenizer* tokenizer)

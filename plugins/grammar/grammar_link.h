@@ -8,6 +8,9 @@
 //   json_schema: TEXT     JSON Schema text (json_schema_gbnf.h)
 //   json_schema_file: PATH
 //   json_object: true     any JSON object
+// and beside json_schema or json_schema_file, optionally:
+//   prefix: TEXT, suffix: TEXT   literal text before and after the JSON
+//                                (duet serve's tool calls: "<tool_call>\n")
 // apply() keeps only the candidates whose text continues the output within
 // the grammar (token masks, token_masks.h) and the end-of-generation tokens
 // where the output is complete; once it is complete and nothing may follow,

@@ -73,11 +73,18 @@ const std::set<std::string>& annotations() {
 
 class Converter {
  public:
-  Converter(const json& root, std::string what) : root_(root), what_(std::move(what)) {}
+  // `top` names the schema's own rule ("#" refers to it).
+  Converter(const json& root, std::string what, std::string top)
+      : root_(root), what_(std::move(what)), top_(std::move(top)) {}
 
-  std::string run() {
-    rules_["root"] = visit(root_, "", "root-value");
-    std::string out = "root ::= " + rules_["root"] + "\n";
+  // The grammar, `root` being `prefix`, the schema's JSON, then `suffix`.
+  std::string run(const std::string& prefix, const std::string& suffix) {
+    rules_[top_] = visit(root_, "", "root-value");
+    std::string out = "root ::= ";
+    if (!prefix.empty()) out += literal(prefix) + " ";
+    out += top_ == "root" ? rules_[top_] : top_;
+    if (!suffix.empty()) out += " " + literal(suffix);
+    out += "\n";
     for (const auto& [name, body] : rules_) {
       if (name != "root") out += name + " ::= " + body + "\n";
     }
@@ -321,7 +328,7 @@ class Converter {
   std::string ref(const json& target, const std::string& pointer) {
     if (!target.is_string()) fail(pointer, "$ref must be a string");
     const std::string r = target.get<std::string>();
-    if (r == "#") return "root";
+    if (r == "#") return top_;
     for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
       const std::string p = prefix;
       if (r.rfind(p, 0) != 0) continue;
@@ -498,6 +505,7 @@ class Converter {
 
   const json& root_;
   std::string what_;
+  std::string top_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;  // $ref text -> its rule
   int depth_ = 0;
@@ -505,14 +513,18 @@ class Converter {
 
 }  // namespace
 
-std::string json_schema_to_gbnf(std::string_view schema, const std::string& what) {
+std::string json_schema_to_gbnf(std::string_view schema, const std::string& what,
+                                const std::string& prefix, const std::string& suffix) {
   json root;
   try {
     root = json::parse(schema);
   } catch (const json::exception& e) {
     throw Error(ErrorKind::kConfig, what + ": not valid JSON (" + e.what() + ")");
   }
-  std::string gbnf = Converter(root, what).run();
+  // Wrapped, the schema's rule has a name of its own: no rule the
+  // converter makes starts with "json-".
+  const bool wrapped = !prefix.empty() || !suffix.empty();
+  std::string gbnf = Converter(root, what, wrapped ? "json-root" : "root").run(prefix, suffix);
   if (gbnf.size() > kMaxGrammarBytes) {
     throw Error(ErrorKind::kConfig, what + ": the schema makes a grammar of " +
                                         std::to_string(gbnf.size()) + " bytes, more than " +

@@ -27,8 +27,11 @@ namespace duet::grammar {
 
 // Throws duet::Error(kConfig) "<what>: ..." for text that is not JSON, a
 // schema that is not an object or boolean true, or a keyword outside the
-// list above, naming its JSON pointer ("/properties/age/pattern").
-std::string json_schema_to_gbnf(std::string_view schema, const std::string& what);
+// list above, naming its JSON pointer ("/properties/age/pattern"). The
+// texts allowed are `prefix`, the JSON, then `suffix` (tool calls written as
+// "<tool_call>\n{...}\n</tool_call>").
+std::string json_schema_to_gbnf(std::string_view schema, const std::string& what,
+                                const std::string& prefix = "", const std::string& suffix = "");
 
 // Any JSON object: response_format {"type": "json_object"}.
 std::string json_object_gbnf();

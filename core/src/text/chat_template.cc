@@ -75,9 +75,11 @@ struct ChatTemplate::Jinja {
 
   // `messages` rendered, with the generation prompt. A template that
   // raises (roles out of order, say) is duet::Error(kInputRejected).
-  std::string render(const nlohmann::ordered_json& messages) const {
+  std::string render(const nlohmann::ordered_json& messages,
+                     const nlohmann::ordered_json& tools = nullptr) const {
     minja::chat_template_inputs in;
     in.messages = messages;
+    in.tools = tools;
     in.add_generation_prompt = true;
     try {
       return engine.apply(in);
@@ -235,11 +237,76 @@ std::string ChatTemplate::apply_next(std::string_view user, bool answer_closed) 
   return out;
 }
 
-std::string ChatTemplate::apply_conversation(std::span<const Turn> turns) const {
+ChatTemplate::ToolSyntax ChatTemplate::tool_syntax() const {
+  if (!jinja_) return ToolSyntax::kNone;
+  if (!jinja_->engine.original_caps().supports_tools) return ToolSyntax::kJson;
+  return jinja_->engine.source().find("<tool_call>") != std::string::npos ? ToolSyntax::kHermes
+                                                                          : ToolSyntax::kNone;
+}
+
+std::string ChatTemplate::apply_conversation(std::span<const Turn> turns,
+                                             std::string_view tools) const {
   if (jinja_) {
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    for (const Turn& t : turns) messages.push_back(message(t.role, t.content));
-    return jinja_->render(messages);
+    using nlohmann::ordered_json;
+    const bool json_syntax = tool_syntax() == ToolSyntax::kJson;
+    ordered_json messages = ordered_json::array();
+    bool results_open = false;  // the last message holds tool results (kJson)
+    for (const Turn& t : turns) {
+      if (t.role != "tool") results_open = false;
+      ordered_json m = message(t.role, t.content);
+      if (json_syntax && !t.tool_calls.empty()) {
+        // What the model answered, in the shape it was asked for; contents
+        // stay outside JSON strings (they may be markers to be encoded
+        // apart, chat_messages.cc).
+        ordered_json calls = ordered_json::array();
+        for (const ordered_json& call : ordered_json::parse(t.tool_calls)) {
+          const ordered_json& f = call.at("function");
+          calls.push_back(
+              {{"name", f.at("name")},
+               {"arguments", ordered_json::parse(f.at("arguments").get<std::string>())}});
+        }
+        const std::string answer = ordered_json{{"tool_calls", calls}}.dump();
+        m["content"] = t.content.empty() ? answer : std::string(t.content) + "\n" + answer;
+      } else if (json_syntax && t.role == "tool") {
+        // Results become one user turn (templates may insist on turns
+        // alternating).
+        const std::string result = "Result of tool call " + std::string(t.tool_call_id) +
+                                   (t.name.empty() ? "" : " (" + std::string(t.name) + ")") +
+                                   ":\n" + std::string(t.content);
+        if (results_open) {
+          messages.back()["content"] =
+              messages.back()["content"].get<std::string>() + "\n\n" + result;
+          continue;
+        }
+        results_open = true;
+        messages.push_back(message("user", result));
+        continue;
+      } else {
+        if (!t.tool_calls.empty()) m["tool_calls"] = ordered_json::parse(t.tool_calls);
+        if (!t.tool_call_id.empty()) m["tool_call_id"] = std::string(t.tool_call_id);
+        if (!t.name.empty()) m["name"] = std::string(t.name);
+      }
+      messages.push_back(std::move(m));
+    }
+    ordered_json listed;
+    if (!tools.empty()) {
+      listed = ordered_json::parse(tools);
+      // The engine lists the tools after this (its polyfill for templates
+      // without tools); duet serve reads the answer (core/serve/tool_calls.h).
+      if (json_syntax) {
+        messages = minja::chat_template::add_system(
+            messages,
+            "To call tools, answer with one JSON object {\"tool_calls\": [{\"name\": NAME, "
+            "\"arguments\": {...}}]}; to answer without them, {\"response\": TEXT}.");
+      }
+    }
+    return jinja_->render(messages, listed);
+  }
+  for (const Turn& t : turns) {
+    if (t.role == "tool" || !t.tool_calls.empty() || !tools.empty()) {
+      throw Error(ErrorKind::kInternal, "apply_conversation: the builtin " + std::string(name()) +
+                                            " format takes no tools");
+    }
   }
   const bool has_system = !turns.empty() && turns.front().role == "system";
   const size_t first_user = has_system ? 1 : 0;

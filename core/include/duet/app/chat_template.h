@@ -80,18 +80,43 @@ class DUET_API ChatTemplate {
 
   // One message of a conversation for apply_conversation().
   struct Turn {
-    std::string_view role;  // "system", "user" or "assistant"
+    std::string_view role;  // "system", "user", "assistant" or "tool"
     std::string_view content;
+    // An assistant turn's calls: the JSON text of an OpenAI "tool_calls"
+    // array ([{"id", "type": "function", "function": {"name", "arguments"}}],
+    // arguments a JSON text), or empty.
+    std::string_view tool_calls = {};
+    std::string_view tool_call_id = {};  // a tool turn's, or empty
+    std::string_view name = {};          // a tool turn's function, or empty
   };
 
+  // How a model under this template calls tools (docs/serve.md, "Tools"):
+  //   kNone    the template cannot take tools: a built-in format, or a
+  //            template that writes tools in a syntax Duet does not read
+  //   kHermes  the template lists the tools itself and has the model write
+  //            "<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>"
+  //            (Qwen2.5, Qwen3, Hermes, SmolLM3)
+  //   kJson    the template knows nothing of tools: apply_conversation lists
+  //            them in the system message and asks for one JSON object,
+  //            {"tool_calls": [{"name", "arguments"}, ...]} or
+  //            {"response": TEXT}; earlier calls and results are written as
+  //            such JSON in the assistant's and the user's turns
+  enum class ToolSyntax { kNone, kHermes, kJson };
+  ToolSyntax tool_syntax() const;
+
   // The prompt text of a whole conversation — an optional system message,
-  // then user and assistant messages alternating, ending with a user one —
-  // followed by the generation prompt. A Jinja template renders it at once
-  // (as a server must: a template may write earlier turns differently from
-  // the last); a built-in format writes apply() and apply_next() in turn.
+  // then user and assistant messages alternating, ending with a user one;
+  // an assistant turn with tool calls is followed by one tool turn or more,
+  // which the next assistant turn (or the generation prompt) follows —
+  // followed by the generation prompt. `tools` is the JSON text of an
+  // OpenAI "tools" array the model may call, or empty. A Jinja template
+  // renders it at once (as a server must: a template may write earlier
+  // turns differently from the last); a built-in format writes apply() and
+  // apply_next() in turn and takes no tools or tool turns.
   // REQUIRES: that order of roles (a Jinja template may raise otherwise:
-  // duet::Error(kInputRejected) naming it). Encode the result like apply()'s.
-  std::string apply_conversation(std::span<const Turn> turns) const;
+  // duet::Error(kInputRejected) naming it); tools and tool turns only where
+  // tool_syntax() is not kNone. Encode the result like apply()'s.
+  std::string apply_conversation(std::span<const Turn> turns, std::string_view tools = {}) const;
 
   Format format() const { return format_; }
   // "chatml", "gemma", "llama3" or "jinja".

@@ -1,0 +1,291 @@
+#include "tool_calls.h"
+
+#include <algorithm>
+#include <random>
+
+#include "request_fields.h"
+
+namespace duet::serve {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+using Syntax = ChatTemplate::ToolSyntax;
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+constexpr std::string_view kSpace = " \t\r\n";
+
+[[noreturn]] void fail(const std::string& param, const std::string& message) {
+  throw FieldError{param, message};
+}
+
+std::string type_of(const json& v) { return v.type_name(); }
+
+// "tool_choice" as sent: "none", "auto", "required", or {"type":
+// "function", "function": {"name": NAME}}.
+void read_choice(const json& v, ToolRequest& out) {
+  const char* expected =
+      "tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+      "\"function\": {\"name\": NAME}}";
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (s == "none") {
+      out.choice = ToolChoice::kNone;
+    } else if (s == "auto") {
+      out.choice = ToolChoice::kAuto;
+    } else if (s == "required") {
+      out.choice = ToolChoice::kRequired;
+    } else {
+      fail("tool_choice", std::string(expected) + ", got \"" + s + "\"");
+    }
+    return;
+  }
+  if (!v.is_object() || !v.contains("function") || !v.at("function").is_object() ||
+      !v.at("function").contains("name") || !v.at("function").at("name").is_string() ||
+      (v.contains("type") && v.at("type") != "function")) {
+    fail("tool_choice", expected);
+  }
+  out.choice = ToolChoice::kNamed;
+  out.named = v.at("function").at("name").get<std::string>();
+  if (std::find(out.names.begin(), out.names.end(), out.named) == out.names.end()) {
+    std::string names;
+    for (const std::string& n : out.names) names += (names.empty() ? "" : ", ") + n;
+    fail("tool_choice", "tool_choice: function '" + out.named +
+                            "' is not among the tools given (" + names + ")");
+  }
+}
+
+// A random id, as OpenAI's call ids look: "call_" and 24 hex digits.
+std::string call_id() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kHex[random() % 16];
+  return id;
+}
+
+// The schema of one call of `function` (an element of tools[].function).
+ordered_json call_schema(const ordered_json& function) {
+  ordered_json parameters = function.contains("parameters")
+                                ? function.at("parameters")
+                                : ordered_json{{"type", "object"},
+                                               {"properties", ordered_json::object()},
+                                               {"additionalProperties", false}};
+  return {{"type", "object"},
+          {"properties",
+           {{"name", {{"const", function.at("name")}}}, {"arguments", std::move(parameters)}}},
+          {"required", {"name", "arguments"}}};
+}
+
+// Every trailing byte of `text` that is whitespace.
+size_t trailing_space(std::string_view text) {
+  const size_t last = text.find_last_not_of(kSpace);
+  return last == std::string_view::npos ? text.size() : text.size() - last - 1;
+}
+
+// The longest end of `text` that "<tool_call>" starts with.
+size_t partial_open(std::string_view text) {
+  for (size_t n = std::min(text.size(), kOpen.size() - 1); n > 0; --n) {
+    if (kOpen.starts_with(text.substr(text.size() - n))) return n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+ToolRequest read_tools(const json& object, std::string_view body) {
+  ToolRequest out;
+  if (object.contains("parallel_tool_calls")) {
+    const json& v = object.at("parallel_tool_calls");
+    if (!v.is_boolean())
+      fail("parallel_tool_calls", "parallel_tool_calls: expected true or false, got " + type_of(v));
+    out.parallel = v.get<bool>();
+  }
+  if (!object.contains("tools")) {
+    if (object.contains("tool_choice") && object.at("tool_choice") != "none")
+      fail("tool_choice", "tool_choice: there are no tools to choose; give tools");
+    out.choice = ToolChoice::kNone;
+    return out;
+  }
+  const json& tools = object.at("tools");
+  if (!tools.is_array()) fail("tools", "tools: expected an array of {\"type\": \"function\", ...}");
+  if (tools.empty()) {
+    out.choice = ToolChoice::kNone;
+  }
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    const json& t = tools[i];
+    if (!t.is_object() || !t.contains("type") || t.at("type") != "function" ||
+        !t.contains("function") || !t.at("function").is_object()) {
+      fail(where, where + ": expected {\"type\": \"function\", \"function\": {\"name\", "
+                          "\"description\", \"parameters\"}}");
+    }
+    for (const auto& [key, value] : t.items()) {
+      if (key != "type" && key != "function")
+        fail(where + "." + key, where + "." + key + ": unknown field; a tool has type and function");
+    }
+    const json& f = t.at("function");
+    for (const auto& [key, value] : f.items()) {
+      if (key != "name" && key != "description" && key != "parameters" && key != "strict") {
+        fail(where + ".function." + key,
+             where + ".function." + key +
+                 ": unknown field; a function has name, description, parameters and strict");
+      }
+    }
+    if (!f.contains("name") || !f.at("name").is_string() || f.at("name").get<std::string>().empty())
+      fail(where + ".function.name", where + ".function.name: expected a non-empty string");
+    const std::string name = f.at("name").get<std::string>();
+    if (std::find(out.names.begin(), out.names.end(), name) != out.names.end())
+      fail(where + ".function.name", where + ".function.name: '" + name + "' is given twice");
+    if (f.contains("description") && !f.at("description").is_string())
+      fail(where + ".function.description", where + ".function.description: expected a string");
+    if (f.contains("parameters") && !f.at("parameters").is_object())
+      fail(where + ".function.parameters",
+           where + ".function.parameters: expected a JSON Schema object");
+    if (f.contains("strict") && !f.at("strict").is_boolean())
+      fail(where + ".function.strict", where + ".function.strict: expected true or false");
+    out.names.push_back(name);
+  }
+  if (object.contains("tool_choice")) read_choice(object.at("tool_choice"), out);
+  if (!tools.empty()) out.tools = ordered_json::parse(body).at("tools").dump();
+  return out;
+}
+
+std::map<std::string, std::string> tool_grammar(const ToolRequest& request, Syntax syntax) {
+  if (!request.offered() || syntax == Syntax::kNone) return {};
+  if (syntax == Syntax::kHermes && request.choice == ToolChoice::kAuto) return {};
+  ordered_json calls = ordered_json::array();
+  for (const ordered_json& tool : ordered_json::parse(request.tools)) {
+    const ordered_json& f = tool.at("function");
+    if (request.choice != ToolChoice::kNamed || f.at("name") == request.named)
+      calls.push_back(call_schema(f));
+  }
+  ordered_json call =
+      calls.size() == 1 ? std::move(calls.front()) : ordered_json{{"anyOf", std::move(calls)}};
+  if (syntax == Syntax::kHermes) {
+    return {{"json_schema", call.dump()}, {"prefix", "<tool_call>\n"}, {"suffix", "\n</tool_call>"}};
+  }
+  ordered_json list = {{"type", "array"}, {"items", std::move(call)}, {"minItems", 1}};
+  if (!request.parallel || request.choice == ToolChoice::kNamed) list["maxItems"] = 1;
+  ordered_json schema = {{"type", "object"},
+                         {"properties", {{"tool_calls", std::move(list)}}},
+                         {"required", {"tool_calls"}}};
+  if (request.choice == ToolChoice::kAuto) {
+    ordered_json response = {{"type", "object"},
+                             {"properties", {{"response", {{"type", "string"}}}}},
+                             {"required", {"response"}}};
+    schema = {{"anyOf", {std::move(schema), std::move(response)}}};
+  }
+  return {{"json_schema", schema.dump()}};
+}
+
+void ToolCallReader::take_content(std::string_view text, Output& out) {
+  if (after_call_) {
+    const size_t start = text.find_first_not_of(kSpace);
+    if (start == std::string_view::npos) return;
+    text.remove_prefix(start);
+    after_call_ = false;
+  }
+  out.content.append(text);
+}
+
+void ToolCallReader::take_call(std::string_view body, bool closed, Output& out) {
+  json call;
+  try {
+    call = json::parse(body);
+  } catch (const json::exception&) {
+  }
+  const char* args_key = call.is_object() && call.contains("parameters") ? "parameters" : "arguments";
+  json args = call.is_object() && call.contains(args_key) ? call.at(args_key) : json::object();
+  if (args.is_string()) {
+    try {
+      args = json::parse(args.get<std::string>());
+    } catch (const json::exception&) {
+    }
+  }
+  if (!call.is_object() || !call.contains("name") || !call.at("name").is_string() ||
+      !args.is_object()) {
+    // Not a call: the client gets the text as the model wrote it.
+    std::string text(body);
+    if (syntax_ == Syntax::kHermes) text = std::string(kOpen).append(body).append(closed ? kClose : "");
+    take_content(text, out);
+    return;
+  }
+  out.calls.push_back({call_id(), call.at("name").get<std::string>(), args.dump()});
+  ++calls_;
+  after_call_ = true;
+}
+
+ToolCallReader::Output ToolCallReader::feed(std::string_view text) {
+  Output out;
+  held_.append(text);
+  if (syntax_ != Syntax::kHermes) return out;  // json: read whole, at the end
+  while (true) {
+    if (in_block_) {
+      const size_t close = held_.find(kClose);
+      if (close == std::string::npos) return out;
+      take_call(std::string_view(held_).substr(0, close), true, out);
+      held_.erase(0, close + kClose.size());
+      in_block_ = false;
+      continue;
+    }
+    const size_t open = held_.find(kOpen);
+    if (open != std::string::npos) {
+      std::string_view before = std::string_view(held_).substr(0, open);
+      before.remove_suffix(trailing_space(before));
+      take_content(before, out);
+      held_.erase(0, open + kOpen.size());
+      in_block_ = true;
+      continue;
+    }
+    // What may yet begin a block, and whitespace before it, waits.
+    std::string_view told = held_;
+    told.remove_suffix(partial_open(told));
+    told.remove_suffix(trailing_space(told));
+    take_content(told, out);
+    held_.erase(0, told.size());
+    return out;
+  }
+}
+
+ToolCallReader::Output ToolCallReader::finish() {
+  Output out;
+  std::string rest = std::move(held_);
+  held_.clear();
+  if (syntax_ == Syntax::kJson) {
+    json answer;
+    try {
+      answer = json::parse(rest);
+    } catch (const json::exception&) {
+    }
+    if (answer.is_object() && answer.size() == 1 && answer.contains("response") &&
+        answer.at("response").is_string()) {
+      out.content = answer.at("response").get<std::string>();
+    } else if (answer.is_object() && answer.size() == 1 && answer.contains("tool_calls") &&
+               answer.at("tool_calls").is_array() && !answer.at("tool_calls").empty()) {
+      for (const json& call : answer.at("tool_calls")) take_call(call.dump(), true, out);
+      // One that is not a call makes the whole answer content.
+      if (out.calls.size() != answer.at("tool_calls").size()) {
+        out = Output{rest, {}};
+        calls_ = 0;
+      }
+    } else {
+      out.content = rest;
+    }
+    return out;
+  }
+  if (syntax_ != Syntax::kHermes) {
+    out.content = rest;
+    return out;
+  }
+  if (in_block_) {
+    in_block_ = false;
+    take_call(rest, false, out);
+    return out;
+  }
+  if (calls_ == 0 || rest.find_first_not_of(kSpace) != std::string::npos) take_content(rest, out);
+  return out;
+}
+
+}  // namespace duet::serve
