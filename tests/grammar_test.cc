@@ -197,6 +197,34 @@ TEST(JsonSchemaGbnf, KeywordCombinationsAreEnforcedOrRefused) {
   EXPECT_TRUE(accepts(json_schema_to_gbnf(R"({"type": "string"})", "s"), "\"\\u00e9\""));
 }
 
+// duet serve's forced tool calls: a schema between literal texts; "#"
+// still refers to the schema, not to the wrapped whole.
+TEST(JsonSchemaGbnf, APrefixAndSuffixWrapTheJson) {
+  Options options("chain[0].grammar");
+  options.set("json_schema",
+              R"({"type": "object", "properties": {"name": {"const": "f"}, "next": {"$ref": "#"}},
+                  "required": ["name"]})");
+  options.set("prefix", "<tool_call>\n");
+  options.set("suffix", "\n</tool_call>");
+  const std::string g = grammar_text(options);
+  EXPECT_TRUE(accepts(g, "<tool_call>\n{\"name\": \"f\"}\n</tool_call>"));
+  EXPECT_TRUE(
+      accepts(g, "<tool_call>\n{\"name\": \"f\", \"next\": {\"name\": \"f\"}}\n</tool_call>"));
+  EXPECT_FALSE(accepts(g, "{\"name\": \"f\"}"));
+  EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"f\"}"));
+  EXPECT_FALSE(accepts(g, "<tool_call>\n{\"name\": \"f\", \"next\": <tool_call>"));
+  // Quotes and backslashes in the texts are literal.
+  Options quoted("chain[0].grammar");
+  quoted.set("json_schema", R"({"type": "integer"})");
+  quoted.set("prefix", "\"\\");
+  EXPECT_TRUE(accepts(grammar_text(quoted), "\"\\12"));
+  // Only beside a JSON Schema.
+  Options gbnf("chain[0].grammar");
+  gbnf.set("gbnf", "root ::= \"a\"");
+  gbnf.set("prefix", "x");
+  EXPECT_THROW(grammar_text(gbnf), Error);
+}
+
 TEST(JsonSchemaGbnf, LargeEnumsAndRepeatedBoundsStayWithinTheEngine) {
   // 300 values sharing their first characters: a trie of rules, so the
   // matcher never holds more ways than distinct next characters.

@@ -60,9 +60,9 @@ TEST(ServeTools, ToolsAndToolChoiceAreRead) {
   EXPECT_LT(r.tools.tools.find("\"unit\""), r.tools.tools.find("\"city\""));
   EXPECT_TRUE(r.settings.grammar.empty());  // hermes + auto: the model chooses freely
 
-  const CompletionRequest named = chat(
-      tools(kWeather) +
-      R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+  const CompletionRequest named =
+      chat(tools(kWeather) +
+           R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
           "parallel_tool_calls": false)");
   EXPECT_EQ(named.tools.choice, ToolChoice::kNamed);
   EXPECT_EQ(named.tools.named, "get_weather");
@@ -81,9 +81,9 @@ TEST(ServeTools, RefusalsNameTheField) {
   EXPECT_EQ(refusal(tools(R"({"type": "code_interpreter"})")).param, "tools[0]");
   EXPECT_EQ(refusal(tools(R"({"type": "function", "function": {}})")).param,
             "tools[0].function.name");
-  EXPECT_EQ(refusal(tools(R"({"type": "function", "function": {"name": "f", "parameters": 3}})"))
-                .param,
-            "tools[0].function.parameters");
+  EXPECT_EQ(
+      refusal(tools(R"({"type": "function", "function": {"name": "f", "parameters": 3}})")).param,
+      "tools[0].function.parameters");
   EXPECT_EQ(refusal(tools(R"({"type": "function", "function": {"name": "f", "x": 1}})")).param,
             "tools[0].function.x");
   EXPECT_EQ(refusal(tools(std::string(kTime) + ", " + kTime)).param, "tools[1].function.name");
@@ -106,8 +106,8 @@ TEST(ServeTools, RefusalsNameTheField) {
             "response_format");
   // /v1/completions takes no tools.
   try {
-    parse_completion_request(Endpoint::kCompletions, std::string(R"({"prompt": "x", )") +
-                                                         tools(kTime) + "}",
+    parse_completion_request(Endpoint::kCompletions,
+                             std::string(R"({"prompt": "x", )") + tools(kTime) + "}",
                              model(Syntax::kHermes));
     ADD_FAILURE() << "completions took tools";
   } catch (const ApiError& e) {
@@ -116,13 +116,13 @@ TEST(ServeTools, RefusalsNameTheField) {
 }
 
 TEST(ServeTools, MessagesCarryCallsAndResults) {
-  const CompletionRequest r = parse_completion_request(
-      Endpoint::kChatCompletions,
-      R"({"messages": [{"role": "user", "content": "w?"},
+  const CompletionRequest r =
+      parse_completion_request(Endpoint::kChatCompletions,
+                               R"({"messages": [{"role": "user", "content": "w?"},
           {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
            "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
           {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "3 C"}]})",
-      model(Syntax::kHermes));
+                               model(Syntax::kHermes));
   ASSERT_EQ(r.messages.size(), 3u);
   const json calls = json::parse(r.messages[1].tool_calls);
   EXPECT_EQ(calls[0]["id"], "c1");
@@ -149,8 +149,9 @@ TEST(ServeTools, MessagesCarryCallsAndResults) {
   EXPECT_EQ(refused(R"([{"role": "assistant", "tool_calls": [{"type": "function",
                     "function": {"name": "f", "arguments": "{oops"}}]}])"),
             "messages[0].tool_calls[0].function.arguments");
-  EXPECT_EQ(refused(R"([{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}])"),
-            "messages[0].tool_calls[0].function.name");
+  EXPECT_EQ(
+      refused(R"([{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}])"),
+      "messages[0].tool_calls[0].function.name");
   EXPECT_EQ(refused(R"([{"role": "assistant", "content": "x", "function_call": {}}])"),
             "messages[0].function_call");
 }
@@ -198,8 +199,8 @@ TEST(ServeTools, HermesTextThatIsNoCallStaysContent) {
     EXPECT_TRUE(bad.calls.empty());
     EXPECT_EQ(bad.content, "x<tool_call>{\"args\": 1}</tool_call>");
     // A block cut off by the token limit is a call when its body is whole.
-    const ToolCallReader::Output cut =
-        read_in_pieces(Syntax::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n", size);
+    const ToolCallReader::Output cut = read_in_pieces(
+        Syntax::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n", size);
     ASSERT_EQ(cut.calls.size(), 1u);
     EXPECT_EQ(cut.content, "");
     EXPECT_EQ(read_in_pieces(Syntax::kHermes, "<tool_call>\n{\"name\": \"f\"", size).content,
@@ -252,15 +253,14 @@ TEST(ServeTools, ForcedCallsGetASchemaOfTheToolsCalls) {
   EXPECT_EQ(call["anyOf"][1]["required"], json({"name", "arguments"}));
 
   // Under json: calls or a response for auto; one call when not parallel.
-  const json auto_schema = json::parse(
-      chat(tools(kTime), Syntax::kJson).settings.grammar.at("json_schema"));
+  const json auto_schema =
+      json::parse(chat(tools(kTime), Syntax::kJson).settings.grammar.at("json_schema"));
   ASSERT_EQ(auto_schema["anyOf"].size(), 2u);
   EXPECT_EQ(auto_schema["anyOf"][0]["properties"]["tool_calls"]["minItems"], 1);
   EXPECT_FALSE(auto_schema["anyOf"][0]["properties"]["tool_calls"].contains("maxItems"));
   EXPECT_EQ(auto_schema["anyOf"][1]["required"], json({"response"}));
-  const CompletionRequest single =
-      chat(tools(kTime) + R"(, "tool_choice": "required", "parallel_tool_calls": false)",
-           Syntax::kJson);
+  const CompletionRequest single = chat(
+      tools(kTime) + R"(, "tool_choice": "required", "parallel_tool_calls": false)", Syntax::kJson);
   const json one = json::parse(single.settings.grammar.at("json_schema"));
   EXPECT_EQ(one["properties"]["tool_calls"]["maxItems"], 1);
   EXPECT_EQ(single.settings.grammar.count("prefix"), 0u);
@@ -278,8 +278,8 @@ TEST(ServeTools, ResponsesCarryTheCalls) {
   EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "{}");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
   choice.finish = FinishReason::kLength;  // cut short: its reason stays
-  EXPECT_EQ(completion_json(Endpoint::kChatCompletions, c, {&choice, 1}, {3, 4})["choices"][0]
-                                                                               ["finish_reason"],
+  EXPECT_EQ(completion_json(Endpoint::kChatCompletions, c, {&choice, 1},
+                            {3, 4})["choices"][0]["finish_reason"],
             "length");
   Choice plain;
   plain.text = "hi";

@@ -45,6 +45,13 @@ int cmd_inspect(const std::vector<std::string>& args) {
       std::cerr << "duet applies: " << format->name() << " ("
                 << (text ? "the model's tokenizer.chat_template, run as Jinja" : format->origin())
                 << ")\n";
+      const char* tools = "none (duet serve refuses tools with this template)";
+      if (format->tool_syntax() == ChatTemplate::ToolSyntax::kHermes) {
+        tools = "hermes (the template lists them; the model writes <tool_call> blocks)";
+      } else if (format->tool_syntax() == ChatTemplate::ToolSyntax::kJson) {
+        tools = "json (Duet lists them in the system message; the model answers a JSON object)";
+      }
+      std::cerr << "tools: " << tools << "\n";
     }
     return 0;
   }

@@ -51,8 +51,8 @@ void read_choice(const json& v, ToolRequest& out) {
   if (std::find(out.names.begin(), out.names.end(), out.named) == out.names.end()) {
     std::string names;
     for (const std::string& n : out.names) names += (names.empty() ? "" : ", ") + n;
-    fail("tool_choice", "tool_choice: function '" + out.named +
-                            "' is not among the tools given (" + names + ")");
+    fail("tool_choice",
+         "tool_choice: function '" + out.named + "' is not among the tools given (" + names + ")");
   }
 }
 
@@ -118,12 +118,14 @@ ToolRequest read_tools(const json& object, std::string_view body) {
     const json& t = tools[i];
     if (!t.is_object() || !t.contains("type") || t.at("type") != "function" ||
         !t.contains("function") || !t.at("function").is_object()) {
-      fail(where, where + ": expected {\"type\": \"function\", \"function\": {\"name\", "
-                          "\"description\", \"parameters\"}}");
+      fail(where, where +
+                      ": expected {\"type\": \"function\", \"function\": {\"name\", "
+                      "\"description\", \"parameters\"}}");
     }
     for (const auto& [key, value] : t.items()) {
       if (key != "type" && key != "function")
-        fail(where + "." + key, where + "." + key + ": unknown field; a tool has type and function");
+        fail(where + "." + key,
+             where + "." + key + ": unknown field; a tool has type and function");
     }
     const json& f = t.at("function");
     for (const auto& [key, value] : f.items()) {
@@ -164,7 +166,8 @@ std::map<std::string, std::string> tool_grammar(const ToolRequest& request, Synt
   ordered_json call =
       calls.size() == 1 ? std::move(calls.front()) : ordered_json{{"anyOf", std::move(calls)}};
   if (syntax == Syntax::kHermes) {
-    return {{"json_schema", call.dump()}, {"prefix", "<tool_call>\n"}, {"suffix", "\n</tool_call>"}};
+    return {
+        {"json_schema", call.dump()}, {"prefix", "<tool_call>\n"}, {"suffix", "\n</tool_call>"}};
   }
   ordered_json list = {{"type", "array"}, {"items", std::move(call)}, {"minItems", 1}};
   if (!request.parallel || request.choice == ToolChoice::kNamed) list["maxItems"] = 1;
@@ -196,7 +199,8 @@ void ToolCallReader::take_call(std::string_view body, bool closed, Output& out) 
     call = json::parse(body);
   } catch (const json::exception&) {
   }
-  const char* args_key = call.is_object() && call.contains("parameters") ? "parameters" : "arguments";
+  const char* args_key =
+      call.is_object() && call.contains("parameters") ? "parameters" : "arguments";
   json args = call.is_object() && call.contains(args_key) ? call.at(args_key) : json::object();
   if (args.is_string()) {
     try {
@@ -208,7 +212,8 @@ void ToolCallReader::take_call(std::string_view body, bool closed, Output& out) 
       !args.is_object()) {
     // Not a call: the client gets the text as the model wrote it.
     std::string text(body);
-    if (syntax_ == Syntax::kHermes) text = std::string(kOpen).append(body).append(closed ? kClose : "");
+    if (syntax_ == Syntax::kHermes)
+      text = std::string(kOpen).append(body).append(closed ? kClose : "");
     take_content(text, out);
     return;
   }
