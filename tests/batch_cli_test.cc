@@ -105,6 +105,35 @@ TEST_F(BatchCli, ANumberBeyondADoubleRefusesItsLineOnly) {
   EXPECT_EQ(out[1]["generated_tokens"], 2);
 }
 
+// A line whose sampler chain throws mid-generation (a plugin link) fails
+// alone: its result names the link, the others finish, and the exit code is
+// the error's (6, the link threw kInputRejected).
+TEST_F(BatchCli, ALineWhoseChainThrowsFailsAlone) {
+  const std::string prompts =
+      write("p.jsonl",
+            "{\"prompt\": \"hello\"}\n"
+            "{\"prompt\": \"hello\", \"sampler\": {\"test_throw\": {\"from_step\": 2}}}\n"
+            "{\"prompt\": \"abacad\"}\n");
+  const std::string pipeline =
+      write("p.yaml", tiny_pipeline("[{test_throw: {from_step: 1000}}, greedy]") +
+                          "plugins: {paths: [" DUET_TEST_PLUGIN_DIR "]}\n");
+  Result r = duet("run " + pipeline + " --prompts-file " + prompts);
+  EXPECT_EQ(r.code, 6) << r.err;
+  EXPECT_NE(r.err.find("p.jsonl:2: sampler 'test_throw' (plugin 'test-good', "
+                       "components.sampler.chain[0]): test_throw rejects step 2"),
+            std::string::npos)
+      << r.err;
+  const std::vector<json> out = lines(r.out);
+  ASSERT_EQ(out.size(), 3u) << r.out;
+  EXPECT_EQ(out[1]["finish_reason"], "failed");
+  EXPECT_EQ(out[1]["generated_tokens"], 2);
+  EXPECT_TRUE(out[1].contains("error"));
+  for (size_t i : {0u, 2u}) {
+    EXPECT_FALSE(out[i].contains("error")) << out[i];
+    EXPECT_EQ(out[i]["generated_tokens"], 6) << out[i];
+  }
+}
+
 TEST_F(BatchCli, OutputFileAndPerRequestMaxTokens) {
   const std::string prompts = write("p.jsonl",
                                     "{\"id\": \"two\", \"prompt\": \"hello\", \"max_tokens\": 2}\n"

@@ -366,6 +366,35 @@ TEST_P(SchedulerTest, PerRequestSettingsApply) {
   }
 }
 
+// A request whose sampler chain throws (a plugin link) ends alone, failed
+// and naming the link; the requests batched with it give what they give
+// without it.
+TEST_P(SchedulerTest, ARequestWhoseChainThrowsFailsAlone) {
+  const std::vector<std::string> sets = {
+      "plugins.paths=[" DUET_TEST_PLUGIN_DIR "]",
+      "components.sampler.chain=[{test_throw: {from_step: 1000000}}, {top_k: 40}, "
+      "{temperature: 0.9}]"};
+  auto pipeline = make(sets);
+  std::vector<Request> requests = varied_requests(8);
+  const std::map<std::string, RequestResult> alone = run_all(*pipeline, requests);
+  requests[3].settings.sampler["test_throw"]["from_step"] = "2";
+  const std::map<std::string, RequestResult> got = run_all(*pipeline, requests);
+  const RequestResult& failed = got.at("3");
+  EXPECT_EQ(failed.finish, FinishReason::kFailed);
+  EXPECT_EQ(failed.generated_tokens,
+            std::vector<int32_t>(alone.at("3").generated_tokens.begin(),
+                                 alone.at("3").generated_tokens.begin() + 2));
+  EXPECT_EQ(failed.error_kind, ErrorKind::kInputRejected);
+  EXPECT_NE(failed.error.find("sampler 'test_throw' (plugin 'test-good', "
+                              "components.sampler.chain[0]): test_throw rejects step 2"),
+            std::string::npos)
+      << failed.error;
+  EXPECT_STREQ(finish_reason_name(failed.finish), "failed");
+  for (const auto& [id, r] : got) {
+    if (id != "3") expect_same(r, alone.at(id));
+  }
+}
+
 // Requests with the same prompt submitted together: the second waits a step
 // and attaches the first's blocks instead of computing them again.
 TEST_P(SchedulerTest, ARequestWaitsForTheBlocksOfASamePromptInFlight) {

@@ -107,6 +107,57 @@ cat server.log >&2
   EXPECT_NE(r.err.find("SIGTERM: no new requests"), std::string::npos) << r.err;
 }
 
+// A request whose sampler chain throws (a plugin link) gets an error naming
+// the link; the server stays healthy and answers the next request.
+TEST_F(ServeCli, AFailingChainEndsItsRequestNotTheServer) {
+  const Result r = bash(R"(
+"$DUET" serve p.yaml --port 0 --set 'plugins.paths=[)" DUET_TEST_PLUGIN_DIR R"(]' \
+  --set 'components.sampler.chain=[{test_throw: {from_step: 1000}}, {temperature: 0}]' \
+  2>server.log &
+pid=$!
+for _ in $(seq 300); do grep -q 'listening on' server.log && break; sleep 0.1; done
+port=$(grep -o 'http://127.0.0.1:[0-9]*' server.log | cut -d: -f3)
+[ -n "$port" ] || { cat server.log >&2; kill $pid; exit 90; }
+url="http://127.0.0.1:$port"
+curl -sS --max-time 60 "$url/v1/completions" -w ' %{http_code}' \
+  -d '{"prompt": "hello", "max_tokens": 3, "sampler": {"test_throw": {"from_step": 1}}}'
+echo
+curl -sS --max-time 60 "$url/v1/completions" -N \
+  -d '{"prompt": "hello", "max_tokens": 3, "stream": true, "sampler": {"test_throw": {"from_step": 1}}}' | tr -d '\n'
+echo
+curl -sS --max-time 60 "$url/v1/completions" -w ' %{http_code}' -d '{"prompt": "hello", "max_tokens": 3}'
+echo
+curl -sS --max-time 60 "$url/health"
+echo
+kill -TERM $pid
+wait $pid
+echo "exit $?"
+cat server.log >&2
+)");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string failed, streamed, next, health, exit_line;
+  std::getline(lines, failed);
+  std::getline(lines, streamed);
+  std::getline(lines, next);
+  std::getline(lines, health);
+  std::getline(lines, exit_line);
+  // A duet::Error of kind kInputRejected from the link: 400.
+  EXPECT_EQ(failed.substr(failed.size() - 4), " 400") << failed;
+  const nlohmann::json error = nlohmann::json::parse(failed.substr(0, failed.size() - 4));
+  EXPECT_EQ(error["error"]["code"], "sampler_failed") << failed;
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("test_throw rejects step 1"),
+            std::string::npos)
+      << failed;
+  // Streamed, the first token went out; then an error event and [DONE].
+  EXPECT_NE(streamed.find("\"error\""), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("test_throw rejects step 1"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+  EXPECT_EQ(next.substr(next.size() - 4), " 200") << next;
+  EXPECT_EQ(nlohmann::json::parse(health)["status"], "ok");
+  EXPECT_EQ(exit_line, "exit 0") << r.err;
+}
+
 // --max-queue counts only requests beyond the batch's free places: four at
 // once on an idle server with four places and a queue of one all run.
 TEST_F(ServeCli, ABurstTheBatchCanTakeIsNotRefused) {

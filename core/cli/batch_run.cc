@@ -99,7 +99,8 @@ class BatchRun {
     }
     show_progress(true);
     print_summary();
-    return refused_ > 0 ? static_cast<int>(ExitCode::kInputRejected) : 0;
+    if (refused_ > 0) return static_cast<int>(ExitCode::kInputRejected);
+    return failure_ ? static_cast<int>(exit_code_for(*failure_)) : 0;
   }
 
  private:
@@ -149,6 +150,12 @@ class BatchRun {
     for (RequestResult& r : scheduler_.take_finished()) {
       const int64_t line = std::stoll(r.id);
       done_[line] = result_json(ids_.at(line), r);
+      if (r.finish == FinishReason::kFailed) {  // its sampler chain threw; the others run on
+        std::cerr << (progress_ ? "\r\x1b[K" : "") << path_ << ":" << line << ": " << r.error
+                  << "\n";
+        done_[line]["error"] = r.error;
+        if (!failure_) failure_ = r.error_kind;
+      }
       ids_.erase(line);
       prompt_in_ += static_cast<int64_t>(r.prompt_tokens.size());
       generated_ += static_cast<int64_t>(r.generated_tokens.size());
@@ -226,6 +233,7 @@ class BatchRun {
   int64_t total_lines_ = 0;
   int64_t requests_ = 0;
   int64_t refused_ = 0;
+  std::optional<ErrorKind> failure_;  // the first failed request's error kind
   int64_t finished_ = 0;
   int64_t prompt_in_ = 0;
   int64_t generated_ = 0;

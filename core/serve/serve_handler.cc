@@ -139,6 +139,15 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
     post_read(index, side.tools->feed(text), std::move(entries));
   }
   void on_finished(int32_t index, const RequestResult& result) {
+    if (result.finish == FinishReason::kFailed) {  // its sampler chain threw
+      const bool caller =
+          result.error_kind == ErrorKind::kInputRejected || result.error_kind == ErrorKind::kConfig;
+      const ApiError e{caller ? 400 : 500,
+                       "generation stopped: the sampler chain failed: " + result.error,
+                       caller ? "invalid_request_error" : "server_error", "", "sampler_failed"};
+      net::post(io_, [self = shared_from_this(), e] { self->refuse(e); });
+      return;
+    }
     EngineSide& side = engine_side_[static_cast<size_t>(index)];
     if (stream_ && echo_ && !side.echoed) post_text(index, "", nullptr);  // nothing streamed
     if (stream_ && side.tools) post_read(index, side.tools->finish(), nullptr);

@@ -30,14 +30,25 @@ class FirstSampler final : public duet::Sampler {
   }
 };
 
-// Fails every step with a duet::Error made here, in the plugin: the error
-// must stay printable after the host has released the plugin's objects.
+// Fails every step (or, with option from_step N, every step from the
+// request's N-th generated token) with a duet::Error made here, in the
+// plugin: the error must stay printable after the host has released the
+// plugin's objects.
 class ThrowingSampler final : public duet::Sampler {
  public:
+  explicit ThrowingSampler(int64_t from_step) : from_step_(from_step) {}
   std::string name() const override { return "test_throw"; }
-  void apply(duet::Candidates&, const duet::SamplingContext&) override {
-    throw duet::Error(duet::ErrorKind::kInputRejected, "test_throw rejects every step");
+  void apply(duet::Candidates&, const duet::SamplingContext& ctx) override {
+    if (from_step_ == 0)
+      throw duet::Error(duet::ErrorKind::kInputRejected, "test_throw rejects every step");
+    if (static_cast<int64_t>(ctx.step) >= from_step_) {
+      throw duet::Error(duet::ErrorKind::kInputRejected,
+                        "test_throw rejects step " + std::to_string(ctx.step));
+    }
   }
+
+ private:
+  int64_t from_step_;
 };
 
 // Throws what is not a std::exception from apply(): the host must still
@@ -281,8 +292,9 @@ void register_components(duet::PluginRegistrar& r) {
 #else
 void register_components(duet::PluginRegistrar& r) {
   r.add_sampler("test_throw", "throws duet::Error from apply()", [](const duet::Options& o) {
+    const int64_t from_step = o.get_int("from_step", 0, 0, 1 << 30);
     o.finish();
-    return std::unique_ptr<duet::Sampler>(new ThrowingSampler);
+    return std::unique_ptr<duet::Sampler>(new ThrowingSampler(from_step));
   });
   r.add_sampler("test_first", "selects the first candidate", [](const duet::Options& o) {
     o.finish();

@@ -27,9 +27,10 @@ enum class FinishReason {
   kStop,       // an end-of-generation token or a stop string
   kLength,     // max_new_tokens reached, or the KV cache is full
   kCancelled,  // the caller ended it (Scheduler::cancel)
+  kFailed,     // its sampler chain threw (Scheduler: RequestResult::error says why)
 };
 
-// "none", "stop", "length", "cancelled".
+// "none", "stop", "length", "cancelled", "failed".
 DUET_API const char* finish_reason_name(FinishReason reason);
 
 // Where generated text goes, piece by piece, as it is produced.

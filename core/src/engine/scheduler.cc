@@ -127,6 +127,7 @@ class DUET_LOCAL Scheduler::Impl {
     std::unique_ptr<TextStream> text_stream;
     std::string text;
     FinishReason finish = FinishReason::kNone;
+    std::optional<Error> failure;  // kFailed: what its chain threw
     int32_t cached_prompt_tokens = 0;
     int32_t preemptions = 0;
     bool started = false;         // has run in a forward pass
@@ -720,7 +721,16 @@ int32_t Scheduler::Impl::advance(Sequence& seq, int32_t row) {
       masked_logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
     drawn_from = masked_logits;
   }
-  const int32_t token = seq.chain->sample(drawn_from, seq.tokens, kRequestStream, index);
+  int32_t token = 0;
+  try {
+    token = seq.chain->sample(drawn_from, seq.tokens, kRequestStream, index);
+  } catch (const Error& e) {
+    // One request's chain failing (a plugin link, named in the message)
+    // ends that request alone; the step's other sequences go on.
+    seq.failure = e;
+    seq.finish = FinishReason::kFailed;
+    return -1;  // no token: it matches no draft token
+  }
   if (seq.top_logprobs >= 0)
     seq.logprobs.push_back(token_logprobs(row_logits, token, seq.top_logprobs));
   seq.tokens.push_back(token);
@@ -752,6 +762,10 @@ void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {
   r.generated_tokens.assign(seq.tokens.begin() + seq.prompt_tokens, seq.tokens.end());
   r.text = std::move(seq.text);
   r.finish = reason;
+  if (seq.failure) {
+    r.error = seq.failure->what();
+    r.error_kind = seq.failure->kind();
+  }
   r.cached_prompt_tokens = seq.cached_prompt_tokens;
   r.preemptions = seq.preemptions;
   r.kv_moved_bytes = seq.kv_moved_bytes;

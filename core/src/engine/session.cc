@@ -16,6 +16,8 @@ const char* finish_reason_name(FinishReason reason) {
       return "length";
     case FinishReason::kCancelled:
       return "cancelled";
+    case FinishReason::kFailed:
+      return "failed";
   }
   return "none";
 }

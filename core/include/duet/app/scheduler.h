@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "duet/app/token_logprobs.h"
+#include "duet/error.h"
 #include "duet/export.h"
 #include "duet/session.h"
 
@@ -102,10 +103,14 @@ struct DUET_API RequestResult {
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> generated_tokens;  // end-of-generation token included
   std::string text;
-  // kStop, kLength, or kCancelled when cancel() ended it.
+  // kStop, kLength, kCancelled when cancel() ended it, or kFailed when its
+  // sampler chain threw a duet::Error (a plugin link's trouble, named): the
+  // request ends there with `error`, and the others run on.
   FinishReason finish = FinishReason::kNone;
-  int32_t cached_prompt_tokens = 0;  // prompt positions taken from the prefix cache
-  int32_t preemptions = 0;           // times its blocks were taken back
+  std::string error;                            // kFailed: the error's message
+  ErrorKind error_kind = ErrorKind::kInternal;  // kFailed: its kind
+  int32_t cached_prompt_tokens = 0;             // prompt positions taken from the prefix cache
+  int32_t preemptions = 0;                      // times its blocks were taken back
   // Its KV blocks moved between the caches of a pipeline's backends
   // (`backends:`): bytes exported, and seconds to move them.
   uint64_t kv_moved_bytes = 0;
