@@ -133,6 +133,22 @@ TEST(ServeOpenAi, RefusalsNameTheField) {
   EXPECT_EQ(refusal(R"({"temperature": 1})").code, "missing_field");
 }
 
+// 400,000 nested arrays (a 1 MiB body) crashed the server: printing the
+// value for its error message recursed once per level.
+TEST(ServeOpenAi, DeepNestingIsRefusedBeforeAnythingRecursesOverIt) {
+  const auto nested = [](size_t depth) {
+    return R"({"prompt": "x", "n": )" + std::string(depth, '[') + std::string(depth, ']') + "}";
+  };
+  const ApiError deep = refusal(nested(400000));
+  EXPECT_EQ(deep.code, "invalid_json");
+  EXPECT_NE(deep.message.find("nested 400001 deep, more than the 256"), std::string::npos)
+      << deep.message;
+  EXPECT_EQ(refusal(nested(255)).param, "n");  // within the bound: the field's own error
+  // Brackets inside strings are text.
+  EXPECT_NO_THROW(parse_completion_request(
+      Endpoint::kCompletions, R"({"prompt": ")" + std::string(1000, '[') + R"(\"["})", model()));
+}
+
 TEST(ServeOpenAi, FieldsLandInTheSettings) {
   const CompletionRequest r = parse_completion_request(
       Endpoint::kCompletions,

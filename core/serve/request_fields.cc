@@ -10,9 +10,35 @@
 namespace duet::serve {
 namespace {
 
-// JSON nesting a request's schema may have (the grammar plugin's own bound
-// on schemas is lower; this one keeps recursion over the text safe).
-constexpr int kMaxSchemaNesting = 256;
+// Arrays and objects a request may nest (a schema within it included; the
+// grammar plugin's own bound on schemas is lower). Printing, copying and
+// comparing JSON recurse over it, so deeper text would exhaust a thread's
+// stack: it is refused before it is parsed.
+constexpr int kMaxNesting = 256;
+
+// The deepest nesting of arrays and objects in JSON `text` (strings
+// skipped), counted without parsing.
+int nesting(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 using nlohmann::json;
 
@@ -177,6 +203,10 @@ std::vector<std::string> read_stop(const json& v) {
 }  // namespace
 
 json parse_request_object(std::string_view text) {
+  if (const int deepest = nesting(text); deepest > kMaxNesting) {
+    fail("", "arrays and objects nested " + std::to_string(deepest) + " deep, more than the " +
+                 std::to_string(kMaxNesting) + " a request may nest");
+  }
   json object;
   try {
     object = json::parse(text);
@@ -368,20 +398,6 @@ void read_structured_output(const json& object, std::string_view body, RequestSe
   // Strict or not, the schema is enforced (docs/serve.md). Its text comes
   // from the body read again keeping key order: properties are written in
   // the order the schema lists them.
-  // A bound on nesting before anything recurses over the schema.
-  const std::function<bool(const json&, int)> shallow = [&](const json& j, int left) {
-    if (!j.is_structured()) return true;
-    if (left == 0) return false;
-    for (const json& child : j) {
-      if (!shallow(child, left - 1)) return false;
-    }
-    return true;
-  };
-  if (!shallow(spec.at("schema"), kMaxSchemaNesting)) {
-    fail("response_format.json_schema.schema",
-         "response_format.json_schema.schema: nested deeper than " +
-             std::to_string(kMaxSchemaNesting) + " levels");
-  }
   const auto ordered = nlohmann::ordered_json::parse(body);
   s.grammar["json_schema"] = ordered.at("response_format").at("json_schema").at("schema").dump();
 }

@@ -25,8 +25,9 @@ struct FieldError {
 
 // `text` as a JSON object. Throws FieldError (param "") for text that is not
 // JSON ("not valid JSON: syntax error while parsing value - invalid literal;
-// last read: 'x' at column 1"), a number no double holds ("1e999"), or JSON
-// that is not an object.
+// last read: 'x' at column 1"), a number no double holds ("1e999"), JSON
+// that is not an object, or arrays and objects nested more than 256 deep
+// (refused before parsing: what recurses over JSON would exhaust a stack).
 nlohmann::json parse_request_object(std::string_view text);
 
 // `messages`: an array of {role, content, name?, tool_calls?,
