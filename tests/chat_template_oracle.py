@@ -109,14 +109,15 @@ TOOL_CONVERSATIONS = [
     (True, [{"role": "user", "content": "Weather in Oslo?"},
             {"role": "assistant", "content": "", "tool_calls": [CALL]},
             {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "3 C"}]),
-    # the same without tools offered (tool_choice none)
+    # the same without tools offered (tool_choice none), two results
     (False, [{"role": "user", "content": "Weather in Oslo?"},
              {"role": "assistant", "content": "", "tool_calls": [CALL]},
              {"role": "tool", "tool_call_id": "call_1", "content": "3 C"},
              {"role": "tool", "tool_call_id": "call_2", "content": "noon"}]),
 ]
 # Templates of real models, read from tests/data/templates/.
-TOOL_TEMPLATES = {"qwen2.5": ("<|im_end|>", "qwen2.5-instruct.jinja")}
+TOOL_TEMPLATES = {"qwen2.5": ("<|im_end|>", "qwen2.5-instruct.jinja"),
+                  "llama3-style": ("<|eot_id|>", "llama3-style-tools.jinja")}
 
 
 def raise_exception(message):

@@ -161,23 +161,26 @@ TEST(JinjaTemplates, AgreeWithTheBuiltInFormats) {
   }
 }
 
-// Tools through a template that writes them (Qwen2.5's): the tools listed,
-// an assistant's calls (arguments sent as JSON text, as OpenAI clients send
-// them) and the tools' results, as jinja2 renders them.
+// Tools through templates that write them (Qwen2.5's, and one of Llama 3.x's
+// protocol): the tools listed, an assistant's calls (arguments sent as JSON
+// text, as OpenAI clients send them) and the tools' results, as jinja2
+// renders them.
 TEST(JinjaTemplates, ToolsCallsAndResultsRenderAsJinja2Does) {
   std::ifstream in(std::string(DUET_SOURCE_DIR) + "/tests/data/chat_templates.json");
   const nlohmann::ordered_json j = nlohmann::ordered_json::parse(in);
   const std::string tools = j.at("tools").dump();
   const auto& conversations = j.at("tool_conversations");
-  ASSERT_EQ(j.at("tool_cases").size(), 1u);
+  ASSERT_EQ(j.at("tool_cases").size(), 2u);
   for (const auto& c : j.at("tool_cases")) {
-    SCOPED_TRACE(c.at("name").get<std::string>());
+    const std::string name = c.at("name").get<std::string>();
+    SCOPED_TRACE(name);
     std::ifstream file(std::string(DUET_SOURCE_DIR) + "/tests/data/templates/" +
                        c.at("file").get<std::string>());
     const std::string text{std::istreambuf_iterator<char>(file), {}};
     const ChatTemplate t =
-        ChatTemplate::from_jinja(text, c.at("eos_token").get<std::string>(), "qwen2.5");
-    EXPECT_EQ(t.tool_syntax(), ChatTemplate::ToolSyntax::kHermes);
+        ChatTemplate::from_jinja(text, c.at("eos_token").get<std::string>(), name);
+    EXPECT_EQ(t.tool_syntax(), name == "qwen2.5" ? ChatTemplate::ToolSyntax::kHermes
+                                                 : ChatTemplate::ToolSyntax::kLlama3);
     ASSERT_EQ(c.at("renders").size(), conversations.size());
     for (size_t k = 0; k < conversations.size(); ++k) {
       SCOPED_TRACE(k);

@@ -1138,11 +1138,10 @@ TOOLS = [
 ]
 
 
-def qwen_template_config():
-    """configs/smollm2-serve.yaml with Qwen2.5-Instruct's chat template, which
-    writes tools and <tool_call> blocks in the ChatML tokens SmolLM2 has too:
-    the path of a temporary copy (the caller removes it)."""
-    with open(os.path.join(SOURCE, "tests", "data", "templates", "qwen2.5-instruct.jinja")) as f:
+def template_config(name):
+    """configs/smollm2-serve.yaml with tests/data/templates/NAME as its chat
+    template: the path of a temporary copy (the caller removes it)."""
+    with open(os.path.join(SOURCE, "tests", "data", "templates", name)) as f:
         template = f.read()
     with open(CONFIG) as f:
         text = f.read()
@@ -1174,22 +1173,29 @@ def tool_deltas(chunks):
 
 class ServeTools(ServerCase):
     """tools and tool_choice on the real model, through the openai client and
-    LangChain's bind_tools: under Qwen2.5's template (the model writes
-    <tool_call> blocks, cls.server) and under SmolLM2's own, which knows no
+    LangChain's bind_tools, in each syntax: under Qwen2.5's template (the
+    model writes <tool_call> blocks, cls.server; SmolLM2 has Qwen's ChatML
+    tokens), under a template of Llama 3.x's protocol (one {"name",
+    "parameters"} answer, cls.llama) and under SmolLM2's own, which knows no
     tools (Duet lists them and the answer is JSON, cls.plain). Forced calls
     name a tool given and their arguments validate against its schema."""
 
     @classmethod
     def setUpClass(cls):
-        cls.config = qwen_template_config()
-        cls.server = Server(config=cls.config, sets=["batching.max_sequences=8"])
+        cls.configs = [template_config("qwen2.5-instruct.jinja"),
+                       template_config("llama3-style-tools.jinja")]
+        cls.server = Server(config=cls.configs[0], sets=["batching.max_sequences=8"])
+        cls.llama = Server(config=cls.configs[1], sets=["batching.max_sequences=8"])
         cls.plain = Server(sets=["batching.max_sequences=8"])
+        cls.all = (cls.server, cls.llama, cls.plain)
 
     @classmethod
     def tearDownClass(cls):
-        os.remove(cls.config)
-        code = cls.plain.stop()
-        assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.plain.log))
+        for path in cls.configs:
+            os.remove(path)
+        for server in (cls.llama, cls.plain):
+            code = server.stop()
+            assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(server.log))
         super().tearDownClass()
 
     def sampled_calls(self, server, max_tokens=300, **fields):
@@ -1217,11 +1223,11 @@ class ServeTools(ServerCase):
         else:
             self.assertEqual(arguments, {})
 
-    def test_required_calls_validate_under_either_syntax(self):
+    def test_required_calls_validate_under_every_syntax(self):
         # One call each: its grammar is bounded (a short city, an enum), so
         # every answer ends within max_tokens. (Under the json syntax,
         # parallel calls are a list the model may run on with.)
-        for server in (self.server, self.plain):
+        for server in self.all:
             answers = self.sampled_calls(server, tool_choice="required", parallel_tool_calls=False)
             self.assertEqual(len(answers), 20)
             for choice in answers:
@@ -1253,7 +1259,7 @@ class ServeTools(ServerCase):
         self.assertGreater(finished, 0)
 
     def test_a_named_tool_streams_as_it_answers_whole(self):
-        for server in (self.server, self.plain):
+        for server in self.all:
             client = server.client()
             fields = dict(model=MODEL_ID, max_tokens=120, tools=TOOLS,
                           messages=chat("What is the weather in Paris?"),
@@ -1273,7 +1279,7 @@ class ServeTools(ServerCase):
             model=MODEL_ID, max_tokens=120, tools=TOOLS, tool_choice="required",
             messages=chat("What is the weather in Paris?")).choices[0].message
         call = first.tool_calls[0]
-        for server in (self.server, self.plain):
+        for server in self.all:
             r = server.client().chat.completions.create(
                 model=MODEL_ID, max_tokens=40, tools=TOOLS,
                 messages=chat("What is the weather in Paris?") + [
@@ -1297,7 +1303,7 @@ class ServeTools(ServerCase):
             """The weather now in a city, in unit C or F."""
             return "18 " + unit
 
-        for server in (self.server, self.plain):
+        for server in self.all:
             llm = ChatOpenAI(base_url=server.url("/v1"), api_key=KEY, model=MODEL_ID,
                              max_tokens=120, temperature=0, max_retries=0)
             bound = llm.bind_tools([get_weather], tool_choice="get_weather")

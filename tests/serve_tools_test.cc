@@ -241,6 +241,33 @@ TEST(ServeTools, JsonAnswersAreCallsOrAResponse) {
   EXPECT_EQ(reader.feed(R"({"response": "x"})").content, "");
 }
 
+TEST(ServeTools, Llama3AnswersAreOneCallOrStreamedText) {
+  for (size_t size : {1, 3, 1000}) {
+    SCOPED_TRACE(size);
+    const ToolCallReader::Output call =
+        read_in_pieces(Syntax::kLlama3,
+                       "\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", size);
+    ASSERT_EQ(call.calls.size(), 1u);
+    EXPECT_EQ(call.calls[0].name, "get_weather");
+    EXPECT_EQ(call.content, "");
+    const ToolCallReader::Output tagged = read_in_pieces(
+        Syntax::kLlama3, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}", size);
+    ASSERT_EQ(tagged.calls.size(), 1u);
+    EXPECT_EQ(tagged.calls[0].arguments, "{}");
+    // JSON that is no call, and a tag's look-alike, are content as written.
+    EXPECT_EQ(read_in_pieces(Syntax::kLlama3, "{\"city\": 1}", size).content, "{\"city\": 1}");
+    EXPECT_EQ(read_in_pieces(Syntax::kLlama3, "<|pyt", size).content, "<|pyt");
+    EXPECT_EQ(read_in_pieces(Syntax::kLlama3, "  ", size).content, "  ");
+  }
+  // Text streams as it comes, once its first character shows it is no call.
+  ToolCallReader reader(Syntax::kLlama3);
+  EXPECT_EQ(reader.feed(" ").content, "");
+  EXPECT_EQ(reader.feed("It is").content, " It is");
+  EXPECT_EQ(reader.feed(" {sunny}").content, " {sunny}");
+  EXPECT_EQ(reader.finish().content, "");
+  EXPECT_FALSE(reader.called());
+}
+
 TEST(ServeTools, ForcedCallsGetASchemaOfTheToolsCalls) {
   const CompletionRequest required =
       chat(tools(std::string(kWeather) + ", " + kTime) + R"(, "tool_choice": "required")");
@@ -264,6 +291,15 @@ TEST(ServeTools, ForcedCallsGetASchemaOfTheToolsCalls) {
   const json one = json::parse(single.settings.grammar.at("json_schema"));
   EXPECT_EQ(one["properties"]["tool_calls"]["maxItems"], 1);
   EXPECT_EQ(single.settings.grammar.count("prefix"), 0u);
+
+  // Under llama3: one object with "parameters", and nothing forced for auto.
+  const CompletionRequest llama =
+      chat(tools(kWeather) + R"(, "tool_choice": "required")", Syntax::kLlama3);
+  const json object = json::parse(llama.settings.grammar.at("json_schema"));
+  EXPECT_EQ(object["required"], json({"name", "parameters"}));
+  EXPECT_EQ(object["properties"]["name"]["const"], "get_weather");
+  EXPECT_EQ(llama.settings.grammar.count("prefix"), 0u);
+  EXPECT_TRUE(chat(tools(kWeather), Syntax::kLlama3).settings.grammar.empty());
 }
 
 TEST(ServeTools, ResponsesCarryTheCalls) {

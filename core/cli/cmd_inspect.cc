@@ -48,6 +48,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
       const char* tools = "none (duet serve refuses tools with this template)";
       if (format->tool_syntax() == ChatTemplate::ToolSyntax::kHermes) {
         tools = "hermes (the template lists them; the model writes <tool_call> blocks)";
+      } else if (format->tool_syntax() == ChatTemplate::ToolSyntax::kLlama3) {
+        tools = "llama3 (the template lists them; the model answers {\"name\", \"parameters\"})";
       } else if (format->tool_syntax() == ChatTemplate::ToolSyntax::kJson) {
         tools = "json (Duet lists them in the system message; the model answers a JSON object)";
       }

@@ -14,6 +14,9 @@ using Syntax = ChatTemplate::ToolSyntax;
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
+// What Llama 3.x may write before a call (a control token, which reaches the
+// text only where the tokenizer writes control tokens out).
+constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kSpace = " \t\r\n";
 
 [[noreturn]] void fail(const std::string& param, const std::string& message) {
@@ -65,8 +68,9 @@ std::string call_id() {
   return id;
 }
 
-// The schema of one call of `function` (an element of tools[].function).
-ordered_json call_schema(const ordered_json& function) {
+// The schema of one call of `function` (an element of tools[].function),
+// its arguments under `args_key`.
+ordered_json call_schema(const ordered_json& function, const char* args_key) {
   ordered_json parameters = function.contains("parameters")
                                 ? function.at("parameters")
                                 : ordered_json{{"type", "object"},
@@ -74,8 +78,8 @@ ordered_json call_schema(const ordered_json& function) {
                                                {"additionalProperties", false}};
   return {{"type", "object"},
           {"properties",
-           {{"name", {{"const", function.at("name")}}}, {"arguments", std::move(parameters)}}},
-          {"required", {"name", "arguments"}}};
+           {{"name", {{"const", function.at("name")}}}, {args_key, std::move(parameters)}}},
+          {"required", {"name", args_key}}};
 }
 
 // Every trailing byte of `text` that is whitespace.
@@ -156,15 +160,16 @@ ToolRequest read_tools(const json& object, std::string_view body) {
 
 std::map<std::string, std::string> tool_grammar(const ToolRequest& request, Syntax syntax) {
   if (!request.offered() || syntax == Syntax::kNone) return {};
-  if (syntax == Syntax::kHermes && request.choice == ToolChoice::kAuto) return {};
+  if (syntax != Syntax::kJson && request.choice == ToolChoice::kAuto) return {};
   ordered_json calls = ordered_json::array();
   for (const ordered_json& tool : ordered_json::parse(request.tools)) {
     const ordered_json& f = tool.at("function");
     if (request.choice != ToolChoice::kNamed || f.at("name") == request.named)
-      calls.push_back(call_schema(f));
+      calls.push_back(call_schema(f, syntax == Syntax::kLlama3 ? "parameters" : "arguments"));
   }
   ordered_json call =
       calls.size() == 1 ? std::move(calls.front()) : ordered_json{{"anyOf", std::move(calls)}};
+  if (syntax == Syntax::kLlama3) return {{"json_schema", call.dump()}};
   if (syntax == Syntax::kHermes) {
     return {
         {"json_schema", call.dump()}, {"prefix", "<tool_call>\n"}, {"suffix", "\n</tool_call>"}};
@@ -193,44 +198,62 @@ void ToolCallReader::take_content(std::string_view text, Output& out) {
   out.content.append(text);
 }
 
-void ToolCallReader::take_call(std::string_view body, bool closed, Output& out) {
+bool ToolCallReader::take_call(std::string_view body, Output& out) {
   json call;
   try {
     call = json::parse(body);
   } catch (const json::exception&) {
+    return false;
   }
-  const char* args_key =
-      call.is_object() && call.contains("parameters") ? "parameters" : "arguments";
-  json args = call.is_object() && call.contains(args_key) ? call.at(args_key) : json::object();
+  if (!call.is_object() || !call.contains("name") || !call.at("name").is_string()) return false;
+  const char* args_key = call.contains("parameters") ? "parameters" : "arguments";
+  json args = call.contains(args_key) ? call.at(args_key) : json::object();
   if (args.is_string()) {
     try {
       args = json::parse(args.get<std::string>());
     } catch (const json::exception&) {
+      return false;
     }
   }
-  if (!call.is_object() || !call.contains("name") || !call.at("name").is_string() ||
-      !args.is_object()) {
-    // Not a call: the client gets the text as the model wrote it.
-    std::string text(body);
-    if (syntax_ == Syntax::kHermes)
-      text = std::string(kOpen).append(body).append(closed ? kClose : "");
-    take_content(text, out);
-    return;
-  }
+  if (!args.is_object()) return false;
   out.calls.push_back({call_id(), call.at("name").get<std::string>(), args.dump()});
   ++calls_;
   after_call_ = true;
+  return true;
+}
+
+void ToolCallReader::take_block(std::string_view body, bool closed, Output& out) {
+  // Not a call: the client gets the text as the model wrote it.
+  if (!take_call(body, out))
+    take_content(std::string(kOpen).append(body).append(closed ? kClose : ""), out);
 }
 
 ToolCallReader::Output ToolCallReader::feed(std::string_view text) {
   Output out;
   held_.append(text);
+  if (syntax_ == Syntax::kLlama3) {
+    // A call is the whole answer, and starts it: decide once the first
+    // text other than whitespace shows whether this is one.
+    if (!decided_) {
+      const size_t start = held_.find_first_not_of(kSpace);
+      if (start == std::string::npos) return out;
+      const std::string_view first = std::string_view(held_).substr(start);
+      if (kPythonTag.starts_with(first) && first.size() < kPythonTag.size()) return out;
+      decided_ = true;
+      whole_ = first.starts_with("{") || first.starts_with(kPythonTag);
+    }
+    if (!whole_) {
+      take_content(held_, out);
+      held_.clear();
+    }
+    return out;
+  }
   if (syntax_ != Syntax::kHermes) return out;  // json: read whole, at the end
   while (true) {
     if (in_block_) {
       const size_t close = held_.find(kClose);
       if (close == std::string::npos) return out;
-      take_call(std::string_view(held_).substr(0, close), true, out);
+      take_block(std::string_view(held_).substr(0, close), true, out);
       held_.erase(0, close + kClose.size());
       in_block_ = false;
       continue;
@@ -269,15 +292,24 @@ ToolCallReader::Output ToolCallReader::finish() {
       out.content = answer.at("response").get<std::string>();
     } else if (answer.is_object() && answer.size() == 1 && answer.contains("tool_calls") &&
                answer.at("tool_calls").is_array() && !answer.at("tool_calls").empty()) {
-      for (const json& call : answer.at("tool_calls")) take_call(call.dump(), true, out);
       // One that is not a call makes the whole answer content.
-      if (out.calls.size() != answer.at("tool_calls").size()) {
-        out = Output{rest, {}};
-        calls_ = 0;
+      for (const json& call : answer.at("tool_calls")) {
+        if (!take_call(call.dump(), out)) {
+          out = Output{rest, {}};
+          calls_ = 0;
+          break;
+        }
       }
     } else {
       out.content = rest;
     }
+    return out;
+  }
+  if (syntax_ == Syntax::kLlama3 && whole_) {
+    std::string_view body = rest;
+    body.remove_prefix(std::min(body.find_first_not_of(kSpace), body.size()));
+    if (body.starts_with(kPythonTag)) body.remove_prefix(kPythonTag.size());
+    if (!take_call(body, out)) out.content = rest;
     return out;
   }
   if (syntax_ != Syntax::kHermes) {
@@ -286,7 +318,7 @@ ToolCallReader::Output ToolCallReader::finish() {
   }
   if (in_block_) {
     in_block_ = false;
-    take_call(rest, false, out);
+    take_block(rest, false, out);
     return out;
   }
   if (calls_ == 0 || rest.find_first_not_of(kSpace) != std::string::npos) take_content(rest, out);

@@ -44,11 +44,12 @@ ToolRequest read_tools(const nlohmann::json& object, std::string_view body);
 
 // The options of the grammar link (RequestSettings::grammar) that keep the
 // answer to the calls `request` allows, written in `syntax`; empty where the
-// answer is free (choice auto under hermes, or none). Under hermes a forced
-// answer is one "<tool_call>" block whose name is one of the tools' (the
-// one named) and whose arguments follow its parameters schema; under json
-// it is {"tool_calls": [...]} (one call unless parallel), or, for auto,
-// that or {"response": TEXT}. A tool without parameters takes {}.
+// answer is free (choice auto under hermes or llama3, or none). Under
+// hermes a forced answer is one "<tool_call>" block whose name is one of the
+// tools' (the one named) and whose arguments follow its parameters schema;
+// under llama3 it is one {"name", "parameters"} object; under json it is
+// {"tool_calls": [...]} (one call unless parallel), or, for auto, that or
+// {"response": TEXT}. A tool without parameters takes {}.
 std::map<std::string, std::string> tool_grammar(const ToolRequest& request,
                                                 ChatTemplate::ToolSyntax syntax);
 
@@ -68,7 +69,10 @@ struct ToolCall {
 // string holding the JSON of one); a block that is not is content as
 // written. Under json the whole answer is read at the end: {"tool_calls":
 // [{"name", "arguments"}, ...]} is calls, {"response": TEXT} is TEXT, and
-// anything else is content as written. Whitespace around calls is dropped.
+// anything else is content as written. Under llama3 an answer whose first
+// text (past whitespace) is "{" or "<|python_tag|>" is read at the end as
+// one call {"name", "parameters"}, content as written when it is not one;
+// any other answer streams as content. Whitespace around calls is dropped.
 class ToolCallReader {
  public:
   explicit ToolCallReader(ChatTemplate::ToolSyntax syntax) : syntax_(syntax) {}
@@ -85,14 +89,19 @@ class ToolCallReader {
   bool called() const { return calls_ > 0; }
 
  private:
-  // `body` (a block's, without its tags; `closed` when its end tag came).
-  void take_call(std::string_view body, bool closed, Output& out);
+  // The call `body` holds, when it holds one; false (nothing taken) else.
+  bool take_call(std::string_view body, Output& out);
+  // A hermes block's `body` (without its tags; `closed` when its end tag
+  // came): a call, or else content as written.
+  void take_block(std::string_view body, bool closed, Output& out);
   void take_content(std::string_view text, Output& out);
 
   ChatTemplate::ToolSyntax syntax_;
   std::string held_;         // text read and not yet told
   bool in_block_ = false;    // hermes: inside <tool_call>
   bool after_call_ = false;  // hermes: no content told since the last call
+  bool decided_ = false;     // llama3: the answer's first text has been seen
+  bool whole_ = false;       // llama3: it starts a call, read at the end
   size_t calls_ = 0;
 };
 

@@ -240,8 +240,12 @@ std::string ChatTemplate::apply_next(std::string_view user, bool answer_closed) 
 ChatTemplate::ToolSyntax ChatTemplate::tool_syntax() const {
   if (!jinja_) return ToolSyntax::kNone;
   if (!jinja_->engine.original_caps().supports_tools) return ToolSyntax::kJson;
-  return jinja_->engine.source().find("<tool_call>") != std::string::npos ? ToolSyntax::kHermes
-                                                                          : ToolSyntax::kNone;
+  const std::string& source = jinja_->engine.source();
+  if (source.find("<tool_call>") != std::string::npos) return ToolSyntax::kHermes;
+  // The format Llama 3.x's templates ask for, in their words.
+  if (source.find(R"({"name": function name, "parameters")") != std::string::npos)
+    return ToolSyntax::kLlama3;
+  return ToolSyntax::kNone;
 }
 
 std::string ChatTemplate::apply_conversation(std::span<const Turn> turns,

@@ -95,13 +95,16 @@ class DUET_API ChatTemplate {
   //            template that writes tools in a syntax Duet does not read
   //   kHermes  the template lists the tools itself and has the model write
   //            "<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>"
-  //            (Qwen2.5, Qwen3, Hermes, SmolLM3)
+  //            (Qwen2.5, Qwen3, Hermes 2 Pro and 3)
+  //   kLlama3  the template lists the tools itself and asks for one object
+  //            {"name": ..., "parameters": {...}} as the whole answer
+  //            (Llama 3.1, 3.2, 3.3)
   //   kJson    the template knows nothing of tools: apply_conversation lists
   //            them in the system message and asks for one JSON object,
   //            {"tool_calls": [{"name", "arguments"}, ...]} or
   //            {"response": TEXT}; earlier calls and results are written as
   //            such JSON in the assistant's and the user's turns
-  enum class ToolSyntax { kNone, kHermes, kJson };
+  enum class ToolSyntax { kNone, kHermes, kLlama3, kJson };
   ToolSyntax tool_syntax() const;
 
   // The prompt text of a whole conversation — an optional system message,
