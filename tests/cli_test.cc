@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cli_fixture.h"
 #include "tiny_model.h"
@@ -809,6 +810,32 @@ TEST_F(Cli, ConformancePassesEveryInTreePluginComponent) {
       EXPECT_NE(r.out.find("1 cases: 1 pass"), std::string::npos) << file << args << "\n" << r.out;
     }
   }
+}
+
+// duet run's --grammar and --json-schema put a grammar link first in the
+// chain: the tiny model's answer follows them.
+TEST_F(Cli, RunFollowsAGrammarOrASchemaGivenOnTheCommandLine) {
+  const std::string pipeline = write("p.yaml", kTinyPipeline);
+  const std::string gbnf = write("g.gbnf", "root ::= \"ab\" [c-d]\n");
+  Result r = duet("run " + pipeline + " --prompt hi --json --grammar " + gbnf);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["text"] == "abc" || j["text"] == "abd") << j["text"];
+  EXPECT_EQ(j["finish_reason"], "stop");
+  const std::string schema = write("s.json", R"({"type": "boolean"})");
+  Result s = duet("run " + pipeline + " --prompt hi --json --json-schema " + schema);
+  ASSERT_EQ(s.code, 0) << s.err;
+  const std::string text = nlohmann::json::parse(s.out)["text"];
+  EXPECT_TRUE(text == "true" || text == "false") << text;
+  Result both = duet("run " + pipeline + " --grammar " + gbnf + " --json-schema " + schema);
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("give one"), std::string::npos) << both.err;
+  Result missing = duet("run " + pipeline + " --grammar " + (dir_ / "none.gbnf").string());
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("--grammar.gbnf_file: cannot read"), std::string::npos) << missing.err;
+  Result batch = duet("run " + pipeline + " --prompts-file x.jsonl --grammar " + gbnf);
+  EXPECT_EQ(batch.code, 2);
+  EXPECT_NE(batch.err.find("--prompts-file and --grammar"), std::string::npos) << batch.err;
 }
 
 // A sampler that reads the vocabulary cannot be checked on random rows: its

@@ -69,11 +69,39 @@ std::string json_result(const Pipeline& p, const PipelineConfig& config, const s
   return j.str();
 }
 
+// --json-schema FILE or --grammar FILE: a grammar link put first in the
+// chain (the grammar plugin; the same as `- grammar: {json_schema_file:
+// FILE}` written first in the YAML), named by the flag in its errors.
+void add_grammar_flag(const po::variables_map& vm, PipelineConfig& config) {
+  const bool schema = vm.count("json-schema") != 0;
+  if (!schema && vm.count("grammar") == 0) return;
+  if (schema && vm.count("grammar")) {
+    throw Error(ErrorKind::kUsage,
+                "duet run: --json-schema and --grammar both constrain the answer; give one");
+  }
+  const char* flag = schema ? "--json-schema" : "--grammar";
+  for (const SamplerLink& link : config.sampler.chain) {
+    if (link.name == "grammar") {
+      throw Error(ErrorKind::kUsage, std::string("duet run: ") + flag +
+                                         " adds a grammar link, and the pipeline's chain has one "
+                                         "already (" +
+                                         link.options.path() + "); drop one of them");
+    }
+  }
+  SamplerLink link;
+  link.name = "grammar";
+  link.options = Options(flag);
+  link.options.set(schema ? "json_schema_file" : "gbnf_file",
+                   vm[schema ? "json-schema" : "grammar"].as<std::string>());
+  config.sampler.chain.insert(config.sampler.chain.begin(), std::move(link));
+}
+
 // --prompts-file: the file's requests through the batching scheduler.
 int run_batch(const po::variables_map& vm) {
   std::string clash;
   if (vm.count("prompt") && !vm["prompt"].defaulted()) clash = "prompt";
-  for (const char* flag : {"prompt-file", "chat", "json", "parse-special"}) {
+  for (const char* flag :
+       {"prompt-file", "chat", "json", "parse-special", "json-schema", "grammar"}) {
     if (clash.empty() && vm.count(flag)) clash = flag;
   }
   if (!clash.empty()) {
@@ -104,6 +132,11 @@ int cmd_run(const std::vector<std::string>& args) {
       "parse control tokens such as <|im_start|> written in a raw prompt (model.chat: false) as "
       "those tokens")("system", po::value<std::string>(), "system message for the chat template")(
       "json", "print one JSON result on stdout instead of streaming text and a summary")(
+      "json-schema", po::value<std::string>(),
+      "the answer is JSON valid against the JSON Schema in this file (the grammar plugin, "
+      "docs/serve.md#structured-output)")(
+      "grammar", po::value<std::string>(),
+      "the answer follows the GBNF grammar in this file (start rule root)")(
       "prompts-file", po::value<std::string>(),
       "run every line of this JSONL file as a request, batched (see docs/batching.md)")(
       "output,o", po::value<std::string>(),
@@ -113,7 +146,8 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!parse_command_line("run",
                           "duet run PIPELINE.yaml|MODEL.gguf [--prompt TEXT | --prompt - | "
                           "--prompt-file FILE] [--chat] "
-                          "[--json] [--set key.path=value]...\n"
+                          "[--json] [--json-schema FILE | --grammar FILE] "
+                          "[--set key.path=value]...\n"
                           "       duet run PIPELINE.yaml|MODEL.gguf --prompts-file PROMPTS.jsonl "
                           "[--output RESULTS.jsonl] "
                           "[--set key.path=value]...",
@@ -134,6 +168,7 @@ int cmd_run(const std::vector<std::string>& args) {
   const std::string prompt = read_prompt(vm);
   PluginHost& host = cli_plugin_host();
   PipelineConfig config = load_pipeline(vm, host, extra);
+  add_grammar_flag(vm, config);
   auto pipeline = Pipeline::build(config, host);
   const bool json = vm.count("json") != 0;
 
