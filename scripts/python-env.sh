@@ -12,8 +12,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="${DUET_VENV:-$root/build/venv}"
-pins=(gguf==0.19.0 jsonschema==4.26.0 langchain-core==1.8.3 langchain-openai==1.8.1
-      matplotlib==3.11.2 numpy==2.4.6 openai==3.57.0 tokenizers==0.23.3)
+pins=(gguf==0.19.0 jsonschema==4.26.0 langchain-core==1.8.3 langchain-openai==1.8.1 nanobind==2.9.2
+      matplotlib==3.11.2 numpy==2.4.6 openai==3.57.0 pytest==8.4.2 tokenizers==0.23.3)
 stamp="$venv/duet-pins.txt"
 
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then

@@ -86,6 +86,14 @@ StageDefaults stage_defaults(const PipelineConfig& config,
   return d;
 }
 
+// `batching` with max_sequences lowered to the cache's blocks, when asked
+// (Scheduler's fit_to_blocks).
+BatchingConfig fitted(BatchingConfig batching, const KVAllocator& allocator, bool fit_to_blocks) {
+  if (fit_to_blocks && allocator.total_blocks() < batching.max_sequences)
+    batching.max_sequences = static_cast<int32_t>(allocator.total_blocks());
+  return batching;
+}
+
 }  // namespace
 
 double RequestResult::decode_tokens_per_second() const {
@@ -97,7 +105,7 @@ double RequestResult::decode_tokens_per_second() const {
 
 class DUET_LOCAL Scheduler::Impl {
  public:
-  explicit Impl(Pipeline& pipeline);
+  Impl(Pipeline& pipeline, bool fit_to_blocks);
   ~Impl();
 
   uint64_t submit(Request request);
@@ -252,13 +260,13 @@ class DUET_LOCAL Scheduler::Impl {
   void emit(Sequence& seq, const std::string& text);
 };
 
-Scheduler::Impl::Impl(Pipeline& pipeline)
+Scheduler::Impl::Impl(Pipeline& pipeline, bool fit_to_blocks)
     : state(*pipeline.state_),
       allocator(*state.allocator),
       defaults(stage_defaults(state.config, state.stages, state.host)),
       prefill_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(0)),
       decode_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(1)),
-      batching(state.config.batching),
+      batching(fitted(state.config.batching, allocator, fit_to_blocks)),
       draft_label("stage '" + state.config.stages.at(1).name + "' (stages[1]) proposing a draft"),
       residency(state.residency.get()) {
   for (int32_t id = 0; id < state.check.hparams.n_vocab; ++id) {
@@ -779,7 +787,8 @@ void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {
   finished.push_back(std::move(r));
 }
 
-Scheduler::Scheduler(Pipeline& pipeline) : impl_(std::make_unique<Impl>(pipeline)) {}
+Scheduler::Scheduler(Pipeline& pipeline, bool fit_to_blocks)
+    : impl_(std::make_unique<Impl>(pipeline, fit_to_blocks)) {}
 Scheduler::~Scheduler() = default;
 
 uint64_t Scheduler::submit(Request request) { return impl_->submit(std::move(request)); }

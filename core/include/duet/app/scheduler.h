@@ -158,10 +158,12 @@ class DUET_API Scheduler {
   // stage with a batched form, and a KV cache of at least
   // batching.max_sequences blocks. Throws duet::Error(kConfig) naming the
   // key to change otherwise, or kPlugin for a decode stage of a plugin
-  // built against ABI 1.2 or older (naming the version it needs). The
-  // pipeline must outlive the scheduler; run no session while it holds
-  // sequences.
-  explicit Scheduler(Pipeline& pipeline);
+  // built against ABI 1.2 or older (naming the version it needs). With
+  // `fit_to_blocks`, a cache of fewer blocks than that runs as many
+  // sequences at once as it has blocks instead (one, for a cache of one
+  // block: what the Python package does with any pipeline). The pipeline
+  // must outlive the scheduler; run no session while it holds sequences.
+  explicit Scheduler(Pipeline& pipeline, bool fit_to_blocks = false);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

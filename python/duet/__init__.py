@@ -1,0 +1,164 @@
+"""Duet from Python: pipelines, generation, logits and plugins (docs/python.md).
+
+    import duet
+    p = duet.Pipeline("configs/smollm2.yaml")
+    print(p.generate("What is the capital of France?").text)
+
+Requests run through the batching scheduler, the engine `duet serve` runs;
+their settings are those of a `duet run --prompts-file` line
+(docs/batching.md). Errors are the classes of duet.errors.
+"""
+
+import json as _json
+
+from . import errors
+from ._duet import Generation, plugins as _plugins
+from ._duet import Pipeline as _Pipeline
+from .errors import (ConfigError, Error, InputRejectedError, InternalError, MissingToolError,
+                     ModelFileError, OutOfMemoryError, PluginError, RequestError, UsageError)
+
+__all__ = ["Pipeline", "Generation", "Stream", "plugins", "errors", "Error", "UsageError",
+           "ConfigError", "RequestError", "ModelFileError", "PluginError", "OutOfMemoryError",
+           "InputRejectedError", "MissingToolError", "InternalError"]
+
+
+def _override(key, value):
+    """"key=value" as `--set` takes it; a list or dict is written as JSON,
+    which YAML reads as a flow collection."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (list, dict)):
+        text = _json.dumps(value)
+    else:
+        text = str(value)
+    return "%s=%s" % (key, text)
+
+
+def _request(prompt, messages, settings):
+    """The JSON object of one request."""
+    request = {}
+    if prompt is not None:
+        request["prompt"] = list(prompt) if not isinstance(prompt, str) else prompt
+    if messages is not None:
+        request["messages"] = list(messages)
+    for key, value in settings.items():
+        if value is not None:
+            request[key] = value
+    return request
+
+
+def plugins():
+    """Every plugin Duet can see (its own folder, DUET_PLUGIN_PATH): a list of
+    dicts with name, path, version, summary, loaded, refusal (why it was
+    refused) and components (kind, name, summary, backend)."""
+    return _plugins()
+
+
+class Stream:
+    """The text of one request as it is generated: iterate for its pieces;
+    once they are exhausted, `result` holds the Generation. Closing it (or
+    letting go of it) before the end cancels the request."""
+
+    def __init__(self, pipeline, handle):
+        self._pipeline = pipeline
+        self._handle = handle
+        self.result = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.result is not None:
+            raise StopIteration
+        piece = self._pipeline.next(self._handle)
+        if piece is None:
+            self.result = self._pipeline.finished(self._handle)
+            raise StopIteration
+        return piece
+
+    def close(self):
+        if self.result is None and self._pipeline is not None:
+            self._pipeline.cancel(self._handle)
+            self._pipeline = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # the interpreter is shutting down
+            pass
+
+
+class Pipeline:
+    """A pipeline built from a YAML file or a model file (*.gguf, for which
+    Duet builds its default pipeline as `duet run MODEL.gguf` does), with
+    `overrides` {"key.path": value} applied as `--set` would. The checks,
+    errors and plugin folders are the `duet` command's; the weights are
+    loaded and the KV cache allocated here."""
+
+    def __init__(self, source, overrides=None):
+        items = (overrides or {}).items()
+        self._p = _Pipeline(str(source), [_override(k, v) for k, v in items])
+
+    @property
+    def backend(self):
+        """The backend the pipeline runs on ("onednn", "reference", ...)."""
+        return self._p.backend
+
+    @property
+    def sampler(self):
+        """The sampler chain's order, e.g. "temperature -> top_p"."""
+        return self._p.sampler
+
+    @property
+    def n_vocab(self):
+        return self._p.n_vocab
+
+    @property
+    def kv_cache_bytes(self):
+        return self._p.kv_cache_bytes
+
+    def describe(self):
+        """The pipeline as YAML, every default written out."""
+        return self._p.describe
+
+    def generate(self, prompt=None, *, messages=None, logits=False, **settings):
+        """One answer. `prompt` is text (through the chat template when the
+        pipeline's model.chat says so, as `duet run` does) or token ids;
+        `messages` a list of {"role", "content"} dicts instead. Settings:
+        max_tokens, seed, stop, temperature, top_k, top_p, min_p,
+        presence_penalty, frequency_penalty, repetition_penalty, ignore_eos,
+        min_tokens, sampler ({"LINK": {"OPTION": value}}), response_format,
+        grammar, prompt_logprobs. `logits=True` keeps each generated token's
+        logits (Generation.logits, a NumPy array [tokens, n_vocab])."""
+        request = _request(prompt, messages, settings)
+        return self._p.run(_json.dumps([request]), logits)[0]
+
+    def generate_batch(self, requests, *, logits=False):
+        """Many answers, batched: `requests` is a list of dicts with "prompt"
+        or "messages" and any settings generate() takes. Results in order."""
+        return self._p.run(_json.dumps([dict(r) for r in requests]), logits)
+
+    def stream(self, prompt=None, *, messages=None, **settings):
+        """A Stream of one answer's text pieces (settings as generate())."""
+        request = _request(prompt, messages, settings)
+        return Stream(self._p, self._p.start(_json.dumps(request)))
+
+    def tokenize(self, text, special=False):
+        """The token ids of `text` (no BOS, no chat template); `special`
+        parses control-token spellings such as "<|im_end|>"."""
+        return self._p.tokenize(text, special)
+
+    def detokenize(self, ids):
+        """The text of token ids."""
+        return self._p.detokenize(list(ids))
+
+    def logits(self, tokens):
+        """The logits of the token after `tokens` (ids), a NumPy array of
+        n_vocab float32."""
+        return self.generate(list(tokens), max_tokens=1, logits=True).logits[0]

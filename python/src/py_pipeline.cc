@@ -1,0 +1,276 @@
+#include "py_pipeline.h"
+
+#include <nanobind/nanobind.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "chat_messages.h"
+#include "duet/app/gguf.h"
+#include "duet/app/pipeline_check.h"
+#include "duet/error.h"
+#include "request_fields.h"
+
+namespace nb = nanobind;
+
+namespace duet::python {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+bool is_model_path(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".gguf";
+}
+
+// The fields of a request object besides the settings read_request_settings
+// and read_structured_output take.
+const std::vector<std::string> kInputKeys = {"prompt", "messages"};
+const std::vector<std::string> kSettingKeys = {
+    "max_tokens",   "max_new_tokens",    "seed",           "stop",
+    "temperature",  "top_k",             "top_p",          "min_p",
+    "ignore_eos",   "presence_penalty",  "frequency_penalty", "repetition_penalty",
+    "min_tokens",   "sampler",           "response_format", "grammar",
+    "prompt_logprobs"};
+
+[[noreturn]] void fail(const std::string& param, const std::string& message) {
+  throw serve::FieldError{param, message};
+}
+
+}  // namespace
+
+// A request's text as the scheduler produces it, read by next().
+struct PyPipeline::Stream final : TextSink {
+  std::deque<std::string> pieces;
+  void on_text(std::string_view text) override { pieces.emplace_back(text); }
+};
+
+PluginHost& plugin_host() {
+  static PluginHost* host = new PluginHost;  // never destroyed: see the header
+  return *host;
+}
+
+PyPipeline::PyPipeline(const std::string& source, const std::vector<std::string>& overrides) {
+  config_ = is_model_path(source)
+                ? parse_pipeline_config(default_pipeline_yaml(source),
+                                        "default pipeline for " + source, "", overrides)
+                : load_pipeline_config(source, overrides);
+  load_pipeline_plugins(config_, plugin_host());
+  {
+    nb::gil_scoped_release release;
+    pipeline_ = Pipeline::build(config_, plugin_host());
+  }
+  scheduler_ = std::make_unique<Scheduler>(*pipeline_, true);
+}
+
+PyPipeline::~PyPipeline() = default;
+
+int32_t PyPipeline::n_vocab() const { return pipeline_->check().hparams.n_vocab; }
+
+const ChatTemplate& PyPipeline::chat_template() {
+  if (!chat_) {
+    chat_ = ChatTemplate::from_model(GgufFile::open(config_.model.path), config_.model.chat_template);
+  }
+  return *chat_;
+}
+
+Request PyPipeline::read_request(const std::string& object_text, bool logits) {
+  const json object = serve::parse_request_object(object_text);
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(kInputKeys.begin(), kInputKeys.end(), key) == kInputKeys.end() &&
+        std::find(kSettingKeys.begin(), kSettingKeys.end(), key) == kSettingKeys.end()) {
+      fail(key, key + ": not a generation setting; the settings are those of a prompts-file "
+                      "line (docs/python.md)");
+    }
+  }
+  if (object.contains("prompt") == object.contains("messages"))
+    fail("prompt", "give exactly one of prompt (text or token ids) and messages");
+  Request r;
+  if (object.contains("messages")) {
+    const std::vector<serve::ChatMessage> messages = serve::read_messages(object.at("messages"));
+    std::optional<std::string> system;
+    if (!config_.model.system_prompt.empty()) system = config_.model.system_prompt;
+    r.prompt = serve::tokenize_messages(pipeline_->tokenizer(), chat_template(), system, messages);
+  } else if (const json& p = object.at("prompt"); p.is_string()) {
+    r.prompt = pipeline_->tokenize_prompt(p.get<std::string>());
+  } else if (p.is_array()) {
+    for (const json& id : p) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab())
+        fail("prompt", "prompt: " + id.dump() + " is not a token id in [0, " +
+                           std::to_string(n_vocab() - 1) + "]");
+      r.prompt.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  } else {
+    fail("prompt", "prompt: expected text or a list of token ids");
+  }
+  json settings = json::object();
+  for (const auto& [key, value] : object.items()) {
+    if (key != "prompt" && key != "messages" && key != "response_format" && key != "grammar" &&
+        key != "prompt_logprobs")
+      settings[key] = value;
+  }
+  serve::read_request_settings(settings, config_.sampler.chain, r.settings);
+  serve::read_structured_output(object, object_text, r.settings);
+  if (object.contains("prompt_logprobs")) {
+    if (!object.at("prompt_logprobs").is_boolean())
+      fail("prompt_logprobs", "prompt_logprobs: expected true or false");
+    r.settings.prompt_logprobs = object.at("prompt_logprobs").get<bool>();
+  }
+  r.settings.keep_logits = logits;
+  return r;
+}
+
+void PyPipeline::step(const std::vector<uint64_t>& mine) {
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    scheduler_->step();
+    for (RequestResult& r : scheduler_->take_finished()) {
+      const uint64_t id = std::stoull(r.id);
+      handles_.erase(id);
+      results_.emplace(id, std::move(r));
+    }
+  }
+  if (PyErr_CheckSignals() != 0) {
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard lock(mutex_);
+      for (uint64_t id : mine) {
+        if (const auto it = handles_.find(id); it != handles_.end()) scheduler_->cancel(it->second);
+        streams_.erase(id);
+      }
+      for (RequestResult& r : scheduler_->take_finished()) handles_.erase(std::stoull(r.id));
+      for (uint64_t id : mine) results_.erase(id);
+    }
+    throw nb::python_error();
+  }
+}
+
+std::optional<RequestResult> PyPipeline::take(uint64_t id) {
+  nb::gil_scoped_release release;
+  std::lock_guard lock(mutex_);
+  const auto it = results_.find(id);
+  if (it == results_.end()) return std::nullopt;
+  RequestResult r = std::move(it->second);
+  results_.erase(it);
+  streams_.erase(id);
+  return r;
+}
+
+std::vector<Generation> PyPipeline::run(const std::string& requests, bool logits) {
+  const ordered_json list = ordered_json::parse(requests);
+  std::vector<Request> read;
+  for (size_t i = 0; i < list.size(); ++i) {
+    try {
+      read.push_back(read_request(list[i].dump(), logits));
+    } catch (const serve::FieldError& e) {
+      if (list.size() == 1) throw;
+      throw serve::FieldError{e.param, "requests[" + std::to_string(i) + "]: " + e.message};
+    }
+  }
+  std::vector<uint64_t> ids;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    for (Request& r : read) {
+      const uint64_t id = next_id_++;
+      r.id = std::to_string(id);
+      handles_[id] = scheduler_->submit(std::move(r));
+      ids.push_back(id);
+    }
+  }
+  std::vector<Generation> out;
+  for (const uint64_t id : ids) {
+    std::optional<RequestResult> r;
+    while (!(r = take(id))) step(ids);
+    out.push_back(to_generation(std::move(*r), n_vocab()));
+  }
+  return out;
+}
+
+uint64_t PyPipeline::start(const std::string& request) {
+  Request r = read_request(request, false);
+  auto stream = std::make_shared<Stream>();
+  r.sink = stream.get();
+  nb::gil_scoped_release release;
+  std::lock_guard lock(mutex_);
+  const uint64_t id = next_id_++;
+  r.id = std::to_string(id);
+  streams_[id] = stream;
+  handles_[id] = scheduler_->submit(std::move(r));
+  return id;
+}
+
+std::optional<std::string> PyPipeline::next(uint64_t handle) {
+  while (true) {
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard lock(mutex_);
+      const auto it = streams_.find(handle);
+      if (it == streams_.end()) return std::nullopt;
+      if (!it->second->pieces.empty()) {
+        std::string piece = std::move(it->second->pieces.front());
+        it->second->pieces.pop_front();
+        return piece;
+      }
+      if (results_.count(handle) != 0) return std::nullopt;  // ended, every piece read
+    }
+    step({handle});
+  }
+}
+
+Generation PyPipeline::finished(uint64_t handle) {
+  std::optional<RequestResult> r;
+  while (!(r = take(handle))) step({handle});
+  return to_generation(std::move(*r), n_vocab());
+}
+
+void PyPipeline::cancel(uint64_t handle) {
+  nb::gil_scoped_release release;
+  std::lock_guard lock(mutex_);
+  if (const auto it = handles_.find(handle); it != handles_.end()) scheduler_->cancel(it->second);
+  for (RequestResult& r : scheduler_->take_finished()) {
+    const uint64_t id = std::stoull(r.id);
+    handles_.erase(id);
+    if (id != handle) results_.emplace(id, std::move(r));
+  }
+  results_.erase(handle);
+  streams_.erase(handle);
+}
+
+std::vector<int32_t> PyPipeline::tokenize(const std::string& text, bool special) const {
+  return pipeline_->tokenizer().encode(text, special);
+}
+
+std::string PyPipeline::detokenize(const std::vector<int32_t>& ids) const {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= n_vocab()) {
+      throw Error(ErrorKind::kInputRejected, "token id " + std::to_string(id) +
+                                                 " is outside the vocabulary [0, " +
+                                                 std::to_string(n_vocab()) + ")");
+    }
+  }
+  return pipeline_->tokenizer().decode(ids);
+}
+
+Generation to_generation(RequestResult r, int32_t n_vocab) {
+  Generation g;
+  g.text = std::move(r.text);
+  g.token_ids = std::move(r.generated_tokens);
+  g.prompt_token_ids = std::move(r.prompt_tokens);
+  g.finish_reason = finish_reason_name(r.finish);
+  g.error = std::move(r.error);
+  g.queued_s = r.queued_seconds;
+  g.first_token_s = r.first_token_seconds;
+  g.total_s = r.total_seconds;
+  g.decode_tokens_per_s = r.decode_tokens_per_second();
+  g.cached_prompt_tokens = r.cached_prompt_tokens;
+  g.n_vocab = n_vocab;
+  if (!r.logits.empty()) g.logits = std::make_shared<std::vector<float>>(std::move(r.logits));
+  for (const TokenLogprobs& e : r.prompt_logprobs) g.prompt_logprobs.push_back(e.chosen.logprob);
+  return g;
+}
+
+}  // namespace duet::python
