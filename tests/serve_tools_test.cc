@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "chat_messages.h"
+#include "grammar.h"
+#include "grammar_link.h"
+#include "grammar_matcher.h"
 #include "serve_openai.h"
 #include "tool_calls.h"
 
@@ -96,6 +99,7 @@ TEST(ServeTools, RefusalsNameTheField) {
   EXPECT_EQ(unknown.param, "tool_choice");
   EXPECT_NE(unknown.message.find("get_time"), std::string::npos) << unknown.message;
   EXPECT_EQ(refusal(R"("tool_choice": "required")").param, "tool_choice");  // no tools
+  EXPECT_EQ(refusal(R"("tools": [], "tool_choice": "required")").param, "tool_choice");
   EXPECT_EQ(refusal(tools(kTime) + R"(, "parallel_tool_calls": 1)").param, "parallel_tool_calls");
   // A template that cannot take tools refuses them, but not tool_choice none.
   const ApiError builtin = refusal(tools(kTime), Syntax::kNone);
@@ -147,7 +151,7 @@ TEST(ServeTools, MessagesCarryCallsAndResults) {
     return std::string("(accepted)");
   };
   EXPECT_EQ(refused(R"([{"role": "tool", "content": "3 C"}])"), "messages[0]");
-  EXPECT_EQ(refused(R"([{"role": "user", "content": "x", "tool_calls": []}])"),
+  EXPECT_EQ(refused(R"([{"role": "user", "content": "x", "tool_calls": [{"function": {}}]}])"),
             "messages[0].tool_calls");
   EXPECT_EQ(refused(R"([{"role": "assistant", "tool_calls": [{"type": "function",
                     "function": {"name": "f", "arguments": "{oops"}}]}])"),
@@ -157,6 +161,16 @@ TEST(ServeTools, MessagesCarryCallsAndResults) {
       "messages[0].tool_calls[0].function.name");
   EXPECT_EQ(refused(R"([{"role": "assistant", "content": "x", "function_call": {}}])"),
             "messages[0].function_call");
+  // What clients dump: nulls for keys not used, an empty list of calls.
+  const CompletionRequest dumped = parse_completion_request(
+      Endpoint::kChatCompletions,
+      R"({"messages": [{"role": "user", "content": "x", "name": null, "tool_call_id": null},
+                       {"role": "assistant", "content": "y", "function_call": null,
+                        "tool_calls": []},
+                       {"role": "user", "content": "z"}]})",
+      model(Syntax::kHermes));
+  ASSERT_EQ(dumped.messages.size(), 3u);
+  EXPECT_EQ(dumped.messages[1].tool_calls, "");
 }
 
 // Feeds `text` to a reader in pieces of `size` bytes, then finishes it.
@@ -208,9 +222,35 @@ TEST(ServeTools, HermesTextThatIsNoCallStaysContent) {
     EXPECT_EQ(cut.content, "");
     EXPECT_EQ(read_in_pieces(Syntax::kHermes, "<tool_call>\n{\"name\": \"f\"", size).content,
               "<tool_call>\n{\"name\": \"f\"");
-    // Whitespace is content when no call follows.
+    // Whitespace is content when no call follows, also before a block
+    // that is none.
     EXPECT_EQ(read_in_pieces(Syntax::kHermes, "Hi \n", size).content, "Hi \n");
+    EXPECT_EQ(
+        read_in_pieces(Syntax::kHermes, "like this:\n<tool_call>oops</tool_call>", size).content,
+        "like this:\n<tool_call>oops</tool_call>");
+    // The closing tag inside a JSON string is the arguments' text; the
+    // arguments keep the model's order.
+    const ToolCallReader::Output tag = read_in_pieces(
+        Syntax::kHermes,
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"z\": \"s='</tool_call>'\", \"a\": "
+        "1}}</tool_call>",
+        size);
+    ASSERT_EQ(tag.calls.size(), 1u);
+    EXPECT_EQ(tag.calls[0].arguments, "{\"z\":\"s='</tool_call>'\",\"a\":1}");
+    EXPECT_EQ(tag.content, "");
   }
+  // Nesting no request may send is no call (the model can be made to write
+  // it; reading it would recurse once per level).
+  const std::string deep =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + std::string(100000, '[') +
+      std::string(100000, ']') + "}}</tool_call>";
+  const ToolCallReader::Output out = read_in_pieces(Syntax::kHermes, deep, 4096);
+  EXPECT_TRUE(out.calls.empty());
+  EXPECT_EQ(out.content, deep);
+  EXPECT_TRUE(read_in_pieces(
+                  Syntax::kJson,
+                  "{\"tool_calls\": " + std::string(300, '[') + std::string(300, ']') + "}", 100000)
+                  .calls.empty());
 }
 
 TEST(ServeTools, HermesContentStreamsAheadOfTheAnswersEnd) {
@@ -335,6 +375,50 @@ TEST(ServeTools, ResponsesCarryTheCalls) {
   const json finish = json::parse(
       stream_finish_event(Endpoint::kChatCompletions, c, 0, FinishReason::kStop, true).substr(6));
   EXPECT_EQ(finish["choices"][0]["finish_reason"], "tool_calls");
+}
+
+// Whether the grammar link's options `grammar` (tool_grammar's) allow `text`.
+bool allows(const std::map<std::string, std::string>& grammar, const std::string& text) {
+  Options options("request.grammar");
+  for (const auto& [key, value] : grammar) options.set(key, value);
+  const duet::grammar::Grammar g =
+      duet::grammar::parse_gbnf(duet::grammar::grammar_text(options), "test");
+  const duet::grammar::Matcher m(g);
+  duet::grammar::MatchState s = m.start();
+  return m.advance(s, text) && m.accepting(s);
+}
+
+// A tool's own definitions and references (a pydantic model holding
+// another: $defs, "#" for recursion) keep their meaning inside the schema of
+// several tools, where references resolve against its root (a review found
+// "#/$defs/X" refused and "#" pointing at the whole call).
+TEST(ServeTools, ForcedCallsKeepEachToolsReferences) {
+  const std::string nested = R"({"type": "function", "function": {"name": "save",
+      "parameters": {"$defs": {"Item": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                        "required": ["n"]}},
+                     "type": "object",
+                     "properties": {"item": {"$ref": "#/$defs/Item"},
+                                    "next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+                     "required": ["item", "next"]}}})";
+  for (const Syntax syntax : {Syntax::kHermes, Syntax::kLlama3}) {
+    SCOPED_TRACE(static_cast<int>(syntax));
+    const CompletionRequest r =
+        chat(tools(nested + ", " + kTime) + R"(, "tool_choice": "required")", syntax);
+    const std::string args = syntax == Syntax::kHermes ? "arguments" : "parameters";
+    const std::string before = syntax == Syntax::kHermes ? "<tool_call>\n" : "";
+    const std::string after = syntax == Syntax::kHermes ? "\n</tool_call>" : "";
+    const auto call = [&](const std::string& name, const std::string& value) {
+      return before + R"({"name": ")" + name + R"(", ")" + args + R"(": )" + value + "}" + after;
+    };
+    EXPECT_TRUE(
+        allows(r.settings.grammar,
+               call("save", R"({"item": {"n": 1}, "next": {"item": {"n": 2}, "next": null}})")));
+    EXPECT_TRUE(allows(r.settings.grammar, call("get_time", "{}")));
+    EXPECT_FALSE(allows(r.settings.grammar, call("save", R"({"item": {"n": "x"}, "next": null})")));
+    // "#" is the parameters, not the whole call.
+    EXPECT_FALSE(allows(r.settings.grammar,
+                        call("save", R"({"item": {"n": 1}, "next": {"name": "save"}})")));
+  }
 }
 
 // Records what it is asked to encode; one id per byte.

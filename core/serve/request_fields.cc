@@ -10,36 +10,6 @@
 namespace duet::serve {
 namespace {
 
-// Arrays and objects a request may nest (a schema within it included; the
-// grammar plugin's own bound on schemas is lower). Printing, copying and
-// comparing JSON recurse over it, so deeper text would exhaust a thread's
-// stack: it is refused before it is parsed.
-constexpr int kMaxNesting = 256;
-
-// The deepest nesting of arrays and objects in JSON `text` (strings
-// skipped), counted without parsing.
-int nesting(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 using nlohmann::json;
 
 // The standard links whose primary option a request sets by the link's own
@@ -148,9 +118,9 @@ std::string read_content(const json& m, const std::string& role, const std::stri
 // {"name", "arguments"}}], arguments the JSON text of an object (an object
 // itself is taken too), as compact JSON text with arguments as text.
 std::string read_tool_calls(const json& v, const std::string& where) {
-  if (!v.is_array() || v.empty())
+  if (!v.is_array())
     fail(where, where +
-                    ": expected a non-empty array of {\"id\", \"type\": \"function\", "
+                    ": expected an array of {\"id\", \"type\": \"function\", "
                     "\"function\": {\"name\", \"arguments\"}}");
   json calls = json::array();
   for (size_t i = 0; i < v.size(); ++i) {
@@ -202,8 +172,30 @@ std::vector<std::string> read_stop(const json& v) {
 
 }  // namespace
 
+int json_nesting(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 json parse_request_object(std::string_view text) {
-  if (const int deepest = nesting(text); deepest > kMaxNesting) {
+  if (const int deepest = json_nesting(text); deepest > kMaxNesting) {
     fail("", "arrays and objects nested " + std::to_string(deepest) + " deep, more than the " +
                  std::to_string(kMaxNesting) + " a request may nest");
   }
@@ -231,9 +223,13 @@ std::vector<ChatMessage> read_messages(const json& v) {
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string where = "messages[" + std::to_string(i) + "]";
-    const json& m = v[i];
-    if (!m.is_object())
-      fail(where, where + ": expected an object {role, content}, got " + type_name(m));
+    if (!v[i].is_object())
+      fail(where, where + ": expected an object {role, content}, got " + type_name(v[i]));
+    // A key set to null is a key left out (as clients dump their message
+    // objects: "function_call": null), content aside: null is its value.
+    json m = v[i];
+    for (auto it = m.begin(); it != m.end();)
+      it = it->is_null() && it.key() != "content" ? m.erase(it) : std::next(it);
     for (const auto& [key, value] : m.items()) {
       if (key == "function_call") {
         fail(where + ".function_call",
@@ -249,7 +245,9 @@ std::vector<ChatMessage> read_messages(const json& v) {
     ChatMessage message;
     message.role = string_field(m, "role", where + ".role");
     if (message.role == "developer") message.role = "system";  // OpenAI's newer name for it
-    const bool calls = m.contains("tool_calls") && !m.at("tool_calls").is_null();
+    // An empty list of calls is none (vLLM takes it so).
+    const bool calls =
+        m.contains("tool_calls") && !(m.at("tool_calls").is_array() && m.at("tool_calls").empty());
     if (calls) {
       if (message.role != "assistant")
         fail(where + ".tool_calls", where + ".tool_calls: only an assistant message makes calls");

@@ -23,6 +23,16 @@ struct FieldError {
   std::string message;
 };
 
+// Arrays and objects a request may nest (a schema within it included; the
+// grammar plugin's own bound on schemas is lower). Printing, copying and
+// comparing JSON recurse over it, so deeper text would exhaust a thread's
+// stack: it is refused before it is parsed.
+inline constexpr int kMaxNesting = 256;
+
+// The deepest nesting of arrays and objects in JSON text `text` (strings
+// skipped), counted without parsing (in linear time, without recursion).
+int json_nesting(std::string_view text);
+
 // `text` as a JSON object. Throws FieldError (param "") for text that is not
 // JSON ("not valid JSON: syntax error while parsing value - invalid literal;
 // last read: 'x' at column 1"), a number no double holds ("1e999"), JSON

@@ -110,6 +110,7 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
         echo_(request.echo),
         prompts_(request.prompts),
         n_(request.n),
+        grammar_from_tools_(request.grammar_from_tools),
         completed_(std::move(completed)),
         engine_side_(choices(request)),
         results_(choices(request)) {
@@ -182,10 +183,8 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
     });
   }
   void on_refused(const Error& error, const RequestSettings& settings) {
-    const bool tools = engine_side_.front().tools.has_value();
-    net::post(io_, [self = shared_from_this(), e = refused_error(error, settings, tools)] {
-      self->refuse(e);
-    });
+    net::post(io_, [self = shared_from_this(),
+                    e = refused_error(error, settings, grammar_from_tools_)] { self->refuse(e); });
   }
 
  private:
@@ -349,6 +348,7 @@ class RequestRun final : public std::enable_shared_from_this<RequestRun> {
   const bool echo_;
   const std::vector<Prompt> prompts_;  // completions; choice i answers prompt i / n
   const int32_t n_;
+  const bool grammar_from_tools_;  // a grammar refusal names "tools"
   const Completed completed_;
   std::function<void()> cancel_;
   std::vector<EngineSide> engine_side_;           // engine thread

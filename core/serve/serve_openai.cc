@@ -95,10 +95,10 @@ void check_default_only(const std::string& key, const json& v) {
 }
 
 // The grammar that forces the calls tool_choice asks for (tool_grammar),
-// on a template that can take tools.
-void read_tool_grammar(const ToolRequest& tools, ChatTemplate::ToolSyntax syntax,
+// on a template that can take tools; whether there is one.
+bool read_tool_grammar(const ToolRequest& tools, ChatTemplate::ToolSyntax syntax,
                        RequestSettings& s) {
-  if (!tools.offered()) return;
+  if (!tools.offered()) return false;
   if (syntax == ChatTemplate::ToolSyntax::kNone) {
     fail("tools",
          "tools: the model's chat template cannot take tools (a builtin format, or a template "
@@ -107,13 +107,14 @@ void read_tool_grammar(const ToolRequest& tools, ChatTemplate::ToolSyntax syntax
          "unsupported_value");
   }
   std::map<std::string, std::string> grammar = tool_grammar(tools, syntax);
-  if (grammar.empty()) return;
+  if (grammar.empty()) return false;
   if (!s.grammar.empty()) {
     fail(s.grammar.count("gbnf") != 0 ? "grammar" : "response_format",
          "response_format (or grammar) and tools with tool_choice both constrain the answer; "
          "give one of them");
   }
   s.grammar = std::move(grammar);
+  return true;
 }
 
 void read_logit_bias(const json& v, const ServedModel& model, RequestSettings& s) {
@@ -393,7 +394,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
     }
     read_request_settings(settings, model.chain, out.settings);
     read_structured_output(object, body, out.settings);
-    read_tool_grammar(out.tools, model.tool_syntax, out.settings);
+    out.grammar_from_tools = read_tool_grammar(out.tools, model.tool_syntax, out.settings);
   } catch (const FieldError& e) {
     std::string param = e.param;
     if (param == "max_tokens" && object.contains("max_completion_tokens"))

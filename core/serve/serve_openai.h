@@ -68,6 +68,7 @@ struct CompletionRequest {
   // read (ServedModel::tool_syntax); settings.grammar forces a call where
   // tool_choice asks for one.
   ToolRequest tools;
+  bool grammar_from_tools = false;  // settings.grammar forces a tool call
   // Choices per prompt: choice i * n + j is prompt i's j-th, drawn with
   // seed + j (prompts.size() * n ≤ kMaxChoices).
   int32_t n = 1;
@@ -98,8 +99,9 @@ std::string error_body(const ApiError& error);
 // The ApiError for a request the engine refused with `error`:
 // kInputRejected and kConfig are the caller's (400, naming the field where
 // the message starts with one or names a sampler link `settings` set),
-// others the server's (500). With `tools` (the request offered tools), a
-// refusal of the grammar link names "tools": its grammar came from them.
+// others the server's (500). With `tools` (the request's grammar forces a
+// tool call, CompletionRequest::grammar_from_tools), a refusal of the
+// grammar link names "tools": its grammar came from them.
 ApiError refused_error(const Error& error, const RequestSettings& settings, bool tools = false);
 
 struct Completed {

@@ -68,11 +68,60 @@ std::string call_id() {
   return id;
 }
 
+// Points tool `tag`'s references at their new places in the whole schema
+// (relocate); returns whether it holds any.
+bool retarget(ordered_json& j, const std::string& tag) {
+  bool any = false;
+  if (j.is_object()) {
+    for (auto& [key, value] : j.items()) {
+      if (key == "$ref" && value.is_string()) {
+        const std::string ref = value.get<std::string>();
+        any = true;
+        if (ref == "#") {
+          value = "#/$defs/" + tag;
+        } else if (ref.rfind("#/$defs/", 0) == 0) {
+          value = "#/$defs/" + tag + "-" + ref.substr(8);
+        } else if (ref.rfind("#/definitions/", 0) == 0) {
+          value = "#/$defs/" + tag + "-" + ref.substr(14);
+        }
+      } else {
+        any = retarget(value, tag) || any;
+      }
+    }
+  } else if (j.is_array()) {
+    for (ordered_json& item : j) any = retarget(item, tag) || any;
+  }
+  return any;
+}
+
+// Tool parameters `parameters`, placed in a schema of several tools where
+// references resolve against its root: its definitions move to the root's
+// `defs` as "TAG-NAME", and where it refers to anything it becomes the
+// definition TAG itself (so that "#" still means the parameters).
+ordered_json relocate(ordered_json parameters, const std::string& tag, ordered_json& defs) {
+  bool moved = false;
+  for (const char* section : {"$defs", "definitions"}) {
+    if (!parameters.contains(section) || !parameters.at(section).is_object()) continue;
+    for (auto& [name, schema] : parameters.at(section).items()) {
+      retarget(schema, tag);
+      defs[tag + "-" + name] = std::move(schema);
+    }
+    parameters.erase(section);
+    moved = true;
+  }
+  const bool refers = retarget(parameters, tag);
+  if (!moved && !refers) return parameters;
+  defs[tag] = std::move(parameters);
+  return {{"$ref", "#/$defs/" + tag}};
+}
+
 // The schema of one call of `function` (an element of tools[].function),
-// its arguments under `args_key`.
-ordered_json call_schema(const ordered_json& function, const char* args_key) {
+// its arguments under `args_key`, its definitions moved into `defs` under
+// `tag`.
+ordered_json call_schema(const ordered_json& function, const char* args_key, const std::string& tag,
+                         ordered_json& defs) {
   ordered_json parameters = function.contains("parameters")
-                                ? function.at("parameters")
+                                ? relocate(function.at("parameters"), tag, defs)
                                 : ordered_json{{"type", "object"},
                                                {"properties", ordered_json::object()},
                                                {"additionalProperties", false}};
@@ -86,6 +135,27 @@ ordered_json call_schema(const ordered_json& function, const char* args_key) {
 size_t trailing_space(std::string_view text) {
   const size_t last = text.find_last_not_of(kSpace);
   return last == std::string_view::npos ? text.size() : text.size() - last - 1;
+}
+
+// Where the first "</tool_call>" outside a JSON string of a block's `text`
+// starts (a call's arguments may hold the tag as text), or npos.
+size_t block_end(std::string_view text) {
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (text.substr(i, kClose.size()) == kClose) {
+      return i;
+    }
+  }
+  return std::string_view::npos;
 }
 
 // The longest end of `text` that "<tool_call>" starts with.
@@ -116,6 +186,9 @@ ToolRequest read_tools(const json& object, std::string_view body) {
   if (!tools.is_array()) fail("tools", "tools: expected an array of {\"type\": \"function\", ...}");
   if (tools.empty()) {
     out.choice = ToolChoice::kNone;
+    if (object.contains("tool_choice") && object.at("tool_choice") != "none" &&
+        object.at("tool_choice") != "auto")
+      fail("tool_choice", "tool_choice: tools is empty, so no call can be made; give tools");
   }
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string where = "tools[" + std::to_string(i) + "]";
@@ -162,17 +235,27 @@ std::map<std::string, std::string> tool_grammar(const ToolRequest& request, Synt
   if (!request.offered() || syntax == Syntax::kNone) return {};
   if (syntax != Syntax::kJson && request.choice == ToolChoice::kAuto) return {};
   ordered_json calls = ordered_json::array();
-  for (const ordered_json& tool : ordered_json::parse(request.tools)) {
-    const ordered_json& f = tool.at("function");
-    if (request.choice != ToolChoice::kNamed || f.at("name") == request.named)
-      calls.push_back(call_schema(f, syntax == Syntax::kLlama3 ? "parameters" : "arguments"));
+  ordered_json defs = ordered_json::object();
+  const ordered_json tools = ordered_json::parse(request.tools);
+  for (size_t k = 0; k < tools.size(); ++k) {
+    const ordered_json& f = tools[k].at("function");
+    if (request.choice != ToolChoice::kNamed || f.at("name") == request.named) {
+      calls.push_back(call_schema(f, syntax == Syntax::kLlama3 ? "parameters" : "arguments",
+                                  "tool" + std::to_string(k), defs));
+    }
   }
   ordered_json call =
       calls.size() == 1 ? std::move(calls.front()) : ordered_json{{"anyOf", std::move(calls)}};
-  if (syntax == Syntax::kLlama3) return {{"json_schema", call.dump()}};
+  // The tools' definitions sit at the root, where their references resolve.
+  const auto with_defs = [&defs](ordered_json schema) {
+    if (!defs.empty()) schema["$defs"] = defs;
+    return schema.dump();
+  };
+  if (syntax == Syntax::kLlama3) return {{"json_schema", with_defs(std::move(call))}};
   if (syntax == Syntax::kHermes) {
-    return {
-        {"json_schema", call.dump()}, {"prefix", "<tool_call>\n"}, {"suffix", "\n</tool_call>"}};
+    return {{"json_schema", with_defs(std::move(call))},
+            {"prefix", "<tool_call>\n"},
+            {"suffix", "\n</tool_call>"}};
   }
   ordered_json list = {{"type", "array"}, {"items", std::move(call)}, {"minItems", 1}};
   if (!request.parallel || request.choice == ToolChoice::kNamed) list["maxItems"] = 1;
@@ -185,7 +268,7 @@ std::map<std::string, std::string> tool_grammar(const ToolRequest& request, Synt
                              {"required", {"response"}}};
     schema = {{"anyOf", {std::move(schema), std::move(response)}}};
   }
-  return {{"json_schema", schema.dump()}};
+  return {{"json_schema", with_defs(std::move(schema))}};
 }
 
 void ToolCallReader::take_content(std::string_view text, Output& out) {
@@ -199,18 +282,23 @@ void ToolCallReader::take_content(std::string_view text, Output& out) {
 }
 
 bool ToolCallReader::take_call(std::string_view body, Output& out) {
-  json call;
+  // Bounded before anything recurses over it; parsed in order, so that the
+  // arguments keep the order the model wrote them in.
+  if (json_nesting(body) > kMaxNesting) return false;
+  ordered_json call;
   try {
-    call = json::parse(body);
+    call = ordered_json::parse(body);
   } catch (const json::exception&) {
     return false;
   }
   if (!call.is_object() || !call.contains("name") || !call.at("name").is_string()) return false;
   const char* args_key = call.contains("parameters") ? "parameters" : "arguments";
-  json args = call.contains(args_key) ? call.at(args_key) : json::object();
+  ordered_json args = call.contains(args_key) ? call.at(args_key) : ordered_json::object();
   if (args.is_string()) {
+    const std::string text = args.get<std::string>();
+    if (json_nesting(text) > kMaxNesting) return false;
     try {
-      args = json::parse(args.get<std::string>());
+      args = ordered_json::parse(text);
     } catch (const json::exception&) {
       return false;
     }
@@ -223,9 +311,11 @@ bool ToolCallReader::take_call(std::string_view body, Output& out) {
 }
 
 void ToolCallReader::take_block(std::string_view body, bool closed, Output& out) {
+  std::string space = std::move(space_before_block_);
+  space_before_block_.clear();
+  if (take_call(body, out)) return;
   // Not a call: the client gets the text as the model wrote it.
-  if (!take_call(body, out))
-    take_content(std::string(kOpen).append(body).append(closed ? kClose : ""), out);
+  take_content(space.append(kOpen).append(body).append(closed ? kClose : ""), out);
 }
 
 ToolCallReader::Output ToolCallReader::feed(std::string_view text) {
@@ -251,7 +341,7 @@ ToolCallReader::Output ToolCallReader::feed(std::string_view text) {
   if (syntax_ != Syntax::kHermes) return out;  // json: read whole, at the end
   while (true) {
     if (in_block_) {
-      const size_t close = held_.find(kClose);
+      const size_t close = block_end(held_);
       if (close == std::string::npos) return out;
       take_block(std::string_view(held_).substr(0, close), true, out);
       held_.erase(0, close + kClose.size());
@@ -260,8 +350,12 @@ ToolCallReader::Output ToolCallReader::feed(std::string_view text) {
     }
     const size_t open = held_.find(kOpen);
     if (open != std::string::npos) {
+      // Whitespace before a block goes with it: dropped with a call, kept
+      // with text that is none.
       std::string_view before = std::string_view(held_).substr(0, open);
-      before.remove_suffix(trailing_space(before));
+      const size_t space = trailing_space(before);
+      space_before_block_ = std::string(before.substr(before.size() - space));
+      before.remove_suffix(space);
       take_content(before, out);
       held_.erase(0, open + kOpen.size());
       in_block_ = true;
@@ -282,9 +376,9 @@ ToolCallReader::Output ToolCallReader::finish() {
   std::string rest = std::move(held_);
   held_.clear();
   if (syntax_ == Syntax::kJson) {
-    json answer;
+    ordered_json answer;
     try {
-      answer = json::parse(rest);
+      if (json_nesting(rest) <= kMaxNesting) answer = ordered_json::parse(rest);
     } catch (const json::exception&) {
     }
     if (answer.is_object() && answer.size() == 1 && answer.contains("response") &&
@@ -293,7 +387,7 @@ ToolCallReader::Output ToolCallReader::finish() {
     } else if (answer.is_object() && answer.size() == 1 && answer.contains("tool_calls") &&
                answer.at("tool_calls").is_array() && !answer.at("tool_calls").empty()) {
       // One that is not a call makes the whole answer content.
-      for (const json& call : answer.at("tool_calls")) {
+      for (const ordered_json& call : answer.at("tool_calls")) {
         if (!take_call(call.dump(), out)) {
           out = Output{rest, {}};
           calls_ = 0;

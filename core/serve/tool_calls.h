@@ -64,7 +64,8 @@ struct ToolCall {
 // content and tool calls. Under hermes, content streams as it comes except
 // for what could be the start of "<tool_call>" and trailing whitespace,
 // held back until the text after it decides; a block becomes a call once
-// "</tool_call>" closes it (or the answer ends) and its body is a JSON
+// "</tool_call>" closes it outside a JSON string (or the answer ends), its
+// body nests at most kMaxNesting deep, and it is a JSON
 // object with a string "name" and object "arguments" (or "parameters", or a
 // string holding the JSON of one); a block that is not is content as
 // written. Under json the whole answer is read at the end: {"tool_calls":
@@ -97,11 +98,12 @@ class ToolCallReader {
   void take_content(std::string_view text, Output& out);
 
   ChatTemplate::ToolSyntax syntax_;
-  std::string held_;         // text read and not yet told
-  bool in_block_ = false;    // hermes: inside <tool_call>
-  bool after_call_ = false;  // hermes: no content told since the last call
-  bool decided_ = false;     // llama3: the answer's first text has been seen
-  bool whole_ = false;       // llama3: it starts a call, read at the end
+  std::string held_;                // text read and not yet told
+  bool in_block_ = false;           // hermes: inside <tool_call>
+  std::string space_before_block_;  // hermes: the whitespace before it
+  bool after_call_ = false;         // hermes: no content told since the last call
+  bool decided_ = false;            // llama3: the answer's first text has been seen
+  bool whole_ = false;              // llama3: it starts a call, read at the end
   size_t calls_ = 0;
 };
 

@@ -62,9 +62,8 @@ void translate(const std::exception_ptr& p, void*) {
 nb::object logits_array(const Generation& g) {
   if (!g.logits) return nb::none();
   auto* owner = new std::shared_ptr<std::vector<float>>(g.logits);
-  nb::capsule keep(owner, [](void* p) noexcept {
-    delete static_cast<std::shared_ptr<std::vector<float>>*>(p);
-  });
+  nb::capsule keep(
+      owner, [](void* p) noexcept { delete static_cast<std::shared_ptr<std::vector<float>>*>(p); });
   const size_t rows = g.logits->size() / static_cast<size_t>(g.n_vocab);
   return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(
       g.logits->data(), {rows, static_cast<size_t>(g.n_vocab)}, keep));

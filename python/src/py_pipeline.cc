@@ -28,12 +28,23 @@ bool is_model_path(const std::string& path) {
 // The fields of a request object besides the settings read_request_settings
 // and read_structured_output take.
 const std::vector<std::string> kInputKeys = {"prompt", "messages"};
-const std::vector<std::string> kSettingKeys = {
-    "max_tokens",   "max_new_tokens",    "seed",           "stop",
-    "temperature",  "top_k",             "top_p",          "min_p",
-    "ignore_eos",   "presence_penalty",  "frequency_penalty", "repetition_penalty",
-    "min_tokens",   "sampler",           "response_format", "grammar",
-    "prompt_logprobs"};
+const std::vector<std::string> kSettingKeys = {"max_tokens",
+                                               "max_new_tokens",
+                                               "seed",
+                                               "stop",
+                                               "temperature",
+                                               "top_k",
+                                               "top_p",
+                                               "min_p",
+                                               "ignore_eos",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "repetition_penalty",
+                                               "min_tokens",
+                                               "sampler",
+                                               "response_format",
+                                               "grammar",
+                                               "prompt_logprobs"};
 
 [[noreturn]] void fail(const std::string& param, const std::string& message) {
   throw serve::FieldError{param, message};
@@ -71,7 +82,8 @@ int32_t PyPipeline::n_vocab() const { return pipeline_->check().hparams.n_vocab;
 
 const ChatTemplate& PyPipeline::chat_template() {
   if (!chat_) {
-    chat_ = ChatTemplate::from_model(GgufFile::open(config_.model.path), config_.model.chat_template);
+    chat_ =
+        ChatTemplate::from_model(GgufFile::open(config_.model.path), config_.model.chat_template);
   }
   return *chat_;
 }
@@ -81,8 +93,9 @@ Request PyPipeline::read_request(const std::string& object_text, bool logits) {
   for (const auto& [key, value] : object.items()) {
     if (std::find(kInputKeys.begin(), kInputKeys.end(), key) == kInputKeys.end() &&
         std::find(kSettingKeys.begin(), kSettingKeys.end(), key) == kSettingKeys.end()) {
-      fail(key, key + ": not a generation setting; the settings are those of a prompts-file "
-                      "line (docs/python.md)");
+      fail(key, key +
+                    ": not a generation setting; the settings are those of a prompts-file "
+                    "line (docs/python.md)");
     }
   }
   if (object.contains("prompt") == object.contains("messages"))

@@ -93,9 +93,9 @@ class PyPipeline {
   std::optional<ChatTemplate> chat_;
   std::mutex mutex_;  // the scheduler, results_, streams_
   std::unique_ptr<Scheduler> scheduler_;
-  std::map<uint64_t, RequestResult> results_;                // by request id
-  std::map<uint64_t, std::shared_ptr<Stream>> streams_;      // by request id
-  std::map<uint64_t, uint64_t> handles_;                     // request id -> scheduler handle
+  std::map<uint64_t, RequestResult> results_;            // by request id
+  std::map<uint64_t, std::shared_ptr<Stream>> streams_;  // by request id
+  std::map<uint64_t, uint64_t> handles_;                 // request id -> scheduler handle
   uint64_t next_id_ = 1;
 };
 

@@ -707,6 +707,12 @@ void Scheduler::Impl::decode(Sequence& seq, int32_t row) {
     kept += confirmed ? 1 : 0;
     if (!confirmed || seq.finish != FinishReason::kNone) break;
   }
+  // Its chain failed: no token was drawn, so every token is cached (the
+  // rejected draft tokens' positions go); the sequence retires.
+  if (seq.finish == FinishReason::kFailed) {
+    allocator.truncate(seq.alloc_id, static_cast<int32_t>(seq.tokens.size()));
+    return;
+  }
   // Every token but the newest (sampled, not yet run) stays cached: the
   // positions of the rejected draft tokens go.
   allocator.truncate(seq.alloc_id, static_cast<int32_t>(seq.tokens.size()) - 1);
