@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config python3 python3-pip python3-venv
+  build-essential cmake ninja-build ccache pkg-config python3 python3-pip python3-venv python3-dev
   libboost-dev libboost-program-options-dev libboost-filesystem-dev
   libyaml-cpp-dev libdnnl-dev ocl-icd-opencl-dev libpcre2-dev libgtest-dev libgmock-dev
   nlohmann-json3-dev curl

@@ -8,6 +8,6 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/fetch-model.sh"
+bash "$root/scripts/python-env.sh" >/dev/null  # first: build.sh builds the Python package for it
 bash "$root/scripts/build.sh"
-bash "$root/scripts/python-env.sh" >/dev/null
 ctest --test-dir "${DUET_BUILD_DIR:-$root/build}" --output-on-failure -j "${DUET_JOBS:-2}" "$@"

@@ -270,6 +270,7 @@ std::string PyPipeline::detokenize(const std::vector<int32_t>& ids) const {
 
 Generation to_generation(RequestResult r, int32_t n_vocab) {
   Generation g;
+  g.decode_tokens_per_s = r.decode_tokens_per_second();  // before the tokens move
   g.text = std::move(r.text);
   g.token_ids = std::move(r.generated_tokens);
   g.prompt_token_ids = std::move(r.prompt_tokens);
@@ -278,7 +279,6 @@ Generation to_generation(RequestResult r, int32_t n_vocab) {
   g.queued_s = r.queued_seconds;
   g.first_token_s = r.first_token_seconds;
   g.total_s = r.total_seconds;
-  g.decode_tokens_per_s = r.decode_tokens_per_second();
   g.cached_prompt_tokens = r.cached_prompt_tokens;
   g.n_vocab = n_vocab;
   if (!r.logits.empty()) g.logits = std::make_shared<std::vector<float>>(std::move(r.logits));
