@@ -34,6 +34,8 @@ function(duet_add_plugin name)
   if(TARGET duet)
     target_link_libraries(${target} PRIVATE duet duet_warnings ${ARG_LIBRARIES})
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${DUET_BUILD_PLUGIN_DIR})
+    # Duet's own plugins, for the Python wheel to carry (python/CMakeLists.txt).
+    set_property(GLOBAL APPEND PROPERTY DUET_OWN_PLUGINS ${target})
   else()
     target_link_libraries(${target} PRIVATE Duet::duet ${ARG_LIBRARIES})
     set(DUET_PLUGIN_INSTALL_DIR "${DUET_INSTALL_PLUGIN_DIR}" CACHE PATH

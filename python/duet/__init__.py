@@ -10,14 +10,17 @@ their settings are those of a `duet run --prompts-file` line
 """
 
 import json as _json
+import subprocess as _subprocess
 
 from . import errors
+from ._cli import executable as _executable
 from ._duet import Generation, plugins as _plugins
 from ._duet import Pipeline as _Pipeline
 from .errors import (ConfigError, Error, InputRejectedError, InternalError, MissingToolError,
                      ModelFileError, OutOfMemoryError, PluginError, RequestError, UsageError)
 
-__all__ = ["Pipeline", "Generation", "Stream", "plugins", "errors", "Error", "UsageError",
+__all__ = ["Pipeline", "Generation", "Stream", "plugins", "compare", "errors", "Error",
+           "UsageError",
            "ConfigError", "RequestError", "ModelFileError", "PluginError", "OutOfMemoryError",
            "InputRejectedError", "MissingToolError", "InternalError"]
 
@@ -52,6 +55,49 @@ def plugins():
     dicts with name, path, version, summary, loaded, refusal (why it was
     refused) and components (kind, name, summary, backend)."""
     return _plugins()
+
+
+def compare(experiment, overrides=None, full=False):
+    """Runs `duet compare EXPERIMENT -o json` (docs/compare.md) and
+    returns one flat dict per variant, the baseline first — pandas.DataFrame
+    takes the list as it is: variant, backend, status, failure (the reason,
+    or None), load_seconds, peak_rss_bytes, device_bytes, TEST_tps_median /
+    _min / _max and TEST_ttft_ms for each speed test (pp128, tg32, ...), the
+    fidelity figures (perplexity, kld_mean, top1_agreement, ...) and
+    greedy_matching_tokens (summed over the prompts). `overrides` are the
+    experiment's --set key paths; `full=True` returns the whole JSON object
+    instead. Raises duet.MissingToolError without the `duet` executable and
+    duet.Error (the class of its exit code) when the command fails."""
+    cli = _executable()
+    if cli is None:
+        raise MissingToolError("duet.compare runs the duet executable, which is not beside this "
+                               "package; reinstall it or set DUET_CLI")
+    cmd = [cli, "compare", str(experiment), "-o", "json"]
+    for key, value in (overrides or {}).items():
+        cmd += ["--set", _override(key, value)]
+    run = _subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "failed"
+        cls = {2: ConfigError, 3: ModelFileError, 4: PluginError, 5: OutOfMemoryError,
+               6: InputRejectedError, 7: MissingToolError}.get(run.returncode, InternalError)
+        raise cls("duet compare exited with %d: %s" % (run.returncode, message))
+    result = _json.loads(run.stdout)
+    if full:
+        return result
+    rows = []
+    for v in result["variants"]:
+        row = {"variant": v["name"], "backend": v["backend"], "status": v["status"],
+               "failure": v["failure"]["reason"] if v["failure"] else None,
+               "load_seconds": v["load_seconds"], "peak_rss_bytes": v["peak_rss_bytes"],
+               "device_bytes": v["device_bytes"]}
+        for s in v["speed"]:
+            for stat in ("median", "min", "max"):
+                row["%s_tps_%s" % (s["test"], stat)] = s["tokens_per_second"][stat]
+            row["%s_ttft_ms" % s["test"]] = s["ttft_ms"]
+        row.update(v["fidelity"] or {})
+        row["greedy_matching_tokens"] = sum(g["matching_tokens"] for g in v["greedy"])
+        rows.append(row)
+    return rows
 
 
 class Stream:

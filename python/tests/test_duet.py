@@ -24,10 +24,10 @@ import pytest
 
 import duet
 
-SOURCE = os.environ["DUET_SOURCE_DIR"]
+SOURCE = os.path.abspath(os.environ["DUET_SOURCE_DIR"])
 DUET = os.environ["DUET_CLI"]
-MODEL = os.environ.get("DUET_MODEL") or os.path.join(
-    SOURCE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+MODEL = os.path.abspath(os.environ.get("DUET_MODEL") or os.path.join(
+    SOURCE, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
 CONFIG = os.path.join(SOURCE, "configs", "smollm2-serve.yaml")  # batches; every sampler link
 SETS = {
     "backend.plugin": "onednn",
@@ -166,6 +166,33 @@ def test_plugins_lists_what_loaded_and_why_not():
     assert "grammar" in records
     for r in records.values():
         assert r["loaded"] or r["refusal"]
+
+
+def test_compare_returns_rows_a_data_frame_takes(tmp_path):
+    experiment = tmp_path / "e.yaml"
+    experiment.write_text(textwrap.dedent("""
+        pipeline: %s
+        baseline: f16
+        variants:
+          - {name: f16, set: {components.kv_cache.dtype: f16, model.path: "%s", backend.plugin: onednn}}
+          - {name: q8, set: {components.kv_cache.dtype: q8_0, model.path: "%s", backend.plugin: onednn}}
+        workload:
+          speed: {prompt_tokens: [16], gen_tokens: [4], rounds: 1}
+          fidelity: {text: %s, ctx: 0}
+          greedy: {prompts: ["What is the capital of France?"], tokens: 8}
+        """ % (os.path.join(SOURCE, "configs", "smollm2.yaml"), MODEL, MODEL,
+               os.path.join(SOURCE, "tests", "data", "perplexity_paragraph.txt"))))
+    rows = duet.compare(str(experiment), overrides={"workload.greedy.tokens": 6})
+    assert [r["variant"] for r in rows] == ["f16", "q8"]
+    for r in rows:
+        assert r["status"] == "ok" and r["failure"] is None
+        assert r["pp16_tps_median"] > 0 and r["tg4_tps_median"] > 0
+        assert r["perplexity"] > 1
+    assert rows[0]["kld_mean"] == 0  # the baseline against itself
+    assert rows[0]["greedy_matching_tokens"] == 6  # the override: 6 tokens, all the baseline's
+    assert duet.compare(str(experiment), full=True)["workload"]["greedy_tokens"] == 8
+    with pytest.raises(duet.ConfigError):
+        duet.compare(str(tmp_path / "missing.yaml"))
 
 
 def process_state():
