@@ -195,6 +195,13 @@ class Pipeline:
         request = _request(prompt, messages, settings)
         return Stream(self._p, self._p.start(_json.dumps(request)))
 
+    def perplexity(self, text, ctx=0):
+        """The perplexity of `text` as `duet perplexity --ctx CTX` scores it:
+        its tokens without the chat template, in windows of `ctx` tokens
+        whose second halves are scored (0: the whole text at once, every
+        token after the first)."""
+        return self._p.perplexity(text, ctx)
+
     def tokenize(self, text, special=False):
         """The token ids of `text` (no BOS, no chat template); `special`
         parses control-token spellings such as "<|im_end|>"."""

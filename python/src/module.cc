@@ -126,6 +126,7 @@ NB_MODULE(_duet, m) {
       .def("next", &PyPipeline::next, nb::arg("handle"))
       .def("finished", &PyPipeline::finished, nb::arg("handle"))
       .def("cancel", &PyPipeline::cancel, nb::arg("handle"))
+      .def("perplexity", &PyPipeline::perplexity, nb::arg("text"), nb::arg("ctx"))
       .def("tokenize", &PyPipeline::tokenize, nb::arg("text"), nb::arg("special"))
       .def("detokenize", &PyPipeline::detokenize, nb::arg("ids"))
       .def_prop_ro("n_vocab", &PyPipeline::n_vocab)

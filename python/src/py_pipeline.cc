@@ -2,11 +2,13 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "chat_messages.h"
 #include "duet/app/gguf.h"
+#include "duet/app/perplexity.h"
 #include "duet/app/pipeline_check.h"
 #include "duet/error.h"
 #include "request_fields.h"
@@ -251,6 +253,51 @@ void PyPipeline::cancel(uint64_t handle) {
   }
   results_.erase(handle);
   streams_.erase(handle);
+}
+
+double PyPipeline::perplexity(const std::string& text, int32_t ctx) {
+  if (ctx < 0) throw serve::FieldError{"ctx", "ctx: " + std::to_string(ctx) + " is negative"};
+  const Tokenizer& tokenizer = pipeline_->tokenizer();
+  std::vector<int32_t> ids;
+  if (tokenizer.add_bos() && tokenizer.bos_id()) ids.push_back(*tokenizer.bos_id());
+  const std::vector<int32_t> text_ids = tokenizer.encode(text, false);
+  ids.insert(ids.end(), text_ids.begin(), text_ids.end());
+  if (ids.size() < 2) {
+    throw Error(ErrorKind::kInputRejected,
+                "the text is " + std::to_string(ids.size()) +
+                    " token(s); perplexity scores a token from those before it, so it needs 2");
+  }
+  const std::vector<ScoringWindow> windows = scoring_windows(static_cast<int64_t>(ids.size()), ctx);
+  std::vector<uint64_t> mine;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(mutex_);
+    for (const ScoringWindow& w : windows) {
+      Request r;
+      r.prompt.assign(ids.begin() + w.begin, ids.begin() + w.begin + w.length);
+      // As llama-perplexity: each window starts with BOS where the model wants one.
+      if (ctx > 0 && tokenizer.add_bos() && tokenizer.bos_id())
+        r.prompt.front() = *tokenizer.bos_id();
+      r.settings.max_new_tokens = 1;
+      r.settings.prompt_logprobs = true;
+      const uint64_t id = next_id_++;
+      r.id = std::to_string(id);
+      handles_[id] = scheduler_->submit(std::move(r));
+      mine.push_back(id);
+    }
+  }
+  double sum = 0.0;
+  int64_t scored = 0;
+  for (size_t k = 0; k < windows.size(); ++k) {
+    std::optional<RequestResult> r;
+    while (!(r = take(mine[k]))) step(mine);
+    // Entry i scores prompt token i + 1.
+    for (int32_t pos = windows[k].first_scored; pos + 1 < windows[k].length; ++pos) {
+      sum += r->prompt_logprobs.at(static_cast<size_t>(pos)).chosen.logprob;
+      ++scored;
+    }
+  }
+  return std::exp(-sum / static_cast<double>(scored));
 }
 
 std::vector<int32_t> PyPipeline::tokenize(const std::string& text, bool special) const {

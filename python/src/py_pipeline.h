@@ -70,6 +70,13 @@ class PyPipeline {
   // Ends request `handle` if it is still running (a stream let go of).
   void cancel(uint64_t handle);
 
+  // The perplexity of `text` as `duet perplexity --ctx CTX` scores it:
+  // the text's tokens (BOS first where the tokenizer asks, no chat
+  // template), in windows of `ctx` tokens scoring the second half of each
+  // (0: one window, every token after the first), each window's prompt
+  // log-probabilities from the scheduler, the windows batched.
+  double perplexity(const std::string& text, int32_t ctx);
+
   std::vector<int32_t> tokenize(const std::string& text, bool special) const;
   std::string detokenize(const std::vector<int32_t>& ids) const;
 

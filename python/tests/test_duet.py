@@ -116,6 +116,20 @@ def test_logits_are_the_rows_the_tokens_were_drawn_from(pipeline):
     assert pipeline.generate(PROMPTS[0], max_tokens=2).logits is None
 
 
+def test_perplexity_equals_the_cli(pipeline):
+    text_file = os.path.join(SOURCE, "tests", "data", "perplexity_paragraph.txt")
+    with open(text_file) as f:
+        text = f.read()
+    for ctx in (0, 64):
+        cmd = [DUET, "perplexity", CONFIG, text_file, "--json", "--ctx", str(ctx)]
+        for key, value in SETS.items():
+            cmd += ["--set", "%s=%s" % (key, "true" if value is True else value)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        cli = json.loads(r.stdout)["perplexity"]
+        assert abs(pipeline.perplexity(text, ctx=ctx) - cli) <= 1e-6 * cli, ctx
+
+
 def test_tokenize_and_detokenize(pipeline):
     ids = pipeline.tokenize("The capital of France is Paris.")
     assert pipeline.detokenize(ids) == "The capital of France is Paris."
