@@ -38,8 +38,14 @@
 # .ci/run calls it twice after test.sh and sanitize.sh, as root and with
 # --user: 10-17 min together, well within CI's 90-minute budget.
 #
+# With --python it checks docs/python.md's install instead of the README's
+# commands: scripts/install-deps.sh and fetch-model.sh, then
+# `python3 -m venv v && v/bin/pip install .` (timed on its own), then a
+# generation through the installed package that must name Paris. Not in
+# .ci/run (the wheel builds all of Duet again, cold: run it by hand).
+#
 # usage: bash scripts/fresh-machine-test.sh [--rev REV] [--user] [--keep]
-#                                           [--no-cache] [--workdir DIR]
+#                                           [--no-cache] [--workdir DIR] [--python]
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +53,7 @@ rev=HEAD
 as_user=0
 keep=0
 use_cache=1
+python_mode=0
 workdir=""
 cache="${DUET_FRESH_APT_CACHE:-/var/tmp/duet-fresh-apt-cache}"
 suite=bookworm
@@ -61,6 +68,7 @@ while [ $# -gt 0 ]; do
     --user) as_user=1; shift ;;
     --keep) keep=1; shift ;;
     --no-cache) use_cache=0; shift ;;
+    --python) python_mode=1; shift ;;
     --workdir) workdir="${2:?--workdir needs a folder}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fresh-machine-test: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -272,6 +280,17 @@ in_root() {  # in_root COMMAND: runs a shell command in the clone as $user
     chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/bash -lc "cd $dest && $1"
   fi
 }
+
+# --- docs/python.md's install (--python) ---------------------------------------------
+if [ $python_mode -eq 1 ]; then
+  step "install-deps.sh, fetch-model.sh" in_root "bash scripts/install-deps.sh && bash scripts/fetch-model.sh"
+  step "python3 -m venv v && v/bin/pip install ." in_root "python3 -m venv v && v/bin/pip install ."
+  check='import duet; print(duet.Pipeline("configs/smollm2.yaml").generate("What is the capital of France?").text)'
+  step "generate through the package" in_root "v/bin/python -c '$check' | tee /dev/stderr | grep -q Paris"
+  summary
+  echo "fresh-machine-test: PASS (rev $sha, as $user, --python)" | tee -a "$log"
+  exit 0
+fi
 
 # --- the README's two commands ----------------------------------------------------
 # The first two lines of the first ```sh block of the cloned README, comments cut.
