@@ -36,6 +36,15 @@ batching: {max_sequences: 4, max_step_tokens: 32}
 
 using Result = testing::CommandResult;
 
+// Follows a `"$DUET" serve ... 2>server.log &` line of a test's script: waits
+// for the server to listen, and sets $pid and $port (exit 90 if it never does).
+constexpr const char* kServerStarted = R"(
+pid=$!
+for _ in $(seq 300); do grep -q 'listening on' server.log && break; sleep 0.1; done
+port=$(grep -o 'http://127.0.0.1:[0-9]*' server.log | cut -d: -f3)
+[ -n "$port" ] || { cat server.log >&2; kill $pid; exit 90; }
+)";
+
 class ServeCli : public testing::CliFixture {
  protected:
   void SetUp() override {
@@ -75,13 +84,11 @@ TEST_F(ServeCli, APipelineThatCannotBatchStopsBeforeListening) {
 // The server on a port of its own choosing, a completion and a health check
 // through curl, then SIGTERM: exit code 0.
 TEST_F(ServeCli, AnswersCurlAndExits0OnSigterm) {
-  const Result r = bash(R"(
+  const Result r = bash(
+      R"(
 "$DUET" serve p.yaml --port 0 2>server.log &
-pid=$!
-for _ in $(seq 300); do grep -q 'listening on' server.log && break; sleep 0.1; done
-port=$(grep -o 'http://127.0.0.1:[0-9]*' server.log | cut -d: -f3)
-[ -n "$port" ] || { cat server.log >&2; kill $pid; exit 90; }
-curl -sS --max-time 60 "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "hello", "max_tokens": 3}'
+)" + std::string(kServerStarted) +
+      R"(curl -sS --max-time 60 "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "hello", "max_tokens": 3}'
 echo
 curl -sS --max-time 60 "http://127.0.0.1:$port/health"
 echo
@@ -114,11 +121,8 @@ TEST_F(ServeCli, AFailingChainEndsItsRequestNotTheServer) {
 "$DUET" serve p.yaml --port 0 --set 'plugins.paths=[)" DUET_TEST_PLUGIN_DIR R"(]' \
   --set 'components.sampler.chain=[{test_throw: {from_step: 1000}}, {temperature: 0}]' \
   2>server.log &
-pid=$!
-for _ in $(seq 300); do grep -q 'listening on' server.log && break; sleep 0.1; done
-port=$(grep -o 'http://127.0.0.1:[0-9]*' server.log | cut -d: -f3)
-[ -n "$port" ] || { cat server.log >&2; kill $pid; exit 90; }
-url="http://127.0.0.1:$port"
+)" + std::string(kServerStarted) +
+                        R"(url="http://127.0.0.1:$port"
 curl -sS --max-time 60 "$url/v1/completions" -w ' %{http_code}' \
   -d '{"prompt": "hello", "max_tokens": 3, "sampler": {"test_throw": {"from_step": 1}}}'
 echo
@@ -163,11 +167,8 @@ cat server.log >&2
 TEST_F(ServeCli, ABurstTheBatchCanTakeIsNotRefused) {
   const Result r = bash(R"(
 "$DUET" serve p.yaml --port 0 --max-queue 1 2>server.log &
-pid=$!
-for _ in $(seq 300); do grep -q 'listening on' server.log && break; sleep 0.1; done
-port=$(grep -o 'http://127.0.0.1:[0-9]*' server.log | cut -d: -f3)
-[ -n "$port" ] || { cat server.log >&2; kill $pid; exit 90; }
-pids=()
+)" + std::string(kServerStarted) +
+                        R"(pids=()
 for i in 1 2 3 4; do
   curl -sS --max-time 60 -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$port/v1/completions" \
     -d '{"prompt": "hello", "max_tokens": 3}' &

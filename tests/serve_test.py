@@ -195,6 +195,17 @@ class ServerCase(unittest.TestCase):
         code = cls.server.stop()
         assert code == 0, "exit code %d after SIGTERM: %s" % (code, "".join(cls.server.log))
 
+    def assert_refused(self, cases):
+        """Each (fields, param, words) of `cases`: a chat request with those
+        fields gets 400 naming `param`, its message holding `words`."""
+        for extra, param, words in cases:
+            body = {"model": MODEL_ID, "messages": chat("hi"), "max_tokens": 4}
+            body.update(extra)
+            status, _, raw = self.server.request("POST", "/v1/chat/completions", body)
+            error = json.loads(raw)["error"]
+            self.assertEqual((status, error["param"]), (400, param), error)
+            self.assertIn(words, error["message"])
+
 
 class ServeApi(ServerCase):
     """The endpoints, through the openai client and curl, with an API key."""
@@ -1097,13 +1108,7 @@ class ServeStructured(ServerCase):
             ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}},
              "grammar", "give one"),
         ]
-        for extra, param, words in cases:
-            body = {"model": MODEL_ID, "messages": chat("hi"), "max_tokens": 4}
-            body.update(extra)
-            status, _, raw = self.server.request("POST", "/v1/chat/completions", body)
-            error = json.loads(raw)["error"]
-            self.assertEqual((status, error["param"]), (400, param), error)
-            self.assertIn(words, error["message"])
+        self.assert_refused(cases)
 
     def test_langchain_structured_output(self):
         from langchain_openai import ChatOpenAI
@@ -1337,13 +1342,7 @@ class ServeTools(ServerCase):
             ({"messages": [{"role": "tool", "tool_call_id": "x", "content": "1"}]},
              "messages[0]", "where 'user' was expected"),
         ]
-        for extra, param, words in cases:
-            body = {"model": MODEL_ID, "messages": chat("hi"), "max_tokens": 4}
-            body.update(extra)
-            status, _, raw = self.server.request("POST", "/v1/chat/completions", body)
-            error = json.loads(raw)["error"]
-            self.assertEqual((status, error["param"]), (400, param), error)
-            self.assertIn(words, error["message"])
+        self.assert_refused(cases)
 
 
 def process_status(pid):

@@ -32,13 +32,6 @@ void add_pipeline_options(po::options_description& opts) {
       "FILE.yaml, to edit and run");
 }
 
-bool is_model_path(const std::string& path) {
-  std::string ext = std::filesystem::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".gguf";
-}
-
 PipelineConfig load_pipeline(const po::variables_map& vm, PluginHost& host,
                              const std::vector<std::string>& extra) {
   std::vector<std::string> overrides = extra;

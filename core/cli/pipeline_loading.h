@@ -26,10 +26,6 @@ PluginHost& cli_plugin_host();
 // Adds --set and --save-pipeline to a subcommand's options.
 void add_pipeline_options(po::options_description& opts);
 
-// Whether a PIPELINE argument names a model file (*.gguf, any case) rather
-// than a pipeline YAML.
-bool is_model_path(const std::string& path);
-
 // Parses the pipeline named by vm["pipeline"] — a YAML file, or a model file
 // for which default_pipeline_yaml() builds one — with `extra` overrides (from
 // other flags) followed by vm's --set overrides, writes it to

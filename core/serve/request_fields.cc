@@ -174,24 +174,30 @@ std::vector<std::string> read_stop(const json& v) {
 
 int json_nesting(std::string_view text) {
   int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  find_outside_strings(text, [&](size_t i) {
+    if (text[i] == '[' || text[i] == '{') deepest = std::max(deepest, ++depth);
+    if (text[i] == ']' || text[i] == '}') --depth;
+    return false;
+  });
   return deepest;
+}
+
+const std::vector<std::string>& request_setting_keys() {
+  static const std::vector<std::string> keys = {"max_tokens",
+                                                "max_new_tokens",
+                                                "seed",
+                                                "stop",
+                                                "temperature",
+                                                "top_k",
+                                                "top_p",
+                                                "min_p",
+                                                "presence_penalty",
+                                                "frequency_penalty",
+                                                "repetition_penalty",
+                                                "ignore_eos",
+                                                "min_tokens",
+                                                "sampler"};
+  return keys;
 }
 
 json parse_request_object(std::string_view text) {

@@ -33,6 +33,31 @@ inline constexpr int kMaxNesting = 256;
 // skipped), counted without parsing (in linear time, without recursion).
 int json_nesting(std::string_view text);
 
+// Calls `stop(i)` for each byte i of JSON text `text` that lies outside its
+// strings, until it returns true; returns that i, or npos.
+template <typename Stop>
+size_t find_outside_strings(std::string_view text, Stop stop) {
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (stop(i)) {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The request fields read_request_settings reads, in its order.
+const std::vector<std::string>& request_setting_keys();
+
 // `text` as a JSON object. Throws FieldError (param "") for text that is not
 // JSON ("not valid JSON: syntax error while parsing value - invalid literal;
 // last read: 'x' at column 1"), a number no double holds ("1e999"), JSON

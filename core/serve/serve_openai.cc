@@ -13,22 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-// Fields read into the request's settings (request_fields.h); the chat
-// endpoint also takes max_completion_tokens for max_tokens.
-const std::vector<std::string> kSettingKeys = {"max_tokens",
-                                               "max_new_tokens",
-                                               "seed",
-                                               "stop",
-                                               "temperature",
-                                               "top_k",
-                                               "top_p",
-                                               "min_p",
-                                               "presence_penalty",
-                                               "frequency_penalty",
-                                               "repetition_penalty",
-                                               "ignore_eos",
-                                               "min_tokens",
-                                               "sampler"};
 // Fields accepted and not used: they ask nothing of the answer's text
 // (bookkeeping, routing, or options of features duet serve does not have).
 // Listed in the response's Duet-Ignored-Fields header.
@@ -56,7 +40,7 @@ std::vector<std::string> known_keys(Endpoint endpoint) {
     for (const char* key : {"max_completion_tokens", "top_logprobs", "parallel_tool_calls"})
       keys.push_back(key);
   }
-  for (const auto* list : {&kSettingKeys, &kIgnoredKeys, &kDefaultOnlyKeys})
+  for (const auto* list : {&request_setting_keys(), &kIgnoredKeys, &kDefaultOnlyKeys})
     keys.insert(keys.end(), list->begin(), list->end());
   return keys;
 }
@@ -376,7 +360,7 @@ CompletionRequest parse_completion_request(Endpoint endpoint, std::string_view b
   if (!object.contains(input)) fail(input, std::string(input) + " is required", "missing_field");
   json settings = json::object();
   for (const auto& [key, value] : object.items()) {
-    if (contains(kSettingKeys, key)) settings[key] = value;
+    if (contains(request_setting_keys(), key)) settings[key] = value;
   }
   if (object.contains("max_completion_tokens")) {
     if (object.contains("max_tokens")) {

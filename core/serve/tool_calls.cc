@@ -140,22 +140,8 @@ size_t trailing_space(std::string_view text) {
 // Where the first "</tool_call>" outside a JSON string of a block's `text`
 // starts (a call's arguments may hold the tag as text), or npos.
 size_t block_end(std::string_view text) {
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (text.substr(i, kClose.size()) == kClose) {
-      return i;
-    }
-  }
-  return std::string_view::npos;
+  return find_outside_strings(text,
+                              [&](size_t i) { return text.substr(i, kClose.size()) == kClose; });
 }
 
 // The longest end of `text` that "<tool_call>" starts with.

@@ -21,32 +21,9 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-bool is_model_path(const std::string& path) {
-  std::string ext = std::filesystem::path(path).extension().string();
-  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ext == ".gguf";
-}
-
-// The fields of a request object besides the settings read_request_settings
-// and read_structured_output take.
-const std::vector<std::string> kInputKeys = {"prompt", "messages"};
-const std::vector<std::string> kSettingKeys = {"max_tokens",
-                                               "max_new_tokens",
-                                               "seed",
-                                               "stop",
-                                               "temperature",
-                                               "top_k",
-                                               "top_p",
-                                               "min_p",
-                                               "ignore_eos",
-                                               "presence_penalty",
-                                               "frequency_penalty",
-                                               "repetition_penalty",
-                                               "min_tokens",
-                                               "sampler",
-                                               "response_format",
-                                               "grammar",
-                                               "prompt_logprobs"};
+// The fields of a request object besides those read_request_settings reads.
+const std::vector<std::string> kOtherKeys = {"prompt", "messages", "response_format", "grammar",
+                                             "prompt_logprobs"};
 
 [[noreturn]] void fail(const std::string& param, const std::string& message) {
   throw serve::FieldError{param, message};
@@ -93,8 +70,9 @@ const ChatTemplate& PyPipeline::chat_template() {
 Request PyPipeline::read_request(const std::string& object_text, bool logits) {
   const json object = serve::parse_request_object(object_text);
   for (const auto& [key, value] : object.items()) {
-    if (std::find(kInputKeys.begin(), kInputKeys.end(), key) == kInputKeys.end() &&
-        std::find(kSettingKeys.begin(), kSettingKeys.end(), key) == kSettingKeys.end()) {
+    const std::vector<std::string>& settings = serve::request_setting_keys();
+    if (std::find(kOtherKeys.begin(), kOtherKeys.end(), key) == kOtherKeys.end() &&
+        std::find(settings.begin(), settings.end(), key) == settings.end()) {
       fail(key, key +
                     ": not a generation setting; the settings are those of a prompts-file "
                     "line (docs/python.md)");
@@ -122,8 +100,7 @@ Request PyPipeline::read_request(const std::string& object_text, bool logits) {
   }
   json settings = json::object();
   for (const auto& [key, value] : object.items()) {
-    if (key != "prompt" && key != "messages" && key != "response_format" && key != "grammar" &&
-        key != "prompt_logprobs")
+    if (std::find(kOtherKeys.begin(), kOtherKeys.end(), key) == kOtherKeys.end())
       settings[key] = value;
   }
   serve::read_request_settings(settings, config_.sampler.chain, r.settings);

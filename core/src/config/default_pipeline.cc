@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <string>
 
@@ -8,6 +9,13 @@
 #include "duet/error.h"
 
 namespace duet {
+
+bool is_model_path(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".gguf";
+}
 
 std::string default_pipeline_yaml(const std::filesystem::path& model) {
   const GgufFile file = GgufFile::open(model);

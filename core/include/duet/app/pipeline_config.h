@@ -198,6 +198,10 @@ DUET_API PipelineConfig parse_pipeline_config(std::string_view yaml_text,
 // opened as GGUF.
 DUET_API std::string default_pipeline_yaml(const std::filesystem::path& model);
 
+// Whether a pipeline argument names a model file (*.gguf, any case) rather
+// than a pipeline YAML: `duet run MODEL.gguf`, duet.Pipeline("MODEL.gguf").
+DUET_API bool is_model_path(const std::string& path);
+
 // The configuration as normalized YAML: every key written out, defaults
 // included, paths resolved, one fixed key order, preceded by a comment naming
 // the source. Parsing the result again gives the same configuration.
