@@ -45,6 +45,17 @@ port=$(grep -o 'http://127.0.0.1:[0-9]*' server.log | cut -d: -f3)
 [ -n "$port" ] || { cat server.log >&2; kill $pid; exit 90; }
 )";
 
+// Ends a test's script: /health's answer and "exit CODE" after SIGTERM on
+// stdout, the server's log on stderr.
+constexpr const char* kHealthThenStop = R"(
+curl -sS --max-time 60 "http://127.0.0.1:$port/health"
+echo
+kill -TERM $pid
+wait $pid
+echo "exit $?"
+cat server.log >&2
+)";
+
 class ServeCli : public testing::CliFixture {
  protected:
   void SetUp() override {
@@ -90,13 +101,7 @@ TEST_F(ServeCli, AnswersCurlAndExits0OnSigterm) {
 )" + std::string(kServerStarted) +
       R"(curl -sS --max-time 60 "http://127.0.0.1:$port/v1/completions" -d '{"prompt": "hello", "max_tokens": 3}'
 echo
-curl -sS --max-time 60 "http://127.0.0.1:$port/health"
-echo
-kill -TERM $pid
-wait $pid
-echo "exit $?"
-cat server.log >&2
-)");
+)" + std::string(kHealthThenStop));
   ASSERT_EQ(r.code, 0) << r.err;
   std::istringstream lines(r.out);
   std::string completion, health, exit_line;
@@ -131,13 +136,7 @@ curl -sS --max-time 60 "$url/v1/completions" -N \
 echo
 curl -sS --max-time 60 "$url/v1/completions" -w ' %{http_code}' -d '{"prompt": "hello", "max_tokens": 3}'
 echo
-curl -sS --max-time 60 "$url/health"
-echo
-kill -TERM $pid
-wait $pid
-echo "exit $?"
-cat server.log >&2
-)");
+)" + std::string(kHealthThenStop));
   ASSERT_EQ(r.code, 0) << r.err;
   std::istringstream lines(r.out);
   std::string failed, streamed, next, health, exit_line;
