@@ -10,6 +10,7 @@ their settings are those of a `duet run --prompts-file` line
 """
 
 import json as _json
+import operator as _operator
 import subprocess as _subprocess
 
 from . import errors
@@ -25,23 +26,35 @@ __all__ = ["Pipeline", "Generation", "Stream", "plugins", "compare", "errors", "
            "InputRejectedError", "MissingToolError", "InternalError"]
 
 
+def _dumps(value, what):
+    """`value` as JSON text; what JSON cannot hold (NaN, infinity, other
+    types) is a RequestError naming `what`."""
+    try:
+        return _json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise RequestError("%s: %s" % (what, e), what) from None
+
+
 def _override(key, value):
-    """"key=value" as `--set` takes it; a list or dict is written as JSON,
-    which YAML reads as a flow collection."""
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, (list, dict)):
-        text = _json.dumps(value)
-    else:
-        text = str(value)
-    return "%s=%s" % (key, text)
+    """"key=value" as `--set` takes it: the value as JSON, which YAML reads
+    as itself (a string stays a string, a list a list)."""
+    return "%s=%s" % (key, _dumps(value, key))
 
 
-def _request(prompt, messages, settings):
-    """The JSON object of one request."""
+def _request(prompt=None, messages=None, **settings):
+    """The JSON object of one request; settings set to None are left out."""
     request = {}
     if prompt is not None:
-        request["prompt"] = list(prompt) if not isinstance(prompt, str) else prompt
+        if isinstance(prompt, (bytes, bytearray)):
+            raise RequestError("prompt: bytes; give text (str) or token ids", "prompt")
+        if isinstance(prompt, str):
+            request["prompt"] = prompt
+        else:
+            try:
+                request["prompt"] = [_operator.index(t) for t in prompt]
+            except TypeError:
+                raise RequestError("prompt: expected text or token ids (integers)",
+                                   "prompt") from None
     if messages is not None:
         request["messages"] = list(messages)
     for key, value in settings.items():
@@ -114,12 +127,19 @@ class Stream:
         return self
 
     def __next__(self):
-        if self.result is not None:
+        if self.result is not None or self._pipeline is None:
             raise StopIteration
-        piece = self._pipeline.next(self._handle)
-        if piece is None:
-            self.result = self._pipeline.finished(self._handle)
-            raise StopIteration
+        try:
+            piece = self._pipeline.next(self._handle)
+            if piece is None:
+                self.result = self._pipeline.finished(self._handle)
+                raise StopIteration
+        except StopIteration:
+            raise
+        except BaseException:
+            # Ctrl-C or an error: the request is gone; the stream ends here.
+            self._pipeline = None
+            raise
         return piece
 
     def close(self):
@@ -182,18 +202,18 @@ class Pipeline:
         min_tokens, sampler ({"LINK": {"OPTION": value}}), response_format,
         grammar, prompt_logprobs. `logits=True` keeps each generated token's
         logits (Generation.logits, a NumPy array [tokens, n_vocab])."""
-        request = _request(prompt, messages, settings)
-        return self._p.run(_json.dumps([request]), logits)[0]
+        request = _request(prompt, messages, **settings)
+        return self._p.run(_dumps([request], "request"), logits)[0]
 
     def generate_batch(self, requests, *, logits=False):
         """Many answers, batched: `requests` is a list of dicts with "prompt"
         or "messages" and any settings generate() takes. Results in order."""
-        return self._p.run(_json.dumps([dict(r) for r in requests]), logits)
+        return self._p.run(_dumps([_request(**dict(r)) for r in requests], "requests"), logits)
 
     def stream(self, prompt=None, *, messages=None, **settings):
         """A Stream of one answer's text pieces (settings as generate())."""
-        request = _request(prompt, messages, settings)
-        return Stream(self._p, self._p.start(_json.dumps(request)))
+        request = _request(prompt, messages, **settings)
+        return Stream(self._p, self._p.start(_dumps(request, "request")))
 
     def perplexity(self, text, ctx=0):
         """The perplexity of `text` as `duet perplexity --ctx CTX` scores it:

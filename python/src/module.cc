@@ -65,15 +65,21 @@ nb::object logits_array(const Generation& g) {
   nb::capsule keep(
       owner, [](void* p) noexcept { delete static_cast<std::shared_ptr<std::vector<float>>*>(p); });
   const size_t rows = g.logits->size() / static_cast<size_t>(g.n_vocab);
-  return nb::cast(nb::ndarray<nb::numpy, float, nb::ndim<2>>(
+  // Read-only: the memory is shared with every array made of this result.
+  return nb::cast(nb::ndarray<nb::numpy, const float, nb::ndim<2>>(
       g.logits->data(), {rows, static_cast<size_t>(g.n_vocab)}, keep));
 }
 
 nb::list plugin_records() {
-  PluginHost& host = plugin_host();
-  host.load_dirs(plugin_search_dirs({}, ""));
+  std::vector<PluginRecord> records;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(plugin_host_mutex());
+    plugin_host().load_dirs(plugin_search_dirs({}, ""));
+    records = plugin_host().records();
+  }
   nb::list out;
-  for (const PluginRecord& r : host.records()) {
+  for (const PluginRecord& r : records) {
     nb::list components;
     for (const ComponentInfo& c : r.components) {
       nb::dict d;

@@ -27,8 +27,10 @@
 namespace duet::python {
 
 // The process's plugin host: it lives until exit, so that plugin libraries
-// stay loaded while their objects and errors are alive.
+// stay loaded while their objects and errors are alive. It is not
+// thread-safe: hold plugin_host_mutex() (with the GIL released) to use it.
 PluginHost& plugin_host();
+std::mutex& plugin_host_mutex();
 
 // One finished request, as Python sees it.
 struct Generation {
@@ -89,11 +91,22 @@ class PyPipeline {
 
   Request read_request(const std::string& object_text, bool logits);
   const ChatTemplate& chat_template();
+  // Submits `requests` (their text to `stream` when given; one request
+  // then), returning their ids. When the scheduler refuses one, none runs:
+  // those before it are cancelled, and its error names its place.
+  std::vector<uint64_t> submit(std::vector<Request> requests,
+                               const std::shared_ptr<Stream>& stream);
   // One forward pass of every running request (GIL released); then
-  // Python's signal handlers (throws nb::python_error on Ctrl-C, after
-  // cancelling `mine`).
+  // Python's signal handlers. On Ctrl-C (nb::python_error) or a failed
+  // pass, `mine` are cancelled and dropped first.
   void step(const std::vector<uint64_t>& mine);
-  std::optional<RequestResult> take(uint64_t id);
+  // Steps until request `id` has ended; its result. Throws
+  // duet::Error(kUsage) when it was cancelled (its result is gone).
+  RequestResult wait_for(uint64_t id, const std::vector<uint64_t>& mine);
+  // Under mutex_: moves the scheduler's finished results into results_;
+  // cancels `ids` and forgets them (their results and streams).
+  void collect();
+  void drop(const std::vector<uint64_t>& ids);
 
   PipelineConfig config_;
   std::unique_ptr<Pipeline> pipeline_;

@@ -130,6 +130,46 @@ def test_perplexity_equals_the_cli(pipeline):
         assert abs(pipeline.perplexity(text, ctx=ctx) - cli) <= 1e-6 * cli, ctx
 
 
+def test_what_a_review_found(pipeline):
+    # A batch the scheduler refuses one request of runs none of them.
+    with pytest.raises(duet.InputRejectedError) as e:
+        pipeline.generate_batch([{"prompt": PROMPTS[0], "max_tokens": 128, "ignore_eos": True},
+                                 {"prompt": [1] * 9000}])
+    assert str(e.value).startswith("requests[1] has a prompt of 9000 tokens"), str(e.value)
+    assert pipeline.generate(PROMPTS[0], max_tokens=1).queued_s < 0.5  # nothing left running
+    # A stream closed, or cancelled, ends; its result is gone.
+    s = pipeline.stream(PROMPTS[1], max_tokens=40)
+    next(s)
+    s.close()
+    assert list(s) == []
+    handle = pipeline._p.start(json.dumps({"prompt": PROMPTS[1]}))
+    pipeline._p.cancel(handle)
+    with pytest.raises(duet.UsageError):
+        pipeline._p.finished(handle)
+    # Perplexity's window bounds, as the CLI's.
+    for ctx in (1, 3, 100000):
+        with pytest.raises(duet.RequestError) as e:
+            pipeline.perplexity("Hello world, and more words here.", ctx=ctx)
+        assert e.value.param == "ctx"
+    with pytest.raises(duet.InputRejectedError):
+        pipeline.perplexity("Hello world", ctx=64)
+    # Values as Python has them: strings stay strings, NaN is refused,
+    # NumPy ids are ids, bytes are not text, None is a setting left out.
+    p = duet.Pipeline(CONFIG, overrides=dict(SETS, **{"model.system": "Answer: briefly"}))
+    assert p.generate(PROMPTS[0], max_tokens=2).finish_reason in ("stop", "length")
+    with pytest.raises(duet.RequestError):
+        pipeline.generate("x", temperature=float("nan"))
+    ids = np.array(pipeline.tokenize("The capital of France is"), dtype=np.int64)
+    assert np.array_equal(pipeline.logits(ids), pipeline.logits(list(ids)))
+    with pytest.raises(duet.RequestError):
+        pipeline.generate(b"hi")
+    assert pipeline.generate_batch([{"prompt": "Hi", "seed": None, "max_tokens": 2}])[0].token_ids
+    with pytest.raises(duet.RequestError):
+        pipeline.generate("")
+    # Logits are shared: read-only.
+    assert not pipeline.generate("Hi", max_tokens=1, logits=True).logits.flags.writeable
+
+
 def test_tokenize_and_detokenize(pipeline):
     ids = pipeline.tokenize("The capital of France is Paris.")
     assert pipeline.detokenize(ids) == "The capital of France is Paris."
