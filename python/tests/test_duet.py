@@ -1,7 +1,8 @@
 """The duet Python package (docs/python.md) on the real model, against the
 `duet` command: the same tokens for the same pipeline and seed, a batch equal
 to its requests alone, a stream equal to the whole answer, logits that are
-the rows the tokens were drawn from, errors of the documented classes, no
+the rows the tokens were drawn from and bit for bit the CLI's saved logits,
+perplexity equal to the CLI's, errors of the documented classes, no
 leak over 1,000 generations, Ctrl-C and the GIL.
 
 Run by ctest (python_package) as
@@ -13,6 +14,7 @@ not depend on what else runs.
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -114,6 +116,28 @@ def test_logits_are_the_rows_the_tokens_were_drawn_from(pipeline):
     first = pipeline.logits(r.prompt_token_ids)
     assert np.array_equal(first, r.logits[0])
     assert pipeline.generate(PROMPTS[0], max_tokens=2).logits is None
+
+
+def test_logits_equal_the_clis_saved_logits_bit_for_bit(pipeline, tmp_path):
+    """`duet perplexity --save-logits` writes each position's next-token
+    logits (core/cli/logits_file.h): "DUETLGT1", n_vocab u32, ctx i32,
+    n_tokens u64, the token ids, then f32 rows."""
+    saved = tmp_path / "logits.bin"
+    cmd = [DUET, "perplexity", CONFIG, os.path.join(SOURCE, "tests", "data",
+                                                    "perplexity_paragraph.txt"),
+           "--save-logits", str(saved)]
+    for key, value in SETS.items():
+        cmd += ["--set", "%s=%s" % (key, "true" if value is True else value)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    data = saved.read_bytes()
+    assert data[:8] == b"DUETLGT1"
+    n_vocab, ctx, n = struct.unpack_from("<IiQ", data, 8)
+    assert (n_vocab, ctx) == (pipeline.n_vocab, 0)
+    tokens = np.frombuffer(data, dtype=np.int32, count=n, offset=24)
+    rows = np.frombuffer(data, dtype=np.float32, offset=24 + 4 * n).reshape(-1, n_vocab)
+    for k in (1, 2, 10, 100, n - 1):
+        assert np.array_equal(pipeline.logits(tokens[:k]), rows[k - 1]), k
 
 
 def test_perplexity_equals_the_cli(pipeline):
