@@ -62,6 +62,18 @@ std::string eos_text(const GgufFile& file) {
   return *id < tokens.size() ? std::string(tokens[*id]) : "";
 }
 
+// How a model under `engine` calls tools (ChatTemplate::ToolSyntax).
+ChatTemplate::ToolSyntax tool_syntax_of(const minja::chat_template& engine) {
+  using Syntax = ChatTemplate::ToolSyntax;
+  if (!engine.original_caps().supports_tools) return Syntax::kJson;
+  const std::string& source = engine.source();
+  if (source.find("<tool_call>") != std::string::npos) return Syntax::kHermes;
+  // The format Llama 3.x's templates ask for, in their words.
+  if (source.find(R"({"name": function name, "parameters")") != std::string::npos)
+    return Syntax::kLlama3;
+  return Syntax::kNone;
+}
+
 nlohmann::ordered_json message(std::string_view role, std::string_view content) {
   return {{"role", std::string(role)}, {"content", std::string(content)}};
 }
@@ -72,6 +84,7 @@ struct ChatTemplate::Jinja {
   minja::chat_template engine;
   std::string eos;
   std::string origin;
+  ToolSyntax syntax = ToolSyntax::kNone;  // how it has tools called, read once at load
 
   // `messages` rendered, with the generation prompt. A template that
   // raises (roles out of order, say) is duet::Error(kInputRejected).
@@ -137,6 +150,7 @@ ChatTemplate ChatTemplate::from_jinja(std::string_view text, std::string eos_tok
                                         "builtin format)");
   }
   jinja->origin = std::string(origin);
+  jinja->syntax = tool_syntax_of(jinja->engine);
   ChatTemplate t(Format::kJinja, std::string(origin));
   t.jinja_ = std::move(jinja);
   std::string probe;
@@ -238,14 +252,7 @@ std::string ChatTemplate::apply_next(std::string_view user, bool answer_closed) 
 }
 
 ChatTemplate::ToolSyntax ChatTemplate::tool_syntax() const {
-  if (!jinja_) return ToolSyntax::kNone;
-  if (!jinja_->engine.original_caps().supports_tools) return ToolSyntax::kJson;
-  const std::string& source = jinja_->engine.source();
-  if (source.find("<tool_call>") != std::string::npos) return ToolSyntax::kHermes;
-  // The format Llama 3.x's templates ask for, in their words.
-  if (source.find(R"({"name": function name, "parameters")") != std::string::npos)
-    return ToolSyntax::kLlama3;
-  return ToolSyntax::kNone;
+  return jinja_ ? jinja_->syntax : ToolSyntax::kNone;
 }
 
 std::string ChatTemplate::apply_conversation(std::span<const Turn> turns,
