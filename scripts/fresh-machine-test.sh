@@ -35,8 +35,8 @@
 #     test.sh 1m53s: 648 tests, the cuda ones skipped);
 #   --rev f168d88, packages cached: passes, 8m46s as root (quickstart.sh
 #     6m25s, test.sh 1m48s, 671 tests) and 7m32s with --user.
-# .ci/run calls it twice after test.sh and sanitize.sh, as root and with
-# --user: 10-17 min together, well within CI's 90-minute budget.
+# .ci/run calls it twice after sanitize.sh, as root and with
+# --user: about 15 min each (CI stops at 90 minutes).
 #
 # With --python it checks docs/python.md's install instead of the README's
 # commands: scripts/install-deps.sh and fetch-model.sh, then

@@ -1,8 +1,10 @@
 // Every registered architecture against the independent NumPy oracle
 // (tests/oracle/llama_oracle.py): a small random-weight file of each, written
-// by tests/tiny_model.h, run on the reference and onednn backends. Logits at
-// every prompt position within NMSE 1e-6 of the oracle's float64 ones, and
-// 32 greedy tokens equal to the oracle's greedy continuation.
+// by tests/tiny_model.h, run on the reference and onednn backends (onednn
+// also batch-invariant). Logits at every prompt position within NMSE 1e-6 of
+// the oracle's float64 ones, and 32 greedy tokens equal to the oracle's
+// greedy continuation. Gemma 3's sliding window is 16 positions, which the
+// long prompts and every continuation pass.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "duet/app/pipeline.h"
+#include "duet/error.h"
 #include "oracle_outputs.h"
 #include "tiny_model.h"
 
@@ -21,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kGreedyTokens = 32;
+constexpr int32_t kWindow = 16;  // gemma3's local layers: shorter than most runs here
 
 struct Prompt {
   std::string name;
@@ -50,6 +54,7 @@ class ArchitectureOracle : public ::testing::TestWithParam<const char*> {
     if (arch == "qwen3" || arch == "gemma3") shape.head_dim = 32;
     // Gemma 3's sixth layer is its first global one.
     if (arch == "gemma3") shape.n_layers = 6;
+    shape.sliding_window = kWindow;
     testing::write_tiny_llama(dir_ / "model.gguf", shape);
 
     std::vector<std::pair<std::string, std::vector<int32_t>>> input;
@@ -61,7 +66,9 @@ class ArchitectureOracle : public ::testing::TestWithParam<const char*> {
   }
 
   std::unique_ptr<Pipeline> make(const std::string& backend) {
-    const std::string yaml = "model: {path: model.gguf}\nbackend: {plugin: " + backend +
+    const std::string plugin =
+        backend == "onednn_invariant" ? "onednn, options: {batch_invariant: true}" : backend;
+    const std::string yaml = "model: {path: model.gguf}\nbackend: {plugin: " + plugin +
                              "}\n"
                              "components:\n"
                              "  kv_cache: {capacity_tokens: 128}\n"
@@ -80,7 +87,7 @@ class ArchitectureOracle : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(ArchitectureOracle, LogitsAndGreedyTokensMatchTheOracleOnEveryBackend) {
-  for (const char* backend : {"reference", "onednn"}) {
+  for (const char* backend : {"reference", "onednn", "onednn_invariant"}) {
     std::unique_ptr<Pipeline> pipeline = make(backend);
     for (const Prompt& p : prompts()) {
       NullSink sink;
@@ -104,6 +111,54 @@ TEST_P(ArchitectureOracle, LogitsAndGreedyTokensMatchTheOracleOnEveryBackend) {
         EXPECT_EQ(r.finish, FinishReason::kStop) << backend << " " << p.name;
       }
     }
+  }
+}
+
+// A plugin built against ABI 1.5 loads (its smaller AttentionSpec is that
+// version's), its attention runs a model without sliding windows, and a
+// model with them is refused naming the attention, its plugin and version.
+TEST(SlidingWindows, AnAttentionBuiltBeforeWindowsRunsFullLayersAndRefusesWindowedOnes) {
+  const fs::path dir = fs::path(DUET_BUILD_DIR) / "sliding_window_abi";
+  fs::create_directories(dir);
+  PluginHost host;
+  const PluginRecord r = host.load(fs::path(DUET_TEST_PLUGIN_DIR) / "abi_1_5/duet-test-abi-1-5.so");
+  ASSERT_TRUE(r.loaded) << r.refusal;
+  const auto run = [&](const std::string& arch, const std::string& attention) {
+    testing::TinyLlama shape;
+    shape.architecture = arch;
+    shape.sliding_window = kWindow;
+    if (arch == "gemma3") shape.head_dim = 32;
+    testing::write_tiny_llama(dir / (arch + ".gguf"), shape);
+    const std::string yaml = "model: {path: " + arch +
+                             ".gguf}\nbackend: {plugin: reference}\n"
+                             "components:\n"
+                             "  attention: {impl: " +
+                             attention +
+                             "}\n"
+                             "  kv_cache: {capacity_tokens: 64}\n"
+                             "  sampler: {seed: 1, chain: [greedy]}\n"
+                             "stages:\n"
+                             "  - prefill: {}\n"
+                             "  - decode: {max_new_tokens: 24, stop: []}\n";
+    PipelineConfig config = parse_pipeline_config(yaml, "abi.yaml", dir, {});
+    load_pipeline_plugins(config, host);
+    NullSink sink;
+    const std::vector<int32_t> prompt = {1, 40, 41, 42};
+    return Pipeline::build(config, host)->run_tokens(prompt, sink).generated_tokens;
+  };
+  EXPECT_EQ(run("llama", "test_abi_1_5_full"), run("llama", "full"));
+  EXPECT_FALSE(run("gemma3", "full").empty());
+  try {
+    run("gemma3", "test_abi_1_5_full");
+    ADD_FAILURE() << "a 1.5 attention was given sliding-window layers";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPlugin) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "attention 'test_abi_1_5_full' (plugin 'test-abi-1-5', built against Duet ABI "
+                  "1.5) cannot run gemma3's sliding-window layers (16 positions), which need ABI "
+                  "1.6 or later (AttentionSpec::window); rebuild the plugin against this Duet SDK"),
+              std::string::npos)
+        << e.what();
   }
 }
 

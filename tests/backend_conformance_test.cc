@@ -88,6 +88,8 @@ const BackendCase kCases[] = {
     {"onednn_no_tiles", "onednn", {{"row_tiles_min_rows", "0"}}, {}},
     // More threads than this machine may have: split decode attention.
     {"onednn_4threads", "onednn", {{"threads", "4"}}, {}},
+    // Every row like a decode row, stretches at fixed positions.
+    {"onednn_batch_invariant", "onednn", {{"batch_invariant", "true"}}, {}},
     // The portable and AVX2 paths (lowered to what the CPU has).
     {"onednn_scalar", "onednn", {}, {{"DUET_CPU_PATH", "scalar"}}},
     {"onednn_avx2", "onednn", {}, {{"DUET_CPU_PATH", "avx2"}}},
@@ -184,13 +186,15 @@ class BackendConformance : public ::testing::TestWithParam<BackendCase> {
     return s.ok();
   }
 
-  // Steps of one sequence, each seeing the earlier ones through the cache,
-  // against the reference, for every attention the backend provides. Skips
-  // when the backend cannot store `dtype`.
+  // Steps of one sequence, each seeing the earlier ones through the cache
+  // (its last `window` positions when window > 0), against the reference,
+  // for every attention the backend provides. Skips when the backend cannot
+  // store `dtype`, or run the window, saying why.
   void check_attention(const std::string& layout, int32_t block_tokens,
-                       const std::vector<int32_t>& table, DType dtype);
+                       const std::vector<int32_t>& table, DType dtype, int32_t window = 0);
   void check_attention_impl(const std::string& impl, const std::string& layout,
-                            int32_t block_tokens, const std::vector<int32_t>& table, DType dtype);
+                            int32_t block_tokens, const std::vector<int32_t>& table, DType dtype,
+                            int32_t window);
 
   PluginHost host_;
   std::shared_ptr<Backend> reference_;
@@ -485,11 +489,12 @@ KVCacheSpec attention_cache(int32_t block_tokens, DType dtype) {
 // One backend's attention `impl` (its first by default) and cache, fed step
 // by step.
 struct AttentionRun {
-  AttentionRun(Backend& b, const KVCacheSpec& spec, const std::string& impl = "")
+  AttentionRun(Backend& b, const KVCacheSpec& spec, const std::string& impl = "",
+               int32_t window = 0)
       : backend(b),
         attention(b.create_attention(
             impl.empty() ? b.attention_impls().front() : impl,
-            AttentionSpec{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})})),
+            AttentionSpec{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim}), window})),
         kv(b.create_kv_cache(spec)) {}
 
   // Positions [first, first + n) of one sequence held in `table`, on layer
@@ -538,22 +543,26 @@ struct AttentionRun {
 };
 
 void BackendConformance::check_attention(const std::string& layout, int32_t block_tokens,
-                                         const std::vector<int32_t>& table, DType dtype) {
+                                         const std::vector<int32_t>& table, DType dtype,
+                                         int32_t window) {
   const Support s = backend_->check_kv_cache(attention_cache(block_tokens, dtype));
   if (!s.ok()) GTEST_SKIP() << s.reasons.front();
   // Every attention the backend provides computes the same function.
   for (const std::string& impl : backend_->attention_impls()) {
     SCOPED_TRACE("attention '" + impl + "'");
-    check_attention_impl(impl, layout, block_tokens, table, dtype);
+    check_attention_impl(impl, layout, block_tokens, table, dtype, window);
   }
 }
 
 void BackendConformance::check_attention_impl(const std::string& impl, const std::string& layout,
                                               int32_t block_tokens,
-                                              const std::vector<int32_t>& table, DType dtype) {
+                                              const std::vector<int32_t>& table, DType dtype,
+                                              int32_t window) {
   // Both caches store `dtype`, rounding what they are fed the same way.
-  AttentionRun want(*reference_, attention_cache(block_tokens, dtype));
-  AttentionRun got(*backend_, attention_cache(block_tokens, dtype), impl);
+  AttentionRun want(*reference_, attention_cache(block_tokens, dtype), "", window);
+  AttentionRun got(*backend_, attention_cache(block_tokens, dtype), impl, window);
+  const Support runs = got.attention->check(attention_cache(block_tokens, dtype));
+  if (!runs.ok()) GTEST_SKIP() << runs.reasons.front();
   struct Step {
     int32_t first, n;
   };
@@ -565,8 +574,9 @@ void BackendConformance::check_attention_impl(const std::string& impl, const std
   uint32_t seed = 100;
   for (const Step& st : steps) {
     const std::string what = "attention " + impl + " " + layout + " " +
-                             std::string(dtype_name(dtype)) + " positions " +
-                             std::to_string(st.first) + ".." + std::to_string(st.first + st.n - 1);
+                             std::string(dtype_name(dtype)) + " window " + std::to_string(window) +
+                             " positions " + std::to_string(st.first) + ".." +
+                             std::to_string(st.first + st.n - 1);
     compare(what, dtype == DType::kQ8_0 ? kInt8Cache : kElementwise, [&](Backend& b) {
       return (&b == reference_.get() ? want : got).step(table, st.first, st.n, seed, dtype);
     });
@@ -610,6 +620,21 @@ TEST_P(BackendConformance, AttentionOverAContiguousQ8Cache) {
 
 TEST_P(BackendConformance, AttentionOverAPagedQ8Cache) {
   check_attention("paged", 16, paged_table(), DType::kQ8_0);
+}
+
+// Sliding-window layers: a window shorter than a prompt tile's positions (a
+// tile's rows then see different stretches of them), and one long enough
+// that decode rows split it into stretches not starting at position 0.
+TEST_P(BackendConformance, WindowedAttentionOverAPagedCache) {
+  check_attention("paged", 16, paged_table(), DType::kF32, 100);
+}
+
+TEST_P(BackendConformance, WindowedAttentionOverAPagedF16Cache) {
+  check_attention("paged", 16, paged_table(), DType::kF16, 37);
+}
+
+TEST_P(BackendConformance, WindowedAttentionOverAContiguousQ8Cache) {
+  check_attention("contiguous", static_cast<int32_t>(kCapacity), {0}, DType::kQ8_0, 550);
 }
 
 // A q8_0 cache exported, imported into a fresh cache and exported again

@@ -18,10 +18,12 @@ constexpr int32_t kHeads = 4, kKvHeads = 2, kHeadDim = 32;  // q8_0 blocks need 
 using testdata::random_floats;
 
 // out[i] for queries at positions [first, first + n) of one sequence whose
-// keys/values for positions 0.. are rows of `k`, `v`.
+// keys/values for positions 0.. are rows of `k`, `v`; with window > 0 the
+// query at position p weighs only positions p - window < p' <= p (the
+// others get weight 0).
 std::vector<float> expected_attention(const std::vector<float>& q, const std::vector<float>& k,
                                       const std::vector<float>& v, int32_t first, int32_t n,
-                                      float scale) {
+                                      float scale, int32_t window = 0) {
   std::vector<float> out(static_cast<size_t>(n * kHeads * kHeadDim));
   for (int32_t i = 0; i < n; ++i) {
     const int32_t pos = first + i;
@@ -29,6 +31,7 @@ std::vector<float> expected_attention(const std::vector<float>& q, const std::ve
       const int32_t g = h / (kHeads / kKvHeads);
       std::vector<double> w(static_cast<size_t>(pos) + 1);
       for (int32_t p = 0; p <= pos; ++p) {
+        if (window > 0 && pos - p >= window) continue;  // weight 0
         double dot = 0;
         for (int32_t d = 0; d < kHeadDim; ++d) {
           dot += q[static_cast<size_t>((i * kHeads + h) * kHeadDim + d)] *
@@ -108,6 +111,30 @@ TEST_F(ReferenceAttentionTest, PrefillMatchesTheSoftmaxFormulaWithACausalMask) {
   auto got = step(*kv, {0}, 0, n, q, k, v);
   auto want = expected_attention(q, k, v, 0, n, spec_.scale);
   for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << "element " << i;
+}
+
+TEST_F(ReferenceAttentionTest, AWindowedLayerWeighsOnlyItsLastPositions) {
+  const int32_t n = 23, window = 5;
+  auto q = random_floats(n * kQRow, 4), k = random_floats(n * kKvRow, 5),
+       v = random_floats(n * kKvRow, 6);
+  AttentionSpec windowed = spec_;
+  windowed.window = window;
+  attention_ = backend_->create_attention("full", windowed);
+  auto kv = backend_->create_kv_cache(kv_spec(32, 8));
+  // A prompt of 20 rows, then three decode rows, over scattered blocks.
+  const std::vector<int32_t> table = {3, 0, 2};
+  auto got = step(*kv, table, 0, 20, slice(q, kQRow, 0, 20), slice(k, kKvRow, 0, 20),
+                  slice(v, kKvRow, 0, 20));
+  for (int32_t p = 20; p < n; ++p) {
+    auto one = step(*kv, table, p, 1, slice(q, kQRow, p, 1), slice(k, kKvRow, p, 1),
+                    slice(v, kKvRow, p, 1));
+    got.insert(got.end(), one.begin(), one.end());
+  }
+  const auto want = expected_attention(q, k, v, 0, n, spec_.scale, window);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << "element " << i;
+  // The window changes the answer: the full attention differs past it.
+  const auto full = expected_attention(q, k, v, 0, n, spec_.scale);
+  EXPECT_GT(std::abs(full.back() - want.back()), 1e-4);
 }
 
 TEST_F(ReferenceAttentionTest, PrefillThenDecodeEqualsOneLongerPrefill) {

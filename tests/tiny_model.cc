@@ -94,7 +94,9 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
   w.set_float32(a + "rope.freq_base", s.architecture == "gemma3" ? 1e6f : 10000.0f);
   w.set_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (s.architecture == "gemma3") {
-    w.set_uint32(a + "attention.sliding_window", static_cast<uint32_t>(s.context_length / 2));
+    w.set_uint32(
+        a + "attention.sliding_window",
+        static_cast<uint32_t>(s.sliding_window > 0 ? s.sliding_window : s.context_length / 2));
   }
   if (!s.extra_key.empty()) w.set_uint32(a + s.extra_key, 1);
   w.set_string("tokenizer.ggml.model", "gpt2");

@@ -20,11 +20,12 @@ struct TinyLlama {
   int32_t head_dim = 0;     // 0: n_embd / n_heads; else written as attention.key_length
   bool rope_freqs = false;  // a rope_freqs.weight of factors in [1, 8) (Llama 3.1+)
   int64_t context_length = 256;
+  int32_t sliding_window = 0;        // gemma3's attention.sliding_window; 0: context_length / 2
   DType matrix_type = DType::kQ4_1;  // projections and the embedding table
   uint64_t seed = 1;                 // weights are uniform in [-0.5, 0.5)
   // general.architecture and the prefix of its keys: "llama", "qwen2" (adds
   // Q/K/V biases), "qwen3" (per-head q/k norms) or "gemma3" (q/k norms,
-  // post-norms, a sliding window of context_length / 2, RoPE base 1e6 for
+  // post-norms, a sliding window (`sliding_window`), RoPE base 1e6 for
   // its global layers); any other name makes a file Duet refuses.
   std::string architecture = "llama";
   // Ways to make a broken model for error tests.

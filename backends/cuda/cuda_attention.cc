@@ -31,6 +31,12 @@ Support CudaAttention::check(const KVCacheSpec& kv) const {
     s.reasons.push_back("head dimension " + std::to_string(spec_.head_dim) +
                         " exceeds the cuda attention's " + std::to_string(kMaxAttentionHeadDim));
   }
+  if (spec_.window > 0) {
+    s.reasons.push_back(
+        "attention 'full' of backend 'cuda' does not run sliding-window layers "
+        "yet (a window of " +
+        std::to_string(spec_.window) + " positions); use backend 'onednn'");
+  }
   return s;
 }
 

@@ -62,6 +62,12 @@ void for_each_block(const std::vector<int32_t>& table, int32_t block, int32_t be
   }
 }
 
+// The first position a row at `position` sees: 0, or the start of its
+// window (AttentionSpec::window).
+int32_t window_start(const AttentionSpec& spec, int32_t position) {
+  return spec.window > 0 ? std::max(0, position - spec.window + 1) : 0;
+}
+
 // Positions the last row of `seq` in this step sees.
 int64_t sequence_seen(const StepBatch& step, const SequenceStep& seq) {
   return step.positions[static_cast<size_t>(seq.first_token + seq.n_tokens - 1)] + 1;
@@ -142,22 +148,24 @@ void OnednnAttention::plan(const StepBatch& step) {
         seq.n_tokens >= 2 * threads ? 1 : (2 * threads + seq.n_tokens - 1) / seq.n_tokens;
     for (int32_t row = first; row < last; ++row) {
       const int32_t seen = step.positions[static_cast<size_t>(row)] + 1;
-      const int32_t stretches = std::max(1, std::min(wanted, seen / kMinStretch));
+      const int32_t lo = window_start(spec_, seen - 1);
+      const int32_t n = seen - lo;
+      const int32_t stretches = std::max(1, std::min(wanted, n / kMinStretch));
       // A stretch's scores, for all query heads, and attend's staging.
       per_thread = std::max(
-          per_thread, int64_t{spec_.n_heads} * ((seen + stretches - 1) / stretches + hd) + 16 * hd);
+          per_thread, int64_t{spec_.n_heads} * ((n + stretches - 1) / stretches + hd) + 16 * hd);
       if (stretches == 1) {
         const int32_t parts = std::min(n_kv, wanted);
         for (int32_t i = 0; i < parts; ++i) {
           const int32_t g0 = n_kv * i / parts, g1 = n_kv * (i + 1) / parts;
-          tasks_.push_back(Task{&seq, g0, g1 - g0, row, row + 1, 0, seen, false, true});
+          tasks_.push_back(Task{&seq, g0, g1 - g0, row, row + 1, lo, seen, false, true});
         }
         continue;
       }
       for (int32_t c = 0; c < stretches; ++c) {
         tasks_.push_back(
-            Task{&seq, 0, n_kv, row, row + 1, static_cast<int32_t>(int64_t{seen} * c / stretches),
-                 static_cast<int32_t>(int64_t{seen} * (c + 1) / stretches), false, false});
+            Task{&seq, 0, n_kv, row, row + 1, lo + static_cast<int32_t>(int64_t{n} * c / stretches),
+                 lo + static_cast<int32_t>(int64_t{n} * (c + 1) / stretches), false, false});
       }
     }
   }
@@ -181,15 +189,18 @@ void OnednnAttention::plan_invariant(const StepBatch& step) {
   for (const SequenceStep& seq : step.sequences) {
     for (int32_t row = seq.first_token; row < seq.first_token + seq.n_tokens; ++row) {
       const int32_t seen = step.positions[static_cast<size_t>(row)] + 1;
-      const int32_t stretches = (seen + kInvariantStretch - 1) / kInvariantStretch;
-      most_stretches = std::max<int64_t>(most_stretches, stretches);
+      const int32_t lo = window_start(spec_, seen - 1);
+      // Stretches c0..c1 - 1 hold the row's positions [lo, seen).
+      const int32_t c0 = lo / kInvariantStretch;
+      const int32_t c1 = (seen + kInvariantStretch - 1) / kInvariantStretch;
+      most_stretches = std::max<int64_t>(most_stretches, c1 - c0);
       for (int32_t g = 0; g < n_kv; ++g) {
-        if (!split || stretches == 1) {
-          tasks_.push_back(Task{&seq, g, 1, row, row + 1, 0, seen, false, true});
+        if (!split || c1 - c0 == 1) {
+          tasks_.push_back(Task{&seq, g, 1, row, row + 1, lo, seen, false, true});
           continue;
         }
-        for (int32_t c = 0; c < stretches; ++c) {
-          tasks_.push_back(Task{&seq, g, 1, row, row + 1, c * kInvariantStretch,
+        for (int32_t c = c0; c < c1; ++c) {
+          tasks_.push_back(Task{&seq, g, 1, row, row + 1, std::max(lo, c * kInvariantStretch),
                                 std::min(seen, (c + 1) * kInvariantStretch), false, false});
         }
       }
@@ -288,7 +299,11 @@ void OnednnAttention::run_tile(const Task& task, const StepBatch& step, const La
   const int64_t q_row = int64_t{spec_.n_heads} * hd;
   const int64_t rows = task.row_end - task.row;
   const int32_t seen = step.positions[static_cast<size_t>(task.row_end - 1)] + 1;
-  float* scores = scratch_.data() + thread * scratch_floats_;  // [rows, seen]
+  // The tile's rows see positions [lo, seen) between them (its first row's
+  // window on), each row a part of that: `width` scores per row.
+  const int32_t lo = window_start(spec_, step.positions[static_cast<size_t>(task.row)]);
+  const int32_t width = seen - lo;
+  float* scores = scratch_.data() + thread * scratch_floats_;  // [rows, width]
   // Keys and values gathered once for all tiles of the sequence, or, for a
   // run of f32 slots, the cache itself.
   const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;
@@ -298,17 +313,22 @@ void OnednnAttention::run_tile(const Task& task, const StepBatch& step, const La
                                : static_cast<const float*>(cache.k) + first_slot * kv_row;
   const float* v = shared >= 0 ? k + sequence_seen(step, *task.seq) * kv_row
                                : static_cast<const float*>(cache.v) + first_slot * kv_row;
-  const Gathered kv{k + int64_t{task.kv_head} * hd, v + int64_t{task.kv_head} * hd, kv_row};
+  const int64_t from = int64_t{lo} * kv_row + int64_t{task.kv_head} * hd;
+  const Gathered kv{k + from, v + from, kv_row};
   for (int32_t h = 0; h < group; ++h) {
     const int64_t head = (int64_t{task.kv_head} * group + h) * hd;
-    sgemm('T', rows, seen, hd, spec_.scale, q + task.row * q_row + head, q_row, kv.k, kv.ld, 0.0f,
-          scores, seen);
+    sgemm('T', rows, width, hd, spec_.scale, q + task.row * q_row + head, q_row, kv.k, kv.ld, 0.0f,
+          scores, width);
     for (int64_t i = 0; i < rows; ++i) {
-      kernels_.softmax(scores + i * seen, step.positions[static_cast<size_t>(task.row + i)] + 1,
-                       seen);
+      // Row i sees [its window's start, its position]: zeros before.
+      const int32_t position = step.positions[static_cast<size_t>(task.row + i)];
+      const int32_t skip = window_start(spec_, position) - lo;
+      float* row = scores + i * width;
+      std::fill(row, row + skip, 0.0f);
+      kernels_.softmax(row + skip, position + 1 - lo - skip, width - skip);
     }
-    sgemm('N', rows, hd, seen, 1.0f, scores, seen, kv.v, kv.ld, 0.0f, out + task.row * q_row + head,
-          q_row);
+    sgemm('N', rows, hd, width, 1.0f, scores, width, kv.v, kv.ld, 0.0f,
+          out + task.row * q_row + head, q_row);
   }
 }
 
@@ -369,18 +389,21 @@ void OnednnAttention::run_invariant(const Task& task, size_t index, const LayerC
   std::vector<SoftmaxPart>& parts = thread_parts_[static_cast<size_t>(thread)];
   parts.clear();
   const float* qr = q + task.row * q_row + first_head * hd;
-  for (int32_t s0 = task.begin; s0 < task.end; s0 += kInvariantStretch) {
+  // Stretches end at multiples of kInvariantStretch, wherever the row's
+  // positions (a window's) begin.
+  for (int32_t s0 = task.begin; s0 < task.end;) {
+    const int32_t s1 = std::min(task.end, (s0 / kInvariantStretch + 1) * kInvariantStretch);
     float* st = states + static_cast<int64_t>(parts.size()) * state_floats_;
     const SoftmaxPart state{st, st + group, st + 2 * group};
     std::fill(state.max, state.max + group, -INFINITY);
     std::fill(state.sum, state.sum + group, 0.0f);
     std::fill(state.acc, state.acc + int64_t{group} * hd, 0.0f);
-    for_each_block(task.seq->block_table, cache.block_tokens, s0,
-                   std::min(task.end, s0 + kInvariantStretch),
+    for_each_block(task.seq->block_table, cache.block_tokens, s0, s1,
                    [&](int32_t p0, int32_t p1, int64_t slot) {
                      attend_run(task, cache, qr, p0, p1, slot, scores, state);
                    });
     parts.push_back(state);
+    s0 = s1;
   }
   if (task.whole) {
     kernels_.merge(parts.data(), static_cast<int64_t>(parts.size()), group, hd,

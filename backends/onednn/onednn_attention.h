@@ -1,5 +1,6 @@
 // onednn_attention.h — causal attention over every cached position
-// ("full"), its matrix products in oneDNN f32 GEMM.
+// ("full"), or over a row's last AttentionSpec::window of them, its matrix
+// products in oneDNN f32 GEMM.
 //
 // A sequence with many rows in the step (a prompt chunk) is cut into tiles of
 // query rows; for each tile and query head, S = scale · Q Kᵀ and O = P V are

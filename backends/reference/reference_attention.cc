@@ -52,25 +52,27 @@ void ReferenceAttention::forward(int32_t layer, const StepBatch& step, const Ten
     const auto rows = step.positions.begin() + seq.first_token;
     expand(seq, *std::max_element(rows, rows + seq.n_tokens));
     for (int32_t i = seq.first_token; i < seq.first_token + seq.n_tokens; ++i) {
-      const int32_t last = step.positions[static_cast<size_t>(i)];  // sees positions 0..last
-      scores.assign(static_cast<size_t>(last) + 1, 0.0);
+      // Row i sees positions first..last: all of 0..last, or its window.
+      const int32_t last = step.positions[static_cast<size_t>(i)];
+      const int32_t first = spec_.window > 0 ? std::max(0, last - spec_.window + 1) : 0;
+      scores.assign(static_cast<size_t>(last - first) + 1, 0.0);
       for (int32_t h = 0; h < spec_.n_heads; ++h) {
         const float* qh = q.as<const float>() + i * q_row + h * hd;
         const int64_t kv_head = h / group;
         double max_score = -INFINITY;
-        for (int32_t p = 0; p <= last; ++p) {
+        for (int32_t p = first; p <= last; ++p) {
           const float* kp = keys.data() + p * kv_row + kv_head * hd;
           double dot = 0.0;
           for (int64_t d = 0; d < hd; ++d) dot += double{qh[d]} * double{kp[d]};
-          scores[static_cast<size_t>(p)] = dot * double{spec_.scale};
-          max_score = std::max(max_score, scores[static_cast<size_t>(p)]);
+          scores[static_cast<size_t>(p - first)] = dot * double{spec_.scale};
+          max_score = std::max(max_score, scores[static_cast<size_t>(p - first)]);
         }
         double total = 0.0;
         for (double& s : scores) total += (s = std::exp(s - max_score));
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int32_t p = 0; p <= last; ++p) {
+        for (int32_t p = first; p <= last; ++p) {
           const float* vp = values.data() + p * kv_row + kv_head * hd;
-          const double w = scores[static_cast<size_t>(p)] / total;
+          const double w = scores[static_cast<size_t>(p - first)] / total;
           for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += w * double{vp[d]};
         }
         float* oh = out.as<float>() + i * q_row + h * hd;

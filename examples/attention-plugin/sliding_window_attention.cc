@@ -12,6 +12,13 @@ duet::Support SlidingWindowAttention::check(const duet::KVCacheSpec& kv) const {
   duet::Support s = duet::check_kv_rows(kv, "attention 'sliding_window'",
                                         {duet::DType::kF32, duet::DType::kF16, duet::DType::kQ8_0});
   s.merge(duet::check_attention_geometry(spec_, kv, "attention 'sliding_window'"));
+  if (spec_.window > 0) {
+    // Its one window, on every layer, is not the model's per-layer one.
+    s.reasons.push_back(
+        "attention 'sliding_window' cannot run the model's own sliding-window "
+        "layers (" +
+        std::to_string(spec_.window) + " positions); use attention 'full'");
+  }
   return s;
 }
 

@@ -276,6 +276,18 @@ void register_components(duet::PluginRegistrar& r) {
 }
 #elif defined(VARIANT_extensions)
 void register_components(duet::PluginRegistrar& r) { register_extensions(r); }
+#elif defined(VARIANT_abi_1_5)
+// What a plugin built against ABI 1.5 registers: an attention for a backend
+// (the backend's 'full' as it is). Its AttentionSpec had no window, so the
+// host must never give it a sliding-window layer.
+void register_components(duet::PluginRegistrar& r) {
+  r.add_attention(
+      "reference", "test_abi_1_5_full", "the backend's 'full', as built against ABI 1.5",
+      [](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
+        o.finish();
+        return backend.create_attention("full", spec);
+      });
+}
 #elif defined(VARIANT_clash_builtin)
 // A sampler of its own and one named like a built-in plugin's: the built-in
 // keeps its name and this plugin is the one refused.
@@ -362,6 +374,8 @@ const char* const kName = "test-no-device";  // a backend's choice names it (tes
 const char* const kName = "test-abi-1-0";
 #elif defined(VARIANT_extensions)
 const char* const kName = "test-extensions";
+#elif defined(VARIANT_abi_1_5)
+const char* const kName = "test-abi-1-5";
 #elif defined(VARIANT_clash_builtin)
 const char* const kName = "test-clash-builtin";
 #else
@@ -369,7 +383,17 @@ const char* const kName = "test-plugin";
 #endif
 
 const DuetStructLayout kSdkLayouts[] = DUET_SDK_LAYOUTS;
-#if defined(VARIANT_layout_mismatch)
+#if defined(VARIANT_abi_1_5)
+// AttentionSpec as ABI 1.5's headers laid it out: four 4-byte fields.
+const auto kLayouts = [] {
+  std::array<DuetStructLayout, std::size(kSdkLayouts)> all;
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i] = kSdkLayouts[i];
+    if (std::strcmp(all[i].name, "duet::AttentionSpec") == 0) all[i].size = 16;
+  }
+  return all;
+}();
+#elif defined(VARIANT_layout_mismatch)
 // Built against a step_batch.h whose StepBatch gained a field, ABI unchanged.
 struct GrownStepBatch : duet::StepBatch {
   int64_t added_field;
@@ -404,6 +428,8 @@ const DuetPluginDescriptor kDescriptor = {
 #elif defined(VARIANT_abi_1_0)
     1,
     0,  // the descriptor is laid out as in 1.0: nothing was appended to it
+#elif defined(VARIANT_abi_1_5)
+    1,       5,
 #else
     DUET_ABI_MAJOR, DUET_ABI_MINOR,
 #endif

@@ -17,6 +17,12 @@ struct DUET_API AttentionSpec {
   int32_t n_kv_heads = 0;  // key/value heads; n_heads is a multiple of it (GQA)
   int32_t head_dim = 0;
   float scale = 0.0f;  // applied to q·k, usually 1/sqrt(head_dim)
+  // (ABI 1.6) Positions a row attends to: 0, all of [0, p] of its sequence;
+  // W > 0, only the last W of them, [max(0, p - W + 1), p] (a sliding-window
+  // layer, e.g. Gemma 3's local layers). An attention that cannot honour a
+  // window refuses it in check(). The host never gives a window to an
+  // attention of a plugin built against ABI 1.5 or older (which lacks it).
+  int32_t window = 0;
 };
 
 // What every attention checks of a cache against its own spec: the cache
@@ -41,7 +47,8 @@ class DUET_API Attention {
   // storage and writes the same bytes), then computes out[i] from q[i] and
   // the keys and values of the positions its algorithm attends to among
   // [0, positions[i]] of row i's sequence (causal): for the built-in 'full'
-  // attention, softmax(scale · q[i]·Kᵀ) · V over all of them.
+  // attention, softmax(scale · q[i]·Kᵀ) · V over all of them, or over the
+  // last spec.window of them.
   // q, out: f32 [n_tokens, n_heads, head_dim]; k, v: f32 [n_tokens,
   // n_kv_heads, head_dim]; device memory. REQUIRES: check(kv.spec()).ok().
   virtual void forward(int32_t layer, const StepBatch& step, const TensorView& q,

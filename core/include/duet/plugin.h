@@ -50,7 +50,7 @@
 #include "duet/tokenizer.h"
 
 #define DUET_ABI_MAJOR 1
-#define DUET_ABI_MINOR 5
+#define DUET_ABI_MINOR 6
 
 #define DUET_PLUGIN_STR_(x) #x
 #define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
@@ -71,7 +71,10 @@
 #define DUET_STRUCT_LAYOUT_(TYPE, HEADER) \
   { #TYPE, HEADER, sizeof(TYPE), alignof(TYPE) }
 // The structs plugins and the host pass each other by value or reference,
-// as a brace list of DuetStructLayout (the host compares each by name).
+// as a brace list of DuetStructLayout (the host compares each by name). A
+// struct that grew at the end in a later minor version (AttentionSpec in
+// 1.6) is compared, for a plugin built before that version, with its size
+// then; the host never reads the grown part of such a plugin's structs.
 #define DUET_SDK_LAYOUTS                                                  \
   {                                                                       \
     DUET_STRUCT_LAYOUT_(duet::AttentionSpec, "duet/attention.h"),         \

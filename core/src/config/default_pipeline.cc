@@ -21,9 +21,7 @@ std::string default_pipeline_yaml(const std::filesystem::path& model) {
   const GgufFile file = GgufFile::open(model);
   const std::string arch(file.find_string("general.architecture").value_or(""));
   const uint64_t context = file.find_uint(arch + ".context_length").value_or(2048);
-  // A sliding window bounds the cache (ModelHParams::sliding_window).
-  const uint64_t window = file.find_uint(arch + ".attention.sliding_window").value_or(context);
-  const uint64_t capacity = std::clamp<uint64_t>(std::min(context, window), 1, 4096);
+  const uint64_t capacity = std::clamp<uint64_t>(context, 1, 4096);
   // Chat when the file has a template Duet can apply (ChatTemplate); a file
   // of another family gets raw prompts.
   bool chat = false;

@@ -107,9 +107,8 @@ void check_backend(Backend& backend, const PluginHost& host, const PipelineConfi
   if (out.attention_impl == "default" && !attn_impls.empty())
     out.attention_impl = attn_impls.front();
   problems.attempt(where, [&] {
-    const AttentionSpec spec{h.n_heads, h.n_kv_heads, h.head_dim, h.attention_scale};
     auto attention =
-        make_attention(backend, host, out.attention_impl, spec, config.attention.options);
+        make_model_attention(backend, host, out.attention_impl, h, config.attention.options);
     Support s = attention->check(out.kv_cache);
     if (std::string why = layout_mismatch(backend, host, out.attention_impl, out.kv_cache);
         !why.empty()) {
@@ -256,17 +255,6 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
                                            " exceeds the model's context_length " +
                                            std::to_string(h.context_length) + "; use at most " +
                                            std::to_string(h.context_length));
-    } else if (h.sliding_window > 0 && kc.capacity_tokens > h.sliding_window) {
-      // With at most `window` cached positions, full attention is the
-      // windowed attention exactly; past it the local layers would attend
-      // to positions their window excludes.
-      problems.add(ErrorKind::kConfig,
-                   src + ": components.kv_cache.capacity_tokens " +
-                       std::to_string(kc.capacity_tokens) + " exceeds " + h.architecture +
-                       "'s sliding window of " + std::to_string(h.sliding_window) +
-                       " positions; Duet does not run sliding-window attention yet, so use at "
-                       "most " +
-                       std::to_string(h.sliding_window) + " tokens");
     }
   }
 

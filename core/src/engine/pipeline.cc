@@ -91,10 +91,8 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
     made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
     made.kv_abi_minor =
         kv_cache_abi_minor(*made.backend, host, p.kv_cache, config.kv_cache.options);
-    made.attention =
-        make_attention(*made.backend, host, p.attention_impl,
-                       AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, h.attention_scale},
-                       config.attention.options, config.debug.check_plugins);
+    made.attention = make_model_attention(*made.backend, host, p.attention_impl, h,
+                                          config.attention.options, config.debug.check_plugins);
   }
   // One bookkeeping for every cache: a sequence has the same slots in each.
   s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);

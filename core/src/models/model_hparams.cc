@@ -150,6 +150,8 @@ ModelHParams read_hparams(const GgufFile& f) {
     h.sliding_window =
         static_cast<int32_t>(read_bounded(f, a + "attention.sliding_window", 1, h.context_length));
   }
+  for (int32_t l = 0; l < h.n_layers; ++l)
+    h.layer_windows.push_back(is_local_layer(layout, l) ? h.sliding_window : 0);
   return h;
 }
 

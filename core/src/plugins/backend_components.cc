@@ -5,6 +5,7 @@
 #include "duet/app/suggest.h"
 #include "duet/error.h"
 #include "duet/plugin.h"
+#include "plugins/layer_attention.h"
 #include "plugins/named_attention.h"
 #include "plugins/named_kv_cache.h"
 
@@ -79,6 +80,15 @@ Source source_of(const Backend& backend, const PluginHost& host, ComponentKind k
                 attention ? "components.attention.impl" : "components.kv_cache.impl", impl, all);
 }
 
+// The plugin that registered extension `impl` of `kind` for `backend`.
+std::string extension_plugin(const PluginHost& host, ComponentKind kind, const Backend& backend,
+                             const std::string& impl) {
+  for (const ComponentInfo& c : host.extensions(kind, backend.name())) {
+    if (c.name == impl) return c.plugin;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
@@ -93,13 +103,53 @@ std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& ho
                 "backend '" + backend.name() + "' returned no attention '" + impl + "'");
   }
   if (own) return attention;
-  std::string plugin;
-  for (const ComponentInfo& c : host.extensions(ComponentKind::kAttention, backend.name())) {
-    if (c.name == impl) plugin = c.plugin;
-  }
+  const std::string plugin = extension_plugin(host, ComponentKind::kAttention, backend, impl);
   return std::make_shared<NamedAttention>(
       std::move(attention),
       "attention '" + impl + "' (plugin '" + plugin + "', components.attention.impl)", checked);
+}
+
+std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHost& host,
+                                                const std::string& impl,
+                                                const ModelHParams& hparams, const Options& options,
+                                                bool checked) {
+  const AttentionSpec full{hparams.n_heads, hparams.n_kv_heads, hparams.head_dim,
+                           hparams.attention_scale};
+  std::vector<int32_t> windows;  // distinct, in layer order
+  std::vector<int32_t> window_of_layer;
+  for (const int32_t w : hparams.layer_windows) {
+    const auto at = std::find(windows.begin(), windows.end(), w);
+    window_of_layer.push_back(static_cast<int32_t>(at - windows.begin()));
+    if (at == windows.end()) windows.push_back(w);
+  }
+  if (windows.size() <= 1 && (windows.empty() || windows[0] == 0))
+    return make_attention(backend, host, impl, full, options, checked);
+
+  const bool own =
+      source_of(backend, host, ComponentKind::kAttention, impl, options) == Source::kOwn;
+  const uint32_t minor =
+      own ? host.backend_abi_minor(backend.name())
+          : host.extension_abi_minor(ComponentKind::kAttention, backend.name(), impl);
+  if (minor < 6) {
+    const std::string who =
+        own ? "of backend '" + backend.name() + "' ("
+            : "(plugin '" + extension_plugin(host, ComponentKind::kAttention, backend, impl) +
+                  "', ";
+    throw Error(ErrorKind::kPlugin,
+                "attention '" + impl + "' " + who + "built against Duet ABI 1." +
+                    std::to_string(minor) + ") cannot run " + hparams.architecture +
+                    "'s sliding-window layers (" + std::to_string(hparams.sliding_window) +
+                    " positions), which need ABI 1.6 or later (AttentionSpec::window); rebuild "
+                    "the plugin against this Duet SDK");
+  }
+  std::vector<std::shared_ptr<Attention>> by_window;
+  for (const int32_t w : windows) {
+    AttentionSpec spec = full;
+    spec.window = w;
+    by_window.push_back(make_attention(backend, host, impl, spec, options, checked));
+  }
+  if (by_window.size() == 1) return by_window.front();
+  return std::make_shared<LayerAttention>(std::move(by_window), std::move(window_of_layer));
 }
 
 Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
@@ -118,10 +168,7 @@ std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
     return kv;
   }
   std::shared_ptr<KVCache> kv = host.create_kv_cache(backend, spec, options);
-  std::string plugin;
-  for (const ComponentInfo& c : host.extensions(ComponentKind::kKVCache, backend.name())) {
-    if (c.name == spec.impl) plugin = c.plugin;
-  }
+  const std::string plugin = extension_plugin(host, ComponentKind::kKVCache, backend, spec.impl);
   const std::string label =
       "KV-cache storage '" + spec.impl + "' (plugin '" + plugin + "', components.kv_cache.impl)";
   if (!kv) throw Error(ErrorKind::kPlugin, label + " returned no cache");

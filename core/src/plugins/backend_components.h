@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "duet/app/model_hparams.h"
 #include "duet/app/plugin_host.h"
 #include "duet/backend.h"
 #include "duet/options.h"
@@ -28,6 +29,16 @@ std::vector<std::string> kv_cache_names(const Backend& backend, const PluginHost
 std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
                                           const std::string& impl, const AttentionSpec& spec,
                                           const Options& options, bool checked = false);
+
+// The attention a model runs: make_attention() once for each distinct
+// window of hparams.layer_windows (AttentionSpec::window), and, when the
+// layers differ, one LayerAttention handing each layer to its window's. A
+// window for an attention whose plugin (the backend's, for its own) was
+// built against ABI 1.5 or older is a duet::Error(kPlugin) naming both.
+std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHost& host,
+                                                const std::string& impl,
+                                                const ModelHParams& hparams, const Options& options,
+                                                bool checked = false);
 
 // Whether storage spec.impl can hold `spec` with `options`, allocating
 // nothing; then the storage itself. Errors as make_attention's.

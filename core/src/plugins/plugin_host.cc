@@ -270,7 +270,18 @@ std::string layout_refusal(const DuetPluginDescriptor& d) {
            "with DUET_SDK_LAYOUTS (duet/plugin.h)";
   }
   static const DuetStructLayout kHost[] = DUET_SDK_LAYOUTS;
-  for (const DuetStructLayout& h : kHost) {
+  // Structs grown at their end: in a plugin built before `minor`, a struct
+  // has its size of then (the host passes it, and reads only that part).
+  struct Growth {
+    const char* name;
+    uint32_t minor;
+    uint32_t size_before;
+  };
+  static constexpr Growth kGrowth[] = {{"duet::AttentionSpec", 6, 16}};  // four 4-byte fields
+  for (DuetStructLayout h : kHost) {
+    for (const Growth& g : kGrowth) {
+      if (d.abi_minor < g.minor && std::strcmp(g.name, h.name) == 0) h.size = g.size_before;
+    }
     const DuetStructLayout* mine = nullptr;
     for (uint32_t i = 0; i < d.n_layouts; ++i) {
       if (d.layouts[i].name != nullptr && std::strcmp(d.layouts[i].name, h.name) == 0)

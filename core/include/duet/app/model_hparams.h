@@ -27,9 +27,12 @@ struct DUET_API ModelHParams {
   float rms_eps = 1e-5f;
   float attention_scale = 0.0f;  // applied to q·k: 1/sqrt(head_dim)
   // Positions a sliding-window layer attends to (Gemma 3's local layers);
-  // 0 when the architecture has none. Duet runs such a model with a KV cache
-  // of at most this many tokens, where every layer's attention is exact.
+  // 0 when the architecture has none.
   int32_t sliding_window = 0;
+  // Each layer's attention window (AttentionSpec::window): sliding_window
+  // for a sliding-window layer, 0 for a layer that attends to every earlier
+  // position. n_layers entries.
+  std::vector<int32_t> layer_windows;
 };
 
 // Architectures Duet has a model definition for (general.architecture

@@ -192,7 +192,7 @@ DUET_API PipelineConfig parse_pipeline_config(std::string_view yaml_text,
 // the model (its absolute path; chat on when the file has a chat template
 // ChatTemplate recognises),
 // the fastest backend that loads ([cuda, onednn, reference]), an f16 KV
-// cache of min(4096, context_length, attention.sliding_window) tokens, greedy decoding of up to 256
+// cache of min(4096, context_length) tokens, greedy decoding of up to 256
 // tokens ending at the model's end-of-generation token. Reads only the
 // file's metadata. Throws duet::Error(kModelFile) when the file cannot be
 // opened as GGUF.
