@@ -803,6 +803,14 @@ TEST_F(Cli, ConformancePassesEveryInTreePluginComponent) {
   for (const auto& [file, args] : checks) {
     Result r = duet("conformance --plugin " + dir + file + args);
     EXPECT_EQ(r.code, 0) << file << args << "\n" << r.out << r.err;
+    // sliding_window's one window is not a model's per-layer one: it says
+    // so for the kit's sliding-window layer.
+    if (file == "duet-sliding-window.so") {
+      EXPECT_NE(r.out.find("skip: attention 'sliding_window' cannot run the model's own "
+                           "sliding-window layers (24 positions); use attention 'full'"),
+                std::string::npos)
+          << r.out;
+    }
     EXPECT_NE(r.out.find(" 0 FAIL"), std::string::npos) << file << args << "\n" << r.out;
     // A sampler given its options runs (onednn's own q8_0 tiles may skip
     // an attention's cases on VNNI machines).
@@ -859,6 +867,10 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
   EXPECT_EQ(good.code, 0) << good.err;
   EXPECT_NE(good.out.find("attention 'test_full'"), std::string::npos) << good.out;
   EXPECT_NE(good.out.find("reference  paged q8_0"), std::string::npos) << good.out;
+  // A sliding-window layer too (AttentionSpec::window).
+  EXPECT_NE(good.out.find("reference  paged w24 f32        0.00e+00    1e-10  pass"),
+            std::string::npos)
+      << good.out;
   EXPECT_NE(good.out.find(" 0 FAIL"), std::string::npos) << good.out;
   EXPECT_EQ(good.out.find("FAIL:"), std::string::npos) << good.out;
 
@@ -872,7 +884,7 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
   EXPECT_NE(forgetful.out.find("cache rows differ from what KVCache::write stores"),
             std::string::npos)
       << forgetful.out;
-  EXPECT_NE(forgetful.err.find("duet: error: duet conformance: 6 of 6 cases of plugin "
+  EXPECT_NE(forgetful.err.find("duet: error: duet conformance: 9 of 9 cases of plugin "
                                "'test-extensions' failed"),
             std::string::npos)
       << forgetful.err;
@@ -884,7 +896,7 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
   EXPECT_NE(storage.out.find("KV-cache storage 'test_rows'         reference  paged f16"),
             std::string::npos)
       << storage.out;
-  EXPECT_NE(storage.out.find("6 cases: 6 pass, 0 FAIL, 0 skipped"), std::string::npos)
+  EXPECT_NE(storage.out.find("9 cases: 9 pass, 0 FAIL, 0 skipped"), std::string::npos)
       << storage.out;
   Result late = duet("conformance" + plugin + " --component test_range_off_by_one");
   EXPECT_EQ(late.code, 4) << late.err;
@@ -917,7 +929,7 @@ TEST_F(Cli, ConformancePassesACorrectAttentionAndFailsWrongOnes) {
   Result one_backend = duet("conformance" + plugin + " --component test_full --backend onednn");
   EXPECT_EQ(one_backend.code, 0) << one_backend.err;
   EXPECT_EQ(one_backend.out.find(" reference "), std::string::npos) << one_backend.out;
-  EXPECT_NE(one_backend.out.find("6 cases: "), std::string::npos) << one_backend.out;
+  EXPECT_NE(one_backend.out.find("9 cases: "), std::string::npos) << one_backend.out;
   EXPECT_NE(one_backend.out.find(" 0 FAIL"), std::string::npos) << one_backend.out;
 
   // Stages: core decode's tokens alone and batched (lookup_decode passes

@@ -230,7 +230,16 @@ struct Subject {
   std::shared_ptr<KVCache> kv;
   std::string skip;
 };
-using MakeSubject = std::function<Subject(Backend& backend, const KVCacheSpec& spec)>;
+using MakeSubject = std::function<Subject(Backend& backend, const KVCacheSpec& spec,
+                                          const AttentionSpec& geometry)>;
+
+// Why an attention of a plugin built against ABI `minor` is not given a
+// sliding-window layer (`window` > 0) to check; empty when it is.
+std::string window_refusal(int32_t window, uint32_t minor) {
+  if (window == 0 || minor >= 6) return "";
+  return "built against Duet ABI 1." + std::to_string(minor) +
+         ", before sliding-window layers (AttentionSpec::window, ABI 1.6)";
+}
 
 // Every layout and dtype for component `info` ("attention 'x'" in `label`)
 // on info.backend; `round_trip` adds block copies and export/import, given
@@ -243,11 +252,15 @@ std::vector<ConformanceCase> run_cases(const PluginHost& host, const ComponentIn
     std::string name;
     int32_t block_tokens;
     std::vector<int32_t> table;
+    int32_t window;  // AttentionSpec::window: a sliding-window layer's
   };
+  // 16-slot blocks out of order: positions 0..70 in blocks 9, 3, 14, 0, 7.
+  const std::vector<int32_t> paged = {9, 3, 14, 0, 7, 12, 5, 1, 15, 2, 11, 4, 8, 6, 10, 13};
   const std::vector<Layout> layouts = {
-      {"contiguous", kCapacity, {0}},
-      // 16-slot blocks out of order: positions 0..70 in blocks 9, 3, 14, 0, 7.
-      {"paged", 16, {9, 3, 14, 0, 7, 12, 5, 1, 15, 2, 11, 4, 8, 6, 10, 13}},
+      {"contiguous", kCapacity, {0}, 0},
+      {"paged", 16, paged, 0},
+      // A window shorter than the 60-row chunk and the positions after it.
+      {"paged w24", 16, paged, 24},
   };
   std::vector<ConformanceCase> cases;
   std::shared_ptr<Backend> reference = host.create_backend("reference", Options());
@@ -274,8 +287,10 @@ std::vector<ConformanceCase> run_cases(const PluginHost& host, const ComponentIn
       c.result = "skip";
       const KVCacheSpec spec{"contiguous",        kLayers, kKvHeads, kHeadDim, kCapacity,
                              layout.block_tokens, dtype};
+      AttentionSpec geometry = kGeometry;
+      geometry.window = layout.window;
       try {
-        Subject subject = make(*backend, spec);
+        Subject subject = make(*backend, spec, geometry);
         if (!subject.skip.empty()) {
           c.detail = subject.skip;
           continue;
@@ -284,7 +299,7 @@ std::vector<ConformanceCase> run_cases(const PluginHost& host, const ComponentIn
           c.detail = s.reasons.front();
           continue;
         }
-        Run want(*reference, reference->create_attention("full", kGeometry), spec);
+        Run want(*reference, reference->create_attention("full", geometry), spec);
         Run got(*backend, std::move(subject.attention), std::move(subject.kv));
         if (run_steps(c, want, got, spec, layout.table) && round_trip)
           check_block_copy_and_import(c, want, got, layout.table, layout.block_tokens,
@@ -330,11 +345,16 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
                                                    const Options& options) {
   return run_cases(
       host, info, "attention '" + info.name + "'",
-      [&](Backend& backend, const KVCacheSpec& spec) {
+      [&](Backend& backend, const KVCacheSpec& spec, const AttentionSpec& geometry) {
         Subject s;
         s.skip = own_storage_refusal(host, backend, spec);
+        if (s.skip.empty()) {
+          s.skip = window_refusal(
+              geometry.window,
+              host.extension_abi_minor(ComponentKind::kAttention, info.backend, info.name));
+        }
         if (!s.skip.empty()) return s;
-        s.attention = host.create_attention(backend, info.name, kGeometry, options);
+        s.attention = host.create_attention(backend, info.name, geometry, options);
         s.kv = backend.create_kv_cache(spec);
         return s;
       },
@@ -345,8 +365,10 @@ std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const 
                                                   const Options& options) {
   return run_cases(
       host, info, "KV-cache storage '" + info.name + "'",
-      [&](Backend& backend, const KVCacheSpec& spec) {
+      [&](Backend& backend, const KVCacheSpec& spec, const AttentionSpec& geometry) {
         Subject s;
+        s.skip = window_refusal(geometry.window, host.backend_abi_minor(backend.name()));
+        if (!s.skip.empty()) return s;
         KVCacheSpec mine = spec;
         mine.impl = info.name;
         if (const Support support = host.check_kv_cache(backend, mine, options); !support.ok()) {
@@ -354,7 +376,7 @@ std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const 
           return s;
         }
         s.kv = host.create_kv_cache(backend, mine, options);
-        s.attention = backend.create_attention(backend.attention_impls().front(), kGeometry);
+        s.attention = backend.create_attention(backend.attention_impls().front(), geometry);
         return s;
       },
       host.unavailable_reason(info).empty()

@@ -1,7 +1,8 @@
 // conformance_cases.h — `duet conformance`'s cases. Attention: a plugin's
 // attention against the reference backend's 'full' attention on the same
 // random queries, keys and values, step by step over contiguous and paged
-// caches of each dtype, within the precision contract of docs/plugins.md,
+// caches of each dtype and as a sliding-window layer (a window of 24
+// positions, ABI 1.6), within the precision contract of docs/plugins.md,
 // and its cache rows against the rows KVCache::write stores. KV-cache
 // storage: the backend's own attention over the plugin's storage against
 // the reference over its own, the stored rows compared after every step,
