@@ -20,11 +20,11 @@ struct TinyVocab {
   std::vector<std::string> merges;
 };
 
-// Three control tokens, the 256 byte tokens, then merged tokens built from
+// The control tokens, the 256 byte tokens, then merged tokens built from
 // pairs of lower-case letters ("ab", "ac", ...) until n_vocab is reached.
-TinyVocab tiny_vocab(int32_t n_vocab) {
+TinyVocab tiny_vocab(int32_t n_vocab, const std::vector<std::string>& control) {
   TinyVocab v;
-  for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+  for (const std::string& special : control) {
     v.tokens.push_back(special);
     v.types.push_back(3);
   }
@@ -99,20 +99,37 @@ void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& s) {
         static_cast<uint32_t>(s.sliding_window > 0 ? s.sliding_window : s.context_length / 2));
   }
   if (!s.extra_key.empty()) w.set_uint32(a + s.extra_key, 1);
+  const bool llama3 = s.chat == "llama3";
   w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", s.pre_tokenizer);
-  const TinyVocab vocab = tiny_vocab(s.n_vocab);
+  w.set_string("tokenizer.ggml.pre",
+               llama3 && s.pre_tokenizer == "smollm" ? "llama-bpe" : s.pre_tokenizer);
+  const TinyVocab vocab =
+      llama3 ? tiny_vocab(s.n_vocab, {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                                      "<|end_header_id|>", "<|eot_id|>"})
+             : tiny_vocab(s.n_vocab, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"});
   w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
   w.set_int32_array("tokenizer.ggml.token_type", vocab.types);
   w.set_string_array("tokenizer.ggml.merges", vocab.merges);
-  w.set_uint32("tokenizer.ggml.bos_token_id", 1);
-  w.set_uint32("tokenizer.ggml.eos_token_id", 2);
-  w.set_string("tokenizer.chat_template",
-               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-               "message['content'] + "
-               "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
-               "'<|im_start|>assistant\\n' }}"
-               "{% endif %}");
+  if (llama3) {
+    w.set_uint32("tokenizer.ggml.bos_token_id", 0);
+    w.set_uint32("tokenizer.ggml.eos_token_id", 4);
+    w.set_string("tokenizer.chat_template",
+                 "{% set loop_messages = messages %}{% for message in loop_messages %}{% set "
+                 "content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+                 "message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set "
+                 "content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if "
+                 "add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' "
+                 "}}{% endif %}");
+  } else {
+    w.set_uint32("tokenizer.ggml.bos_token_id", 1);
+    w.set_uint32("tokenizer.ggml.eos_token_id", 2);
+    w.set_string("tokenizer.chat_template",
+                 "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                 "message['content'] + "
+                 "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+                 "'<|im_start|>assistant\\n' }}"
+                 "{% endif %}");
+  }
 
   const int64_t head_dim = s.head_dim != 0 ? s.head_dim : s.n_embd / s.n_heads;
   const int64_t q_dim = head_dim * s.n_heads;

@@ -11,7 +11,7 @@
 namespace duet::testing {
 
 struct TinyLlama {
-  int32_t n_vocab = 320;  // at least 259: 3 control tokens and 256 bytes
+  int32_t n_vocab = 320;  // at least the control tokens (3, llama3 5) and 256 bytes
   int32_t n_embd = 64;
   int32_t n_layers = 2;
   int32_t n_heads = 4;
@@ -28,6 +28,11 @@ struct TinyLlama {
   // post-norms, a sliding window (`sliding_window`), RoPE base 1e6 for
   // its global layers); any other name makes a file Duet refuses.
   std::string architecture = "llama";
+  // "chatml", or "llama3": Llama 3's control tokens (<|begin_of_text|> bos,
+  // <|end_of_text|>, <|start_header_id|>, <|end_header_id|>, <|eot_id|> eos)
+  // in place of ChatML's, Meta-Llama-3-8B-Instruct's chat template, and
+  // pre-tokenizer "llama-bpe" (unless pre_tokenizer names another).
+  std::string chat = "chatml";
   // Ways to make a broken model for error tests.
   std::string pre_tokenizer = "smollm";  // tokenizer.ggml.pre
   std::string omit_tensor;               // a tensor name to leave out
@@ -38,7 +43,8 @@ struct TinyLlama {
 // Writes a model of `shape.architecture` to `path`: tied embeddings; a byte-level BPE vocabulary
 // (pre-tokenizer "smollm") of
 // <|endoftext|>, <|im_start|> (bos), <|im_end|> (eos), the 256 byte tokens
-// and letter pairs "ab", "ac", ... with their merges; a ChatML template.
+// and letter pairs "ab", "ac", ... with their merges; a ChatML template
+// (or Llama 3's tokens and template: shape.chat).
 void write_tiny_llama(const std::filesystem::path& path, const TinyLlama& shape = {});
 
 // A fresh temporary folder for one test, removed by the caller.

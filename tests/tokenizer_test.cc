@@ -114,6 +114,7 @@ struct TinyVocab {
   std::vector<std::string> merges = {"b c", "a b", "a a", "1 2", "Ġ a", "Ġ ab"};
   std::optional<uint32_t> eos = 256 + 8;  // <|im_end|>
   std::string byte_z = "z";               // the text of the token for byte 'z'
+  std::optional<bool> add_bos;            // tokenizer.ggml.add_bos_token
 };
 
 constexpr int32_t kAb = 256, kBc = 257, kAa = 259, kSpaceA = 261, kSpaceAb = 262, kImStart = 263,
@@ -135,6 +136,7 @@ std::unique_ptr<Tokenizer> load_tiny(const TinyVocab& v, const std::string& name
   w.set_int32_array("tokenizer.ggml.token_type", types);
   w.set_string_array("tokenizer.ggml.merges", v.merges);
   if (v.eos) w.set_uint32("tokenizer.ggml.eos_token_id", *v.eos);
+  if (v.add_bos) w.set_bool("tokenizer.ggml.add_bos_token", *v.add_bos);
   TempFile file(name + ".gguf");
   w.write(file.path);
   return load_tokenizer(GgufFile::open(file.path));
@@ -160,6 +162,26 @@ TEST(TinyTokenizer, MergesLowestRankFirst) {
   // Equal ranks merge leftmost first.
   EXPECT_EQ(tok->encode("aaa", false), (std::vector<int32_t>{kAa, 'a'}));
   EXPECT_EQ(tok->encode(" ab", false), std::vector<int32_t>{kSpaceAb});
+}
+
+// Llama 3's pre-tokenizer (llama.cpp's LLAMA3 type, Hugging Face's
+// ignore_merges): a word that is a token as a whole is that token, though
+// merges would make "a" "bc" of it; and a BOS unless the file says not.
+TEST(TinyTokenizer, Llama3TakesWholeWordTokensBeforeMergesAndAddsItsBos) {
+  constexpr int32_t kAbc = 258;
+  TinyVocab llama3;
+  llama3.pre = "llama-bpe";
+  auto tok = load_tiny(llama3, "llama3");
+  EXPECT_EQ(tok->encode("abc", false), std::vector<int32_t>{kAbc});
+  EXPECT_EQ(tok->encode("aab", false), (std::vector<int32_t>{'a', kAb}));  // no such token
+  EXPECT_TRUE(tok->add_bos());
+  llama3.add_bos = false;
+  EXPECT_FALSE(load_tiny(llama3, "llama3-no-bos")->add_bos());
+  TinyVocab qwen2;
+  qwen2.pre = "qwen2";
+  auto qwen = load_tiny(qwen2, "qwen2");
+  EXPECT_EQ(qwen->encode("abc", false), (std::vector<int32_t>{'a', kBc}));
+  EXPECT_FALSE(qwen->add_bos());
 }
 
 TEST(TinyTokenizer, SplitsEveryDigitAndWordsBeforeMerging) {

@@ -110,6 +110,11 @@ BpeTokenizer::BpeTokenizer(const Vocabulary& vocab, std::unique_ptr<PreTokenizer
     auto it = by_text.find(byte_char_utf8(static_cast<uint8_t>(b)));
     byte_tokens_[b] = it == by_text.end() ? -1 : it->second;
   }
+  if (pre_tokenizer_->rules().ignore_merges) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!is_raw_text(vocab.types[i])) whole_words_.emplace(pieces[i], static_cast<int32_t>(i));
+    }
+  }
 
   merges_.reserve(vocab.merges.size());
   for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
@@ -170,6 +175,12 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out
 }
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (!whole_words_.empty()) {
+    if (auto it = whole_words_.find(std::string(word)); it != whole_words_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   // Symbols form a linked list over the word's bytes; a heap of candidate
   // merges ordered by (rank, position) picks the next one. Candidates are
   // checked when popped, as earlier merges may have consumed their symbols.

@@ -5,7 +5,9 @@
 // longest first), every other stretch is split into words by the
 // PreTokenizer, each word's bytes become GPT-2's byte-level symbols, and
 // adjacent symbols are merged lowest merge rank first (leftmost on ties), as
-// Hugging Face tokenizers' BPE model does. Like it (with no unknown token), a
+// Hugging Face tokenizers' BPE model does — except that, where the
+// pre-tokenizer's rules say ignore_merges (Llama 3), a word that is a normal
+// token as a whole becomes that token. Like it (with no unknown token), a
 // byte whose symbol is not in the vocabulary is dropped: SmolLM2 lacks 21 of
 // the 256 (0x04 0x06 0x13 0x14 0x16 0x1D, 0xC0 0xC1 0xF1 0xF2 and 0xF5-0xFF:
 // rare controls and bytes of invalid UTF-8 or unassigned code points).
@@ -60,7 +62,9 @@ class BpeTokenizer final : public TableTokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::array<int32_t, 256> byte_tokens_{};      // each byte's token; -1: none
   std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
-  std::array<bool, 256> special_starts_{};      // first bytes of the special tokens
+  // With ignore_merges: each normal token's bytes, to its id (the first).
+  std::unordered_map<std::string, int32_t> whole_words_;
+  std::array<bool, 256> special_starts_{};  // first bytes of the special tokens
 };
 
 }  // namespace duet

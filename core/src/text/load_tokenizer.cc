@@ -47,7 +47,9 @@ std::unique_ptr<Tokenizer> load_bpe(const GgufFile& file, const std::string& sou
   vocab.bos = file.find_int("tokenizer.ggml.bos_token_id");
   vocab.eos = file.find_int("tokenizer.ggml.eos_token_id");
   vocab.eot = file.find_int("tokenizer.ggml.eot_token_id");
-  vocab.add_bos = file.find_bool("tokenizer.ggml.add_bos_token").value_or(false);
+  // llama.cpp's default: a BOS for Llama 3's pre-tokenizer, else none.
+  vocab.add_bos =
+      file.find_bool("tokenizer.ggml.add_bos_token").value_or(pre_tokenizer->rules().adds_bos);
   return std::make_unique<BpeTokenizer>(vocab, std::move(pre_tokenizer), source);
 }
 

@@ -30,18 +30,26 @@ constexpr const char* kQwen2Words =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
     R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-// tokenizer.ggml.pre values and their regex sequences. "smollm" is the HF
-// pre-tokenizer Sequence[Digits(individual_digits=true),
+struct Known {
+  std::vector<std::string> patterns;
+  PreTokenizer::Rules rules;
+};
+
+// tokenizer.ggml.pre values, their regex sequences and rules. "smollm" is
+// the HF pre-tokenizer Sequence[Digits(individual_digits=true),
 // ByteLevel(add_prefix_space=false, use_regex=true)] of SmolLM/SmolLM2, which
 // llama.cpp maps to LLAMA_VOCAB_PRE_TYPE_SMOLLM with regexes {"\p{N}", GPT-2}.
-const std::map<std::string, std::vector<std::string>, std::less<>>& known_pretokenizers() {
-  static const std::map<std::string, std::vector<std::string>, std::less<>> kKnown = {
-      {"smollm", {R"(\p{N})", kGpt2Words}},
+// Llama 3's tokenizer.json sets ignore_merges, and llama.cpp adds its BOS
+// unless the file says otherwise.
+const std::map<std::string, Known, std::less<>>& known_pretokenizers() {
+  constexpr PreTokenizer::Rules kLlama3{true, true};
+  static const std::map<std::string, Known, std::less<>> kKnown = {
+      {"smollm", {{R"(\p{N})", kGpt2Words}, {}}},
       // The names llama.cpp's converter writes for Llama 3 tokenizers.
-      {"llama-bpe", {kLlama3Words}},
-      {"llama3", {kLlama3Words}},
-      {"llama-v3", {kLlama3Words}},
-      {"qwen2", {kQwen2Words}},
+      {"llama-bpe", {{kLlama3Words}, kLlama3}},
+      {"llama3", {{kLlama3Words}, kLlama3}},
+      {"llama-v3", {{kLlama3Words}, kLlama3}},
+      {"qwen2", {{kQwen2Words}, {}}},
   };
   return kKnown;
 }
@@ -57,16 +65,16 @@ std::unique_ptr<PreTokenizer> PreTokenizer::for_name(std::string_view name) {
   const auto& known = known_pretokenizers();
   auto it = known.find(name);
   if (it == known.end()) return nullptr;
-  return std::make_unique<PreTokenizer>(it->second);
+  return std::make_unique<PreTokenizer>(it->second.patterns, it->second.rules);
 }
 
 std::vector<std::string> PreTokenizer::supported_names() {
   std::vector<std::string> names;
-  for (const auto& [name, patterns] : known_pretokenizers()) names.push_back(name);
+  for (const auto& [name, known] : known_pretokenizers()) names.push_back(name);
   return names;
 }
 
-PreTokenizer::PreTokenizer(const std::vector<std::string>& patterns) {
+PreTokenizer::PreTokenizer(const std::vector<std::string>& patterns, Rules rules) : rules_(rules) {
   for (const std::string& pattern : patterns) {
     auto regex = std::make_unique<Regex>();
     int error_code = 0;

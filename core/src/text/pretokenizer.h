@@ -22,7 +22,17 @@ class PreTokenizer {
   static std::unique_ptr<PreTokenizer> for_name(std::string_view name);
   static std::vector<std::string> supported_names();
 
-  explicit PreTokenizer(const std::vector<std::string>& patterns);
+  // What llama.cpp does for a file of this pre-tokenizer beyond the split
+  // (Llama 3's "llama-bpe", as Hugging Face's tokenizer.json says for it):
+  // `ignore_merges`, a word that is a token as a whole becomes that token
+  // without merges; `adds_bos`, the file's BOS goes first when the file does
+  // not say (tokenizer.ggml.add_bos_token).
+  struct Rules {  // value-initialised: both false
+    bool ignore_merges;
+    bool adds_bos;
+  };
+
+  explicit PreTokenizer(const std::vector<std::string>& patterns, Rules rules = {});
   ~PreTokenizer();
   PreTokenizer(const PreTokenizer&) = delete;
   PreTokenizer& operator=(const PreTokenizer&) = delete;
@@ -34,9 +44,12 @@ class PreTokenizer {
   // megabyte-long words are tested.
   std::vector<std::string_view> split(std::string_view text) const;
 
+  const Rules& rules() const { return rules_; }
+
  private:
   struct Regex;
   std::vector<std::unique_ptr<Regex>> regexes_;
+  Rules rules_;
 };
 
 }  // namespace duet
