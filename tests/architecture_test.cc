@@ -147,6 +147,9 @@ TEST(SlidingWindows, AnAttentionBuiltBeforeWindowsRunsFullLayersAndRefusesWindow
     return Pipeline::build(config, host)->run_tokens(prompt, sink).generated_tokens;
   };
   EXPECT_EQ(run("llama", "test_abi_1_5_full"), run("llama", "full"));
+  // The spec such a plugin copies ends before `window`: what lies after it
+  // (a 3 here) is not read as one.
+  EXPECT_EQ(run("llama", "test_abi_1_5_copied"), run("llama", "full"));
   EXPECT_FALSE(run("gemma3", "full").empty());
   try {
     run("gemma3", "test_abi_1_5_full");

@@ -121,7 +121,7 @@ struct Piece {
 class AttentionRig {
  public:
   AttentionRig(int threads, DType dtype, int32_t block_tokens, uint32_t placement,
-               bool invariant = true)
+               bool invariant = true, int32_t window = 0)
       : backend_(onednn(threads, invariant)), block_tokens_(block_tokens) {
     KVCacheSpec spec;
     spec.n_layers = 2;
@@ -132,7 +132,8 @@ class AttentionRig {
     spec.dtype = dtype;
     kv_ = backend_->create_kv_cache(spec);
     attention_ = backend_->create_attention(
-        "full", AttentionSpec{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim})});
+        "full",
+        AttentionSpec{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float{kHeadDim}), window});
     free_.resize(kBlocks);
     std::iota(free_.begin(), free_.end(), 0);
     std::mt19937 rng(placement);
@@ -225,6 +226,7 @@ void run_batched(AttentionRig& rig) {
 struct CacheCase {
   DType dtype;
   int32_t block_tokens;
+  int32_t window = 0;  // a sliding-window layer's (AttentionSpec::window)
 };
 
 class OnednnBatchInvariantAttention : public OnednnBatchInvariance,
@@ -236,15 +238,15 @@ TEST_P(OnednnBatchInvariantAttention, RowsAreBitIdenticalAloneChunkedBatchedAndO
                                                           int64_t{kBlocks} * c.block_tokens,
                                                           c.block_tokens, c.dtype});
   if (!s.ok()) GTEST_SKIP() << s.reasons.front();
-  AttentionRig whole(2, c.dtype, c.block_tokens, 0);
+  AttentionRig whole(2, c.dtype, c.block_tokens, 0, true, c.window);
   run_alone(whole, {600});
-  AttentionRig chunked(2, c.dtype, c.block_tokens, 11);
+  AttentionRig chunked(2, c.dtype, c.block_tokens, 11, true, c.window);
   run_alone(chunked, {37, 263, 300});
-  AttentionRig batched(2, c.dtype, c.block_tokens, 12);
+  AttentionRig batched(2, c.dtype, c.block_tokens, 12, true, c.window);
   run_batched(batched);
-  AttentionRig batched_1_thread(1, c.dtype, c.block_tokens, 13);
+  AttentionRig batched_1_thread(1, c.dtype, c.block_tokens, 13, true, c.window);
   run_batched(batched_1_thread);
-  AttentionRig batched_3_threads(3, c.dtype, c.block_tokens, 14);
+  AttentionRig batched_3_threads(3, c.dtype, c.block_tokens, 14, true, c.window);
   run_batched(batched_3_threads);
 
   int32_t compared = 0;
@@ -266,7 +268,7 @@ TEST_P(OnednnBatchInvariantAttention, RowsAreBitIdenticalAloneChunkedBatchedAndO
   EXPECT_EQ(compared, 602);
   // And it is the same attention as the default mode's, to rounding (as
   // backend_conformance_test bounds it; q8_0 may be integer arithmetic).
-  AttentionRig usual(2, c.dtype, c.block_tokens, 0, false);
+  AttentionRig usual(2, c.dtype, c.block_tokens, 0, false, c.window);
   run_alone(usual, {600});
   std::vector<float> got, want;
   for (int32_t p = 0; p < 602; ++p) {
@@ -281,10 +283,15 @@ TEST_P(OnednnBatchInvariantAttention, RowsAreBitIdenticalAloneChunkedBatchedAndO
 INSTANTIATE_TEST_SUITE_P(Caches, OnednnBatchInvariantAttention,
                          ::testing::Values(CacheCase{DType::kF32, 16}, CacheCase{DType::kF16, 16},
                                            CacheCase{DType::kQ8_0, 16}, CacheCase{DType::kF16, 24},
-                                           CacheCase{DType::kQ8_0, 24}),
+                                           CacheCase{DType::kQ8_0, 24},
+                                           // A window starting inside a 256-position stretch.
+                                           CacheCase{DType::kF16, 16, 300},
+                                           CacheCase{DType::kQ8_0, 24, 300}),
                          [](const ::testing::TestParamInfo<CacheCase>& param) {
-                           return std::string(dtype_name(param.param.dtype)) + "_blocks" +
-                                  std::to_string(param.param.block_tokens);
+                           const CacheCase& c = param.param;
+                           return std::string(dtype_name(c.dtype)) + "_blocks" +
+                                  std::to_string(c.block_tokens) +
+                                  (c.window > 0 ? "_window" + std::to_string(c.window) : "");
                          });
 
 // ---- matmul and SwiGLU -------------------------------------------------------------

@@ -31,11 +31,17 @@ Support CudaAttention::check(const KVCacheSpec& kv) const {
     s.reasons.push_back("head dimension " + std::to_string(spec_.head_dim) +
                         " exceeds the cuda attention's " + std::to_string(kMaxAttentionHeadDim));
   }
-  if (spec_.window > 0) {
+  s.merge(check_attention_window(spec_, "attention 'full' of backend 'cuda'"));
+  // With no more cached positions than the window, every row's window is
+  // all of them: full attention is the windowed one exactly.
+  if (spec_.window > 0 && kv.capacity_tokens > spec_.window) {
     s.reasons.push_back(
         "attention 'full' of backend 'cuda' does not run sliding-window layers "
-        "yet (a window of " +
-        std::to_string(spec_.window) + " positions); use backend 'onednn'");
+        "past their window yet (a window of " +
+        std::to_string(spec_.window) + " positions, a cache of " +
+        std::to_string(kv.capacity_tokens) +
+        "); use components.kv_cache.capacity_tokens of at most " + std::to_string(spec_.window) +
+        ", or backend 'onednn'");
   }
   return s;
 }

@@ -24,8 +24,9 @@ constexpr int32_t kTileRows = 32;
 // A decode row's positions are split into stretches of at least this many,
 // so that merging partials and the GEMM calls' overhead stay small.
 constexpr int32_t kMinStretch = 256;
-// Batch-invariant mode: stretch c of every row covers positions
-// [c * kInvariantStretch, (c + 1) * kInvariantStretch), and the stretches of
+// Batch-invariant mode: stretch c of every row covers the positions of
+// [c * kInvariantStretch, (c + 1) * kInvariantStretch) that it sees (its
+// window may begin inside a stretch), and the stretches of
 // rows run as tasks of their own only while the step has fewer (row, KV
 // head) pairs than this many per thread.
 constexpr int32_t kInvariantStretch = 256;
@@ -69,8 +70,13 @@ int32_t window_start(const AttentionSpec& spec, int32_t position) {
 }
 
 // Positions the last row of `seq` in this step sees.
-int64_t sequence_seen(const StepBatch& step, const SequenceStep& seq) {
+int32_t sequence_seen(const StepBatch& step, const SequenceStep& seq) {
   return step.positions[static_cast<size_t>(seq.first_token + seq.n_tokens - 1)] + 1;
+}
+
+// The first position any row of `seq` in this step sees.
+int32_t sequence_start(const AttentionSpec& spec, const StepBatch& step, const SequenceStep& seq) {
+  return window_start(spec, step.positions[static_cast<size_t>(seq.first_token)]);
 }
 
 // C = alpha · op(A) · op(B) + beta · C, row-major, on the calling thread.
@@ -120,6 +126,7 @@ Support OnednnAttention::check(const KVCacheSpec& kv) const {
   Support s = check_kv_rows(kv, "backend 'onednn'", {DType::kF32, DType::kF16, DType::kQ8_0});
   s.merge(check_attention_geometry(spec_, kv, kWho));
   s.merge(check_head_dim(spec_));
+  s.merge(check_attention_window(spec_, kWho));
   return s;
 }
 
@@ -134,8 +141,10 @@ void OnednnAttention::plan(const StepBatch& step) {
     if (seq.n_tokens >= kMinTiledRows) {
       for (int32_t row = first; row < last; row += kTileRows) {
         const int32_t row_end = std::min(last, row + kTileRows);
+        // run_tile's scores: its rows by the positions they see.
         const int64_t seen = step.positions[static_cast<size_t>(row_end - 1)] + 1;
-        per_thread = std::max(per_thread, (row_end - row) * seen);
+        const int64_t lo = window_start(spec_, step.positions[static_cast<size_t>(row)]);
+        per_thread = std::max(per_thread, (row_end - row) * (seen - lo));
         for (int32_t g = 0; g < n_kv; ++g)
           tasks_.push_back(Task{&seq, g, 1, row, row_end, 0, 0, true, false});
       }
@@ -268,26 +277,24 @@ void OnednnAttention::gather_tiled(const StepBatch& step, const LayerCache& cach
   for (size_t i = 0; i < step.sequences.size(); ++i) {
     const SequenceStep& seq = step.sequences[i];
     if (seq.n_tokens < kMinTiledRows) continue;
-    const int32_t seen =
-        step.positions[static_cast<size_t>(seq.first_token + seq.n_tokens - 1)] + 1;
+    const int32_t start = sequence_start(spec_, step, seq), seen = sequence_seen(step, seq);
     int runs = 0;
-    for_each_run(seq.block_table, cache.block_tokens, 0, seen,
+    for_each_run(seq.block_table, cache.block_tokens, start, seen,
                  [&](int32_t, int32_t, int64_t) { ++runs; });
     if (cache.dtype == DType::kF32 && runs == 1) continue;  // read in place
     shared_offset_[i] = floats;
-    floats += 2 * seen * kv_row;
+    floats += 2 * int64_t{seen - start} * kv_row;
   }
   shared_.resize(static_cast<size_t>(floats));
   for (size_t i = 0; i < step.sequences.size(); ++i) {
     if (shared_offset_[i] < 0) continue;
     const SequenceStep& seq = step.sequences[i];
-    const int32_t seen =
-        step.positions[static_cast<size_t>(seq.first_token + seq.n_tokens - 1)] + 1;
+    const int32_t start = sequence_start(spec_, step, seq), seen = sequence_seen(step, seq);
     float* k = shared_.data() + shared_offset_[i];
-    float* v = k + int64_t{seen} * kv_row;
-    pool_->parallel_for(seen, 64, [&](int64_t begin, int64_t end, int) {
-      gather(cache, seq.block_table, 0, spec_.n_kv_heads, static_cast<int32_t>(begin),
-             static_cast<int32_t>(end), k + begin * kv_row, v + begin * kv_row);
+    float* v = k + int64_t{seen - start} * kv_row;
+    pool_->parallel_for(seen - start, 64, [&](int64_t begin, int64_t end, int) {
+      gather(cache, seq.block_table, 0, spec_.n_kv_heads, start + static_cast<int32_t>(begin),
+             start + static_cast<int32_t>(end), k + begin * kv_row, v + begin * kv_row);
     });
   }
 }
@@ -304,16 +311,20 @@ void OnednnAttention::run_tile(const Task& task, const StepBatch& step, const La
   const int32_t lo = window_start(spec_, step.positions[static_cast<size_t>(task.row)]);
   const int32_t width = seen - lo;
   float* scores = scratch_.data() + thread * scratch_floats_;  // [rows, width]
-  // Keys and values gathered once for all tiles of the sequence, or, for a
-  // run of f32 slots, the cache itself.
+  // Keys and values of positions [start, seen) of the sequence, gathered
+  // once for all its tiles, or, for a run of f32 slots, the cache itself.
   const int64_t kv_row = int64_t{spec_.n_kv_heads} * hd;
   const int64_t shared = shared_offset_[static_cast<size_t>(task.seq - step.sequences.data())];
-  const int64_t first_slot = int64_t{task.seq->block_table[0]} * cache.block_tokens;
+  const int32_t start = sequence_start(spec_, step, *task.seq);
+  const int64_t start_slot =
+      int64_t{task.seq->block_table[static_cast<size_t>(start / cache.block_tokens)]} *
+          cache.block_tokens +
+      start % cache.block_tokens;
   const float* k = shared >= 0 ? shared_.data() + shared
-                               : static_cast<const float*>(cache.k) + first_slot * kv_row;
-  const float* v = shared >= 0 ? k + sequence_seen(step, *task.seq) * kv_row
-                               : static_cast<const float*>(cache.v) + first_slot * kv_row;
-  const int64_t from = int64_t{lo} * kv_row + int64_t{task.kv_head} * hd;
+                               : static_cast<const float*>(cache.k) + start_slot * kv_row;
+  const float* v = shared >= 0 ? k + int64_t{sequence_seen(step, *task.seq) - start} * kv_row
+                               : static_cast<const float*>(cache.v) + start_slot * kv_row;
+  const int64_t from = int64_t{lo - start} * kv_row + int64_t{task.kv_head} * hd;
   const Gathered kv{k + from, v + from, kv_row};
   for (int32_t h = 0; h < group; ++h) {
     const int64_t head = (int64_t{task.kv_head} * group + h) * hd;

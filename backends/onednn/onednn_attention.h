@@ -4,10 +4,10 @@
 //
 // A sequence with many rows in the step (a prompt chunk) is cut into tiles of
 // query rows; for each tile and query head, S = scale · Q Kᵀ and O = P V are
-// GEMMs over the positions the tile's last row sees, with a causal softmax
-// in between. A sequence with few rows (decode) would give only n_kv_heads
-// such tasks — too few for the threads and too coarse at thousands of cached
-// tokens — so each of its rows is instead split into stretches of cached
+// GEMMs over the positions the tile's rows see (from its first row's window
+// start, or 0, to its last row), with a causal, windowed softmax in between. A sequence with few
+// rows (decode) would give only n_kv_heads such tasks — too few for the threads and too coarse at
+// thousands of cached tokens — so each of its rows is instead split into stretches of cached
 // positions. A stretch reads its keys and values in place, each once,
 // widening f16 or q8_0 in registers (long-context decode is bound by
 // reading the cache), scores them for all query heads of a KV head's group at once, and
@@ -104,8 +104,8 @@ class OnednnAttention final : public Attention {
   void gather(const LayerCache& cache, const std::vector<int32_t>& table, int32_t first_head,
               int32_t heads, int32_t begin, int32_t end, float* k_out, float* v_out) const;
   // For each sequence cut into tiles whose keys and values are not one run
-  // of f32 slots: gathers every position they see into shared_, once, for
-  // all of its tiles.
+  // of f32 slots: gathers every position its rows see (from its first row's
+  // window start) into shared_, once, for all of its tiles.
   void gather_tiled(const StepBatch& step, const LayerCache& cache);
   void run_tile(const Task& task, const StepBatch& step, const LayerCache& cache, const float* q,
                 float* out, int thread);
@@ -132,7 +132,7 @@ class OnednnAttention final : public Attention {
   int64_t state_floats_ = 0;  // floats of one task's partial in states_
   // Per thread: a task's scores.
   std::vector<float> scratch_;
-  // Per tiled sequence: keys then values of every position it sees, or
+  // Per tiled sequence: keys then values of every position its rows see, or
   // offset -1 when its tiles read the cache in place.
   std::vector<float> shared_;
   std::vector<int64_t> shared_offset_;

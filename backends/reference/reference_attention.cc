@@ -12,6 +12,7 @@ namespace duet::reference {
 Support ReferenceAttention::check(const KVCacheSpec& kv) const {
   Support s = check_kv_rows(kv, "backend 'reference'", {DType::kF32, DType::kF16, DType::kQ8_0});
   s.merge(check_attention_geometry(spec_, kv, "attention 'full' of backend 'reference'"));
+  s.merge(check_attention_window(spec_, "attention 'full' of backend 'reference'"));
   return s;
 }
 

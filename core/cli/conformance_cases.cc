@@ -368,6 +368,7 @@ std::vector<ConformanceCase> kv_cache_conformance(const PluginHost& host, const 
       [&](Backend& backend, const KVCacheSpec& spec, const AttentionSpec& geometry) {
         Subject s;
         s.skip = window_refusal(geometry.window, host.backend_abi_minor(backend.name()));
+        if (!s.skip.empty()) s.skip = "backend '" + backend.name() + "' " + s.skip;
         if (!s.skip.empty()) return s;
         KVCacheSpec mine = spec;
         mine.impl = info.name;

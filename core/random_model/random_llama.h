@@ -32,8 +32,8 @@ namespace duet::testing {
 struct RandomLlama {
   // general.architecture: "llama", "qwen2" (random Q/K/V biases), "qwen3"
   // (per-head q/k norms of ones, attention.key_length written) or "gemma3"
-  // (q/k norms and post-norms of ones, a sliding window of 512; Duet then
-  // runs it with at most 512 cached tokens).
+  // (q/k norms and post-norms of ones, a sliding window of 512 on five
+  // layers of six).
   std::string architecture = "llama";
   // SmolLM2-135M's shape.
   int32_t n_vocab = 49152;

@@ -277,7 +277,7 @@ void register_components(duet::PluginRegistrar& r) {
 #elif defined(VARIANT_extensions)
 void register_components(duet::PluginRegistrar& r) { register_extensions(r); }
 #elif defined(VARIANT_abi_1_5)
-// What a plugin built against ABI 1.5 registers: an attention for a backend
+// What a plugin built against ABI 1.5 registers: attentions for a backend
 // (the backend's 'full' as it is). Its AttentionSpec had no window, so the
 // host must never give it a sliding-window layer.
 void register_components(duet::PluginRegistrar& r) {
@@ -286,6 +286,25 @@ void register_components(duet::PluginRegistrar& r) {
       [](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
         o.finish();
         return backend.create_attention("full", spec);
+      });
+  // A copy of its spec, as 1.5's headers made it: 16 bytes, here followed by
+  // bytes that read as a window of 3. The backend must not read them.
+  r.add_attention(
+      "reference", "test_abi_1_5_copied", "'full' of a 1.5-sized copy of the spec",
+      [](duet::Backend& backend, const duet::AttentionSpec& spec, const duet::Options& o) {
+        o.finish();
+        struct Spec15 {
+          int32_t n_heads, n_kv_heads, head_dim;
+          float scale;
+        };
+        static_assert(sizeof(Spec15) == 16);
+        struct {
+          Spec15 copy;
+          int32_t after = 3;
+        } stack;
+        std::memcpy(&stack.copy, &spec, sizeof(Spec15));
+        return backend.create_attention("full",
+                                        *reinterpret_cast<const duet::AttentionSpec*>(&stack));
       });
 }
 #elif defined(VARIANT_clash_builtin)

@@ -32,6 +32,11 @@ struct DUET_API AttentionSpec {
 DUET_API Support check_attention_geometry(const AttentionSpec& spec, const KVCacheSpec& kv,
                                           std::string_view who);
 
+// (ABI 1.6) What every attention checks of spec.window: not negative.
+// Reasons name `who`. REQUIRES: a spec of ABI 1.6 or later (a plugin built
+// against 1.5 must not call it: its spec ends before `window`).
+DUET_API Support check_attention_window(const AttentionSpec& spec, std::string_view who);
+
 // Thread-safety: none; one pipeline uses an Attention at a time.
 class DUET_API Attention {
  public:

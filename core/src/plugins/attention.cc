@@ -20,4 +20,10 @@ Support check_attention_geometry(const AttentionSpec& spec, const KVCacheSpec& k
   return s;
 }
 
+Support check_attention_window(const AttentionSpec& spec, std::string_view who) {
+  if (spec.window >= 0) return {};
+  return Support::no(std::string(who) + ": a window of " + std::to_string(spec.window) +
+                     " positions; a sliding-window layer's window is positive, and 0 means none");
+}
+
 }  // namespace duet

@@ -115,6 +115,12 @@ std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHo
                                                 bool checked) {
   const AttentionSpec full{hparams.n_heads, hparams.n_kv_heads, hparams.head_dim,
                            hparams.attention_scale};
+  if (!hparams.layer_windows.empty() &&
+      hparams.layer_windows.size() != static_cast<size_t>(hparams.n_layers)) {
+    throw Error(ErrorKind::kInternal,
+                "the model has " + std::to_string(hparams.n_layers) + " layers and " +
+                    std::to_string(hparams.layer_windows.size()) + " layer windows");
+  }
   std::vector<int32_t> windows;  // distinct, in layer order
   std::vector<int32_t> window_of_layer;
   for (const int32_t w : hparams.layer_windows) {
@@ -127,9 +133,21 @@ std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHo
 
   const bool own =
       source_of(backend, host, ComponentKind::kAttention, impl, options) == Source::kOwn;
+  const uint32_t backend_minor = host.backend_abi_minor(backend.name());
   const uint32_t minor =
-      own ? host.backend_abi_minor(backend.name())
+      own ? backend_minor
           : host.extension_abi_minor(ComponentKind::kAttention, backend.name(), impl);
+  if (minor >= 6 && backend_minor < 6) {
+    // The plugin's attention may hand the spec to the backend's own, which
+    // would not know the window.
+    throw Error(ErrorKind::kPlugin,
+                "attention '" + impl + "' (plugin '" +
+                    extension_plugin(host, ComponentKind::kAttention, backend, impl) +
+                    "') runs on backend '" + backend.name() + "', built against Duet ABI 1." +
+                    std::to_string(backend_minor) + ", which cannot run " + hparams.architecture +
+                    "'s sliding-window layers (AttentionSpec::window, ABI 1.6); rebuild the "
+                    "backend's plugin against this Duet SDK");
+  }
   if (minor < 6) {
     const std::string who =
         own ? "of backend '" + backend.name() + "' ("

@@ -16,6 +16,7 @@
 #include "duet/app/suggest.h"
 #include "duet/error.h"
 #include "engine/stage_options.h"
+#include "plugins/pre_window_backend.h"
 #include "text/split.h"
 
 namespace duet {
@@ -277,7 +278,8 @@ std::string layout_refusal(const DuetPluginDescriptor& d) {
     uint32_t minor;
     uint32_t size_before;
   };
-  static constexpr Growth kGrowth[] = {{"duet::AttentionSpec", 6, 16}};  // four 4-byte fields
+  static constexpr Growth kGrowth[] = {{"duet::AttentionSpec", 6, 16}};
+  static_assert(offsetof(AttentionSpec, window) == 16, "AttentionSpec's 1.5 fields are 16 bytes");
   for (DuetStructLayout h : kHost) {
     for (const Growth& g : kGrowth) {
       if (d.abi_minor < g.minor && std::strcmp(g.name, h.name) == 0) h.size = g.size_before;
@@ -659,7 +661,20 @@ std::shared_ptr<Attention> PluginHost::create_attention(Backend& backend, const 
                                                         const AttentionSpec& spec,
                                                         const Options& options) const {
   const Entry& e = find_extension(ComponentKind::kAttention, backend.name(), name);
-  return keep_loaded(call_factory(e.attention, e.info, backend, spec, options), e.library, e.info);
+  if (e.abi_minor >= 6) {
+    return keep_loaded(call_factory(e.attention, e.info, backend, spec, options), e.library,
+                       e.info);
+  }
+  // Its own specs end before `window`: the backend it is handed reads them so.
+  struct Held {
+    std::shared_ptr<PreWindowBackend> backend;
+    std::shared_ptr<Attention> attention;  // destroyed first
+  };
+  auto held = std::make_shared<Held>();
+  held->backend = std::make_shared<PreWindowBackend>(backend);
+  held->attention = keep_loaded(call_factory(e.attention, e.info, *held->backend, spec, options),
+                                e.library, e.info);
+  return std::shared_ptr<Attention>(held, held->attention.get());
 }
 
 Support PluginHost::check_kv_cache(Backend& backend, const KVCacheSpec& spec,
