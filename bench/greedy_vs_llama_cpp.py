@@ -14,6 +14,9 @@ or llama.cpp's f32 copy differs from the reference backend.
 usage: greedy_vs_llama_cpp.py --duet build/bin/duet --model FILE.gguf
            [--pipeline configs/smollm2-reference.yaml] [--f32 COPY.gguf]
            [--prompts bench/prompts/greedy-ten.txt] [--tokens 32] [--threads N]
+           [--ctx 1024]
+--ctx is llama.cpp's context (prompt plus --tokens must fit); Duet's KV
+cache is the pipeline's.
 Without --f32 the copy is made with `duet quantize FILE COPY --type f32`
 (exact) next to a temporary folder. Run it in the venv that
 bench/llama_cpp_venv.sh builds (llama-cpp-python and numpy).
@@ -76,6 +79,7 @@ def main() -> int:
     parser.add_argument("--prompts", default="bench/prompts/greedy-ten.txt")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--ctx", type=int, default=1024)
     args = parser.parse_args()
     prompts = [p for p in open(args.prompts, encoding="utf-8").read().splitlines() if p.strip()]
     f32 = args.f32
@@ -85,9 +89,9 @@ def main() -> int:
                        stdout=subprocess.DEVNULL)
     runs = ["onednn", "llama.cpp f32", "llama.cpp file"]
     models = {
-        "llama.cpp f32": Llama(model_path=f32, n_ctx=1024, n_threads=args.threads,
+        "llama.cpp f32": Llama(model_path=f32, n_ctx=args.ctx, n_threads=args.threads,
                                n_threads_batch=args.threads, verbose=False),
-        "llama.cpp file": Llama(model_path=args.model, n_ctx=1024, n_threads=args.threads,
+        "llama.cpp file": Llama(model_path=args.model, n_ctx=args.ctx, n_threads=args.threads,
                                 n_threads_batch=args.threads, verbose=False),
     }
     identical = {r: 0 for r in runs}

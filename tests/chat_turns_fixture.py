@@ -1,6 +1,6 @@
 """Writes tests/data/chat_turns.json for tests/chat_turns_test.cc: llama.cpp's
 token ids of two-turn conversations formatted by its own chat templates
-(llama_chat_apply_template), with the first answer llama.cpp's own.
+(llama_chat_apply_template), around a first answer given below.
 
 - "gemma3": Gemma 3 270M Q4_K_M (models/, fetched by scripts/fetch-model.sh),
   which has no template: llama.cpp's built-in "gemma". The first answer is
@@ -12,9 +12,10 @@ token ids of two-turn conversations formatted by its own chat templates
   logit bias makes it: <|eot_id|> alone.
 
 Each entry holds the two messages, the first answer's token ids (its
-end-of-generation token included when it ended on one) and the token ids of
-the whole conversation formatted with a generation prompt after the second
-message, BOS included.
+end-of-generation token included when it ended on one, which must then be
+the token the template closes a turn with, as Duet's conversation keeps the
+token sampled) and the token ids of the whole conversation formatted with a
+generation prompt after the second message, BOS included.
 
 usage: chat_turns_fixture.py [BUILD_DIR]   (default: build)
 Run in the venv that bench/llama_cpp_venv.sh builds (llama-cpp-python).
@@ -64,17 +65,25 @@ def greedy(llm: Llama, ids: list[int], n: int) -> list[int]:
 
 
 def two_turns(llm: Llama, template: str, messages: list[str], answer: list[int]) -> dict:
-    text = llm.detokenize([t for t in answer if not llama_cpp.llama_vocab_is_eog(
-        llm._model.vocab, t)]).decode()
+    ended = bool(answer) and llama_cpp.llama_vocab_is_eog(llm._model.vocab, answer[-1])
+    text = llm.detokenize(answer[:-1] if ended else answer).decode()
     conversation = apply_template(template, [("user", messages[0]), ("assistant", text),
                                              ("user", messages[1])])
     ids = llm.tokenize(conversation.encode(), add_bos=True, special=True)
+    if ended:
+        # Duet keeps the end token sampled where the template closes the turn.
+        prompt = llm.tokenize(apply_template(template, [("user", messages[0])]).encode(),
+                              add_bos=True, special=True)
+        closing = ids[len(prompt) + len(answer) - 1]
+        if closing != answer[-1]:
+            raise RuntimeError(f"the answer ended on token {answer[-1]}, but the template "
+                               f"closes the turn with {closing}")
     return {"messages": messages, "max_new_tokens": MAX_NEW_TOKENS, "answer_text": text,
             "answer_ids": answer, "conversation_text": conversation, "conversation_ids": ids}
 
 
 def main() -> int:
-    build = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "build")
+    build = ROOT / (sys.argv[1] if len(sys.argv) > 1 else "build")
     out = {"llama_cpp_python": llama_cpp.__version__}
 
     gemma = Llama(model_path=str(ROOT / "models/gemma-3-270m-q4_k_m.gguf"), n_ctx=512,

@@ -55,13 +55,13 @@ void check_two_turns(Pipeline& pipeline, const Expected& want) {
   Conversation chat(pipeline, sink);
   const RunResult first = chat.say(want.messages[0]);
   EXPECT_EQ(first.generated_tokens, want.answer_ids)
-      << "the first answer differs from llama.cpp's greedy one on the same file";
+      << "the first answer differs from the fixture's (llama.cpp's greedy answer on the Gemma "
+         "file; <|eot_id|> alone, forced by the logit bias, on the Llama-3-style one)";
   const RunResult second = chat.say(want.messages[1]);
   const std::span<const int32_t> all = chat.tokens();
   ASSERT_GE(all.size(), second.generated_tokens.size());
-  const std::vector<int32_t> before_answer(all.begin(),
-                                           all.end() - static_cast<std::ptrdiff_t>(
-                                                           second.generated_tokens.size()));
+  const std::vector<int32_t> before_answer(
+      all.begin(), all.end() - static_cast<std::ptrdiff_t>(second.generated_tokens.size()));
   EXPECT_EQ(before_answer, want.conversation_ids);
 }
 
@@ -86,15 +86,16 @@ TEST(ChatTurns, ALlama3StyleFileTwoTurnsEqualLlamaCppsLlama3Template) {
   shape.chat = "llama3";
   testing::write_tiny_llama(dir / "llama3.gguf", shape);  // the fixture script reads it too
   const Expected want = expected("llama3");
-  const std::string yaml = "model: {path: llama3.gguf, chat: true}\n"
-                           "backend: {plugin: reference}\n"
-                           "components:\n"
-                           "  kv_cache: {capacity_tokens: 256}\n"
-                           "  sampler: {seed: 1, chain: [{logit_bias: {\"4\": 100}}, greedy]}\n"
-                           "stages:\n"
-                           "  - prefill: {}\n"
-                           "  - decode: {max_new_tokens: " +
-                           std::to_string(want.max_new_tokens) + "}\n";
+  const std::string yaml =
+      "model: {path: llama3.gguf, chat: true}\n"
+      "backend: {plugin: reference}\n"
+      "components:\n"
+      "  kv_cache: {capacity_tokens: 256}\n"
+      "  sampler: {seed: 1, chain: [{logit_bias: {\"4\": 100}}, greedy]}\n"
+      "stages:\n"
+      "  - prefill: {}\n"
+      "  - decode: {max_new_tokens: " +
+      std::to_string(want.max_new_tokens) + "}\n";
   PipelineConfig config = parse_pipeline_config(yaml, "llama3.yaml", dir, {});
   PluginHost host;
   load_pipeline_plugins(config, host);

@@ -106,10 +106,10 @@ struct TempFile {
 struct TinyVocab {
   std::string model = "gpt2";
   std::string pre = "smollm";
-  std::vector<std::string> extra_tokens = {"ab",         "bc",     "abc",          "aa",
-                                           "12",         "Ġa",     "Ġab",          "<|im_start|>",
-                                           "<|im_end|>", "<tool>", "<|endoftext|>"};
-  std::vector<int32_t> extra_types = {1, 1, 1, 1, 1, 1, 1, 3, 3, 4, 3};
+  std::vector<std::string> extra_tokens = {"ab",         "bc",     "abc",           "aa",
+                                           "12",         "Ġa",     "Ġab",           "<|im_start|>",
+                                           "<|im_end|>", "<tool>", "<|endoftext|>", "Ġbc"};
+  std::vector<int32_t> extra_types = {1, 1, 1, 1, 1, 1, 1, 3, 3, 4, 3, 1};
   // "b c" outranks "a b", so "abc" becomes "a" "bc".
   std::vector<std::string> merges = {"b c", "a b", "a a", "1 2", "Ġ a", "Ġ ab"};
   std::optional<uint32_t> eos = 256 + 8;  // <|im_end|>
@@ -118,7 +118,7 @@ struct TinyVocab {
 };
 
 constexpr int32_t kAb = 256, kBc = 257, kAa = 259, kSpaceA = 261, kSpaceAb = 262, kImStart = 263,
-                  kImEnd = 264, kTool = 265, kEndOfText = 266;
+                  kImEnd = 264, kTool = 265, kEndOfText = 266, kSpaceBc = 267;
 
 std::unique_ptr<Tokenizer> load_tiny(const TinyVocab& v, const std::string& name) {
   std::vector<std::string> tokens;
@@ -173,6 +173,8 @@ TEST(TinyTokenizer, Llama3TakesWholeWordTokensBeforeMergesAndAddsItsBos) {
   llama3.pre = "llama-bpe";
   auto tok = load_tiny(llama3, "llama3");
   EXPECT_EQ(tok->encode("abc", false), std::vector<int32_t>{kAbc});
+  // Found by the word's bytes, as its byte-level text "Ġbc" names them.
+  EXPECT_EQ(tok->encode(" bc", false), std::vector<int32_t>{kSpaceBc});
   EXPECT_EQ(tok->encode("aab", false), (std::vector<int32_t>{'a', kAb}));  // no such token
   EXPECT_TRUE(tok->add_bos());
   llama3.add_bos = false;
@@ -181,6 +183,7 @@ TEST(TinyTokenizer, Llama3TakesWholeWordTokensBeforeMergesAndAddsItsBos) {
   qwen2.pre = "qwen2";
   auto qwen = load_tiny(qwen2, "qwen2");
   EXPECT_EQ(qwen->encode("abc", false), (std::vector<int32_t>{'a', kBc}));
+  EXPECT_EQ(qwen->encode(" bc", false), (std::vector<int32_t>{' ', kBc}));
   EXPECT_FALSE(qwen->add_bos());
 }
 

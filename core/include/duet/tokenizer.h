@@ -75,8 +75,9 @@ class DUET_API Tokenizer {
 // Llama 1/2, Mistral, Gemma), reading tokenizer.ggml.scores and
 // .add_space_prefix (default true). Both read tokenizer.ggml.tokens,
 // .token_type (optional; 1 normal, 3 control, 4 user-defined, 6 byte, ...),
-// .bos/.eos/.eot_token_id and .add_bos_token (default false for "gpt2",
-// true for "llama", as llama.cpp assumes). Everything is copied: the
+// .bos/.eos/.eot_token_id and .add_bos_token (default false for "gpt2" but
+// true for its Llama 3 pre-tokenizers "llama-bpe", "llama3" and "llama-v3",
+// and true for "llama", as llama.cpp assumes). Everything is copied: the
 // tokenizer does not keep `file`.
 // Throws duet::Error(kModelFile) naming the file, the key and the value when a
 // model or pre-tokenizer is not supported or the vocabulary is malformed (a
