@@ -27,10 +27,11 @@ import pathlib
 import sys
 
 import llama_cpp
-import numpy as np
 from llama_cpp import Llama
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from greedy_vs_llama_cpp import llama_greedy  # noqa: E402  (the same greedy loop)
 MAX_NEW_TOKENS = 16
 
 
@@ -47,21 +48,6 @@ def apply_template(template: str, messages: list[tuple[str, str]]) -> str:
     if not 0 < n < len(buf):
         raise RuntimeError(f"llama_chat_apply_template returned {n}")
     return buf.raw[:n].decode()
-
-
-def greedy(llm: Llama, ids: list[int], n: int) -> list[int]:
-    llm.reset()
-    llm.eval(ids)
-    vocab = llm.n_vocab()
-    out = []
-    for _ in range(n):
-        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
-        tok = int(np.argmax(logits))
-        out.append(tok)
-        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok):
-            break
-        llm.eval([tok])
-    return out
 
 
 def two_turns(llm: Llama, template: str, messages: list[str], answer: list[int]) -> dict:
@@ -95,7 +81,7 @@ def main() -> int:
     messages = ["Say hello in French.", "And now in Spanish?"]
     first = gemma.tokenize(apply_template("gemma", [("user", messages[0])]).encode(),
                            add_bos=True, special=True)
-    out["gemma3"] = two_turns(gemma, "gemma", messages, greedy(gemma, first, MAX_NEW_TOKENS))
+    out["gemma3"] = two_turns(gemma, "gemma", messages, llama_greedy(gemma, first, MAX_NEW_TOKENS))
 
     tiny = Llama(model_path=str(build / "chat_turns/llama3.gguf"), n_ctx=256, verbose=False)
     eot = tiny.tokenize(b"<|eot_id|>", add_bos=False, special=True)
