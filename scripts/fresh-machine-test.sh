@@ -35,8 +35,14 @@
 #     test.sh 1m53s: 648 tests, the cuda ones skipped);
 #   --rev f168d88, packages cached: passes, 8m46s as root (quickstart.sh
 #     6m25s, test.sh 1m48s, 671 tests) and 7m32s with --user.
-# .ci/run calls it twice after sanitize.sh, as root and with
-# --user: about 15 min each (CI stops at 90 minutes).
+# .ci/run calls it twice after sanitize.sh: with --user (the README's two
+# commands, 21-22 min on this VM) and as root with --install-only (below).
+#
+# With --install-only it runs only the set-up steps the README's commands
+# begin with (scripts/install-deps.sh and fetch-model.sh). As root that is
+# the one path that differs from a user's: install-deps.sh calls apt-get
+# without sudo. Everything after the installs (venv, build, tests) runs the
+# same as root or as a user, and the --user run covers it.
 #
 # With --python it checks docs/python.md's install instead of the README's
 # commands: scripts/install-deps.sh and fetch-model.sh, then
@@ -47,7 +53,8 @@
 # pip install 4m08s).
 #
 # usage: bash scripts/fresh-machine-test.sh [--rev REV] [--user] [--keep]
-#                                           [--no-cache] [--workdir DIR] [--python]
+#                                           [--no-cache] [--workdir DIR]
+#                                           [--python | --install-only]
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +63,7 @@ as_user=0
 keep=0
 use_cache=1
 python_mode=0
+install_only=0
 workdir=""
 cache="${DUET_FRESH_APT_CACHE:-/var/tmp/duet-fresh-apt-cache}"
 suite=bookworm
@@ -71,12 +79,17 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --no-cache) use_cache=0; shift ;;
     --python) python_mode=1; shift ;;
+    --install-only) install_only=1; shift ;;
     --workdir) workdir="${2:?--workdir needs a folder}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fresh-machine-test: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
 
+if [ $python_mode -eq 1 ] && [ $install_only -eq 1 ]; then
+  echo "fresh-machine-test: --python and --install-only are two different checks; give one" >&2
+  exit 2
+fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "fresh-machine-test: must run as root (mmdebstrap, mount, chroot)" >&2
   exit 1
@@ -291,6 +304,15 @@ if [ $python_mode -eq 1 ]; then
   step "generate through the package" in_root "v/bin/python -c '$check' | tee /dev/stderr | grep -q Paris"
   summary
   echo "fresh-machine-test: PASS (rev $sha, as $user, --python)" | tee -a "$log"
+  exit 0
+fi
+
+# --- the set-up steps alone (--install-only) -------------------------------------
+if [ $install_only -eq 1 ]; then
+  step "install-deps.sh" in_root "bash scripts/install-deps.sh"
+  step "fetch-model.sh" in_root "bash scripts/fetch-model.sh"
+  summary
+  echo "fresh-machine-test: PASS (rev $sha, as $user, --install-only)" | tee -a "$log"
   exit 0
 fi
 
