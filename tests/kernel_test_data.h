@@ -107,6 +107,22 @@ inline Matrix random_matrix(DType type, int64_t rows, int64_t k, uint32_t seed,
       }
       break;
     }
+    case DType::kQ2_K:
+    case DType::kQ3_K: {
+      // Random bytes, then the f16 fields at the back: q2_k's d and dmin,
+      // q3_k's d.
+      const int64_t block_bytes = dtype_traits(type).block_bytes;
+      for (int64_t b = 0; b < n / dtype_traits(type).block_size; ++b, p += block_bytes) {
+        for (int64_t i = 0; i < block_bytes; ++i) p[i] = static_cast<uint8_t>(byte(rng));
+        if (type == DType::kQ2_K) {
+          put_f16(p + block_bytes - 4, scale());
+          put_f16(p + block_bytes - 2, exact ? std::ldexp(1.0f, -6) : std::fabs(scale()));
+        } else {
+          put_f16(p + block_bytes - 2, scale());
+        }
+      }
+      break;
+    }
     default: {
       const int64_t qs_offset = type == DType::kQ4_1 ? 4 : 2;
       const int64_t block_bytes = dtype_traits(type).block_bytes;

@@ -5,12 +5,14 @@
 //     original activations: normalized error ≤ 1e-2 with one 8-bit
 //     activation term and ≤ 1e-4 with two (the bounds of qgemv_test: the
 //     error is the activations' rounding);
-//   - the gemv kernels on the same path: the same integer block sums added
-//     in another order, so |y − y_gemv| ≤ 1e-4 ‖y_gemv‖∞;
+//   - the gemv kernels on the same path, for the types they take (not
+//     q2_k, q3_k): the same integer block sums added in another order, so
+//     |y − y_gemv| ≤ 1e-4 ‖y_gemv‖∞;
 //   - exact values, where every float operation is exact: bit for bit the
 //     double product, which pins the packing of both tile formats (element
 //     and nibble order, q8_0's +128, q4_0's -8d, the offsets m, the
-//     K-quants' sub-block scales) independently of rounding.
+//     K-quants' sub-block scales, the halves of q2_k, q3_k and q6_k)
+//     independently of rounding.
 // Each runnable path with a kernel for the type is tested: AVX-512 VNNI for
 // every type, AVX2 for the nibble tiles (q4_0, q4_1); a type no path of this
 // CPU has a kernel for skips, saying so.
@@ -122,6 +124,7 @@ TEST_P(RowTilesTest, MatchesTheDoubleProductAndTheGemv) {
           const std::vector<float> yi(y.begin() + i * kRows, y.begin() + (i + 1) * kRows);
           EXPECT_LE(normalized_error(yi, reference_product(m, x[i])),
                     xq[i].terms() == 1 ? 1e-2 : 1e-4);
+          if (!qgemv_block_type(type)) continue;
           std::vector<float> g(static_cast<size_t>(kRows));
           gemv(path, type, m.bytes.data(), k, xq[i], nullptr, g.data(), 0, kRows);
           float g_max = 0.0f;
@@ -206,33 +209,40 @@ std::string type_and_k_name(const ::testing::TestParamInfo<std::tuple<DType, int
 
 INSTANTIATE_TEST_SUITE_P(
     Formats, RowTilesTest,
-    ::testing::Values(std::tuple{DType::kQ4_0, int64_t{96}}, std::tuple{DType::kQ4_1, int64_t{96}},
-                      std::tuple{DType::kQ4_1, int64_t{576}},
-                      std::tuple{DType::kQ5_0, int64_t{160}}, std::tuple{DType::kQ5_1, int64_t{64}},
-                      std::tuple{DType::kQ8_0, int64_t{576}}, std::tuple{DType::kQ8_0, int64_t{32}},
-                      std::tuple{DType::kQ4_K, int64_t{512}},
-                      std::tuple{DType::kQ5_K, int64_t{256}}),
+    ::testing::Values(
+        std::tuple{DType::kQ4_0, int64_t{96}}, std::tuple{DType::kQ4_1, int64_t{96}},
+        std::tuple{DType::kQ4_1, int64_t{576}}, std::tuple{DType::kQ5_0, int64_t{160}},
+        std::tuple{DType::kQ5_1, int64_t{64}}, std::tuple{DType::kQ8_0, int64_t{576}},
+        std::tuple{DType::kQ8_0, int64_t{32}}, std::tuple{DType::kQ4_K, int64_t{512}},
+        std::tuple{DType::kQ5_K, int64_t{256}}, std::tuple{DType::kQ2_K, int64_t{256}},
+        std::tuple{DType::kQ3_K, int64_t{512}}, std::tuple{DType::kQ6_K, int64_t{512}},
+        std::tuple{DType::kQ6_K, int64_t{256}}),
     type_and_k_name);
 
 TEST(RowTiles, TypesPathsAndSizes) {
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                  DType::kQ4_K, DType::kQ5_K}) {
+                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     EXPECT_TRUE(row_tiles_type(t)) << dtype_name(t);
   }
-  // Scales every 16 elements, or no blocks at all: the gemv kernels' or GEMM's.
-  for (DType t :
-       {DType::kQ6_K, DType::kQ2_K, DType::kQ3_K, DType::kF32, DType::kF16, DType::kBF16}) {
+  // No blocks at all: the gemv kernels' or GEMM's.
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     EXPECT_FALSE(row_tiles_type(t)) << dtype_name(t);
   }
   // Nibble tiles are the file's bytes regrouped: no larger than its blocks.
   EXPECT_EQ(tile_format(DType::kQ4_0), TileFormat::kNibbles);
   EXPECT_EQ(tile_format(DType::kQ4_1), TileFormat::kNibbles);
   EXPECT_EQ(tile_format(DType::kQ8_0), TileFormat::kBytes);
+  EXPECT_EQ(tile_format(DType::kQ4_K), TileFormat::kBytes);
+  EXPECT_EQ(tile_format(DType::kQ6_K), TileFormat::kHalves);
+  EXPECT_EQ(tile_format(DType::kQ2_K), TileFormat::kHalves);
+  EXPECT_EQ(tile_format(DType::kQ3_K), TileFormat::kHalves);
   EXPECT_EQ(RowTiles(DType::kQ4_1, 32, 64).bytes(), 32 * 2 * 20);
   EXPECT_EQ(RowTiles(DType::kQ4_0, 32, 64).bytes(), 32 * 2 * 20);  // q4_0's 18 + an unused m
   EXPECT_EQ(RowTiles(DType::kQ8_0, 32, 64).bytes(), 32 * 2 * 40);  // a byte per weight + 2 f32
-  EXPECT_THROW(RowTiles(DType::kQ6_K, 16, 256), Error);
-  EXPECT_THROW(RowTiles(DType::kQ4_K, 16, 64), Error);  // not whole super-blocks
+  // A byte per weight + 4 f32 per 32 (d and m per half).
+  EXPECT_EQ(RowTiles(DType::kQ6_K, 32, 256).bytes(), 32 * 8 * 48);
+  EXPECT_THROW(RowTiles(DType::kQ6_K, 16, 128), Error);  // not whole super-blocks
+  EXPECT_THROW(RowTiles(DType::kQ4_K, 16, 64), Error);   // not whole super-blocks
   // VNNI multiplies every tile type; AVX2 only nibbles (its 16-bit sums
   // would saturate on bytes); AVX-512 without VNNI and scalar none.
   for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx512}) {
@@ -245,7 +255,8 @@ TEST(RowTiles, TypesPathsAndSizes) {
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_1)) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ8_0), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ4_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
-    EXPECT_FALSE(row_tiles_kernel(p, DType::kQ6_K)) << cpu_path_name(p);
+    EXPECT_EQ(row_tiles_kernel(p, DType::kQ6_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
+    EXPECT_EQ(row_tiles_kernel(p, DType::kQ2_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
   }
 }
 

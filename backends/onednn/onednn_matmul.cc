@@ -129,8 +129,10 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
 bool Matmul::takes_tiles(int64_t n, DType wtype) const {
   if (min_tile_rows_ == 0 || n >= min_gemm_rows_ || !row_tiles_kernel(path_, wtype)) return false;
   // Nibble tiles hold the file's bytes, regrouped: no more to stream than
-  // the gemv kernels read, so decode's single row takes them too.
-  return n >= min_tile_rows_ || tile_format(wtype) == TileFormat::kNibbles;
+  // the gemv kernels read, so decode's single row takes them too. Types
+  // without a gemv kernel (q2_k, q3_k) take them from one row as well: the
+  // alternative is expanding the weights to f32 for every product.
+  return n >= min_tile_rows_ || tile_format(wtype) == TileFormat::kNibbles || !gemv_supports(wtype);
 }
 
 void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {

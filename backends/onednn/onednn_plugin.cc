@@ -27,11 +27,14 @@ int probe_onednn(char* reason, size_t reason_size) {
 
 std::string summary(duet::onednn::CpuPath path) {
   const dnnl_version_t* v = dnnl_version();
-  const std::string matmuls =
-      duet::onednn::row_tiles_path(path)
-          ? "matmuls on row tiles (16 repacked weight rows per vpdpbusd; q4_0/q4_1 from 1 row, "
-            "q5_0/q5_1/q8_0/q4_k/q5_k from 2), quantized gemv otherwise, oneDNN "
-          : "matmuls on quantized gemv kernels, oneDNN ";
+  std::string matmuls = "matmuls on quantized gemv kernels, oneDNN ";
+  if (path == duet::onednn::CpuPath::kAvx512Vnni) {
+    matmuls =
+        "matmuls on row tiles (16 repacked weight rows per vpdpbusd; q4_0/q4_1/q2_k/q3_k from 1 "
+        "row, q5_0/q5_1/q8_0/q4_k/q5_k/q6_k from 2), quantized gemv otherwise, oneDNN ";
+  } else if (duet::onednn::row_tiles_path(path)) {
+    matmuls = "matmuls on row tiles for q4_0/q4_1 (vpmaddubsw), quantized gemv otherwise, oneDNN ";
+  }
   return matmuls + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) +
          " GEMM for long prompts; flash attention; KV cache f32, f16 or q8_0; cpu path: " +

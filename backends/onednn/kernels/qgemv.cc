@@ -73,6 +73,20 @@ void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_
   }
 }
 
+// half_scales[2b + h] = unit * Σ of half h's values (Q8Activations::half_scales),
+// from the stored terms: q, or 256 * q + q_lo with two.
+void fill_half_scales(const int8_t* q, const int8_t* q_lo, int64_t blocks, const float* scales,
+                      float* half_scales) {
+  constexpr int64_t kHalf = kBlock / 2;
+  for (int64_t h = 0; h < 2 * blocks; ++h) {
+    int32_t sum = 0;
+    for (int64_t i = h * kHalf; i < (h + 1) * kHalf; ++i) {
+      sum += q_lo != nullptr ? 256 * q[i] + q_lo[i] : q[i];
+    }
+    half_scales[h] = scales[2 * (h / 2)] * static_cast<float>(sum);
+  }
+}
+
 // Q8Activations' derived forms (qgemv.h) of one term's values over the
 // padded length: the q4 grouping and the unsigned-product correction.
 void derive_forms(const int8_t* q, int64_t padded_blocks, int8_t* regrouped, int32_t* bias) {
@@ -190,6 +204,7 @@ void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms,
     q_.reset(aligned_array<int8_t>(padded * kBlock));
     q_lo_.reset(aligned_array<int8_t>(padded * kBlock));
     scales_.reset(aligned_array<float>(padded * 2));
+    half_scales_.reset(aligned_array<float>(padded * 2));
     q_regrouped_.reset(aligned_array<int8_t>(padded * kBlock));
     q_lo_regrouped_.reset(aligned_array<int8_t>(padded * kBlock));
     q_bias_.reset(aligned_array<int32_t>(padded * kBlock / 4));
@@ -215,6 +230,9 @@ void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms,
       break;
   }
   if (terms == 2) quantize_second_term(x, k, q_.get(), q_lo_.get(), scales_.get());
+  fill_half_scales(q_.get(), terms == 2 ? q_lo_.get() : nullptr, blocks, scales_.get(),
+                   half_scales_.get());
+  std::fill(half_scales_.get() + 2 * blocks, half_scales_.get() + 2 * padded, 0.0f);
   derived_forms_ = derived_forms;
   if (!derived_forms) return;
   derive_forms(q_.get(), padded, q_regrouped_.get(), q_bias_.get());

@@ -73,6 +73,11 @@ class Q8Activations {
   // one term, d[b]/256 with two), and scales()[2b + 1] = s[b] = u[b] * Σ of
   // those values (Σq, or Σ(256*q + q_lo)).
   const float* scales() const { return scales_.get(); }
+  // The same sum per 16-value half block, for weights whose scale changes
+  // every 16 elements (row tiles of q2_k, q3_k, q6_k): half_scales()[2b + h]
+  // = u[b] * Σ of the values of half h of block b. Always filled, padding
+  // included (zeros).
+  const float* half_scales() const { return half_scales_.get(); }
 
   // Derived forms for the kernels that take many vectors at once, filled by
   // quantize() for the whole padded length (REQUIRES has_derived_forms()):
@@ -100,6 +105,7 @@ class Q8Activations {
   std::unique_ptr<int8_t[], AlignedFree> q_;
   std::unique_ptr<int8_t[], AlignedFree> q_lo_;
   std::unique_ptr<float[], AlignedFree> scales_;
+  std::unique_ptr<float[], AlignedFree> half_scales_;
   std::unique_ptr<int8_t[], AlignedFree> q_regrouped_;
   std::unique_ptr<int8_t[], AlignedFree> q_lo_regrouped_;
   std::unique_ptr<int32_t[], AlignedFree> q_bias_;

@@ -16,11 +16,15 @@ namespace {
 
 namespace blk = duet::blocks;
 
-// One 32-element block of one row in tile form: x[e] = d * u[e] + m.
+// f32 scale arrays (16 each) before a block's bytes: d and m, or d and m per half.
+int scale_count(TileFormat format) { return format == TileFormat::kHalves ? 4 : 2; }
+
+// One 32-element block of one row in tile form: x[e] = d[h] * u[e] + m[h]
+// with h = e / 16 (equal halves for formats with one scale per 32).
 struct TileBlock {
   uint8_t u[RowTiles::kBlock];
-  float d;
-  float m;
+  float d[2];
+  float m[2];
 };
 
 // Block b (in 32-element units) of the row at `row`, whose blocks are of
@@ -31,59 +35,86 @@ TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
   auto fill = [&](auto quant) {
     for (int e = 0; e < RowTiles::kBlock; ++e) t.u[e] = static_cast<uint8_t>(quant(e));
   };
+  auto scale = [&](float d, float m) {  // one scale and offset for the whole block
+    t.d[0] = t.d[1] = d;
+    t.m[0] = t.m[1] = m;
+  };
+  constexpr int kSubs = blk::kQK_K / RowTiles::kBlock;  // 32-element blocks per super-block
+  const int s = static_cast<int>(b % kSubs);
   switch (type) {
     case DType::kQ4_0: {
       const auto& x = reinterpret_cast<const blk::BlockQ4_0*>(row)[b];
       fill([&](int e) { return blk::nibble(x.qs, e); });
-      t.d = f16_to_f32(x.d);
-      t.m = -8.0f * t.d;
+      scale(f16_to_f32(x.d), -8.0f * f16_to_f32(x.d));
       break;
     }
     case DType::kQ4_1: {
       const auto& x = reinterpret_cast<const blk::BlockQ4_1*>(row)[b];
       fill([&](int e) { return blk::nibble(x.qs, e); });
-      t.d = f16_to_f32(x.d);
-      t.m = f16_to_f32(x.m);
+      scale(f16_to_f32(x.d), f16_to_f32(x.m));
       break;
     }
     case DType::kQ5_0: {
       const auto& x = reinterpret_cast<const blk::BlockQ5_0*>(row)[b];
       fill([&](int e) { return blk::q5_0_quant(x, e) + 16; });
-      t.d = f16_to_f32(x.d);
-      t.m = -16.0f * t.d;
+      scale(f16_to_f32(x.d), -16.0f * f16_to_f32(x.d));
       break;
     }
     case DType::kQ5_1: {
       const auto& x = reinterpret_cast<const blk::BlockQ5_1*>(row)[b];
       fill([&](int e) { return blk::q5_1_quant(x, e); });
-      t.d = f16_to_f32(x.d);
-      t.m = f16_to_f32(x.m);
+      scale(f16_to_f32(x.d), f16_to_f32(x.m));
       break;
     }
     case DType::kQ8_0: {
       const auto& x = reinterpret_cast<const blk::BlockQ8_0*>(row)[b];
       fill([&](int e) { return x.qs[e] + 128; });
-      t.d = f16_to_f32(x.d);
-      t.m = -128.0f * t.d;
+      scale(f16_to_f32(x.d), -128.0f * f16_to_f32(x.d));
       break;
     }
     case DType::kQ4_K:
     case DType::kQ5_K: {
-      constexpr int kSubs = blk::kQK_K / RowTiles::kBlock;
-      const int s = static_cast<int>(b % kSubs);
       int sc = 0, mn = 0;
       if (type == DType::kQ4_K) {
         const auto& x = reinterpret_cast<const blk::BlockQ4_K*>(row)[b / kSubs];
         fill([&](int e) { return blk::q4_k_quant(x, 32 * s + e); });
         blk::k4_scale_min(x.scales, s, sc, mn);
-        t.d = f16_to_f32(x.d) * static_cast<float>(sc);
-        t.m = -(f16_to_f32(x.dmin) * static_cast<float>(mn));
+        scale(f16_to_f32(x.d) * static_cast<float>(sc),
+              -(f16_to_f32(x.dmin) * static_cast<float>(mn)));
       } else {
         const auto& x = reinterpret_cast<const blk::BlockQ5_K*>(row)[b / kSubs];
         fill([&](int e) { return blk::q5_k_quant(x, 32 * s + e); });
         blk::k4_scale_min(x.scales, s, sc, mn);
-        t.d = f16_to_f32(x.d) * static_cast<float>(sc);
-        t.m = -(f16_to_f32(x.dmin) * static_cast<float>(mn));
+        scale(f16_to_f32(x.d) * static_cast<float>(sc),
+              -(f16_to_f32(x.dmin) * static_cast<float>(mn)));
+      }
+      break;
+    }
+    // Sub-blocks of 16: the 32-element block s holds sub-blocks 2s and 2s + 1.
+    case DType::kQ2_K: {
+      const auto& x = reinterpret_cast<const blk::BlockQ2_K*>(row)[b / kSubs];
+      fill([&](int e) { return blk::q2_k_quant(x, 32 * s + e); });
+      for (int h = 0; h < 2; ++h) {
+        t.d[h] = f16_to_f32(x.d) * static_cast<float>(blk::q2_k_scale(x, 2 * s + h));
+        t.m[h] = -(f16_to_f32(x.dmin) * static_cast<float>(blk::q2_k_min(x, 2 * s + h)));
+      }
+      break;
+    }
+    case DType::kQ3_K: {
+      const auto& x = reinterpret_cast<const blk::BlockQ3_K*>(row)[b / kSubs];
+      fill([&](int e) { return blk::q3_k_quant(x, 32 * s + e) + 4; });
+      for (int h = 0; h < 2; ++h) {
+        t.d[h] = f16_to_f32(x.d) * static_cast<float>(blk::q3_k_scale(x, 2 * s + h) - 32);
+        t.m[h] = -4.0f * t.d[h];
+      }
+      break;
+    }
+    case DType::kQ6_K: {
+      const auto& x = reinterpret_cast<const blk::BlockQ6_K*>(row)[b / kSubs];
+      fill([&](int e) { return blk::q6_k_quant(x, 32 * s + e) + 32; });
+      for (int h = 0; h < 2; ++h) {
+        t.d[h] = f16_to_f32(x.d) * static_cast<float>(x.scales[2 * s + h]);
+        t.m[h] = -32.0f * t.d[h];
       }
       break;
     }
@@ -94,13 +125,21 @@ TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
   return t;
 }
 
-// Row r's part of block b of a kBytes tile at `out` (src null: a zero row).
-void pack_bytes(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out) {
+// Row r's part of block b of a kBytes or kHalves tile at `out` (src null: a
+// zero row).
+void pack_bytes(DType type, TileFormat format, const uint8_t* src, int64_t b, int r, uint8_t* out) {
   const TileBlock tb = src != nullptr ? tile_block(type, src, b) : TileBlock{};
-  auto* d = reinterpret_cast<float*>(out);
-  d[r] = tb.d;
-  d[RowTiles::kRows + r] = tb.m;
-  uint8_t* u = out + 2 * RowTiles::kRows * sizeof(float);
+  auto* scales = reinterpret_cast<float*>(out);
+  if (format == TileFormat::kBytes) {
+    scales[r] = tb.d[0];
+    scales[RowTiles::kRows + r] = tb.m[0];
+  } else {
+    for (int h = 0; h < 2; ++h) {
+      scales[h * RowTiles::kRows + r] = tb.d[h];
+      scales[(2 + h) * RowTiles::kRows + r] = tb.m[h];
+    }
+  }
+  uint8_t* u = out + scale_count(format) * RowTiles::kRows * sizeof(float);
   for (int j = 0; j < RowTiles::kBlock / 4; ++j) std::memcpy(u + 64 * j + 4 * r, tb.u + 4 * j, 4);
 }
 
@@ -140,8 +179,11 @@ bool row_tiles_type(DType t) {
     case DType::kQ5_0:
     case DType::kQ5_1:
     case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
+    case DType::kQ6_K:
       return true;
     default:
       return false;
@@ -157,7 +199,9 @@ bool row_tiles_kernel(CpuPath path, DType t) {
 }
 
 TileFormat tile_format(DType t) {
-  return t == DType::kQ4_0 || t == DType::kQ4_1 ? TileFormat::kNibbles : TileFormat::kBytes;
+  if (t == DType::kQ4_0 || t == DType::kQ4_1) return TileFormat::kNibbles;
+  if (t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ6_K) return TileFormat::kHalves;
+  return TileFormat::kBytes;
 }
 
 void RowTiles::AlignedFree::operator()(uint8_t* p) const { std::free(p); }
@@ -186,8 +230,9 @@ RowTiles::RowTiles(DType type, int64_t rows, int64_t k)
 }
 
 int64_t RowTiles::block_bytes() const {
-  return format_ == TileFormat::kNibbles ? 2 * kRows * 2 + kBlock / 2 * kRows
-                                         : 2 * kRows * 4 + kBlock * kRows;
+  return format_ == TileFormat::kNibbles
+             ? 2 * kRows * 2 + kBlock / 2 * kRows
+             : scale_count(format_) * kRows * int64_t{sizeof(float)} + kBlock * kRows;
 }
 
 void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
@@ -202,7 +247,7 @@ void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
         if (format_ == TileFormat::kNibbles) {
           pack_nibbles(type_, src, b, r, out);
         } else {
-          pack_bytes(type_, src, b, r, out);
+          pack_bytes(type_, format_, src, b, r, out);
         }
       }
     }

@@ -11,7 +11,7 @@
 // shuffle or horizontal sum at all. This is the run-time repacking that
 // ik_llama.cpp and llama.cpp's CPU "extra" buffers do, in Duet's own layout.
 //
-// Two tile formats carry every supported type:
+// Three tile formats carry every supported type:
 //  * nibbles (q4_0, q4_1): the blocks' own bytes regrouped — f16 d and m per
 //    row, then 16 bytes per row whose low nibbles are elements 0..15 and
 //    high nibbles elements 16..31 — so tiles take exactly the file's 0.625
@@ -24,9 +24,17 @@
 //    q8_0: u = q + 128, m = -128d; q4_k / q5_k: d = super-scale * 6-bit
 //    scale and m = -(super-min * 6-bit min) of the block's sub-block, both
 //    exact in f32): 1.25 bytes per weight, for products of several rows.
+//  * halves (q2_k, q3_k, q6_k, whose scales change every 16 elements): the
+//    bytes' layout with a d and an m per 16-element half block (q6_k: u =
+//    q + 32, d = super-scale * int8 scale, m = -32d; q3_k: u = q + 4, d =
+//    super-scale * (6-bit scale - 32), m = -4d; q2_k: u = q, d = super-scale
+//    * 4-bit scale, m = -(super-min * 4-bit min); all exact in f32): 1.5
+//    bytes per weight, and, as q2_k and q3_k have no gemv kernel, also for
+//    one row.
 // So one kernel serves every type, and the per-block result for an
 // activation block of unit dx and integer values qx (Q8Activations) is
 //   d * dx * Σ(u * qx) + m * (dx * Σqx)
+// (for halves, that per half block, with Q8Activations::half_scales()).
 // with the integer sum exact: it is the gemv kernels' arithmetic except for
 // the order of the float additions, so the results agree with gemv to float
 // rounding (row_tiles_test bounds it) but are not bit-identical to it. Each
@@ -46,8 +54,8 @@
 
 namespace duet::onednn {
 
-// Whether RowTiles take matrices of `t`: q4_0, q4_1, q5_0, q5_1, q8_0,
-// q4_k and q5_k (types whose scales change at most every 32 elements).
+// Whether RowTiles take matrices of `t`: q4_0, q4_1, q5_0, q5_1, q8_0 and
+// the K-quants q2_k, q3_k, q4_k, q5_k, q6_k.
 bool row_tiles_type(DType t);
 
 // Whether this build has a row-tile kernel for `path` and some type: the
@@ -64,7 +72,8 @@ bool row_tiles_kernel(CpuPath path, DType t);
 
 enum class TileFormat {
   kNibbles,  // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
-  kBytes,    // the others: 64 + 64 bytes of f32 scales and 512 of bytes per block
+  kBytes,    // q5_0, q5_1, q8_0, q4_k, q5_k: 64 + 64 bytes of f32 scales and 512 of bytes
+  kHalves,   // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block) and 512 of bytes
 };
 
 // The format `t`'s tiles take. REQUIRES row_tiles_type(t).
@@ -88,6 +97,8 @@ class RowTiles {
   // quants as 64-byte vectors whose 32-bit lane r belongs to row r:
   //   kBytes:   f32 scales; 8 vectors, vector j holding u of elements
   //             4j..4j+3 (one byte each).
+  //   kHalves:  f32 d of elements 0..15, d of 16..31, then m of each half
+  //             (four arrays of 16), then the 8 vectors of kBytes.
   //   kNibbles: f16 scales; 4 vectors, vector j holding the block's bytes
   //             qs[4j..4j+3]: elements 4j..4j+3 in the low nibbles, 16+4j..
   //             16+4j+3 in the high.

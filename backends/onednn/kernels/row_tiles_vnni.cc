@@ -5,8 +5,10 @@
 // split into their low and high nibbles) are held in registers and
 // multiplied by every activation row, 4 activation bytes broadcast to all 16
 // lanes per vpdpbusd; the integer sums then take the block's scales with two
-// f32 multiply-adds per row (d * dx, and the offset m times dx * Σqx).
-// Registers: 8 weight vectors, d, m, and two accumulators per activation row.
+// f32 multiply-adds per row (d * dx, and the offset m times dx * Σqx);
+// kHalves tiles keep a sum per 16-element half and take the same two per half.
+// Registers: 8 weight vectors, the scales, and two accumulators per
+// activation row.
 
 #include <cstdint>
 #include <cstring>
@@ -41,11 +43,24 @@ __m512i block_sum(const __m512i* w, const int8_t* x, __m512i start) {
   return _mm512_add_epi32(s0, s1);
 }
 
-// One block of a tile, unpacked: its rows' scales and the 8 weight vectors
-// whose vector j pairs with activation bytes 4j..4j+3.
+// Σ over one half block (vectors w[0..4), 16 activation bytes) of u * x per
+// lane: start + the sum.
+__m512i half_sum(const __m512i* w, const int8_t* x, __m512i start) {
+  __m512i s0 = _mm512_dpbusd_epi32(start, w[0], broadcast4(x));
+  __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], broadcast4(x + 4));
+  s0 = _mm512_dpbusd_epi32(s0, w[2], broadcast4(x + 8));
+  s1 = _mm512_dpbusd_epi32(s1, w[3], broadcast4(x + 12));
+  return _mm512_add_epi32(s0, s1);
+}
+
+// One block of a tile, unpacked: its rows' scales (kHalves: d and m of the
+// first half, d2 and m2 of the second) and the 8 weight vectors whose vector
+// j pairs with activation bytes 4j..4j+3.
 struct Block {
   __m512 d;
   __m512 m;
+  __m512 d2;
+  __m512 m2;
   __m512i w[kVectorsPerBlock];
 };
 
@@ -53,10 +68,17 @@ struct Block {
 template <TileFormat F, bool kQ4_0>
 Block load_block(const uint8_t* p) {
   Block blk;
+  blk.d2 = blk.m2 = _mm512_setzero_ps();  // kHalves' second half; unused by the others
   if constexpr (F == TileFormat::kBytes) {
     blk.d = _mm512_load_ps(p);
     blk.m = _mm512_load_ps(p + 64);
     for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 128 + 64 * j);
+  } else if constexpr (F == TileFormat::kHalves) {
+    blk.d = _mm512_load_ps(p);
+    blk.d2 = _mm512_load_ps(p + 64);
+    blk.m = _mm512_load_ps(p + 128);
+    blk.m2 = _mm512_load_ps(p + 192);
+    for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 256 + 64 * j);
   } else {
     blk.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
     blk.m = kQ4_0 ? _mm512_mul_ps(blk.d, _mm512_set1_ps(-8.0f))
@@ -69,6 +91,28 @@ Block load_block(const uint8_t* p) {
     }
   }
   return blk;
+}
+
+// acc + block b of a kHalves tile times activation row xq: per half, the
+// integer sum (two terms: 256 * Σ(u * qa) + Σ(u * qb), at most 16 * 63 *
+// 127 * 257 < 2^31) scaled by d * dx, and the offset m times the half's
+// dx * Σqx.
+template <int Terms>
+__m512 halves_product(const Block& blk, const Q8Activations& xq, int64_t b, __m512 acc) {
+  const int64_t at = b * RowTiles::kBlock;
+  constexpr int kHalf = RowTiles::kBlock / 2;
+  __m512i lo = half_sum(blk.w, xq.q() + at, _mm512_setzero_si512());
+  __m512i hi = half_sum(blk.w + kVectorsPerBlock / 2, xq.q() + at + kHalf, _mm512_setzero_si512());
+  if constexpr (Terms == 2) {
+    lo = half_sum(blk.w, xq.q_lo() + at, _mm512_slli_epi32(lo, 8));
+    hi = half_sum(blk.w + kVectorsPerBlock / 2, xq.q_lo() + at + kHalf, _mm512_slli_epi32(hi, 8));
+  }
+  const __m512 dx = _mm512_set1_ps(xq.scales()[2 * b]);
+  const float* hs = xq.half_scales() + 2 * b;
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(blk.d, dx), acc);
+  acc = _mm512_fmadd_ps(blk.m, _mm512_set1_ps(hs[0]), acc);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(blk.d2, dx), acc);
+  return _mm512_fmadd_ps(blk.m2, _mm512_set1_ps(hs[1]), acc);
 }
 
 // Tile t against activation rows xq[0..NV), all of `Terms` terms.
@@ -89,6 +133,10 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
       const int64_t at = b * RowTiles::kBlock;
+      if constexpr (F == TileFormat::kHalves) {
+        acc[v] = halves_product<Terms>(blk, xq[v], b, acc[v]);
+        continue;
+      }
       __m512i s = block_sum(blk.w, xq[v].q() + at, _mm512_setzero_si512());
       // Two terms: 256 * Σ(u * qa) + Σ(u * qb), at most 32 * 255 * 127 *
       // 257 < 2^31.
@@ -166,6 +214,8 @@ void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64
                            float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end) {
   if (tiles.format() == TileFormat::kBytes) {
     tiles_rows<TileFormat::kBytes, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+  } else if (tiles.format() == TileFormat::kHalves) {
+    tiles_rows<TileFormat::kHalves, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   } else if (tiles.type() == DType::kQ4_0) {
     tiles_rows<TileFormat::kNibbles, true>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   } else {
