@@ -277,6 +277,29 @@ TEST_F(Bench, ACacheTooSmallNamesTheNeededCapacityAndTheFix) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
+TEST_F(Bench, ABatchOnACacheOfOneBlockIsToldToGiveItBlocks) {
+  // p.yaml's cache is one block of 64: each sequence would take all of it.
+  Result r = bench("--batch 4 -p 8 -n 4");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("pp8+tg4@b4 needs 4 x 64 KV-cache tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("one block that a sequence takes whole"), std::string::npos) << r.err;
+  // The scheduler wants a block for each of batching.max_sequences (16), so
+  // the fix names a capacity of 16 blocks as well.
+  EXPECT_NE(r.err.find("block_tokens=16 --set components.kv_cache.capacity_tokens=256 (at most"),
+            std::string::npos)
+      << r.err;
+  // The fix works.
+  r = bench(
+      "--batch 4 -p 8 -n 4 -r 1 --warmup 0 --set components.kv_cache.block_tokens=16 --set "
+      "components.kv_cache.capacity_tokens=256 -o csv");
+  EXPECT_EQ(r.code, 0) << r.err;
+  // Blocks too big for max_sequences: the scheduler names a size that fits.
+  r = bench("--batch 4 -p 8 -n 4 -r 1 --set components.kv_cache.block_tokens=16");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("set components.kv_cache.block_tokens to 4 or less"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(Bench, AMissingPipelineIsAConfigError) {
   fs::remove(dir_ / "p.yaml");
   Result r = bench("-p 4");

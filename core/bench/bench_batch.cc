@@ -80,15 +80,29 @@ void check_batch_tests(const std::vector<BatchTest>& tests, const PipelineConfig
     // Every position but the last generated token's goes through the cache.
     const int64_t per_sequence = (t.prompt_tokens + t.gen_tokens - 1 + block - 1) / block;
     if (t.sequences * per_sequence > total_blocks) {
+      // A cache of one block (no block_tokens) gives each sequence all of it:
+      // blocks of 16 are the fix there, not a larger cache.
+      constexpr int64_t kSuggestedBlock = 16;
+      const bool one_block = total_blocks == 1;
+      const int64_t fit_block = one_block ? kSuggestedBlock : block;
+      const int64_t fit = (t.prompt_tokens + t.gen_tokens - 1 + fit_block - 1) / fit_block;
+      // The scheduler also wants a block for each of batching.max_sequences.
+      const int64_t capacity =
+          std::max({config.kv_cache.capacity_tokens, t.sequences * fit * fit_block,
+                    one_block ? int64_t{config.batching.max_sequences} * fit_block : 0});
+      std::string fix = "components.kv_cache.capacity_tokens=" + std::to_string(capacity) +
+                        " (at most the model's context length)";
+      if (one_block) {
+        fix = "components.kv_cache.block_tokens=" + std::to_string(kSuggestedBlock) +
+              (capacity > config.kv_cache.capacity_tokens ? " --set " + fix : "");
+      }
       throw Error(ErrorKind::kConfig,
                   "duet bench: " + t.name() + " needs " + std::to_string(t.sequences) + " x " +
                       std::to_string(per_sequence * block) +
                       " KV-cache tokens at once but components.kv_cache.capacity_tokens is " +
                       std::to_string(config.kv_cache.capacity_tokens) +
-                      "; add --set "
-                      "components.kv_cache.capacity_tokens=" +
-                      std::to_string(t.sequences * per_sequence * block) +
-                      " (at most the model's context length) or lower -p/-n");
+                      (one_block ? ", one block that a sequence takes whole" : "") +
+                      "; add --set " + fix + " or lower -p/-n");
     }
   }
 }
