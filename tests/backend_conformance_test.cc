@@ -176,7 +176,7 @@ class BackendConformance : public ::testing::TestWithParam<BackendCase> {
 
   // Whether the backend under test reads weights of `type`; when it does
   // not, prints its reason (a backend without a kernel for a format says so
-  // in supports(): the cuda backend reads no 5-bit type or K-quant yet).
+  // in supports()).
   bool reads(DType type) {
     const Support s = backend_->ops().supports({OpKind::kMatmul, type});
     if (!s.ok()) {

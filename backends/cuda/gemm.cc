@@ -26,7 +26,7 @@ void Gemm::run(const GemmCall& c, const LaunchConfig& at) {
     check_cublas(blas.set_stream(handle_, device_.stream()), "setting the stream");
   }
   // f16 operands for quantized weights only (see the header).
-  const bool f16 = c.dtype == DType::kQ4_0 || c.dtype == DType::kQ4_1 || c.dtype == DType::kQ8_0;
+  const bool f16 = is_block_quantized(c.dtype);
   const uint64_t element = f16 ? 2 : 4;
   const cudaDataType_t type = f16 ? CUDA_R_16F : CUDA_R_32F;
   const auto k = static_cast<uint64_t>(c.k);

@@ -1,15 +1,14 @@
 // gemm.h — matmuls with more than one row of activations (prefill), on
 // cuBLAS tensor cores.
 //
-// out[n, m] = x[n, k] · w[m, k]ᵀ. Quantized weights (q4_0, q4_1, q8_0) are
-// expanded to f16, the activations rounded to f16, and cublasGemmEx
-// multiplies with f32 accumulation into the f32 output on tensor cores: the
-// f16 rounding of x costs a relative error of about 3e-4 per element, well
-// below what 4- and 8-bit weights already cost. Float weights (f32, f16,
-// bf16) promise float accuracy, so they are multiplied in f32 (f16 and bf16
-// expanded to f32 first). The expanded weights live in one scratch panel of
-// at most kPanelBytes reused by every matmul: a larger matrix is processed
-// in row panels, each expanded and multiplied in turn.
+// out[n, m] = x[n, k] · w[m, k]ᵀ. Quantized weights (every block format:
+// q4_0 ... q8_0 and the K-quants) are expanded to f16, the activations rounded to f16, and
+// cublasGemmEx multiplies with f32 accumulation into the f32 output on tensor cores: the f16
+// rounding of x costs a relative error of about 3e-4 per element, well below what 2- to 8-bit
+// weights already cost. Float weights (f32, f16, bf16) promise float accuracy, so they are
+// multiplied in f32 (f16 and bf16 expanded to f32 first). The expanded weights live in one scratch
+// panel of at most kPanelBytes reused by every matmul: a larger matrix is processed in row panels,
+// each expanded and multiplied in turn.
 #pragma once
 
 #include <cublas_v2.h>

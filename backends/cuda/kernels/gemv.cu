@@ -3,8 +3,9 @@
 // the speed is that of reading the weights.
 //
 // One warp per weight row, four rows per block. For a block format each lane
-// takes whole 32-element blocks (lane, lane + 32, ...), so a warp reads a
-// contiguous stretch of the row per step; for f32/f16/bf16 each lane takes
+// takes whole 32-element blocks (lane, lane + 32, ...; for a K-quant, eighths
+// of its super-blocks), so a warp reads a contiguous stretch of the row per
+// step; for f32/f16/bf16 each lane takes
 // single elements, which is coalesced as is. A warp multiplies its weight
 // row with a chunk of up to kGemvChunkRows rows of x (kernel_args.h), each
 // with its own f32 partial sums, reduced across the warp with shuffles; a
@@ -75,12 +76,11 @@ __device__ __forceinline__ void row_dots(const void* w, int64_t r, const float* 
   if constexpr (Format<T>::kBlocked) {
     float xv[32];
     for (int64_t b = lane; b < cols / 32; b += 32) {
-      const uint8_t* block = row + b * Format<T>::kBytes;
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
         if (i < x_rows) {
           load32<kAligned>(x + i * cols + 32 * b, xv);
-          acc[i] += Format<T>::dot(block, xv);
+          acc[i] += Format<T>::dot(row, b, xv);
         }
       }
     }
