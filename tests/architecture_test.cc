@@ -165,6 +165,43 @@ TEST(SlidingWindows, AnAttentionBuiltBeforeWindowsRunsFullLayersAndRefusesWindow
   }
 }
 
+// With one attention per window, what a plugin's attention throws names
+// the layers' window: Gemma 3's first layer is a local one.
+TEST(SlidingWindows, AnAttentionsFailureNamesTheWindowOfItsLayers) {
+  const fs::path dir = fs::path(DUET_BUILD_DIR) / "sliding_window_label";
+  fs::create_directories(dir);
+  PluginHost host;
+  const PluginRecord r = host.load(fs::path(DUET_TEST_PLUGIN_DIR) / "duet-test-extensions.so");
+  ASSERT_TRUE(r.loaded) << r.refusal;
+  testing::TinyLlama shape;
+  shape.architecture = "gemma3";
+  shape.sliding_window = kWindow;
+  shape.head_dim = 32;
+  testing::write_tiny_llama(dir / "gemma3.gguf", shape);
+  const std::string yaml =
+      "model: {path: gemma3.gguf}\nbackend: {plugin: reference}\n"
+      "components:\n"
+      "  attention: {impl: test_throw_int}\n"
+      "  kv_cache: {capacity_tokens: 64}\n"
+      "  sampler: {seed: 1, chain: [greedy]}\n"
+      "stages:\n"
+      "  - prefill: {}\n"
+      "  - decode: {max_new_tokens: 4, stop: []}\n";
+  PipelineConfig config = parse_pipeline_config(yaml, "label.yaml", dir, {});
+  load_pipeline_plugins(config, host);
+  NullSink sink;
+  try {
+    Pipeline::build(config, host)->run_tokens(std::vector<int32_t>{1, 40, 41, 42}, sink);
+    ADD_FAILURE() << "the attention's throw was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPlugin) << e.what();
+    EXPECT_EQ(std::string(e.what()),
+              "attention 'test_throw_int' (plugin 'test-extensions', components.attention.impl, "
+              "layers with a 16-position window) failed: it threw something that is not a "
+              "std::exception");
+  }
+}
+
 std::string arch_name(const ::testing::TestParamInfo<const char*>& param) { return param.param; }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ArchitectureOracle,

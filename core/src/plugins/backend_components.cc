@@ -104,9 +104,14 @@ std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& ho
   }
   if (own) return attention;
   const std::string plugin = extension_plugin(host, ComponentKind::kAttention, backend, impl);
+  // A model with sliding windows has one attention per window: the label
+  // says which.
+  const std::string layers =
+      spec.window > 0 ? ", layers with a " + std::to_string(spec.window) + "-position window" : "";
   return std::make_shared<NamedAttention>(
       std::move(attention),
-      "attention '" + impl + "' (plugin '" + plugin + "', components.attention.impl)", checked);
+      "attention '" + impl + "' (plugin '" + plugin + "', components.attention.impl" + layers + ")",
+      checked);
 }
 
 std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHost& host,
