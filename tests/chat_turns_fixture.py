@@ -1,11 +1,12 @@
-"""Writes tests/data/chat_turns.json for tests/chat_turns_test.cc: llama.cpp's
+"""Writes tests/data/chat_turns.json for tests/chat_turns_test.cc and
+chat_turns_llama3_test.cc: llama.cpp's
 token ids of two-turn conversations formatted by its own chat templates
 (llama_chat_apply_template), around a first answer given below.
 
 - "gemma3": Gemma 3 270M Q4_K_M (models/, fetched by scripts/fetch-model.sh),
   which has no template: llama.cpp's built-in "gemma". The first answer is
   llama.cpp's greedy one on the file, up to MAX_NEW_TOKENS tokens.
-- "llama3": the tiny Llama-3-style file chat_turns_test writes to
+- "llama3": the tiny Llama-3-style file chat_turns_llama3_test writes to
   BUILD_DIR/chat_turns/llama3.gguf (run the test once first), formatted by
   the file's own template, which llama.cpp recognises as "llama3". Its
   weights are random, so the first answer is made empty, as the test's
