@@ -176,7 +176,7 @@ void BpeTokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (!whole_words_.empty()) {
-    if (auto it = whole_words_.find(std::string(word)); it != whole_words_.end()) {
+    if (auto it = whole_words_.find(word); it != whole_words_.end()) {
       out.push_back(it->second);
       return;
     }

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,8 +63,13 @@ class BpeTokenizer final : public TableTokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::array<int32_t, 256> byte_tokens_{};      // each byte's token; -1: none
   std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
-  // With ignore_merges: each normal token's bytes, to its id (the first).
-  std::unordered_map<std::string, int32_t> whole_words_;
+  // With ignore_merges: each normal token's bytes, to its id (the first);
+  // looked up by string_view, without a copy of each word.
+  struct WordHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int32_t, WordHash, std::equal_to<>> whole_words_;
   std::array<bool, 256> special_starts_{};  // first bytes of the special tokens
 };
 
