@@ -17,6 +17,7 @@
 
 #include "duet/app/conversation.h"
 #include "duet/app/pipeline.h"
+#include "duet/app/pipeline_config.h"
 
 namespace duet::testing {
 
@@ -53,6 +54,14 @@ inline void check_two_turns(Pipeline& pipeline, const Expected& want) {
   const std::vector<int32_t> before_answer(
       all.begin(), all.end() - static_cast<std::ptrdiff_t>(second.generated_tokens.size()));
   EXPECT_EQ(before_answer, want.conversation_ids);
+}
+
+// The same on the pipeline `config` describes, with its plugins loaded.
+inline void check_two_turns(PipelineConfig config, const Expected& want) {
+  PluginHost host;
+  load_pipeline_plugins(config, host);
+  auto pipeline = Pipeline::build(config, host);
+  check_two_turns(*pipeline, want);
 }
 
 }  // namespace duet::testing
