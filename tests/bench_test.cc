@@ -296,7 +296,16 @@ TEST_F(Bench, ABatchOnACacheOfOneBlockIsToldToGiveItBlocks) {
   // Blocks too big for max_sequences: the scheduler names a size that fits.
   r = bench("--batch 4 -p 8 -n 4 -r 1 --set components.kv_cache.block_tokens=16");
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("set components.kv_cache.block_tokens to 4 or less"), std::string::npos)
+  EXPECT_NE(r.err.find("set components.kv_cache.block_tokens to 4 or a smaller divisor of "
+                       "capacity_tokens, or lower batching.max_sequences"),
+            std::string::npos)
+      << r.err;
+  // A cache of 1000 slots, one block: 16 does not divide it, so the
+  // capacity named is the next multiple of 16.
+  r = bench("--batch 2 -p 8 -n 4 --set components.kv_cache.capacity_tokens=1000");
+  EXPECT_NE(r.err.find("block_tokens=16 --set components.kv_cache.capacity_tokens=1008 (at "
+                       "most the model's context length)"),
+            std::string::npos)
       << r.err;
 }
 

@@ -26,14 +26,13 @@
 // expands each to f32 in a scratch buffer of its own and multiplies it with
 // oneDNN's f32 GEMM (dnnl_sgemm), which picks its AVX-512/AVX2 kernel at
 // run time. Only one panel per thread is ever expanded, never the whole
-// matrix, so memory stays at the mapped file plus a few MiB. bf16 weights,
-// and q2_k and q3_k ones off the row-tile path, which the gemv kernels lack,
-// always go this way.
+// matrix, so memory stays at the mapped file plus a few MiB. bf16, q2_k and
+// q3_k weights, which the gemv kernels lack, go this way where no row tiles
+// take them (one row, or a path without tiles).
 //
 // Row tiles (BackendOptions::min_tile_rows ≤ n, on the AVX-512 VNNI path,
 // for the weight types of row_tiles_type; from one row for q4_0 and q4_1,
-// whose tiles are the file's bytes, and for q2_k and q3_k, which have no gemv
-// kernel): the weights are repacked once per
+// whose tiles are the file's bytes): the weights are repacked once per
 // matrix into tiles of 16 rows side by side (kernels/row_tiles.h, kept in a
 // RowTilesCache) and multiplied with the quantized activation rows by
 // integer dot products that advance 16 weight rows at once. This is the

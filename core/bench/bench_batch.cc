@@ -86,15 +86,16 @@ void check_batch_tests(const std::vector<BatchTest>& tests, const PipelineConfig
       const bool one_block = total_blocks == 1;
       const int64_t fit_block = one_block ? kSuggestedBlock : block;
       const int64_t fit = (t.prompt_tokens + t.gen_tokens - 1 + fit_block - 1) / fit_block;
-      // The scheduler also wants a block for each of batching.max_sequences.
-      const int64_t capacity =
-          std::max({config.kv_cache.capacity_tokens, t.sequences * fit * fit_block,
-                    one_block ? int64_t{config.batching.max_sequences} * fit_block : 0});
+      // The scheduler also wants a block for each of batching.max_sequences,
+      // and the blocks must divide the cache.
+      int64_t capacity = std::max({config.kv_cache.capacity_tokens, t.sequences * fit * fit_block,
+                                   int64_t{config.batching.max_sequences} * fit_block});
+      capacity = (capacity + fit_block - 1) / fit_block * fit_block;
       std::string fix = "components.kv_cache.capacity_tokens=" + std::to_string(capacity) +
                         " (at most the model's context length)";
       if (one_block) {
         fix = "components.kv_cache.block_tokens=" + std::to_string(kSuggestedBlock) +
-              (capacity > config.kv_cache.capacity_tokens ? " --set " + fix : "");
+              (capacity != config.kv_cache.capacity_tokens ? " --set " + fix : "");
       }
       throw Error(ErrorKind::kConfig,
                   "duet bench: " + t.name() + " needs " + std::to_string(t.sequences) + " x " +
@@ -102,7 +103,7 @@ void check_batch_tests(const std::vector<BatchTest>& tests, const PipelineConfig
                       " KV-cache tokens at once but components.kv_cache.capacity_tokens is " +
                       std::to_string(config.kv_cache.capacity_tokens) +
                       (one_block ? ", one block that a sequence takes whole" : "") +
-                      "; add --set " + fix + " or lower -p/-n");
+                      "; add --set " + fix + (one_block ? "" : " or lower -p/-n"));
     }
   }
 }

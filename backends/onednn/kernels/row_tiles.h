@@ -29,8 +29,8 @@
 //    q + 32, d = super-scale * int8 scale, m = -32d; q3_k: u = q + 4, d =
 //    super-scale * (6-bit scale - 32), m = -4d; q2_k: u = q, d = super-scale
 //    * 4-bit scale, m = -(super-min * 4-bit min); all exact in f32): 1.5
-//    bytes per weight, and, as q2_k and q3_k have no gemv kernel, also for
-//    one row.
+//    bytes per weight (3.5-4.5 times a q2_k or q3_k file), for products of
+//    several rows.
 // So one kernel serves every type, and the per-block result for an
 // activation block of unit dx and integer values qx (Q8Activations) is
 //   d * dx * Σ(u * qx) + m * (dx * Σqx)

@@ -273,18 +273,24 @@ Scheduler::Impl::Impl(Pipeline& pipeline, bool fit_to_blocks)
     if (state.tokenizer->is_end_of_generation(id)) end_tokens.push_back(id);
   }
   if (allocator.total_blocks() < batching.max_sequences) {
-    // The largest block size that cuts the cache into enough blocks.
-    int64_t fit = std::max<int64_t>(1, allocator.capacity_tokens() / batching.max_sequences);
-    while (allocator.capacity_tokens() % fit != 0) --fit;
+    // The largest block size that cuts the cache into enough blocks, when
+    // there is one.
+    const int64_t capacity = allocator.capacity_tokens();
+    int64_t fit = std::max<int64_t>(1, capacity / batching.max_sequences);
+    while (capacity % fit != 0) --fit;
+    const std::string fix = capacity < batching.max_sequences
+                                ? "raise components.kv_cache.capacity_tokens to at least " +
+                                      std::to_string(batching.max_sequences)
+                                : "set components.kv_cache.block_tokens to " + std::to_string(fit) +
+                                      " or a smaller divisor of capacity_tokens";
     throw Error(ErrorKind::kConfig,
                 "components.kv_cache.block_tokens " + std::to_string(allocator.block_tokens()) +
                     " cuts the " + std::to_string(allocator.capacity_tokens()) +
                     "-token cache into " + std::to_string(allocator.total_blocks()) +
                     " block(s), fewer than batching.max_sequences (" +
                     std::to_string(batching.max_sequences) +
-                    "), and every running sequence needs blocks of its own; set "
-                    "components.kv_cache.block_tokens to " +
-                    std::to_string(fit) + " or less (or lower batching.max_sequences)");
+                    "), and every running sequence needs blocks of its own; " + fix +
+                    ", or lower batching.max_sequences");
   }
 }
 

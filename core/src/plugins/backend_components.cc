@@ -93,7 +93,8 @@ std::string extension_plugin(const PluginHost& host, ComponentKind kind, const B
 
 std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
                                           const std::string& impl, const AttentionSpec& spec,
-                                          const Options& options, bool checked) {
+                                          const Options& options, bool checked,
+                                          const std::string& layers) {
   const bool own =
       source_of(backend, host, ComponentKind::kAttention, impl, options) == Source::kOwn;
   std::shared_ptr<Attention> attention = own ? backend.create_attention(impl, spec)
@@ -104,14 +105,11 @@ std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& ho
   }
   if (own) return attention;
   const std::string plugin = extension_plugin(host, ComponentKind::kAttention, backend, impl);
-  // A model with sliding windows has one attention per window: the label
-  // says which.
-  const std::string layers =
-      spec.window > 0 ? ", layers with a " + std::to_string(spec.window) + "-position window" : "";
-  return std::make_shared<NamedAttention>(
-      std::move(attention),
-      "attention '" + impl + "' (plugin '" + plugin + "', components.attention.impl" + layers + ")",
-      checked);
+  return std::make_shared<NamedAttention>(std::move(attention),
+                                          "attention '" + impl + "' (plugin '" + plugin +
+                                              "', components.attention.impl" +
+                                              (layers.empty() ? "" : ", " + layers) + ")",
+                                          checked);
 }
 
 std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHost& host,
@@ -169,7 +167,10 @@ std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHo
   for (const int32_t w : windows) {
     AttentionSpec spec = full;
     spec.window = w;
-    by_window.push_back(make_attention(backend, host, impl, spec, options, checked));
+    // One attention per window: a failure's label says which layers it served.
+    const std::string layers = w > 0 ? "layers with a " + std::to_string(w) + "-position window"
+                                     : "layers without a window";
+    by_window.push_back(make_attention(backend, host, impl, spec, options, checked, layers));
   }
   if (by_window.size() == 1) return by_window.front();
   return std::make_shared<LayerAttention>(std::move(by_window), std::move(window_of_layer));

@@ -25,10 +25,12 @@ std::vector<std::string> kv_cache_names(const Backend& backend, const PluginHost
 // take no options: any given are a duet::Error(kConfig) naming them.
 // Throws duet::Error(kConfig) for an unknown name (listing the known ones)
 // and passes on the factories' errors. A plugin's attention comes wrapped
-// in a NamedAttention, `checked` (debug.check_plugins) or not.
+// in a NamedAttention, `checked` (debug.check_plugins) or not, whose label
+// ends with `layers` when that is not empty (which layers it serves).
 std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& host,
                                           const std::string& impl, const AttentionSpec& spec,
-                                          const Options& options, bool checked = false);
+                                          const Options& options, bool checked = false,
+                                          const std::string& layers = "");
 
 // The attention a model runs: make_attention() once for each distinct
 // window of hparams.layer_windows (AttentionSpec::window), and, when the
