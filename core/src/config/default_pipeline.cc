@@ -22,6 +22,13 @@ std::string default_pipeline_yaml(const std::filesystem::path& model) {
   const std::string arch(file.find_string("general.architecture").value_or(""));
   const uint64_t context = file.find_uint(arch + ".context_length").value_or(2048);
   const uint64_t capacity = std::clamp<uint64_t>(context, 1, 4096);
+  // Blocks of 16 slots, so that the batching scheduler (duet serve, run
+  // --prompts-file, bench --batch) gives each sequence blocks of its own; a
+  // cache of one block would refuse them. A capacity that is not a multiple
+  // of 16 (a context that short) stays one block.
+  constexpr uint64_t kBlockTokens = 16;
+  const std::string blocks =
+      capacity % kBlockTokens == 0 ? ", block_tokens: " + std::to_string(kBlockTokens) : "";
   // Chat when the file has a template Duet can apply (ChatTemplate); a file
   // of another family gets raw prompts.
   bool chat = false;
@@ -46,7 +53,7 @@ std::string default_pipeline_yaml(const std::filesystem::path& model) {
          "  plugin: [cuda, onednn, reference]\n"
          "components:\n"
          "  kv_cache: {capacity_tokens: " +
-         std::to_string(capacity) +
+         std::to_string(capacity) + blocks +
          ", dtype: f16}\n"
          "  sampler: {seed: 42, chain: [greedy]}\n"
          "stages:\n"
