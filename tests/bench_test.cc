@@ -309,6 +309,19 @@ TEST_F(Bench, ABatchOnACacheOfOneBlockIsToldToGiveItBlocks) {
       << r.err;
 }
 
+// A model file's default pipeline caches in blocks, so the batching
+// scheduler takes it as it is (a 256-token context: 16 blocks of 16).
+TEST_F(Bench, ABatchRunsOnAModelFilesDefaultPipeline) {
+  const std::string cmd = std::string(DUET_BUILD_DIR) + "/bin/duet bench " +
+                          (dir_ / "tiny.gguf").string() +
+                          " --batch 2 -p 4 -n 4 -r 1 --warmup 0 -o csv --set "
+                          "backend.plugin=reference >" +
+                          (dir_ / "out").string() + " 2>" + (dir_ / "err").string();
+  const int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(dir_ / "err");
+  EXPECT_NE(slurp(dir_ / "out").find("pp4+tg4@b2"), std::string::npos) << slurp(dir_ / "out");
+}
+
 TEST_F(Bench, AMissingPipelineIsAConfigError) {
   fs::remove(dir_ / "p.yaml");
   Result r = bench("-p 4");
