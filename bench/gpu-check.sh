@@ -195,6 +195,55 @@ bench smollm2-batch-gemv "$config" "${batch_sets[@]}" --set backend.options.matm
 bench smollm2-batch-invariant "$config" "${batch_sets[@]}" \
   --set backend.options.batch_invariant=true --batch 1,8,16 -r 3
 
+# The K-quant formats and the other architectures on cuda against the
+# reference backend: random models of SmolLM2's shape (a Gemma 3 one with a
+# cache no longer than its 512-position window), each answering two prompts
+# greedily (duet compare; the reference takes seconds per answer; the table
+# goes to logs.txt; a variant that fails fails the step), then timed.
+fidelity() {
+  local model=$1 capacity=$2 dir
+  dir=$(dirname "$model")
+  cat >"$dir/pipeline.yaml" <<YAML
+model: {path: $model, chat: false}
+backend: {plugin: reference}
+components:
+  attention: {impl: default}
+  kv_cache: {impl: contiguous, capacity_tokens: $capacity, dtype: f32}
+  sampler: {seed: 42, chain: [greedy]}
+stages:
+  - prefill: {chunk_tokens: 512}
+  - decode: {max_new_tokens: 32}
+YAML
+  cat >"$dir/experiment.yaml" <<YAML
+pipeline: pipeline.yaml
+baseline: reference
+variants:
+  - name: reference
+  - name: cuda
+    set: {backend.plugin: cuda}
+  - name: cuda-f16-cache
+    set: {backend.plugin: cuda, components.kv_cache.dtype: f16}
+workload:
+  greedy: {prompts: ["The capital of France is", "ab cd ef gh"], tokens: 24}
+YAML
+  local table
+  table=$("$duet" compare "$dir/experiment.yaml" -o table) || return
+  echo "$table"
+  ! grep -q '^Failed' <<<"$table"  # a variant that did not run
+}
+for spec in "llama q4_k" "llama q6_k" "qwen3 q5_k" "gemma3 q4_k"; do
+  read -r arch type <<<"$spec"
+  capacity=2048
+  [ "$arch" = gemma3 ] && capacity=512
+  model=$models/$arch-$type/random.gguf
+  mkdir -p "$(dirname "$model")"
+  if step "make-$arch-$type" "$build/bin/duet_make_random_model" "$model" --arch "$arch" --type "$type"; then
+    step "fidelity-$arch-$type" fidelity "$model" "$capacity"
+    bench "$arch-$type" "$config" --set model.path="$model" \
+      --set components.kv_cache.capacity_tokens="$capacity" -p 256 -n 128 -r 3
+  fi
+done
+
 for type in q4_1 f16; do
   big=$models/random-llama-1b-$type.gguf
   if step "make-llama-1b-$type" "$build/bin/duet_make_random_model" "$big" --shape llama-1b \

@@ -99,6 +99,8 @@ const BackendCase kCases[] = {
     // Products of 9 or more rows of quantized weights on f16 tensor cores
     // (see above); fewer rows through the f32 gemv, as decode.
     {"cuda", "cuda", {}, {}, 1e-8, 1e-6, 9},
+    // Prompt chunks attending in tiles of 32 rows (off by default).
+    {"cuda_tiled", "cuda", {{"tiled_attention", "true"}}, {}, 1e-8, 1e-6, 9},
     // Every row through the gemv, attention of one shape.
     {"cuda_batch_invariant", "cuda", {{"batch_invariant", "true"}}, {}},
 };

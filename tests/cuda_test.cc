@@ -199,9 +199,9 @@ TEST(CudaOptions, DefaultsAndEveryKey) {
   EXPECT_GE(inv.matmul_min_rows, int64_t{1} << 30);
   EXPECT_EQ(inv.split_attention, 0);
   EXPECT_FALSE(inv.tiled_attention);
-  EXPECT_TRUE(d.tiled_attention);
-  EXPECT_FALSE(
-      cuda::parse_cuda_options(backend_options({{"tiled_attention", "false"}})).tiled_attention);
+  EXPECT_FALSE(d.tiled_attention);
+  EXPECT_TRUE(
+      cuda::parse_cuda_options(backend_options({{"tiled_attention", "true"}})).tiled_attention);
   const cuda::CudaOptions o = cuda::parse_cuda_options(backend_options({{"device", "1"},
                                                                         {"cuda_graphs", "false"},
                                                                         {"pdl", "false"},
@@ -755,7 +755,11 @@ TEST_F(CudaTinyModel, PrefillThenDecodeEqualsALongerPrefill) {
 
 // A 70-token prompt attends in tiles of 32 rows (the last one partial);
 // every row alone must give the same logits but for float rounding, and
-// both must follow the reference.
+// both must follow the reference. The two sum a row's positions in other
+// orders: on an H200 (2026-12-04) their logits differed by an NMSE of up to
+// 7.1e-9 (the prompt's step; 2-3e-10 after it); a row seeing one position
+// too many or too few would move a 70th of its attention weight, and the
+// logits by far more than the 1e-7 allowed.
 TEST_F(CudaTinyModel, APromptAttendingInTilesGivesWhatRowsAloneGive) {
   SKIP_WITHOUT_GPU();
   const auto prompt = prompt_ids(70, 320);
@@ -767,7 +771,7 @@ TEST_F(CudaTinyModel, APromptAttendingInTilesGivesWhatRowsAloneGive) {
   auto rows = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda", "{tiled_attention: false}");
   const Trace alone = run_trace(*rows, prompt, 8, &expected.greedy);
   for (size_t i = 0; i < expected.logits.size(); ++i) {
-    EXPECT_LE(nmse(got.logits[i], alone.logits[i]), 1e-10) << "step " << i;
+    EXPECT_LE(nmse(got.logits[i], alone.logits[i]), 1e-7) << "step " << i;
     EXPECT_LE(nmse(got.logits[i], expected.logits[i]), 1e-4) << "step " << i;
   }
 }

@@ -1,12 +1,18 @@
 // The named shapes of core/random_model/random_llama.h (duet_make_random_model --shape):
 // llama-1b is Llama-3.2-1B's body on SmolLM2's vocabulary, about 1.07 G
 // weights, with the layer scales narrowed for its width; unknown names are
-// refused.
+// refused. A K-quant file keeps rows that are not whole 256-element
+// blocks in q8_0.
 #include "random_llama.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "duet/app/gguf.h"
 
 namespace duet::testing {
 namespace {
@@ -47,6 +53,25 @@ TEST(RandomLlamaShape, Llama1BIsLlama32sBodyOnSmolLM2sVocabulary) {
 TEST(RandomLlamaShape, UnknownNamesAreRefused) {
   EXPECT_FALSE(random_llama_shape("llama-8b").has_value());
   EXPECT_FALSE(random_llama_shape("").has_value());
+}
+
+// SmolLM2's rows of 576 are not whole K-quant blocks; its ffn_down rows of
+// 1,536 are (as llama.cpp's quantizer falls back for such rows).
+TEST(RandomLlamaTypes, RowsThatAreNotWholeKQuantBlocksAreQ8_0) {
+  RandomLlama s;
+  s.n_layers = 1;
+  s.matrix_type = DType::kQ4_K;
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("duet-random-q4_k-" + std::to_string(getpid()) + ".gguf");
+  write_random_llama(path, s);
+  {
+    const GgufFile file = GgufFile::open(path);
+    EXPECT_EQ(file.tensor("blk.0.ffn_down.weight").dtype, DType::kQ4_K);
+    for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"}) {
+      EXPECT_EQ(file.tensor(name).dtype, DType::kQ8_0) << name;
+    }
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace

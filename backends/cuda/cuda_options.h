@@ -18,10 +18,12 @@
 //                        splits each row's positions over many blocks and
 //                        merges them (flash-decoding, cuda_attention.h);
 //                        0 never splits
-//   tiled_attention: true  prompt chunks of 16 or more rows of one sequence
-//                        attend in tiles of 32 rows that share every K/V
-//                        row they read (prefill_attention.cu); false gives
-//                        every row a block of its own, as decode rows get
+//   tiled_attention: false  true: prompt chunks of 16 or more rows of one
+//                        sequence attend in tiles of 32 rows that share
+//                        every K/V row they read (prefill_attention.cu);
+//                        false gives every row a block of its own, as
+//                        decode rows get (2.4x faster at pp512 on an H200:
+//                        the tiles leave most of the device idle)
 //   matmul_min_rows: 9   matmuls of fewer rows are matrix-vector products
 //                        over the stored weights (gemv.cu: f32, a weight
 //                        read once per 8 rows); from this many rows on,
@@ -52,7 +54,7 @@ struct CudaOptions {
   bool fuse = true;
   bool graph_stats = false;
   int64_t split_attention = 512;
-  bool tiled_attention = true;
+  bool tiled_attention = false;
   int64_t matmul_min_rows = kGemvChunkRows + 1;
   bool batch_invariant = false;
 };

@@ -78,7 +78,8 @@ class TensorMaker {
   template <typename SourceRow>
   void matrix(const std::string& name, int64_t rows, int64_t cols, uint64_t source, float scale,
               SourceRow source_row) {
-    const uint64_t row_bytes = *dtype_row_bytes(type_, static_cast<uint64_t>(cols));
+    const DType type = row_type(cols);
+    const uint64_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(cols));
     std::vector<uint8_t> bytes(row_bytes * static_cast<uint64_t>(rows));
     parallel_rows(rows, [&](int64_t r) {
       std::vector<float> values(static_cast<size_t>(cols), 0.0f);
@@ -88,9 +89,19 @@ class TensorMaker {
         values[static_cast<size_t>(c)] =
             scale * static_cast<float>(counter_uniform(seed_, source, index, 0) - 0.5);
       }
-      quantize_row(type_, values.data(), bytes.data() + static_cast<uint64_t>(r) * row_bytes, cols);
+      quantize_row(type, values.data(), bytes.data() + static_cast<uint64_t>(r) * row_bytes, cols);
     });
-    w_.add_tensor(name, type_, {rows, cols}, bytes.data(), bytes.size());
+    w_.add_tensor(name, type, {rows, cols}, bytes.data(), bytes.size());
+  }
+
+  // The matrix type, or for rows that are not a whole number of its blocks
+  // (a K-quant's 256 elements against SmolLM2's 576) q8_0, as llama.cpp's
+  // quantizer falls back for such rows; f16 if not even that fits.
+  DType row_type(int64_t cols) const {
+    for (DType t : {type_, DType::kQ8_0}) {
+      if (cols % dtype_traits(t).block_size == 0) return t;
+    }
+    return DType::kF16;
   }
 
   void matrix(const std::string& name, int64_t rows, int64_t cols, float scale) {

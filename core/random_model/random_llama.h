@@ -43,7 +43,9 @@ struct RandomLlama {
   int32_t n_kv_heads = 3;
   int32_t n_ff = 1536;
   int64_t context_length = 8192;
-  DType matrix_type = DType::kQ4_1;  // every matrix, the embedding table included
+  // Every matrix, the embedding table included; a matrix whose rows are not
+  // whole blocks of it (a K-quant's 256 elements in rows of 576) is q8_0.
+  DType matrix_type = DType::kQ4_1;
   uint64_t seed = 1;
   // Weights are uniform in ±scale / 2. Large Q and K make attention peaked
   // (so positions and RoPE matter); V, output and FFN set how much each
