@@ -339,16 +339,22 @@ TEST(PipelineConfigTest, BatchingHasDefaultsAndBounds) {
   EXPECT_EQ(c.batching.max_sequences, 16);
   EXPECT_EQ(c.batching.max_step_tokens, 512);
   EXPECT_TRUE(c.batching.prefix_caching);
+  EXPECT_EQ(c.batching.draft_rows, 8);
   c = parse(std::string(kMinimal) +
-            "batching: {max_sequences: 64, max_step_tokens: 256, prefix_caching: false}\n");
+            "batching: {max_sequences: 64, max_step_tokens: 256, prefix_caching: false, "
+            "draft_rows: 0}\n");
   EXPECT_EQ(c.batching.max_sequences, 64);
   EXPECT_EQ(c.batching.max_step_tokens, 256);
   EXPECT_FALSE(c.batching.prefix_caching);
+  EXPECT_EQ(c.batching.draft_rows, 0);
   EXPECT_NE(describe(c).find("max_sequences: 64"), std::string::npos);
   EXPECT_EQ(describe(parse_pipeline_config(describe(c), "test.yaml", "")), describe(c));
   EXPECT_EQ(
       parse_error(std::string(kMinimal) + "batching: {max_sequences: 0}\n"),
       "test.yaml:3:27: batching.max_sequences: 0 is out of range; expected an integer in 1..1024");
+  EXPECT_EQ(
+      parse_error(std::string(kMinimal) + "batching: {draft_rows: -1}\n"),
+      "test.yaml:3:24: batching.draft_rows: -1 is out of range; expected an integer in 0..65536");
   EXPECT_NE(parse_error(std::string(kMinimal) + "batching: {max_sequence: 4}\n")
                 .find("did you mean 'max_sequences'"),
             std::string::npos);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "duet/app/pipeline.h"
+#include "duet/app/scheduler.h"
 #include "model_files.h"
 
 namespace duet {
@@ -28,7 +29,8 @@ def add_numbers(values):
 
 class SpeculativeModel : public ::testing::TestWithParam<std::string> {
  protected:
-  std::unique_ptr<Pipeline> make(const std::string& stage, bool chat) {
+  std::unique_ptr<Pipeline> make(const std::string& stage, bool chat,
+                                 std::vector<std::string> overrides = {}) {
     if (!fs::exists(testing::model_path())) {
       ADD_FAILURE() << testing::missing_model_message(testing::model_path());
       return nullptr;
@@ -42,7 +44,8 @@ components:
 stages:
   - prefill: {}
   - )" + stage + "\n";
-    PipelineConfig config = parse_pipeline_config(yaml, "speculative.yaml", DUET_SOURCE_DIR, {});
+    PipelineConfig config =
+        parse_pipeline_config(yaml, "speculative.yaml", DUET_SOURCE_DIR, std::move(overrides));
     load_pipeline_plugins(config, host_);
     return Pipeline::build(config, host_);
   }
@@ -87,7 +90,38 @@ TEST_P(SpeculativeModel, GreedyOutputEqualsThePlainDecodeStageRawAndChat) {
   }
 }
 
+// Under the scheduler, batching.draft_rows bounds a step's decode rows with
+// drafts: a repetitive prompt verifies several draft tokens a pass with 16,
+// at most one with 2; the tokens are the same. On onednn only
+// (the reference backend's scheduler drafts are speculative_test's).
+using SpeculativeModelScheduler = SpeculativeModel;
+
+TEST_P(SpeculativeModelScheduler, DraftRowsBoundTheDraftsOfAStep) {
+  const auto run = [&](const std::string& draft_rows) {
+    auto p = make("lookup_decode: {max_new_tokens: 64}", false,
+                  {"components.kv_cache.block_tokens=16", "batching.draft_rows=" + draft_rows});
+    Scheduler scheduler(*p);
+    Request r;
+    r.id = "days";
+    r.prompt = p->tokenize_prompt(
+        "Monday, Tuesday, Wednesday, Thursday, Friday, Saturday, Sunday, Monday, Tuesday,");
+    scheduler.submit(std::move(r));
+    scheduler.run();
+    std::vector<RequestResult> done = scheduler.take_finished();
+    EXPECT_EQ(done.size(), 1u);
+    return std::make_pair(done.at(0).generated_tokens, scheduler.stats());
+  };
+  const auto [wide, wide_stats] = run("16");
+  const auto [narrow, narrow_stats] = run("2");
+  EXPECT_EQ(narrow, wide);
+  EXPECT_GT(wide_stats.draft_tokens, wide_stats.steps);
+  EXPECT_GT(narrow_stats.accepted_draft_tokens, 0);
+  EXPECT_LE(narrow_stats.draft_tokens, narrow_stats.steps);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, SpeculativeModel, ::testing::Values("reference", "onednn"),
+                         [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, SpeculativeModelScheduler, ::testing::Values("onednn"),
                          [](const auto& p) { return p.param; });
 
 }  // namespace

@@ -98,15 +98,16 @@ TEST_F(Speculative, LookupDecodeGivesThePlainDecodeTokensGreedyAndSampled) {
 }
 
 // Under the batching scheduler: 24 requests side by side, each verifying
-// its own drafts in the shared passes, get the tokens and logits the plain
-// decode loop gives them (the scheduler with stage decode, and the session
-// path for some), with a roomy pool and with one small enough to preempt.
+// its own drafts in the shared passes (draft_rows lifted so that all of
+// them draft), get the tokens and logits the plain decode loop gives them
+// (the scheduler with stage decode, and the session path for some), with a
+// roomy pool and with one small enough to preempt.
 TEST_F(Speculative, TheSchedulerVerifiesEverySequencesDraftsAsItsPlainDecode) {
   for (const std::string chain : {"[greedy]", "[{top_k: 40}, {temperature: 0.9}]"}) {
     for (const std::string capacity : {"256", "96"}) {
-      const std::vector<std::string> set = {"components.sampler.chain=" + chain,
-                                            "components.kv_cache.capacity_tokens=" + capacity,
-                                            "batching.max_sequences=24"};
+      const std::vector<std::string> set = {
+          "components.sampler.chain=" + chain, "components.kv_cache.capacity_tokens=" + capacity,
+          "batching.max_sequences=24", "batching.draft_rows=65536"};
       auto plain = make("decode: {max_new_tokens: 40}", set);
       auto spec = make("lookup_decode: {max_new_tokens: 40, ngram_min: 1, draft_tokens: 6}", set);
       const auto run = [](Pipeline& pipeline, SchedulerStats& stats) {
@@ -156,6 +157,36 @@ TEST_F(Speculative, TheSchedulerVerifiesEverySequencesDraftsAsItsPlainDecode) {
           << where;
     }
   }
+}
+
+// batching.draft_rows 0 runs no drafts, and any bound keeps the plain
+// loop's tokens (the random model drafts little: speculative_model_test
+// checks the bound where drafts are long).
+TEST_F(Speculative, DraftRowsBoundTheDraftsOfAStep) {
+  const auto run = [&](const std::string& decode, const std::string& draft_rows) {
+    auto pipeline = make(decode, {"batching.draft_rows=" + draft_rows});
+    Scheduler scheduler(*pipeline);
+    Request r;
+    r.id = "0";
+    r.prompt = prompt(3);
+    scheduler.submit(std::move(r));
+    scheduler.run();
+    std::vector<RequestResult> done = scheduler.take_finished();
+    EXPECT_EQ(done.size(), 1u);
+    return std::make_pair(done.at(0).generated_tokens, scheduler.stats());
+  };
+  const std::string lookup = "lookup_decode: {max_new_tokens: 80, ngram_min: 1, draft_tokens: 6}";
+  const auto [plain, plain_stats] = run("decode: {max_new_tokens: 80}", "16");
+  const auto [wide, wide_stats] = run(lookup, "16");
+  const auto [narrow, narrow_stats] = run(lookup, "2");
+  const auto [none, none_stats] = run(lookup, "0");
+  EXPECT_EQ(wide, plain);
+  EXPECT_EQ(narrow, plain);
+  EXPECT_EQ(none, plain);
+  EXPECT_GT(wide_stats.draft_tokens, 0);
+  EXPECT_LE(narrow_stats.draft_tokens, narrow_stats.steps);
+  EXPECT_EQ(none_stats.draft_tokens, 0);
+  EXPECT_EQ(none_stats.steps, plain_stats.steps);
 }
 
 TEST_F(Speculative, LookupDecodeStopsWhereDecodeStops) {

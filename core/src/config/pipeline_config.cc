@@ -311,7 +311,8 @@ class Reader : yaml::SchemaReader {
 
   void read_batching(const Node* node, BatchingConfig& out) {
     if (node == nullptr ||
-        !expect_map(*node, "batching", {"max_sequences", "max_step_tokens", "prefix_caching"}))
+        !expect_map(*node, "batching",
+                    {"max_sequences", "max_step_tokens", "prefix_caching", "draft_rows"}))
       return;
     if (const Node* n = get(*node, "max_sequences"))
       read_integer<int32_t>(*n, "batching.max_sequences", 1, 1024, out.max_sequences);
@@ -319,6 +320,8 @@ class Reader : yaml::SchemaReader {
       read_integer<int32_t>(*n, "batching.max_step_tokens", 1, 65536, out.max_step_tokens);
     if (const Node* n = get(*node, "prefix_caching"))
       read_bool(*n, "batching.prefix_caching", out.prefix_caching);
+    if (const Node* n = get(*node, "draft_rows"))
+      read_integer<int32_t>(*n, "batching.draft_rows", 0, 65536, out.draft_rows);
   }
 
   void read_components(const Node* node, PipelineConfig& out) {

@@ -186,6 +186,7 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::Key << "max_sequences" << YAML::Value << b.max_sequences;
   out << YAML::Key << "max_step_tokens" << YAML::Value << b.max_step_tokens;
   out << YAML::Key << "prefix_caching" << YAML::Value << b.prefix_caching;
+  out << YAML::Key << "draft_rows" << YAML::Value << b.draft_rows;
   out << YAML::EndMap;
   if (config.debug.check_plugins) {
     out << YAML::Key << "debug" << YAML::Value << YAML::BeginMap;

@@ -407,15 +407,23 @@ bool Scheduler::Impl::step() {
   scheduled.clear();
   copies.clear();
   int32_t budget = batching.max_step_tokens;
+  const auto decoding = [&](const Sequence& seq) {
+    return missing_rows(seq) == 1 && !prompt_row_elsewhere(seq);
+  };
+  // Each decoding sequence's share of batching.draft_rows beyond its own row.
+  const auto n_decoding =
+      static_cast<int32_t>(std::count_if(running.begin(), running.end(), decoding));
+  const int32_t draft_share =
+      n_decoding == 0 ? 0 : std::max(0, (batching.draft_rows - n_decoding) / n_decoding);
   // Decode rows first: one for each running sequence that is decoding.
   for (auto it = running.begin(); it != running.end() && budget > 0;) {
     Sequence& seq = *it;
-    if (missing_rows(seq) != 1 || prompt_row_elsewhere(seq)) {
+    if (!decoding(seq)) {
       ++it;
       continue;
     }
     // A draft only where its blocks are free: drafts never preempt.
-    propose_draft(seq, budget - 1);
+    propose_draft(seq, std::min(budget - 1, draft_share));
     if (seq.drafted > 0 && !reserve(seq, 1 + seq.drafted, false)) drop_draft(seq);
     if (seq.drafted == 0 && !reserve(seq, 1, true)) {
       // Only the newest can fail (it preempts the others first): it waits.

@@ -143,6 +143,13 @@ struct DUET_API BatchingConfig {
   int32_t max_sequences = 16;     // 1..1024 running at once
   int32_t max_step_tokens = 512;  // 1..65536 rows in one forward pass
   bool prefix_caching = true;     // reuse cached blocks of a shared prompt prefix
+  // Decode rows (each decoding sequence's token and its draft) up to which a
+  // step verifies drafts: with n sequences decoding, each may add at most
+  // (draft_rows - n) / n draft tokens, so drafts shrink as the batch grows
+  // and stop once a pass is mostly decode rows anyway (a CPU pass of many
+  // rows costs about a row's time per row: docs/performance.md); 0 runs no
+  // drafts.
+  int32_t draft_rows = 8;  // 0..65536
 };
 
 // `debug: {check_plugins: true}`: slower runs that check what plugins do.

@@ -34,7 +34,8 @@
 // stage's, and a sequence's KV blocks move to the decode backend's cache
 // when it starts decoding (only blocks that cache lacks: kv_residency.h).
 // A stage's drafts are verified here: each request gets the tokens the
-// plain decode loop would give it.
+// plain decode loop would give it. With n sequences decoding, each may
+// propose at most (batching.draft_rows - n) / n draft tokens a step.
 // Thread-safety: none; one thread submits, steps and collects.
 #pragma once
 
