@@ -182,9 +182,9 @@ for dtype in f16 q8_0; do
     --set components.kv_cache.dtype=$dtype --tests tg -n 128 -d 0,1919 -r 3 --interleave
 done
 bench smollm2-prompts "$config" --set model.path="$smol" --tests pp -p 128,512,1024,2000 -r 3
-# The same with every prompt row attending alone (no tiles), for A/B.
-bench smollm2-prompts-untiled "$config" --set model.path="$smol" \
-  --set backend.options.tiled_attention=false --tests pp -p 512,2000 -r 3
+# The same with prompt rows attending in tiles of 32 (off by default), for A/B.
+bench smollm2-prompts-tiled "$config" --set model.path="$smol" \
+  --set backend.options.tiled_attention=true --tests pp -p 512,2000 -r 3
 batch_sets=(--set model.path="$smol" --set components.kv_cache.block_tokens=16
   --set components.kv_cache.capacity_tokens=8192 --set batching.max_sequences=64)
 bench smollm2-batch "$config" "${batch_sets[@]}" --batch 1,4,8,16,64 -r 3
@@ -199,12 +199,13 @@ bench smollm2-batch-invariant "$config" "${batch_sets[@]}" \
 # reference backend: random models of SmolLM2's shape (a Gemma 3 one with a
 # cache no longer than its 512-position window), each answering two prompts
 # greedily (duet compare; the reference takes seconds per answer; the table
-# goes to logs.txt; a variant that fails fails the step), then timed.
+# goes to logs.txt; a variant that fails or answers otherwise fails the
+# step), then timed.
 fidelity() {
   local model=$1 capacity=$2 dir
   dir=$(dirname "$model")
   cat >"$dir/pipeline.yaml" <<YAML
-model: {path: $model, chat: false}
+model: {path: "$model", chat: false}
 backend: {plugin: reference}
 components:
   attention: {impl: default}
@@ -227,9 +228,16 @@ workload:
   greedy: {prompts: ["The capital of France is", "ab cd ef gh"], tokens: 24}
 YAML
   local table
-  table=$("$duet" compare "$dir/experiment.yaml" -o table) || return
+  table=$("$duet" compare "$dir/experiment.yaml" -o table)
+  local rc=$?
   echo "$table"
-  ! grep -q '^Failed' <<<"$table"  # a variant that did not run
+  [ "$rc" -eq 0 ] || return "$rc"
+  ! grep -q '^Failed' <<<"$table" || return 1  # a variant that did not run
+  # Every greedy answer the reference's, token for token ("24/24 same").
+  python3 -c '
+import re, sys
+cells = re.findall(r"(\d+)/(\d+) same(, parts at \d+)?", sys.stdin.read())
+sys.exit(0 if cells and all(a == b and not p for a, b, p in cells) else 1)' <<<"$table"
 }
 for spec in "llama q4_k" "llama q6_k" "qwen3 q5_k" "gemma3 q4_k"; do
   read -r arch type <<<"$spec"

@@ -141,11 +141,11 @@ void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, 
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
-void bench_quantize(benchmark::State& state, int64_t k, CpuPath path) {
+void bench_quantize(benchmark::State& state, int64_t k, CpuPath path, int terms) {
   const std::vector<float> x = random_floats(k, 3);
   duet::onednn::Q8Activations xq;
   for (auto _ : state) {
-    xq.quantize(x.data(), k, path);
+    xq.quantize(x.data(), k, path, terms);
     benchmark::DoNotOptimize(xq.q());
     benchmark::ClobberMemory();
   }
@@ -190,8 +190,11 @@ int main(int argc, char** argv) {
       }
     }
     for (int64_t k : {576, 1536}) {
-      benchmark::RegisterBenchmark(("quantize/k" + std::to_string(k) + "/" + p).c_str(),
-                                   bench_quantize, k, path);
+      for (int terms : {1, 2}) {
+        benchmark::RegisterBenchmark(
+            ("quantize/k" + std::to_string(k) + "/" + p + "/t" + std::to_string(terms)).c_str(),
+            bench_quantize, k, path, terms);
+      }
     }
   }
   benchmark::RunSpecifiedBenchmarks();

@@ -339,7 +339,7 @@ TEST(PipelineConfigTest, BatchingHasDefaultsAndBounds) {
   EXPECT_EQ(c.batching.max_sequences, 16);
   EXPECT_EQ(c.batching.max_step_tokens, 512);
   EXPECT_TRUE(c.batching.prefix_caching);
-  EXPECT_EQ(c.batching.draft_rows, 8);
+  EXPECT_EQ(c.batching.draft_rows, 9);
   c = parse(std::string(kMinimal) +
             "batching: {max_sequences: 64, max_step_tokens: 256, prefix_caching: false, "
             "draft_rows: 0}\n");

@@ -1,8 +1,8 @@
 // The named shapes of core/random_model/random_llama.h (duet_make_random_model --shape):
 // llama-1b is Llama-3.2-1B's body on SmolLM2's vocabulary, about 1.07 G
 // weights, with the layer scales narrowed for its width; unknown names are
-// refused. A K-quant file keeps rows that are not whole 256-element
-// blocks in q8_0.
+// refused. A K-quant file stores rows that are not whole 256-element
+// blocks in llama-quantize's fallback type.
 #include "random_llama.h"
 
 #include <gtest/gtest.h>
@@ -56,8 +56,8 @@ TEST(RandomLlamaShape, UnknownNamesAreRefused) {
 }
 
 // SmolLM2's rows of 576 are not whole K-quant blocks; its ffn_down rows of
-// 1,536 are (as llama.cpp's quantizer falls back for such rows).
-TEST(RandomLlamaTypes, RowsThatAreNotWholeKQuantBlocksAreQ8_0) {
+// 1,536 are. The others fall back as llama-quantize's do: q4_k to q5_0.
+TEST(RandomLlamaTypes, RowsThatAreNotWholeKQuantBlocksFallBack) {
   RandomLlama s;
   s.n_layers = 1;
   s.matrix_type = DType::kQ4_K;
@@ -68,7 +68,7 @@ TEST(RandomLlamaTypes, RowsThatAreNotWholeKQuantBlocksAreQ8_0) {
     const GgufFile file = GgufFile::open(path);
     EXPECT_EQ(file.tensor("blk.0.ffn_down.weight").dtype, DType::kQ4_K);
     for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_up.weight"}) {
-      EXPECT_EQ(file.tensor(name).dtype, DType::kQ8_0) << name;
+      EXPECT_EQ(file.tensor(name).dtype, DType::kQ5_0) << name;
     }
   }
   std::filesystem::remove(path);

@@ -100,6 +100,7 @@ TEST_P(SpeculativeModelScheduler, DraftRowsBoundTheDraftsOfAStep) {
   const auto run = [&](const std::string& draft_rows) {
     auto p = make("lookup_decode: {max_new_tokens: 64}", false,
                   {"components.kv_cache.block_tokens=16", "batching.draft_rows=" + draft_rows});
+    if (!p) return std::make_pair(std::vector<int32_t>{}, SchedulerStats{});  // failure added
     Scheduler scheduler(*p);
     Request r;
     r.id = "days";

@@ -84,7 +84,8 @@ class Pipelines {
         "model: {path: " + path.dump() + "}\nbackend: {plugin: reference}\n" +
         "components:\n  kv_cache: {capacity_tokens: " + std::to_string(capacity) +
         ", block_tokens: 16}\n  sampler: " + sampler +
-        "\nbatching: {max_sequences: 4}\nstages: [prefill: {}, " + stage + "]\n";
+        // draft_rows lifted: each of the four sequences verifies whole drafts.
+        "\nbatching: {max_sequences: 4, draft_rows: 65536}\nstages: [prefill: {}, " + stage + "]\n";
     return Pipeline::build(parse_pipeline_config(yaml, "conformance.yaml", model_.parent_path()),
                            host_);
   }

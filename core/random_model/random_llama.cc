@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "duet/app/gguf.h"
+#include "duet/app/quantize.h"
 #include "duet/app/tensor_names.h"
 #include "duet/quant.h"
 #include "duet/rng.h"
@@ -95,13 +97,13 @@ class TensorMaker {
   }
 
   // The matrix type, or for rows that are not a whole number of its blocks
-  // (a K-quant's 256 elements against SmolLM2's 576) q8_0, as llama.cpp's
-  // quantizer falls back for such rows; f16 if not even that fits.
+  // (a K-quant's 256 elements against SmolLM2's 576) the type llama.cpp's
+  // quantizer falls back to (q5_0, q5_1, q8_0); f16 if none fits.
   DType row_type(int64_t cols) const {
-    for (DType t : {type_, DType::kQ8_0}) {
-      if (cols % dtype_traits(t).block_size == 0) return t;
-    }
-    return DType::kF16;
+    const auto fits = [&](DType t) { return cols % dtype_traits(t).block_size == 0; };
+    if (fits(type_)) return type_;
+    const std::optional<DType> alt = row_fallback_type(type_);
+    return alt && fits(*alt) ? *alt : DType::kF16;
   }
 
   void matrix(const std::string& name, int64_t rows, int64_t cols, float scale) {

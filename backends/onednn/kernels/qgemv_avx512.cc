@@ -12,6 +12,7 @@
 // pairs, whose even lanes are broadcast to the lanes holding each block's
 // integer sums.
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -618,6 +619,58 @@ void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kBlock + 16), _mm512_cvtsepi32_epi8(q1));
     scales[2 * b] = d;
     scales[2 * b + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+  }
+}
+// The float steps of qgemv.cc's quantize_second_term one by one, in
+// explicitly rounded instructions that the compiler cannot fuse into an FMA
+// (it may fuse plain vector * and -), so the bits are the portable code's.
+void quantize_second_term_avx512(const float* x, int64_t k, const int8_t* q, int8_t* q_lo,
+                                 float* scales) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512i lo = _mm512_set1_epi32(-127);
+  const __m512i hi = _mm512_set1_epi32(127);
+  for (int64_t b = 0; b < k / kBlock; ++b) {
+    const float d = scales[2 * b];
+    float id = d != 0.0f ? 256.0f / d : 0.0f;
+    const __m512 x0 = _mm512_loadu_ps(x + b * kBlock);
+    const __m512 x1 = _mm512_loadu_ps(x + b * kBlock + 16);
+    // x * 0 is NaN exactly where x is inf or NaN: such a block, or one whose
+    // id overflowed, gets no second term.
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 p = _mm512_add_ps(_mm512_mul_ps(x0, zero), _mm512_mul_ps(x1, zero));
+    if (!std::isfinite(id) || _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) id = 0.0f;
+    const __m512 dv = _mm512_set1_ps(d);
+    const __m512 idv = _mm512_set1_ps(id);
+    __m512i sum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const __m512 xv = h == 0 ? x0 : x1;
+      const __m512i qi = _mm512_cvtepi8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + b * kBlock + 16 * h)));
+      const __m512 rest =
+          _mm512_sub_round_ps(xv, _mm512_mul_round_ps(dv, _mm512_cvtepi32_ps(qi), kRound), kRound);
+      // vcvtps2dq rounds to nearest even, as the portable code's adder does.
+      const __m512i v = _mm512_min_epi32(
+          _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_round_ps(rest, idv, kRound)), lo), hi);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q_lo + b * kBlock + 16 * h),
+                       _mm512_cvtepi32_epi8(v));
+      sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_slli_epi32(qi, 8), v));
+    }
+    const float unit = d * (1.0f / 256.0f);
+    scales[2 * b] = unit;
+    scales[2 * b + 1] = unit * static_cast<float>(_mm512_reduce_add_epi32(sum));
+  }
+}
+
+void fill_half_scales_avx512(const int8_t* q, const int8_t* q_lo, int64_t blocks,
+                             const float* scales, float* half_scales) {
+  for (int64_t h = 0; h < 2 * blocks; ++h) {
+    __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * h)));
+    if (q_lo != nullptr) {
+      v = _mm512_add_epi32(
+          _mm512_slli_epi32(v, 8),
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q_lo + 16 * h))));
+    }
+    half_scales[h] = scales[2 * (h / 2)] * static_cast<float>(_mm512_reduce_add_epi32(v));
   }
 }
 #endif

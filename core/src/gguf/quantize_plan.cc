@@ -113,9 +113,10 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
   return t;
 }
 
-// llama-quantize's fallback for a type whose blocks do not divide the rows.
-std::optional<DType> fallback_of(DType t) {
-  switch (t) {
+}  // namespace
+
+std::optional<DType> row_fallback_type(DType type) {
+  switch (type) {
     case DType::kQ4_K:
       return DType::kQ5_0;
     case DType::kQ5_K:
@@ -126,8 +127,6 @@ std::optional<DType> fallback_of(DType t) {
       return std::nullopt;
   }
 }
-
-}  // namespace
 
 const std::vector<FileType>& file_types() {
   static const std::vector<FileType> all = [] {
@@ -193,7 +192,7 @@ std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type) {
     const int64_t row = t.shape.innermost();
     DType to = recipe ? recipe_type(type, t.name, row, st) : base;
     if (row % block_of(to) != 0) {
-      const std::optional<DType> alt = fallback_of(to);
+      const std::optional<DType> alt = row_fallback_type(to);
       if (!alt) {
         throw Error(ErrorKind::kModelFile,
                     in.path().string() + ": tensor '" + p.name + "' has rows of " +

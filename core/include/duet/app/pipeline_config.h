@@ -148,8 +148,8 @@ struct DUET_API BatchingConfig {
   // (draft_rows - n) / n draft tokens, so drafts shrink as the batch grows
   // and stop once a pass is mostly decode rows anyway (a CPU pass of many
   // rows costs about a row's time per row: docs/performance.md); 0 runs no
-  // drafts.
-  int32_t draft_rows = 8;  // 0..65536
+  // drafts. 9 leaves one sequence lookup_decode's default 8 draft tokens.
+  int32_t draft_rows = 9;  // 0..65536
 };
 
 // `debug: {check_plugins: true}`: slower runs that check what plugins do.
