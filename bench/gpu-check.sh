@@ -24,7 +24,8 @@
 #   summary.json   the same, machine-readable
 #   logs.txt       every step's output, each under a "==== step" header
 #                  (nvidia-smi, duet plugins, ctest, the benches' stderr,
-#                  the decode profile's per-kernel table when nsys exists)
+#                  the decode profile's per-kernel table when nsys or ncu
+#                  exists)
 #   bench.jsonl    one line per benchmark: {"name", "result"} with duet
 #                  bench's JSON, or the bandwidth measurement
 #   ctest-gpu.xml  ctest -L gpu as JUnit XML
@@ -326,6 +327,23 @@ if [ -n "$nsys_bin" ]; then
   rm -f "$profile.nsys-rep" "$profile.sqlite"
 else
   skip profile-decode "no nsys (Nsight Systems) on this machine"
+fi
+
+# The same table from Nsight Compute, which this workplace's GPU image has
+# where nsys is missing (it reads counters on Firecracker machines, not on
+# gVisor ones): kernel times only, clocks left alone, graph nodes one by
+# one, two decode steps' kernels (~270 each for SmolLM2) after the warm-up
+# run and the first tokens, summed per kernel.
+ncu_bin=$(command -v ncu)
+for candidate in /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+  [ -z "$ncu_bin" ] && [ -x "$candidate" ] && ncu_bin=$candidate
+done
+if [ -n "$ncu_bin" ]; then
+  step profile-decode-ncu "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum \
+    --graph-profiling node --launch-skip 3000 --launch-count 540 --print-summary per-kernel \
+    "$duet" bench "$config" --set model.path="$smol" --tests tg -n 16 -r 1
+else
+  skip profile-decode-ncu "no ncu (Nsight Compute) on this machine"
 fi
 
 step graph-stats "$duet" run "$config" --set model.path="$smol" --set backend.options.graph_stats=true \
