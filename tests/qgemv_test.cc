@@ -219,13 +219,23 @@ TEST(QgemvActivations, SecondTermFollowsTheDefinitionOnEveryPath) {
     EXPECT_EQ(two.scales()[2 * b + 1], d / 256.0f * static_cast<float>(sum));
   }
   for (int64_t i = k; i < Q8Activations::kPadBlocks * 32; ++i) EXPECT_EQ(two.q_lo()[i], 0);
-  for (CpuPath path : runnable_paths()) {
-    Q8Activations other;
-    other.quantize(x.data(), k, path, 2);
-    EXPECT_EQ(std::memcmp(other.q(), two.q(), k), 0) << cpu_path_name(path);
-    EXPECT_EQ(std::memcmp(other.q_lo(), two.q_lo(), k), 0) << cpu_path_name(path);
-    EXPECT_EQ(std::memcmp(other.scales(), two.scales(), 3 * 2 * sizeof(float)), 0)
-        << cpu_path_name(path);
+  // Every path the same bits, the half-block sums included, with one term
+  // and with two.
+  for (int terms : {1, 2}) {
+    Q8Activations want;
+    want.quantize(x.data(), k, CpuPath::kScalar, terms);
+    for (CpuPath path : runnable_paths()) {
+      const std::string where = std::string(cpu_path_name(path)) + ", " + std::to_string(terms);
+      Q8Activations other;
+      other.quantize(x.data(), k, path, terms);
+      EXPECT_EQ(std::memcmp(other.q(), want.q(), k), 0) << where;
+      if (terms == 2) {
+        EXPECT_EQ(std::memcmp(other.q_lo(), want.q_lo(), k), 0) << where;
+      }
+      EXPECT_EQ(std::memcmp(other.scales(), want.scales(), 3 * 2 * sizeof(float)), 0) << where;
+      EXPECT_EQ(std::memcmp(other.half_scales(), want.half_scales(), 3 * 2 * sizeof(float)), 0)
+          << where;
+    }
   }
 }
 

@@ -32,17 +32,6 @@ Support CudaAttention::check(const KVCacheSpec& kv) const {
                         " exceeds the cuda attention's " + std::to_string(kMaxAttentionHeadDim));
   }
   s.merge(check_attention_window(spec_, "attention 'full' of backend 'cuda'"));
-  // With no more cached positions than the window, every row's window is
-  // all of them: full attention is the windowed one exactly.
-  if (spec_.window > 0 && kv.capacity_tokens > spec_.window) {
-    s.reasons.push_back(
-        "attention 'full' of backend 'cuda' does not run sliding-window layers "
-        "past their window yet (a window of " +
-        std::to_string(spec_.window) + " positions, a cache of " +
-        std::to_string(kv.capacity_tokens) +
-        "); use components.kv_cache.capacity_tokens of at most " + std::to_string(spec_.window) +
-        ", or backend 'onednn'");
-  }
   return s;
 }
 
@@ -92,6 +81,7 @@ void CudaAttention::forward(int32_t layer, const StepBatch& step, const TensorVi
   a.head_dim = spec_.head_dim;
   a.block_tokens = kv.spec().block_tokens;
   a.scale = spec_.scale;
+  a.window = spec_.window;
   a.batch_invariant = batch_invariant_;
   if (partials_ != nullptr && step.n_prefill_tokens == 0 && step.n_tokens <= kMaxSplitRows) {
     int64_t positions = 0;  // the most any row sees

@@ -1,4 +1,5 @@
-// attention.cu — causal attention of query rows over the KV cache, for
+// attention.cu — causal attention of query rows over the KV cache (the
+// last AttentionArgs::window positions in a sliding-window layer), for
 // decode (one row per sequence) and for prompt chunks too short for the
 // tiles of prefill_attention.cu (or every row, in batch-invariant mode).
 //
@@ -47,12 +48,14 @@ __global__ void attention_kernel(AttentionArgs a) {
   const float* q = a.q + (row * a.n_heads + head) * hd;
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += kWarps * 32) q_s[d] = q[d] * a.scale;
 
-  const int last = a.row_position[row];  // this row sees positions [0, last]
+  const int last = a.row_position[row];  // this row sees positions [first, last]
+  const int first = a.window > 0 ? max(0, last - a.window + 1) : 0;
   // With splits, this block takes the stretch [start, end) of them (see
   // AttentionArgs::splits); without, all of them.
   const int split = static_cast<int>(blockIdx.z);
-  const int start = split * a.split_positions;
-  const int end = a.splits > 1 ? min(last + 1, start + a.split_positions) : last + 1;
+  const int start = max(first, split * a.split_positions);
+  const int end =
+      a.splits > 1 ? min(last + 1, split * a.split_positions + a.split_positions) : last + 1;
   const int32_t* table = a.block_tables + a.row_table[row];
   const int bt = a.block_tokens;
   const bool vec4 = hd % 4 == 0;
@@ -71,13 +74,16 @@ __global__ void attention_kernel(AttentionArgs a) {
       }
     }
   }
-  if (start > last) return;  // a stretch past this row's positions (the whole block)
+  // A stretch outside this row's positions (the whole block): the merge
+  // reads only the stretches from first's to last's.
+  if (start >= end) return;
   __syncthreads();
 
   float acc[kPerLane] = {};
   float run_max = -INFINITY;
   float run_sum = 0.0f;
-  // split_positions is a multiple of 32, so a tile never spans two stretches.
+  // Tiles start at `start` and stop at `end`, so a tile never spans two
+  // stretches.
   for (int t0 = start + warp * 32; t0 < end; t0 += kWarps * 32) {
     const int p = t0 + lane;
     float score = -INFINITY;
@@ -184,17 +190,22 @@ __global__ void merge_splits_kernel(AttentionArgs a) {
   const int64_t row = blockIdx.x;
   const int head = static_cast<int>(blockIdx.y);
   const int hd = a.head_dim;
-  const int used = a.row_position[row] / a.split_positions + 1;  // stretches with positions
+  // The stretches holding the row's positions, [first, last] (see
+  // attention_kernel): only they wrote partials.
+  const int last = a.row_position[row];
+  const int first = a.window > 0 ? max(0, last - a.window + 1) : 0;
+  const int from = first / a.split_positions;
+  const int used = last / a.split_positions + 1;
   const float* parts = a.partials + (row * a.n_heads + head) * a.splits * (hd + 2);
   float total_max = -INFINITY;
-  for (int s = 0; s < used; ++s) total_max = fmaxf(total_max, parts[s * (hd + 2)]);
+  for (int s = from; s < used; ++s) total_max = fmaxf(total_max, parts[s * (hd + 2)]);
   float total_sum = 0.0f;
-  for (int s = 0; s < used; ++s)
+  for (int s = from; s < used; ++s)
     total_sum += parts[s * (hd + 2) + 1] * expf(parts[s * (hd + 2)] - total_max);
   float* out = a.out + (row * a.n_heads + head) * hd;
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += static_cast<int>(blockDim.x)) {
     float o = 0.0f;
-    for (int s = 0; s < used; ++s)
+    for (int s = from; s < used; ++s)
       o += parts[s * (hd + 2) + 2 + d] * expf(parts[s * (hd + 2)] - total_max);
     out[d] = o / total_sum;
   }
@@ -228,7 +239,7 @@ cudaError_t launch_for_head_dim(const LaunchConfig& at, const AttentionArgs& a) 
 
 cudaError_t launch_attention(const LaunchConfig& at, const AttentionArgs& args) {
   if (args.n_tokens == 0) return cudaSuccess;
-  if (args.head_dim > kMaxAttentionHeadDim || args.n_kv_heads <= 0 ||
+  if (args.head_dim > kMaxAttentionHeadDim || args.n_kv_heads <= 0 || args.window < 0 ||
       args.n_heads % args.n_kv_heads != 0 ||
       (args.cache != CacheType::kF32 && args.k_new != nullptr) ||
       (args.cache == CacheType::kQ8_0 && args.head_dim % kQ8Block != 0)) {

@@ -94,6 +94,9 @@ struct AttentionArgs {
   int32_t head_dim = 0;
   int32_t block_tokens = 0;
   float scale = 0.0f;
+  // A sliding-window layer's window (AttentionSpec::window): a row at
+  // position p sees positions [max(0, p - window + 1), p]; 0 sees [0, p].
+  int32_t window = 0;
   // Split over the context (flash-decoding), for steps of at most
   // kMaxSplitRows rows: with splits > 1, positions are cut into stretches of
   // split_positions (a multiple of 32; splits * split_positions covers every

@@ -1,6 +1,7 @@
 // prefill_attention.cu — causal attention of a prompt chunk: many
 // consecutive positions of one sequence, each seeing every position up to
-// its own.
+// its own (or, in a sliding-window layer, the last AttentionArgs::window
+// of them).
 //
 // attention.cu gives every query row a block of its own, so a chunk of n
 // rows reads each cached K/V row up to n times: at 2,000 positions the
@@ -58,6 +59,8 @@ __global__ void tiled_attention_kernel(AttentionArgs a) {
   // The rows are one sequence's, in positional order (AttentionArgs::tiled).
   const int32_t* table = a.block_tables + a.row_table[first];
   const int last_position = a.row_position[first + rows - 1];
+  // The tile's first row sees the earliest positions (its window's start).
+  const int first_position = a.window > 0 ? max(0, a.row_position[first] - a.window + 1) : 0;
   const int bt = a.block_tokens;
 
   for (int i = static_cast<int>(threadIdx.x); i < rows * hd; i += kWarps * 32) {
@@ -74,7 +77,7 @@ __global__ void tiled_attention_kernel(AttentionArgs a) {
     run_sum[rr] = 0.0f;
   }
 
-  for (int t0 = 0; t0 <= last_position; t0 += kKeys) {
+  for (int t0 = first_position; t0 <= last_position; t0 += kKeys) {
     __syncthreads();  // the previous tile is consumed (and, at first, q_s is written)
     for (int i = static_cast<int>(threadIdx.x); i < kKeys * hd; i += kWarps * 32) {
       const int j = i / hd;
@@ -95,11 +98,14 @@ __global__ void tiled_attention_kernel(AttentionArgs a) {
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
       const int r = warp + rr * kWarps;
       if (r >= rows) continue;  // uniform across the warp, as is the next test
-      const int row_last = a.row_position[first + r];  // the row sees positions [0, row_last]
-      if (t0 > row_last) continue;
+      // The row sees positions [row_first, row_last].
+      const int row_last = a.row_position[first + r];
+      const int row_first = a.window > 0 ? max(0, row_last - a.window + 1) : 0;
+      if (t0 > row_last || t0 + kKeys <= row_first) continue;
       const int p = t0 + lane;
+      const bool seen = p >= row_first && p <= row_last;
       float score = -INFINITY;
-      if (p <= row_last) {
+      if (seen) {
         const float* q = q_s + r * hd;
         const float* k = k_s + lane * ld;
         float dot = 0.0f;
@@ -109,11 +115,11 @@ __global__ void tiled_attention_kernel(AttentionArgs a) {
         }
         score = dot;
       }
-      // Position t0 is visible to this row, so new_max is finite and the
-      // first rescale is exp(-inf) = 0.
+      // Some position of the tile is visible to this row, so new_max is
+      // finite and the first rescale is exp(-inf) = 0.
       const float new_max = fmaxf(run_max[rr], warp_max(score));
       const float rescale = expf(run_max[rr] - new_max);
-      const float weight = p <= row_last ? expf(score - new_max) : 0.0f;
+      const float weight = seen ? expf(score - new_max) : 0.0f;
       run_sum[rr] = run_sum[rr] * rescale + warp_sum(weight);
       const int visible = min(kKeys, row_last - t0 + 1);
 #pragma unroll

@@ -2,7 +2,9 @@
 // path, where the byte dot products use vpmaddubsw + vpmaddwd, and with
 // DUET_QGEMV_VNNI=1 as the kAvx512Vnni path, where they use vpdpbusd. One
 // source, two instruction sets, no function shared between them: everything
-// but the entry point has internal linkage.
+// but the entry points has internal linkage. The activation quantization
+// (quantize_avx512 and the second term) is built in the kAvx512 pass only
+// and serves both paths.
 //
 // Shape of every quantized kernel: weight blocks are taken four at a time
 // (a "group", read with whole-vector loads and regrouped by permutes, see
@@ -621,9 +623,11 @@ void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales) {
     scales[2 * b + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
   }
 }
+
 // The float steps of qgemv.cc's quantize_second_term one by one, in
-// explicitly rounded instructions that the compiler cannot fuse into an FMA
-// (it may fuse plain vector * and -), so the bits are the portable code's.
+// explicitly rounded instructions (round to nearest, the default mode the
+// portable code runs under) that the compiler cannot fuse into an FMA (it
+// may fuse plain vector * and -), so the bits are the portable code's.
 void quantize_second_term_avx512(const float* x, int64_t k, const int8_t* q, int8_t* q_lo,
                                  float* scales) {
   constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
