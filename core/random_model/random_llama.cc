@@ -99,12 +99,7 @@ class TensorMaker {
   // The matrix type, or for rows that are not a whole number of its blocks
   // (a K-quant's 256 elements against SmolLM2's 576) the type llama.cpp's
   // quantizer falls back to (q5_0, q5_1, q8_0); f16 if none fits.
-  DType row_type(int64_t cols) const {
-    const auto fits = [&](DType t) { return cols % dtype_traits(t).block_size == 0; };
-    if (fits(type_)) return type_;
-    const std::optional<DType> alt = row_fallback_type(type_);
-    return alt && fits(*alt) ? *alt : DType::kF16;
-  }
+  DType row_type(int64_t cols) const { return type_for_rows(type_, cols).value_or(DType::kF16); }
 
   void matrix(const std::string& name, int64_t rows, int64_t cols, float scale) {
     matrix(name, rows, cols, next_source_++, scale, [](int64_t r) { return r; });

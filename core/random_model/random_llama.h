@@ -45,7 +45,7 @@ struct RandomLlama {
   int64_t context_length = 8192;
   // Every matrix, the embedding table included; a matrix whose rows are not
   // whole blocks of it (a K-quant's 256 elements in rows of 576) takes
-  // llama-quantize's fallback (duet::row_fallback_type), else f16.
+  // llama-quantize's fallback (duet::type_for_rows), else f16.
   DType matrix_type = DType::kQ4_1;
   uint64_t seed = 1;
   // Weights are uniform in ±scale / 2. Large Q and K make attention peaked

@@ -115,17 +115,23 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
 
 }  // namespace
 
-std::optional<DType> row_fallback_type(DType type) {
+std::optional<DType> type_for_rows(DType type, int64_t row) {
+  if (row % block_of(type) == 0) return type;
+  std::optional<DType> alt;
   switch (type) {
     case DType::kQ4_K:
-      return DType::kQ5_0;
+      alt = DType::kQ5_0;
+      break;
     case DType::kQ5_K:
-      return DType::kQ5_1;
+      alt = DType::kQ5_1;
+      break;
     case DType::kQ6_K:
-      return DType::kQ8_0;
+      alt = DType::kQ8_0;
+      break;
     default:
       return std::nullopt;
   }
+  return row % block_of(*alt) == 0 ? *alt : DType::kF16;
 }
 
 const std::vector<FileType>& file_types() {
@@ -192,7 +198,7 @@ std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type) {
     const int64_t row = t.shape.innermost();
     DType to = recipe ? recipe_type(type, t.name, row, st) : base;
     if (row % block_of(to) != 0) {
-      const std::optional<DType> alt = row_fallback_type(to);
+      const std::optional<DType> alt = type_for_rows(to, row);
       if (!alt) {
         throw Error(ErrorKind::kModelFile,
                     in.path().string() + ": tensor '" + p.name + "' has rows of " +
@@ -200,7 +206,7 @@ std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type) {
                         std::string(dtype_name(to)) + "'s " + std::to_string(block_of(to)) +
                         "-element blocks; choose a file type whose blocks fit (f16, bf16, f32)");
       }
-      to = row % block_of(*alt) == 0 ? *alt : DType::kF16;
+      to = *alt;
       p.fallback = true;
     }
     p.to = to;

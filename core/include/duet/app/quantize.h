@@ -54,10 +54,12 @@ enum class FileType : uint32_t {
 
 // Every file type, in the order `duet quantize --help` lists them.
 DUET_API const std::vector<FileType>& file_types();
-// The type llama-quantize stores a tensor of `type` in when its rows are not
-// whole blocks of it (q4_k → q5_0, q5_k → q5_1, q6_k → q8_0); nullopt for a
-// type it has no fallback for. A fallback that does not fit either is f16.
-DUET_API std::optional<DType> row_fallback_type(DType type);
+// The type llama-quantize stores a tensor of `type` with rows of `row`
+// elements in: `type` when the rows are whole blocks of it, else its
+// fallback (q4_k → q5_0, q5_k → q5_1, q6_k → q8_0), or f16 where the
+// fallback's blocks do not fit either; nullopt for a type that has no
+// fallback and does not fit.
+DUET_API std::optional<DType> type_for_rows(DType type, int64_t row);
 // "q4_k_m", "f32", ... (llama-quantize's names, lower case).
 DUET_API std::string file_type_name(FileType type);
 // Case-insensitive ("Q4_K_M" and "q4_k_m"); nullopt for any other name.
