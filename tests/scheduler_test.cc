@@ -531,7 +531,8 @@ TEST_P(SchedulerTest, RefusesWhatItCannotRun) {
   EXPECT_EQ(kind_of(empty_stop), ErrorKind::kConfig);
   EXPECT_EQ(scheduler.waiting(), 0u) << "a refused request must leave nothing queued";
 
-  // Pipelines it cannot batch.
+  // A cache of fewer blocks than max_sequences (every pipeline that builds
+  // has stages it can step: check_pipeline refuses the others).
   const auto build_kind = [&](std::vector<std::string> overrides, const std::string& stages) {
     auto p = make(std::move(overrides), stages);
     try {
@@ -543,8 +544,98 @@ TEST_P(SchedulerTest, RefusesWhatItCannotRun) {
   };
   EXPECT_EQ(build_kind({"components.kv_cache.block_tokens=0"}, "[prefill: {}, decode: {}]"),
             ErrorKind::kConfig);
-  EXPECT_EQ(build_kind({}, "[prefill: {}]"), ErrorKind::kConfig);
-  EXPECT_EQ(build_kind({}, "[prefill: {all_logits: true}, decode: {}]"), ErrorKind::kConfig);
+  EXPECT_EQ(build_kind({}, "[prefill: {}]"), ErrorKind::kInternal);  // accepted: scoring
+}
+
+// A pipeline of the prefill stage alone scores prompts: batched requests
+// keep every prompt position's logits (prompt_logits), generate nothing and
+// end with their prompt; the rows are those a forward pass over the whole
+// prompt gives by hand (Session::forward with every row's logits), bit for
+// bit.
+TEST_P(SchedulerTest, AScoringPipelineKeepsEveryPromptRowAndGeneratesNothing) {
+  auto pipeline = make({}, "[prefill: {all_logits: true}]");
+  const size_t vocab = static_cast<size_t>(pipeline->check().hparams.n_vocab);
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < 6; ++i) {
+    Request r;
+    r.id = std::to_string(i);
+    r.prompt = prompt(i, 5 + 13 * i);  // 5..70 positions: several steps of 64 rows
+    requests.push_back(std::move(r));
+  }
+  requests[5].prompt = prompt(5, 256);  // a prompt may fill the cache when nothing follows it
+  const auto scored = run_all(*pipeline, requests);
+  ASSERT_EQ(scored.size(), requests.size());
+  for (const Request& request : requests) {
+    const RequestResult& r = scored.at(request.id);
+    EXPECT_EQ(r.finish, FinishReason::kNone) << request.id;
+    EXPECT_TRUE(r.generated_tokens.empty()) << request.id;
+    ASSERT_EQ(r.prompt_logits.size(), request.prompt.size() * vocab) << request.id;
+    NullSink sink;
+    auto session = pipeline->new_session(request.prompt, sink);
+    session->forward(static_cast<int32_t>(request.prompt.size()), true);
+    const std::span<const float> by_hand = session->logits();
+    ASSERT_EQ(by_hand.size(), r.prompt_logits.size());
+    EXPECT_EQ(0, std::memcmp(by_hand.data(), r.prompt_logits.data(), by_hand.size() * 4))
+        << "request " << request.id << ": prompt logits differ from the whole prompt's pass";
+  }
+  // Asked for by a request of a generating pipeline, they come with its tokens.
+  auto generating = make();
+  Request asked = request(0, prompt(0, 30), 4);
+  asked.settings.prompt_logits = true;
+  const auto with = run_all(*generating, {asked});
+  const auto without = run_all(*generating, {request(0, prompt(0, 30), 4)});
+  EXPECT_EQ(with.at("0").prompt_logits.size(), 30 * vocab);
+  EXPECT_TRUE(without.at("0").prompt_logits.empty());
+  expect_same(with.at("0"), without.at("0"));
+  // The last prompt row is the one the first token was drawn from.
+  EXPECT_EQ(0, std::memcmp(with.at("0").prompt_logits.data() + 29 * vocab,
+                           with.at("0").logits.data(), vocab * 4));
+}
+
+// A request that holds its sequence is continued by another: the second
+// prefills only its own tokens (and the answer's last, uncached one) on the
+// held cache, and draws what a new request of the whole conversation draws,
+// logits bit for bit; release() and the continuing request's end free it.
+TEST_P(SchedulerTest, AHeldSequenceIsContinuedOnItsCache) {
+  auto pipeline = make();
+  Scheduler scheduler(*pipeline);
+  Request first = request(0, prompt(0, 21), 6);
+  first.settings.ignore_end_of_generation = true;
+  first.settings.hold = true;
+  const RequestResult a = scheduler.run_one(first);
+  ASSERT_EQ(a.generated_tokens.size(), 6u);
+  EXPECT_EQ(a.cached_tokens, 26) << "every token but the last drawn one is cached";
+  EXPECT_GT(scheduler.used_blocks(), 0) << "the held sequence keeps its blocks";
+
+  Request next = request(1, prompt(1, 9), 5);
+  next.settings.ignore_end_of_generation = true;
+  next.continues = a.handle;
+  // Others run alongside while it continues.
+  scheduler.submit(request(2, prompt(2, 17), 7));
+  const RequestResult b = scheduler.run_one(next);
+  EXPECT_EQ(b.cached_prompt_tokens, 26);
+  std::vector<int32_t> whole = a.prompt_tokens;
+  whole.insert(whole.end(), a.generated_tokens.begin(), a.generated_tokens.end());
+  whole.insert(whole.end(), next.prompt.begin(), next.prompt.end());
+  EXPECT_EQ(b.prompt_tokens, whole);
+  Request fresh = request(1, whole, 5);
+  fresh.settings.ignore_end_of_generation = true;
+  auto other = make();  // whose cache this scheduler's held blocks do not share
+  expect_same(b, run_all(*other, {fresh}).at("1"));
+
+  scheduler.run();
+  EXPECT_EQ(scheduler.take_finished().size(), 1u) << "the other request's result waits for it";
+  EXPECT_EQ(scheduler.used_blocks(), 0) << "the continuing request did not hold";
+  // A handle that holds nothing is refused; release() frees a held one.
+  Request orphan = request(3, prompt(3, 4), 2);
+  orphan.continues = a.handle;
+  EXPECT_THROW(scheduler.submit(orphan), Error);
+  Request held = request(4, prompt(4, 12), 2);
+  held.settings.hold = true;
+  const RequestResult c = scheduler.run_one(held);
+  EXPECT_GT(scheduler.used_blocks(), 0);
+  scheduler.release(c.handle);
+  EXPECT_EQ(scheduler.used_blocks(), 0);
 }
 
 TEST_P(SchedulerTest, CancelFreesBlocksAtOnce) {

@@ -5,10 +5,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <new>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
+#include "duet/batched_decode.h"
 #include "duet/error.h"
 #include "duet/plugin.h"
 #include "duet/row_kv_cache.h"
@@ -59,11 +62,25 @@ class IntThrowingSampler final : public duet::Sampler {
   void apply(duet::Candidates&, const duet::SamplingContext&) override { throw 42; }
 };
 
-// A stage whose run() fails with a plain std::runtime_error.
-class ThrowingStage final : public duet::Stage {
+// A decode stage whose drafter fails with a plain std::runtime_error at its
+// first proposal.
+class ThrowingDrafter final : public duet::SequenceDrafter {
+ public:
+  void propose(std::span<const int32_t>, int32_t, std::vector<int32_t>&) override {
+    throw std::runtime_error("the stage broke");
+  }
+  void observe(int32_t, int32_t) override {}
+};
+
+class ThrowingStage final : public duet::Stage, public duet::BatchedDecode {
  public:
   std::string name() const override { return "test_throw_stage"; }
   void run(duet::Session&) override { throw std::runtime_error("the stage broke"); }
+  const duet::BatchedDecode* batched() const override { return this; }
+  duet::DecodeLimits limits() const override { return {}; }
+  std::unique_ptr<duet::SequenceDrafter> start_sequence() const override {
+    return std::make_unique<ThrowingDrafter>();
+  }
 };
 
 // Ends the process the way a crashing or out-of-memory plugin would, for
@@ -348,7 +365,7 @@ void register_components(duet::PluginRegistrar& r) {
     o.finish();
     return std::unique_ptr<duet::Sampler>(new IntThrowingSampler);
   });
-  r.add_stage("test_throw_stage", "throws std::runtime_error from run()",
+  r.add_stage("test_throw_stage", "its drafter throws std::runtime_error",
               [](const duet::Options& o) {
                 o.finish();
                 return std::unique_ptr<duet::Stage>(new ThrowingStage);

@@ -9,11 +9,38 @@
 #include "duet/app/suggest.h"
 #include "duet/byte_size.h"
 #include "duet/error.h"
+#include "duet/plugin.h"
+#include "duet/stage.h"
 #include "engine/stage_options.h"
 #include "plugins/backend_components.h"
 
 namespace duet {
 namespace {
+
+// Throws duet::Error(kPlugin) for a plugin stage the scheduler cannot step:
+// one built before Stage::batched() (ABI 1.3), or one whose batched() is
+// null.
+void check_plugin_stage(const PluginHost& host, const std::string& name, const Stage& stage) {
+  std::string plugin;
+  for (const ComponentInfo& c : host.components(ComponentKind::kStage)) {
+    if (c.name == name) plugin = c.plugin;
+  }
+  const uint32_t minor = host.abi_minor(ComponentKind::kStage, name);
+  if (minor < 3) {
+    throw Error(ErrorKind::kPlugin,
+                "stage '" + name + "' (plugin '" + plugin + "') was built against Duet ABI " +
+                    std::to_string(DUET_ABI_MAJOR) + "." + std::to_string(minor) +
+                    ", and stages run under the scheduler since " + std::to_string(DUET_ABI_MAJOR) +
+                    ".3 (Stage::batched, duet/batched_decode.h): rebuild the plugin against this "
+                    "Duet SDK");
+  }
+  if (stage.batched() == nullptr) {
+    throw Error(ErrorKind::kPlugin, "stage '" + name + "' (plugin '" + plugin +
+                                        "') has no batched form (Stage::batched() returned "
+                                        "null), which the scheduler steps; the plugin must "
+                                        "return its BatchedDecode");
+  }
+}
 
 // Collects problems instead of stopping at the first, remembering the kind
 // of the first for the exit code.
@@ -341,16 +368,32 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
                      [&] { host.create_sampler(link.name, link.options); });
   }
 
+  // One engine runs every pipeline (duet/app/scheduler.h): core's prefill
+  // stage, then at most one decode-loop stage it can step.
+  std::string names;
+  for (const auto& stage : config.stages) names += (names.empty() ? "" : ", ") + stage.name;
   if (!config.stages.empty() && config.stages.front().name == "decode") {
     problems.add(ErrorKind::kConfig,
                  format_source_pos(config.source, config.stages.front().pos) +
                      ": the decode stage needs logits from a stage before it; put "
-                     "'- prefill: {}' (or a plugin stage that runs the prompt) first");
+                     "'- prefill: {}' first");
+  } else if (!config.stages.empty() &&
+             (config.stages.front().name != "prefill" || config.stages.size() > 2)) {
+    problems.add(ErrorKind::kConfig,
+                 format_source_pos(config.source, config.stages.front().pos) +
+                     ": stages are core's prefill, then at most one decode-loop stage (decode, "
+                     "or a plugin's such as lookup_decode), and this pipeline's are [" +
+                     names + "]; start with '- prefill: {}' and keep one stage after it");
   }
-  for (const auto& stage : config.stages) {
+  for (size_t i = 0; i < config.stages.size(); ++i) {
+    const StageConfig& stage = config.stages[i];
     out.stages.push_back(stage.name);
     problems.attempt(format_source_pos(config.source, stage.pos), [&] {
       if (stage.name == "prefill") {
+        if (i > 0) {
+          throw Error(ErrorKind::kConfig,
+                      "the prefill stage comes first; it is stages[" + std::to_string(i) + "]");
+        }
         parse_prefill_options(stage);
       } else if (stage.name == "decode") {
         parse_decode_options(stage);
@@ -362,7 +405,7 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
                           "' comes from a plugin, whose options are single values, not lists; "
                           "give one value");
         }
-        host.create_stage(stage.name, stage.options);
+        check_plugin_stage(host, stage.name, *host.create_stage(stage.name, stage.options));
       }
     });
   }

@@ -1,39 +1,38 @@
 #include "duet/app/conversation.h"
 
+#include "duet/app/scheduler.h"
 #include "duet/error.h"
 #include "duet/tokenizer.h"
 
 namespace duet {
 
-Conversation::Conversation(Pipeline& pipeline, TextSink& sink)
-    : pipeline_(pipeline), recorder_(sink) {}
-Conversation::~Conversation() = default;
+Conversation::Conversation(Pipeline& pipeline, TextSink& sink) : pipeline_(pipeline), sink_(sink) {}
+Conversation::~Conversation() { reset(); }
 
-std::span<const int32_t> Conversation::tokens() const {
-  return session_ ? session_->tokens() : std::span<const int32_t>();
-}
-int32_t Conversation::cached_tokens() const { return session_ ? session_->cached() : 0; }
+std::span<const int32_t> Conversation::tokens() const { return tokens_; }
+int32_t Conversation::cached_tokens() const { return cached_; }
 int64_t Conversation::capacity_tokens() const { return pipeline_.check().kv_cache.capacity_tokens; }
-bool Conversation::full() const { return session_ && session_->room() < 1; }
+bool Conversation::full() const { return held_ != 0 && cached_ >= capacity_tokens(); }
 
 void Conversation::reset() {
-  session_.reset();
+  if (held_ != 0) pipeline_.engine().release(held_);
+  held_ = 0;
+  tokens_.clear();
+  cached_ = 0;
   turns_ = 0;
 }
 
 RunResult Conversation::say(const std::string& message) {
   std::vector<int32_t> turn;
   int64_t pending = 0;  // tokens this turn will prefill
-  if (!session_) {
+  if (held_ == 0) {
     turn = pipeline_.tokenize_prompt(message);
     pending = static_cast<int64_t>(turn.size());
   } else {
-    const auto held = session_->tokens();
     const bool answer_closed =
-        !held.empty() && session_->tokenizer().is_end_of_generation(held.back());
+        !tokens_.empty() && pipeline_.tokenizer().is_end_of_generation(tokens_.back());
     turn = pipeline_.tokenize_next_turn(message, answer_closed);
-    pending =
-        static_cast<int64_t>(held.size()) - session_->cached() + static_cast<int64_t>(turn.size());
+    pending = static_cast<int64_t>(tokens_.size()) - cached_ + static_cast<int64_t>(turn.size());
   }
   const int64_t room = capacity_tokens() - cached_tokens();
   // The answer needs at least one position after the prompt.
@@ -45,16 +44,26 @@ RunResult Conversation::say(const std::string& message) {
             " are free (the conversation holds " + std::to_string(cached_tokens()) +
             "); start a new conversation, or raise components.kv_cache.capacity_tokens");
   }
-  if (!session_) {
-    session_ = pipeline_.new_session(turn, recorder_);
-  } else {
-    session_->continue_with(turn);
+  Request request;
+  request.prompt = std::move(turn);
+  request.sink = &sink_;
+  request.continues = held_;
+  request.settings.hold = true;
+  RequestResult done;
+  try {
+    done = pipeline_.engine().run_one(std::move(request));
+  } catch (...) {
+    // The sequence went with the failed turn (Scheduler::run_one).
+    held_ = 0;
+    reset();
+    throw;
   }
-  recorder_.text().clear();
-  RunResult r = pipeline_.run_stages(*session_);
-  r.text = std::move(recorder_.text());
+  held_ = done.handle;
+  cached_ = done.cached_tokens;
+  tokens_ = done.prompt_tokens;
+  tokens_.insert(tokens_.end(), done.generated_tokens.begin(), done.generated_tokens.end());
   ++turns_;
-  return r;
+  return run_result(std::move(done));
 }
 
 }  // namespace duet

@@ -1,11 +1,13 @@
 #include "duet/app/pipeline.h"
 
 #include <chrono>
+#include <limits>
 #include <optional>
 
 #include "duet/app/chat_template.h"
 #include "duet/app/gguf.h"
 #include "duet/app/plugin_host.h"
+#include "duet/app/scheduler.h"
 #include "duet/device.h"
 #include "duet/error.h"
 #include "engine/pipeline_state.h"
@@ -214,11 +216,48 @@ void Pipeline::move_to_stage(Session& session, size_t stage) {
 }
 
 RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) {
-  RecordingSink recorder(sink);
-  std::unique_ptr<Session> session = new_session(prompt, recorder);
-  RunResult r = run_stages(*session);
-  r.text = std::move(recorder.text());
-  return r;
+  if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the prompt has no tokens");
+  Request request;
+  request.prompt.assign(prompt.begin(), prompt.end());
+  request.sink = &sink;
+  return run_result(engine().run_one(std::move(request)));
+}
+
+Scheduler& Pipeline::engine() {
+  State& s = *state_;
+  if (!s.engine) {
+    BatchingConfig batching = s.config.batching;
+    batching.max_sequences = 1;
+    batching.prefix_caching = false;
+    const int32_t chunk = parse_prefill_options(s.config.stages.at(0)).chunk_tokens;
+    batching.max_step_tokens =
+        chunk > 0 ? chunk
+                  : static_cast<int32_t>(std::min<int64_t>(s.allocator->capacity_tokens(),
+                                                           std::numeric_limits<int32_t>::max()));
+    s.engine = std::make_unique<Scheduler>(*this, batching);
+  }
+  return *s.engine;
+}
+
+RunResult run_result(RequestResult&& r) {
+  RunResult out;
+  const auto from = static_cast<std::ptrdiff_t>(r.cached_prompt_tokens);
+  out.prompt_tokens.assign(r.prompt_tokens.begin() + from, r.prompt_tokens.end());
+  out.generated_tokens = std::move(r.generated_tokens);
+  out.text = std::move(r.text);
+  out.finish = r.finish;
+  out.prompt_logits = std::move(r.prompt_logits);
+  SessionStats& st = out.stats;
+  st.prompt_tokens = static_cast<int32_t>(out.prompt_tokens.size());
+  st.generated_tokens = static_cast<int32_t>(out.generated_tokens.size());
+  st.prefill_seconds = r.prefill_seconds;
+  st.first_token_seconds = r.first_token_seconds;
+  if (st.generated_tokens > 0) st.decode_seconds = r.total_seconds - r.first_token_seconds;
+  st.decode_passes = r.decode_passes;
+  st.handovers = r.kv_moves;
+  st.handover_bytes = r.kv_moved_bytes;
+  st.handover_seconds = r.kv_move_seconds;
+  return out;
 }
 
 RunResult Pipeline::run_stages(Session& session) {

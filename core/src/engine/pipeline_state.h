@@ -46,6 +46,9 @@ struct DUET_LOCAL Pipeline::State {
   const PluginHost* host = nullptr;
   std::vector<std::shared_ptr<Stage>> stages;
   double load_seconds = 0.0;
+  // Pipeline::engine(), made on first use; last, so that it goes first (it
+  // returns its sequences' blocks to `allocator`).
+  std::unique_ptr<Scheduler> engine;
 
   // A sampler chain of fresh links (a link may keep state, so each session
   // and request has its own), each link's options those of the pipeline's

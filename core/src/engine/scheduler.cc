@@ -10,7 +10,6 @@
 #include "duet/batched_decode.h"
 #include "duet/error.h"
 #include "duet/generation.h"
-#include "duet/plugin.h"
 #include "engine/pipeline_state.h"
 #include "engine/session_impl.h"
 #include "engine/stage_options.h"
@@ -28,62 +27,42 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }
 
 // The prefill stage's options and the decode-loop stage's batched form,
-// whose limits are every request's defaults. Throws duet::Error(kConfig)
-// for a pipeline the scheduler cannot run, and kPlugin for a decode stage
-// of a plugin built before Stage::batched() existed.
+// whose limits are every request's defaults.
 struct StageDefaults {
   PrefillOptions prefill;
-  const BatchedDecode* decode = nullptr;  // owned by the pipeline's stage
+  const BatchedDecode* decode = nullptr;  // owned by the pipeline's stage; null: scoring
   DecodeLimits limits;
 };
 
-const char* const kOneAtATime = "; run its prompts one at a time with `duet run`";
-
-// `stages` are the pipeline's, made from `config`'s stages by `host`.
+// `stages` are the pipeline's, made from `config`'s stages, which
+// check_pipeline() found to be prefill and at most one decode-loop stage
+// with a batched form.
 StageDefaults stage_defaults(const PipelineConfig& config,
-                             const std::vector<std::shared_ptr<Stage>>& stages,
-                             const PluginHost* host) {
-  const auto& st = config.stages;
-  if (st.size() != 2 || st[0].name != "prefill") {
-    std::string names;
-    for (const StageConfig& s : st) names += (names.empty() ? "" : ", ") + s.name;
-    throw Error(ErrorKind::kConfig,
-                "batched runs take core's prefill stage and then one decode-loop stage, and this "
-                "pipeline's stages are [" +
-                    names + "]" + kOneAtATime);
-  }
+                             const std::vector<std::shared_ptr<Stage>>& stages) {
   StageDefaults d;
-  d.prefill = parse_prefill_options(st[0]);
-  if (d.prefill.all_logits) {
-    throw Error(ErrorKind::kConfig,
-                "stages[0].prefill.all_logits: batched runs keep no prompt logits; set it to "
-                "false (duet perplexity scores prompts)");
-  }
-  const std::string& name = st[1].name;
-  if (!is_builtin_stage(name) && host != nullptr &&
-      host->abi_minor(ComponentKind::kStage, name) < 3) {
-    std::string plugin;
-    for (const ComponentInfo& c : host->components(ComponentKind::kStage)) {
-      if (c.name == name) plugin = c.plugin;
-    }
-    throw Error(ErrorKind::kPlugin,
-                "stage '" + name + "' (plugin '" + plugin + "') was built against Duet ABI " +
-                    std::to_string(DUET_ABI_MAJOR) + "." +
-                    std::to_string(host->abi_minor(ComponentKind::kStage, name)) +
-                    ", and batched runs need a decode stage built against " +
-                    std::to_string(DUET_ABI_MAJOR) +
-                    ".3 or later (Stage::batched, duet/batched_decode.h); rebuild the plugin "
-                    "against this Duet SDK, or run its prompts one at a time with `duet run`");
-  }
+  d.prefill = parse_prefill_options(config.stages.at(0));
+  if (stages.size() < 2) return d;  // scoring: nothing is generated
   d.decode = stages.at(1)->batched();
   if (d.decode == nullptr) {
-    throw Error(ErrorKind::kConfig, "stage '" + name +
-                                        "' decodes one sequence at a time only (it has no "
-                                        "batched form, Stage::batched())" +
-                                        kOneAtATime);
+    throw Error(ErrorKind::kInternal, "stage '" + config.stages.at(1).name +
+                                          "' has no batched form, which check_pipeline refuses");
   }
   d.limits = d.decode->limits();
   return d;
+}
+
+// "stage 'lookup_decode' (plugin 'speculative', stages[1])": what the
+// decode stage's failures are reported as.
+std::string stage_label(const PipelineConfig& config, const PluginHost* host) {
+  const std::string& name = config.stages.back().name;
+  std::string plugin = "core";
+  if (host != nullptr) {
+    for (const ComponentInfo& c : host->components(ComponentKind::kStage)) {
+      if (c.name == name) plugin = c.plugin;
+    }
+  }
+  return "stage '" + name + "' (plugin '" + plugin + "', stages[" +
+         std::to_string(config.stages.size() - 1) + "])";
 }
 
 // `batching` with max_sequences lowered to the cache's blocks, when asked
@@ -105,11 +84,12 @@ double RequestResult::decode_tokens_per_second() const {
 
 class DUET_LOCAL Scheduler::Impl {
  public:
-  Impl(Pipeline& pipeline, bool fit_to_blocks);
+  Impl(Pipeline& pipeline, const BatchingConfig& batching);
   ~Impl();
 
   uint64_t submit(Request request);
   void cancel(uint64_t handle);
+  void release(uint64_t handle);
   bool step();
 
   // One request from submit() to its result.
@@ -129,6 +109,10 @@ class DUET_LOCAL Scheduler::Impl {
     std::vector<TokenLogprobs> logprobs;
     bool prompt_logprobs = false;
     std::vector<TokenLogprobs> prompt_entries;  // for prompt tokens 1, 2, ...
+    bool keep_prompt_logits = false;
+    std::vector<float> prompt_logits;  // rows from position cached_prompt_tokens on
+    bool hold = false;                 // keep tokens and cache when it ends
+    bool scored = false;               // a scoring pipeline's request: its prompt is in
     std::unique_ptr<SamplerChain> chain;
     std::unique_ptr<SequenceDrafter> drafter;  // null: one token per pass
     int32_t drafted = 0;                       // draft tokens at the end of `tokens` during a step
@@ -138,12 +122,16 @@ class DUET_LOCAL Scheduler::Impl {
     std::optional<Error> failure;  // kFailed: what its chain threw
     int32_t cached_prompt_tokens = 0;
     int32_t preemptions = 0;
-    bool started = false;         // has run in a forward pass
-    uint64_t kv_moved_bytes = 0;  // its blocks moved between backends' caches
+    bool started = false;  // has run in a forward pass
+    int32_t kv_moves = 0;  // its blocks moved between backends' caches
+    uint64_t kv_moved_bytes = 0;
     double kv_move_seconds = 0.0;
     Clock::time_point submitted;
     double queued_seconds = 0.0;
     double first_token_seconds = 0.0;
+    Clock::time_point first_forward;
+    double prefill_seconds = 0.0;  // first pass to the end of its prompt's last
+    int32_t sampled_passes = 0;    // passes it sampled from
 
     int32_t generated() const { return static_cast<int32_t>(tokens.size()) - prompt_tokens; }
   };
@@ -160,6 +148,7 @@ class DUET_LOCAL Scheduler::Impl {
   const std::string draft_label;
   std::list<Sequence> running;  // in admission order
   std::deque<Sequence> waiting;
+  std::map<uint64_t, Sequence> held;  // finished with hold, by handle
   std::vector<RequestResult> finished;
   SchedulerStats stats;
   uint64_t next_handle = 1;
@@ -183,11 +172,15 @@ class DUET_LOCAL Scheduler::Impl {
   std::vector<KVAllocator::BlockCopy> copies;
   std::vector<int32_t> step_tokens;
   std::vector<int32_t> logit_rows;
-  // Whose logits are where: the sequence, the prompt position whose next
-  // token row `row` scores, or -1 for the rows it samples from — `row` and,
-  // with a draft, one after it per draft token.
+  // Whose logits are where, and what they are for: the rows a sequence
+  // samples from (`row` and, with a draft, one after it per draft token),
+  // the row scoring the next token of prompt position `prompt_position`
+  // (prompt_logprobs), or the row of that position kept whole
+  // (prompt_logits).
+  enum class LogitUse { kSample, kPromptLogprobs, kPromptLogits };
   struct LogitOwner {
     Sequence* seq;
+    LogitUse use;
     int32_t prompt_position;
     int32_t row;  // into `logits`
   };
@@ -200,6 +193,11 @@ class DUET_LOCAL Scheduler::Impl {
   std::vector<int32_t> draft;
 
  private:
+  // Whether `seq` wants every prompt position's logits, so that its prompt
+  // is run whole (no cached prefix is attached).
+  static bool scores_prompt(const Sequence& seq) {
+    return seq.prompt_logprobs || seq.keep_prompt_logits;
+  }
   // Positions of `seq` not yet in the cache: 1 while it decodes, more while
   // its prompt (or what a preemption dropped) is prefilled.
   int32_t missing_rows(const Sequence& seq) const {
@@ -260,14 +258,15 @@ class DUET_LOCAL Scheduler::Impl {
   void emit(Sequence& seq, const std::string& text);
 };
 
-Scheduler::Impl::Impl(Pipeline& pipeline, bool fit_to_blocks)
+Scheduler::Impl::Impl(Pipeline& pipeline, const BatchingConfig& batching_config)
     : state(*pipeline.state_),
       allocator(*state.allocator),
-      defaults(stage_defaults(state.config, state.stages, state.host)),
+      defaults(stage_defaults(state.config, state.stages)),
       prefill_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(0)),
-      decode_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(1)),
-      batching(fitted(state.config.batching, allocator, fit_to_blocks)),
-      draft_label("stage '" + state.config.stages.at(1).name + "' (stages[1]) proposing a draft"),
+      decode_at(state.check.stage_placement.size() < 2 ? prefill_at
+                                                       : state.check.stage_placement.at(1)),
+      batching(batching_config),
+      draft_label(stage_label(state.config, state.host)),
       residency(state.residency.get()) {
   for (int32_t id = 0; id < state.check.hparams.n_vocab; ++id) {
     if (state.tokenizer->is_end_of_generation(id)) end_tokens.push_back(id);
@@ -296,6 +295,8 @@ Scheduler::Impl::Impl(Pipeline& pipeline, bool fit_to_blocks)
 
 Scheduler::Impl::~Impl() {
   for (const Sequence& seq : running) allocator.release(seq.alloc_id);
+  for (const Sequence& seq : waiting) allocator.release(seq.alloc_id);
+  for (const auto& [handle, seq] : held) allocator.release(seq.alloc_id);
 }
 
 uint64_t Scheduler::Impl::submit(Request request) {
@@ -304,16 +305,43 @@ uint64_t Scheduler::Impl::submit(Request request) {
     throw Error(ErrorKind::kInputRejected, "request '" + request.id + "' has an empty prompt");
   }
   check_prompt_ids(request.prompt, vocab);
-  const int64_t capacity = allocator.capacity_tokens();
-  if (static_cast<int64_t>(request.prompt.size()) >= capacity) {
-    throw Error(ErrorKind::kInputRejected,
-                "request '" + request.id + "' has a prompt of " +
-                    std::to_string(request.prompt.size()) + " tokens, and the KV cache holds " +
-                    std::to_string(capacity) +
-                    " positions in all, which must leave room for a generated token; raise "
-                    "components.kv_cache.capacity_tokens or shorten the prompt");
-  }
   const RequestSettings& settings = request.settings;
+  Sequence* continued = nullptr;
+  if (request.continues != 0) {
+    const auto it = held.find(request.continues);
+    if (it == held.end()) {
+      throw Error(ErrorKind::kInputRejected,
+                  "request '" + request.id + "' continues request handle " +
+                      std::to_string(request.continues) +
+                      ", which holds no sequence (it did not finish with hold, or was released "
+                      "or continued already)");
+    }
+    if (settings.prompt_logprobs) {
+      throw Error(ErrorKind::kInputRejected,
+                  "request '" + request.id +
+                      "' asks for prompt_logprobs and continues another request; score a "
+                      "prompt as a new sequence");
+    }
+    continued = &it->second;
+  }
+  // A prompt that generates must leave a position for its first token; a
+  // scoring pipeline's may fill the cache.
+  const int64_t capacity = allocator.capacity_tokens();
+  const int64_t prompt_size = static_cast<int64_t>(request.prompt.size()) +
+                              (continued ? static_cast<int64_t>(continued->tokens.size()) : 0);
+  const int64_t most = defaults.decode != nullptr ? capacity - 1 : capacity;
+  if (prompt_size > most) {
+    const std::string fix = "; raise components.kv_cache.capacity_tokens or shorten the prompt";
+    const std::string why = most < capacity ? ", which must leave room for a generated token" : "";
+    throw Error(ErrorKind::kInputRejected,
+                request.id.empty() && prompt_size > capacity
+                    ? "prompt has " + std::to_string(prompt_size) +
+                          " tokens but the KV cache has room for " + std::to_string(capacity) + fix
+                    : (request.id.empty() ? "the prompt has "
+                                          : "request '" + request.id + "' has a prompt of ") +
+                          std::to_string(prompt_size) + " tokens, and the KV cache holds " +
+                          std::to_string(capacity) + " positions in all" + why + fix);
+  }
   Sequence seq;
   seq.max_new_tokens = settings.max_new_tokens.value_or(defaults.limits.max_new_tokens);
   if (seq.max_new_tokens < 1 || seq.max_new_tokens > 16777216) {
@@ -342,12 +370,23 @@ uint64_t Scheduler::Impl::submit(Request request) {
     seq.top_logprobs = *settings.top_logprobs;
   }
   seq.prompt_logprobs = settings.prompt_logprobs;
-  seq.drafter = defaults.decode->start_sequence();
+  seq.keep_prompt_logits = settings.prompt_logits.value_or(defaults.prefill.all_logits);
+  seq.hold = settings.hold;
+  if (defaults.decode != nullptr)
+    call_named(draft_label, [&] { seq.drafter = defaults.decode->start_sequence(); });
   seq.handle = next_handle++;
-  seq.alloc_id = state.next_sequence++;
   seq.id = std::move(request.id);
   seq.sink = request.sink;
-  seq.tokens = std::move(request.prompt);
+  if (continued != nullptr) {
+    seq.alloc_id = continued->alloc_id;
+    seq.tokens = std::move(continued->tokens);
+    seq.tokens.insert(seq.tokens.end(), request.prompt.begin(), request.prompt.end());
+    seq.cached_prompt_tokens = allocator.length(seq.alloc_id);
+    held.erase(request.continues);
+  } else {
+    seq.alloc_id = state.next_sequence++;
+    seq.tokens = std::move(request.prompt);
+  }
   seq.prompt_tokens = static_cast<int32_t>(seq.tokens.size());
   seq.submitted = Clock::now();
   waiting.push_back(std::move(seq));
@@ -369,6 +408,13 @@ void Scheduler::Impl::cancel(uint64_t handle) {
       return;
     }
   }
+}
+
+void Scheduler::Impl::release(uint64_t handle) {
+  const auto it = held.find(handle);
+  if (it == held.end()) return;
+  allocator.release(it->second.alloc_id);
+  held.erase(it);
 }
 
 int32_t Scheduler::Impl::rows_wanted(const Sequence& seq, int32_t budget) const {
@@ -484,7 +530,8 @@ void Scheduler::Impl::drop_draft(Sequence& seq) {
 }
 
 bool Scheduler::Impl::shares_a_prefix_in_flight(const Sequence& seq) const {
-  if (!batching.prefix_caching || seq.prompt_logprobs) return false;
+  if (!batching.prefix_caching || scores_prompt(seq) || allocator.length(seq.alloc_id) > 0)
+    return false;
   const auto block = static_cast<size_t>(allocator.block_tokens());
   if (seq.tokens.size() <= block) return false;  // no whole block to share
   for (const Scheduled& s : scheduled) {
@@ -563,14 +610,17 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
     if (it == waiting.end()) continue;
     Sequence& seq = *it;
     if (shares_a_prefix_in_flight(seq)) continue;
+    // A request continuing a held sequence already holds its blocks.
+    const bool holds = allocator.length(seq.alloc_id) > 0;
     int32_t attached = 0;
-    if (batching.prefix_caching && !seq.prompt_logprobs) {
+    if (batching.prefix_caching && !holds && !scores_prompt(seq)) {
       attached = allocator.attach_prefix(seq.alloc_id, seq.tokens,
                                          static_cast<int32_t>(seq.tokens.size()) - 1);
     }
     int32_t rows = rows_wanted(seq, budget);
     size_t at = placement_of(seq);
     if (!reserve(seq, rows, false)) {
+      if (holds) continue;  // it waits, keeping what it holds
       // Attached blocks may need a copy the pool cannot give: try without.
       allocator.release(seq.alloc_id);
       attached = 0;
@@ -581,7 +631,7 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
         continue;  // no blocks for it now; a shorter one may still fit
       }
     }
-    if (!seq.started) {
+    if (!seq.started && !holds) {
       seq.cached_prompt_tokens = attached;
       stats.prefix_hit_tokens += attached;
     }
@@ -602,7 +652,7 @@ void Scheduler::Impl::run_step() {
   }
   const auto retire_finished = [&] {
     for (auto it = running.begin(); it != running.end();) {
-      if (it->finish != FinishReason::kNone) {
+      if (it->finish != FinishReason::kNone || it->scored) {
         retire(*it, it->finish);
         it = running.erase(it);
       } else {
@@ -629,6 +679,7 @@ void Scheduler::Impl::run_forward(size_t at) {
   logit_rows.clear();
   logit_owners.clear();
   const auto now = Clock::now();
+  const auto vocab = static_cast<size_t>(state.check.hparams.n_vocab);
   int32_t running_here = 0;
   for (const Scheduled& s : scheduled) {
     if (s.placement != at) continue;
@@ -636,6 +687,7 @@ void Scheduler::Impl::run_forward(size_t at) {
     Sequence& seq = *s.seq;
     if (!seq.started) {
       seq.started = true;
+      seq.first_forward = now;
       seq.queued_seconds = seconds_between(seq.submitted, now);
     }
     const int32_t length = allocator.length(seq.alloc_id);  // after this step
@@ -643,6 +695,7 @@ void Scheduler::Impl::run_forward(size_t at) {
     if (residency != nullptr) {
       const HandoverStats h = residency->move_in(seq.alloc_id, first, at);
       if (h.bytes > 0) {
+        ++seq.kv_moves;
         seq.kv_moved_bytes += h.bytes;
         seq.kv_move_seconds += h.seconds;
         ++stats.kv_moves;
@@ -653,26 +706,45 @@ void Scheduler::Impl::run_forward(size_t at) {
     }
     const int32_t first_row = step.n_tokens;
     add_sequence_rows(step, allocator, seq.alloc_id, s.rows);
+    const bool ends_cached = length == static_cast<int32_t>(seq.tokens.size());
+    // The prompt positions whose logits it keeps whole run next, from
+    // here; the last one, when this pass ends the sequence, is also the row
+    // it samples from, added once below.
+    const int32_t kept_rows = static_cast<int32_t>(seq.prompt_logits.size() / vocab);
+    const int32_t keep_from = seq.cached_prompt_tokens + kept_rows;
     for (int32_t p = first; p < length; ++p) {
       step_tokens.push_back(seq.tokens[static_cast<size_t>(p)]);
       // A prompt position whose next token is still unscored (a preempted
       // sequence recomputes positions it scored before).
       if (seq.prompt_logprobs && p + 1 < seq.prompt_tokens &&
           p >= static_cast<int32_t>(seq.prompt_entries.size())) {
-        logit_owners.push_back({&seq, p, static_cast<int32_t>(logit_rows.size())});
+        logit_owners.push_back(
+            {&seq, LogitUse::kPromptLogprobs, p, static_cast<int32_t>(logit_rows.size())});
         logit_rows.push_back(first_row + (p - first));
       }
+      if (seq.keep_prompt_logits && p < seq.prompt_tokens && p >= keep_from) {
+        const bool sampled_row = ends_cached && p + 1 == length;
+        logit_owners.push_back(
+            {&seq, LogitUse::kPromptLogits, p, static_cast<int32_t>(logit_rows.size())});
+        if (!sampled_row) logit_rows.push_back(first_row + (p - first));
+      }
     }
-    const bool ends_cached = length == static_cast<int32_t>(seq.tokens.size());
     const bool decoding = seq.generated() > seq.drafted && ends_cached && s.rows == 1 + seq.drafted;
     if (decoding) {
       stats.decode_rows += s.rows;
     } else {
       stats.prefill_rows += s.rows;
     }
-    if (ends_cached) {
+    if (ends_cached && defaults.decode == nullptr) {
+      // A scoring pipeline's request ends with its prompt; a kept last row
+      // is the one the owner above named.
+      seq.scored = true;
+      if (seq.keep_prompt_logits && length - 1 >= keep_from)
+        logit_rows.push_back(step.n_tokens - 1);
+    } else if (ends_cached) {
       // The rows it samples from: its newest token's, then each draft token's.
-      logit_owners.push_back({&seq, -1, static_cast<int32_t>(logit_rows.size())});
+      logit_owners.push_back(
+          {&seq, LogitUse::kSample, -1, static_cast<int32_t>(logit_rows.size())});
       for (int32_t r = step.n_tokens - 1 - seq.drafted; r < step.n_tokens; ++r)
         logit_rows.push_back(r);
     }
@@ -687,18 +759,29 @@ void Scheduler::Impl::run_forward(size_t at) {
   stats.forward_seconds += seconds_between(start, Clock::now());
   ++stats.steps;
 
-  const auto vocab = static_cast<size_t>(state.check.hparams.n_vocab);
+  const auto done = Clock::now();
   for (const LogitOwner& owner : logit_owners) {
-    if (owner.prompt_position < 0) {
-      decode(*owner.seq, owner.row);
-      continue;
-    }
     Sequence& seq = *owner.seq;
     const std::span<const float> row =
         std::span<const float>(logits).subspan(static_cast<size_t>(owner.row) * vocab, vocab);
-    seq.prompt_entries.push_back(
-        token_logprobs(row, seq.tokens[static_cast<size_t>(owner.prompt_position) + 1],
-                       std::max(seq.top_logprobs, 0)));
+    switch (owner.use) {
+      case LogitUse::kSample:
+        if (seq.generated() == 0) seq.prefill_seconds = seconds_between(seq.first_forward, done);
+        decode(seq, owner.row);
+        break;
+      case LogitUse::kPromptLogprobs:
+        seq.prompt_entries.push_back(
+            token_logprobs(row, seq.tokens[static_cast<size_t>(owner.prompt_position) + 1],
+                           std::max(seq.top_logprobs, 0)));
+        break;
+      case LogitUse::kPromptLogits:
+        seq.prompt_logits.insert(seq.prompt_logits.end(), row.begin(), row.end());
+        break;
+    }
+  }
+  for (const Scheduled& s : scheduled) {
+    if (s.placement == at && s.seq->scored)
+      s.seq->prefill_seconds = seconds_between(s.seq->first_forward, done);
   }
   // After decode() rolled back rejected draft tokens: only kept ones publish.
   if (batching.prefix_caching) {
@@ -716,6 +799,7 @@ void Scheduler::Impl::emit(Sequence& seq, const std::string& text) {
 
 void Scheduler::Impl::decode(Sequence& seq, int32_t row) {
   const int32_t drafted = seq.drafted;
+  ++seq.sampled_passes;
   draft.assign(seq.tokens.end() - drafted, seq.tokens.end());
   drop_draft(seq);
   int32_t kept = 0;
@@ -786,10 +870,12 @@ int32_t Scheduler::Impl::advance(Sequence& seq, int32_t row) {
 }
 
 void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {
-  allocator.release(seq.alloc_id);
+  const int32_t cached = allocator.length(seq.alloc_id);
+  if (!seq.hold) allocator.release(seq.alloc_id);
   if (reason != FinishReason::kCancelled) emit(seq, seq.text_stream->flush());
   RequestResult r;
   r.id = std::move(seq.id);
+  r.handle = seq.handle;
   r.prompt_tokens.assign(seq.tokens.begin(), seq.tokens.begin() + seq.prompt_tokens);
   r.generated_tokens.assign(seq.tokens.begin() + seq.prompt_tokens, seq.tokens.end());
   r.text = std::move(seq.text);
@@ -799,28 +885,73 @@ void Scheduler::Impl::retire(Sequence& seq, FinishReason reason) {
     r.error_kind = seq.failure->kind();
   }
   r.cached_prompt_tokens = seq.cached_prompt_tokens;
+  r.cached_tokens = cached;
   r.preemptions = seq.preemptions;
+  r.kv_moves = seq.kv_moves;
   r.kv_moved_bytes = seq.kv_moved_bytes;
   r.kv_move_seconds = seq.kv_move_seconds;
   r.queued_seconds = seq.queued_seconds;
   r.first_token_seconds = seq.first_token_seconds;
   r.total_seconds = seconds_between(seq.submitted, Clock::now());
+  r.prefill_seconds = seq.prefill_seconds;
+  r.decode_passes = std::max(0, seq.sampled_passes - 1);
   r.logits = std::move(seq.kept_logits);
   r.logprobs = std::move(seq.logprobs);
   r.prompt_logprobs = std::move(seq.prompt_entries);
+  r.prompt_logits = std::move(seq.prompt_logits);
   finished.push_back(std::move(r));
+  if (seq.hold) {
+    // What a continuing request needs: the tokens and the cache behind them.
+    Sequence kept;
+    kept.alloc_id = seq.alloc_id;
+    kept.tokens.assign(finished.back().prompt_tokens.begin(), finished.back().prompt_tokens.end());
+    kept.tokens.insert(kept.tokens.end(), finished.back().generated_tokens.begin(),
+                       finished.back().generated_tokens.end());
+    held.emplace(seq.handle, std::move(kept));
+  }
 }
 
 Scheduler::Scheduler(Pipeline& pipeline, bool fit_to_blocks)
-    : impl_(std::make_unique<Impl>(pipeline, fit_to_blocks)) {}
+    : impl_(std::make_unique<Impl>(pipeline, fitted(pipeline.state_->config.batching,
+                                                    *pipeline.state_->allocator, fit_to_blocks))) {}
+Scheduler::Scheduler(Pipeline& pipeline, const BatchingConfig& batching)
+    : impl_(std::make_unique<Impl>(pipeline, batching)) {}
 Scheduler::~Scheduler() = default;
 
 uint64_t Scheduler::submit(Request request) { return impl_->submit(std::move(request)); }
 void Scheduler::cancel(uint64_t handle) { impl_->cancel(handle); }
+void Scheduler::release(uint64_t handle) { impl_->release(handle); }
 bool Scheduler::step() { return impl_->step(); }
 void Scheduler::run() {
   while (impl_->step()) {
   }
+}
+
+RequestResult Scheduler::run_one(Request request) {
+  const uint64_t handle = submit(std::move(request));
+  const auto mine = [handle](const RequestResult& r) { return r.handle == handle; };
+  std::vector<RequestResult>& finished = impl_->finished;
+  try {
+    while (std::none_of(finished.begin(), finished.end(), mine) && step()) {
+    }
+  } catch (...) {
+    cancel(handle);
+    release(handle);
+    finished.erase(std::remove_if(finished.begin(), finished.end(), mine), finished.end());
+    throw;
+  }
+  const auto it = std::find_if(finished.begin(), finished.end(), mine);
+  if (it == finished.end()) {
+    throw Error(ErrorKind::kInternal,
+                "request " + std::to_string(handle) + " left the scheduler without a result");
+  }
+  RequestResult result = std::move(*it);
+  finished.erase(it);
+  if (result.finish == FinishReason::kFailed) {
+    release(handle);
+    throw Error(result.error_kind, result.error);
+  }
+  return result;
 }
 
 std::vector<RequestResult> Scheduler::take_finished() {

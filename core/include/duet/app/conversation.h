@@ -63,8 +63,10 @@ class DUET_API Conversation {
 
  private:
   Pipeline& pipeline_;
-  RecordingSink recorder_;
-  std::unique_ptr<Session> session_;
+  TextSink& sink_;
+  uint64_t held_ = 0;            // the engine's handle of the held sequence; 0: none
+  std::vector<int32_t> tokens_;  // every turn's prompt and answer
+  int32_t cached_ = 0;           // of them, in the KV cache
   int32_t turns_ = 0;
 };
 

@@ -34,6 +34,13 @@ struct DUET_API RunResult {
 // cache; one allocator hands out the cache blocks of every session and
 // request, and a session's rows are handed over between caches when its
 // next stage runs on another backend.
+class Scheduler;
+struct RequestResult;
+
+// The RunResult of `r`, a request of a pipeline's engine(): its prompt is
+// the part it ran (from r.cached_prompt_tokens on), its stats its timings.
+DUET_API RunResult run_result(RequestResult&& r);
+
 class DUET_API Pipeline {
  public:
   // Checks `config` (check_pipeline), then loads the model onto the backend,
@@ -60,12 +67,24 @@ class DUET_API Pipeline {
   // an empty message.
   std::vector<int32_t> tokenize_next_turn(const std::string& message, bool answer_closed) const;
 
-  // Runs every stage on `prompt`, streaming generated text to `sink`.
+  // Runs `prompt` through the pipeline as one request of engine():
+  // prefilled, then answered by the decode stage, streaming generated text
+  // to `sink`; with prefill all_logits the result keeps every prompt
+  // position's logits.
   RunResult run(const std::string& prompt, TextSink& sink);
 
   // The same for prompt token ids. Throws duet::Error(kInputRejected) for an
-  // empty prompt or an id outside [0, n_vocab).
+  // empty prompt, an id outside [0, n_vocab) or a prompt longer than the
+  // KV cache, and the error of a sampler or stage that failed.
   RunResult run_tokens(std::span<const int32_t> prompt, TextSink& sink);
+
+  // The scheduler that runs this pipeline's own requests — run_tokens' and
+  // Conversation's turns — one at a time: made on first use from the
+  // batching section with max_sequences 1, no prefix cache (a run computes
+  // its whole prompt, as when it ran alone), and a step as large as the
+  // prefill stage's chunk_tokens (the whole cache when that is 0). Throws
+  // what Scheduler's constructor throws.
+  Scheduler& engine();
 
   // Runs every stage on `session` from where it stands: prefill runs what
   // is not cached yet, then the decode loop answers. Before a stage placed

@@ -28,7 +28,9 @@
 //
 // Runs pipelines of core's prefill stage and one decode-loop stage with a
 // batched form (Stage::batched(), duet/batched_decode.h: core's decode,
-// lookup_decode), whose options are every request's defaults. With stages on
+// lookup_decode), whose options are every request's defaults; and
+// pipelines of the prefill stage alone, whose requests end once their
+// prompt is in the cache, generating nothing (scoring: prompt_logits). With stages on
 // two backends (`backends:`), each step is one forward pass per backend:
 // prompt positions run on the prefill stage's, generated ones on the decode
 // stage's, and a sequence's KV blocks move to the decode backend's cache
@@ -47,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "duet/app/pipeline_config.h"
 #include "duet/app/token_logprobs.h"
 #include "duet/error.h"
 #include "duet/export.h"
@@ -90,6 +93,15 @@ struct DUET_API RequestSettings {
   // OpenAI completion with echo and logprobs). Such a prompt is prefilled
   // whole: cached prefix blocks are not attached to it.
   bool prompt_logprobs = false;
+  // Keep the logits of every prompt position it runs (RequestResult::
+  // prompt_logits): what perplexity scores; else the prefill stage's
+  // all_logits. Such a prompt is prefilled whole, like one with
+  // prompt_logprobs.
+  std::optional<bool> prompt_logits;
+  // When it finishes, keep its tokens and KV cache for a later request that
+  // continues it (Request::continues) instead of freeing them, until that
+  // request or release() takes them: a chat between two turns.
+  bool hold = false;
 };
 
 struct DUET_API Request {
@@ -97,10 +109,16 @@ struct DUET_API Request {
   std::vector<int32_t> prompt;  // token ids (Pipeline::tokenize_prompt)
   RequestSettings settings;
   TextSink* sink = nullptr;  // receives the text as it is generated; may be null
+  // The handle of a finished request that held its sequence
+  // (RequestSettings::hold): this one continues that sequence — its tokens,
+  // prompt and answer, come first, then `prompt`, and what of them is in the
+  // KV cache stays there, so only the rest is prefilled. 0: a new sequence.
+  uint64_t continues = 0;
 };
 
 struct DUET_API RequestResult {
   std::string id;
+  uint64_t handle = 0;  // what submit() returned (Request::continues names it)
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> generated_tokens;  // end-of-generation token included
   std::string text;
@@ -110,8 +128,13 @@ struct DUET_API RequestResult {
   FinishReason finish = FinishReason::kNone;
   std::string error;                            // kFailed: the error's message
   ErrorKind error_kind = ErrorKind::kInternal;  // kFailed: its kind
-  int32_t cached_prompt_tokens = 0;             // prompt positions taken from the prefix cache
-  int32_t preemptions = 0;                      // times its blocks were taken back
+  // Prompt positions it did not run: taken from the prefix cache, or held
+  // by the request it continues.
+  int32_t cached_prompt_tokens = 0;
+  // Positions of its sequence in the KV cache when it ended: what a request
+  // continuing it (with hold) finds cached.
+  int32_t cached_tokens = 0;
+  int32_t preemptions = 0;  // times its blocks were taken back
   // Its KV blocks moved between the caches of a pipeline's backends
   // (`backends:`): bytes exported, and seconds to move them.
   uint64_t kv_moved_bytes = 0;
@@ -121,6 +144,13 @@ struct DUET_API RequestResult {
   double queued_seconds = 0.0;
   double first_token_seconds = 0.0;
   double total_seconds = 0.0;
+  // Seconds from its first forward pass to the end of the one that ran its
+  // prompt's last position.
+  double prefill_seconds = 0.0;
+  // Forward passes it ran after the one its first token came from: one per
+  // token, fewer when passes verified drafts.
+  int32_t decode_passes = 0;
+  int32_t kv_moves = 0;  // times its blocks moved (kv_moved_bytes)
   // With keep_logits: [generated_tokens.size(), n_vocab], row i the logits
   // generated token i was drawn from.
   std::vector<float> logits;
@@ -129,6 +159,9 @@ struct DUET_API RequestResult {
   // With prompt_logprobs: entry i for prompt token i + 1 (prompt_tokens.size()
   // - 1 entries).
   std::vector<TokenLogprobs> prompt_logprobs;
+  // With prompt_logits: [prompt positions it ran, n_vocab], row i the
+  // logits after prompt token cached_prompt_tokens + i.
+  std::vector<float> prompt_logits;
   // Its tokens after the first over the time they took (0 with fewer than 2).
   double decode_tokens_per_second() const;
 };
@@ -165,6 +198,9 @@ class DUET_API Scheduler {
   // block: what the Python package does with any pipeline). The pipeline
   // must outlive the scheduler; run no session while it holds sequences.
   explicit Scheduler(Pipeline& pipeline, bool fit_to_blocks = false);
+  // The same with `batching` in place of the pipeline's batching section
+  // (how Pipeline::run_tokens runs its one request).
+  Scheduler(Pipeline& pipeline, const BatchingConfig& batching);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -180,6 +216,9 @@ class DUET_API Scheduler {
   // (finish kCancelled, the tokens so far) is collected like any other.
   // Unknown or finished handles are ignored.
   void cancel(uint64_t handle);
+  // Frees the tokens and cache a finished request held (RequestSettings::
+  // hold). Other handles are ignored.
+  void release(uint64_t handle);
 
   // Runs one forward pass, samples, and retires what finished. Returns
   // false, doing nothing, when no request is waiting or running.
@@ -187,6 +226,14 @@ class DUET_API Scheduler {
 
   // Steps until every submitted request has finished.
   void run();
+  // Submits `request` and steps until it has finished; requests already
+  // queued run alongside, and their results stay for take_finished().
+  // Returns its result. Throws what submit() throws; for a request that
+  // ended kFailed, a duet::Error of its kind and message (its held
+  // sequence, with hold, is released); when a step throws, the request is
+  // cancelled and dropped, held sequence included, before the exception
+  // propagates.
+  RequestResult run_one(Request request);
 
   // Results of requests finished since the last call, in finishing order.
   std::vector<RequestResult> take_finished();
