@@ -672,7 +672,7 @@ struct Trace {
 Trace run_trace(Pipeline& p, const std::vector<int32_t>& prompt, int steps,
                 const std::vector<int32_t>* feed) {
   NullSink sink;
-  auto s = p.new_session(prompt, sink);
+  auto s = p.new_session(prompt);
   s->forward(static_cast<int32_t>(prompt.size()), false);
   Trace t;
   for (int i = 0; i <= steps; ++i) {
@@ -743,11 +743,11 @@ TEST_F(CudaTinyModel, PrefillThenDecodeEqualsALongerPrefill) {
   auto p = make_pipeline(host_, *dir_ / "tiny.gguf", "cuda");
   const auto ids = prompt_ids(12, 320);
   NullSink sink;
-  auto whole = p->new_session(ids, sink);
+  auto whole = p->new_session(ids);
   whole->forward(12, false);
   const std::vector<float> expected(whole->logits().begin(), whole->logits().end());
   whole.reset();
-  auto split = p->new_session(ids, sink);
+  auto split = p->new_session(ids);
   split->forward(11, false);
   split->forward(1, false);
   EXPECT_LE(nmse(split->logits(), expected), 1e-4);

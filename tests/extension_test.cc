@@ -52,7 +52,7 @@ stages:
   std::vector<float> logits(std::vector<std::string> overrides) {
     auto pipeline = Pipeline::build(config(std::move(overrides)), host_);
     const std::vector<int32_t> prompt = {1, 40, 41, 42, 77, 78, 200, 201, 5};
-    auto session = pipeline->new_session(prompt, sink_);
+    auto session = pipeline->new_session(prompt);
     session->forward(static_cast<int32_t>(prompt.size()), true);
     std::vector<float> all(session->logits().begin(), session->logits().end());
     for (int i = 0; i < 6; ++i) {
@@ -170,10 +170,10 @@ TEST_F(Extensions, APluginAttentionIsRefusedACacheKeptInTheBackendsOwnTiles) {
 // A stage of a plugin built before ABI 1.3 runs under a session as it
 // always did, and the batching scheduler refuses it, naming the version it
 // needs, without touching the stage's ABI 1.3 slot (which aborts).
-// A stage of the old interface (Stage::run alone, ABI 1.0) is refused when
-// the pipeline is checked, naming the version it needs: the scheduler is
-// the only engine, and it steps stages through Stage::batched() (1.3). The
-// test plugin's batched() aborts, proving the host never calls it.
+// A stage of the old interface (Stage::run, ABI 1.0) is refused when the
+// pipeline is checked, naming the version it needs: the scheduler is the
+// only engine, and it steps stages through the interface of 1.7. The test
+// plugin's stage functions abort, proving the host never calls them.
 TEST_F(Extensions, AStageOfTheOldInterfaceIsRefusedNamingTheVersionItNeeds) {
   try {
     Pipeline::build(config({"stages.1={test_abi_1_0_decode: {}}"}), host_);
@@ -181,9 +181,9 @@ TEST_F(Extensions, AStageOfTheOldInterfaceIsRefusedNamingTheVersionItNeeds) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kPlugin);
     const std::string message = e.what();
-    for (const char* part :
-         {"stage 'test_abi_1_0_decode' (plugin 'test-abi-1-0')", "built against Duet ABI 1.0",
-          "since 1.3", "Stage::batched", "rebuild the plugin against this Duet SDK"}) {
+    for (const char* part : {"stage 'test_abi_1_0_decode' (plugin 'test-abi-1-0')",
+                             "built against Duet ABI 1.0", "stages need ABI 1.7 or later",
+                             "duet/stage.h", "rebuild the plugin against this Duet SDK"}) {
       EXPECT_NE(message.find(part), std::string::npos) << message;
     }
   }

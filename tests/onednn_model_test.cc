@@ -141,7 +141,7 @@ TEST_F(OnednnModel, DecodeStepLogitsMatchTheReferenceBackend) {
   const std::vector<int32_t> continuation = generate(*reference_, ids).generated;
   auto step_logits = [&](Pipeline& p) {
     NullSink sink;
-    auto session = p.new_session(ids, sink);
+    auto session = p.new_session(ids);
     session->forward(static_cast<int32_t>(ids.size()), false);
     std::vector<float> all;
     for (int32_t token : continuation) {

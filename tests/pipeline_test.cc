@@ -65,12 +65,12 @@ float max_abs_diff(std::span<const float> a, std::span<const float> b) {
 TEST_F(PipelineTest, PrefillThenOneDecodeStepEqualsALongerPrefill) {
   auto p = make();
   const auto ids = prompt(12);
-  auto whole = p->new_session(ids, sink_);
+  auto whole = p->new_session(ids);
   whole->forward(12, false);
   std::vector<float> expected(whole->logits().begin(), whole->logits().end());
   whole.reset();
 
-  auto split = p->new_session(ids, sink_);
+  auto split = p->new_session(ids);
   split->forward(11, false);
   split->forward(1, false);
   EXPECT_LE(max_abs_diff(split->logits(), expected), 1e-4f);
@@ -185,22 +185,22 @@ TEST_F(PipelineTest, SessionsOpenAtOnceShareTheCacheByBlocks) {
   auto p = make({"components.kv_cache.block_tokens=4"});
   std::vector<float> alone;
   {
-    auto s = p->new_session(prompt(5), sink_);
+    auto s = p->new_session(prompt(5));
     s->forward(5, false);
     alone.assign(s->logits().begin(), s->logits().end());
   }
-  auto first = p->new_session(prompt(3), sink_);
+  auto first = p->new_session(prompt(3));
   first->forward(3, false);
-  auto second = p->new_session(prompt(5), sink_);
+  auto second = p->new_session(prompt(5));
   second->forward(5, false);
   EXPECT_EQ(std::vector<float>(second->logits().begin(), second->logits().end()), alone);
   EXPECT_EQ(first->cached(), 3);
   EXPECT_EQ(second->cached(), 5);
 
   auto whole = make();
-  auto holder = whole->new_session(prompt(3), sink_);
+  auto holder = whole->new_session(prompt(3));
   holder->forward(3, false);
-  auto refused = whole->new_session(prompt(3), sink_);
+  auto refused = whole->new_session(prompt(3));
   try {
     refused->forward(3, false);
     FAIL() << "a second session found room in a cache of one block";

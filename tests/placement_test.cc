@@ -104,19 +104,18 @@ TEST_F(Placement, DecodeStepLogitsAfterAHandoverMatchTheDecodeBackendAlone) {
        {Case{"onednn", "reference", "f16", 1e-4}, Case{"reference", "onednn", "f16", 1e-4},
         Case{"onednn", "reference", "q8_0", 4e-3}}) {
     SCOPED_TRACE(std::string(c.prefill) + " -> " + c.decode + ", " + c.dtype);
-    // One decode token each (sampled from the prefill's logits, no forward
-    // pass), then taken back: both sessions stand on the decode backend with
-    // the prompt cached — the split one's handed over — and are fed the same
-    // tokens from there.
+    // Both sessions stand on the decode backend with the prompt cached —
+    // the split one's prefilled on the other backend and handed over — and
+    // are fed the same tokens from there.
     auto split = make(c.prefill, c.dtype, c.decode, c.dtype, 1);
     auto alone = make(c.decode, c.dtype, c.decode, c.dtype, 1);
     const std::vector<int32_t> ids = split->tokenize_prompt(kPrompts[0]);
-    auto a = split->new_session(ids, sink_);
-    auto b = alone->new_session(ids, sink_);
-    EXPECT_EQ(split->run_stages(*a).stats.handovers, 1);
-    alone->run_stages(*b);
-    a->truncate(static_cast<int32_t>(ids.size()));
-    b->truncate(static_cast<int32_t>(ids.size()));
+    const auto n = static_cast<int32_t>(ids.size());
+    auto a = split->new_session(ids);
+    auto b = alone->new_session(ids);
+    a->forward(n, false);
+    split->move_to_stage(*a, 1);
+    b->forward(n, false);
     for (int32_t token : {504, 3575, 282, 4649, 314, 7042}) {
       a->append(token);
       b->append(token);

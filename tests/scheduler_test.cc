@@ -328,16 +328,19 @@ TEST_P(SchedulerTest, SplitBackendsUnderPreemptionAndPrefixSharing) {
   const RequestResult second = std::move(scheduler.take_finished().at(0));
   EXPECT_EQ(second.cached_prompt_tokens, 20) << "5 whole blocks, 11 written by the decode backend";
 
+  // The same two turns as a chat keeps them: the first request holds its
+  // sequence and the second continues it on its cache.
   auto chat = make_split(greedy);
-  NullSink sink;
-  std::unique_ptr<Session> session = chat->new_session(first.prompt, sink);
-  const RunResult turn1 = chat->run_stages(*session);
+  Request held = first;
+  held.settings.hold = true;
+  const RequestResult turn1 = chat->engine().run_one(held);
   EXPECT_EQ(turn1.generated_tokens, answer.generated_tokens);
-  session->continue_with(extra);
-  const RunResult turn2 = chat->run_stages(*session);
+  Request next_turn = request(1, extra, 12);
+  next_turn.continues = turn1.handle;
+  const RequestResult turn2 = chat->engine().run_one(next_turn);
   EXPECT_EQ(second.generated_tokens, turn2.generated_tokens);
-  EXPECT_GT(turn2.stats.handover_bytes, 0u);
-  EXPECT_EQ(second.kv_moved_bytes, turn2.stats.handover_bytes);
+  EXPECT_GT(turn2.kv_moved_bytes, 0u);
+  EXPECT_EQ(second.kv_moved_bytes, turn2.kv_moved_bytes);
 }
 
 TEST_P(SchedulerTest, PerRequestSettingsApply) {
@@ -571,7 +574,7 @@ TEST_P(SchedulerTest, AScoringPipelineKeepsEveryPromptRowAndGeneratesNothing) {
     EXPECT_TRUE(r.generated_tokens.empty()) << request.id;
     ASSERT_EQ(r.prompt_logits.size(), request.prompt.size() * vocab) << request.id;
     NullSink sink;
-    auto session = pipeline->new_session(request.prompt, sink);
+    auto session = pipeline->new_session(request.prompt);
     session->forward(static_cast<int32_t>(request.prompt.size()), true);
     const std::span<const float> by_hand = session->logits();
     ASSERT_EQ(by_hand.size(), r.prompt_logits.size());

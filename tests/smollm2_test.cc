@@ -52,11 +52,11 @@ TEST_F(SmolLM2, PrefillThenDecodeEqualsALongerPrefill) {
   ASSERT_TRUE(p);
   const auto ids = p->tokenize_prompt("The quick brown fox jumps over the lazy dog because");
   const auto n = static_cast<int32_t>(ids.size());
-  auto whole = p->new_session(ids, sink_);
+  auto whole = p->new_session(ids);
   whole->forward(n, false);
   std::vector<float> expected(whole->logits().begin(), whole->logits().end());
   whole.reset();
-  auto split = p->new_session(ids, sink_);
+  auto split = p->new_session(ids);
   split->forward(n - 1, false);
   split->forward(1, false);
   EXPECT_LE(max_abs_diff(split->logits(), expected), 1e-4f);

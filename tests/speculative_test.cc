@@ -1,7 +1,7 @@
 // Speculative decoding on the tiny random model (reference backend): the
-// n-gram drafter, the lookup_decode stage against the plain decode stage,
-// and the cache after Session::truncate against a run that never saw the
-// dropped tokens.
+// n-gram drafter, and the lookup_decode stage against the plain decode
+// stage, one request at a time and batched. (The rollback of rejected
+// draft positions is KVAllocator::truncate: kv_allocator_test.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,8 +11,6 @@
 #include "duet/app/pipeline.h"
 #include "duet/app/scheduler.h"
 #include "duet/error.h"
-#include "engine/session_impl.h"
-#include "models/model.h"
 #include "ngram_draft.h"
 #include "tiny_model.h"
 
@@ -235,134 +233,6 @@ TEST_F(Speculative, BadOptionsAreRefusedNamingTheKey) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   }
-}
-
-// A session built by hand, so that the test can read its KV cache.
-struct Rig {
-  Rig(const PipelineConfig& config, PluginHost& host) {
-    const PipelineCheck c = check_pipeline(config, host);
-    file = std::make_shared<const GgufFile>(GgufFile::open(config.model.path));
-    tokenizer = load_tokenizer(*file);
-    backend = host.create_backend(c.backend, c.backend_options);
-    model = make_model(file, c.hparams, *backend);
-    kv = backend->create_kv_cache(c.kv_cache);
-    allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
-    const ModelHParams& h = c.hparams;
-    attention = backend->create_attention(
-        c.attention_impl,
-        AttentionSpec{h.n_heads, h.n_kv_heads, h.head_dim, 1.0f / std::sqrt(float(h.head_dim))});
-  }
-  std::unique_ptr<Session> session(std::span<const int32_t> prompt) {
-    return std::make_unique<Session>(std::make_unique<Session::Impl>(
-        *model, *kv, *allocator, kSequence, *attention,
-        std::make_unique<SamplerChain>(7, std::vector<std::shared_ptr<Sampler>>{}), *tokenizer,
-        sink, prompt));
-  }
-  // The cache rows of the session's positions [0, n), in position order.
-  std::vector<uint8_t> rows(int32_t n) {
-    std::vector<uint8_t> all;
-    kv->export_slots(kv->spec().capacity_tokens, all);
-    const size_t per_part = all.size() / (2 * static_cast<size_t>(kv->spec().n_layers));
-    const size_t row = per_part / static_cast<size_t>(kv->spec().capacity_tokens);
-    std::vector<uint8_t> out;
-    for (size_t part = 0; part < all.size() / per_part; ++part) {
-      for (int32_t p = 0; p < n; ++p) {
-        const auto slot = static_cast<size_t>(allocator->slot(kSequence, p));
-        const auto* at = all.data() + part * per_part + slot * row;
-        out.insert(out.end(), at, at + row);
-      }
-    }
-    return out;
-  }
-
-  std::shared_ptr<const GgufFile> file;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::shared_ptr<Backend> backend;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<KVCache> kv;
-  std::unique_ptr<KVAllocator> allocator;
-  std::unique_ptr<Attention> attention;
-  static constexpr int32_t kSequence = 0;
-  NullSink sink;
-};
-
-TEST_F(Speculative, TruncateLeavesTheCacheAsARunThatNeverSawTheDroppedTokens) {
-  for (const std::string dtype : {"f32", "f16"}) {  // q8_0 needs head_dim >= 32
-    Rig rig(config("decode: {}", {"components.kv_cache.dtype=" + dtype}), host_);
-    const std::vector<int32_t> p = prompt(3);  // 24 tokens: 6 blocks of 4
-    const auto n = static_cast<int32_t>(p.size());
-    const std::vector<int32_t> kept = {11, 12, 13}, rejected = {200, 201, 202, 203, 204, 205, 206};
-
-    std::vector<uint8_t> expected;
-    std::vector<float> expected_logits;
-    int64_t expected_room = 0;
-    {
-      auto s = rig.session(p);
-      s->forward(n, false);
-      for (int32_t t : kept) s->append(t);
-      s->forward(3, true);
-      s->append(42);
-      s->forward(1, false);
-      expected = rig.rows(n + 4);
-      expected_logits.assign(s->logits().begin(), s->logits().end());
-      expected_room = s->room();
-    }
-    auto s = rig.session(p);
-    s->forward(n, false);
-    for (int32_t t : kept) s->append(t);
-    for (int32_t t : rejected) s->append(t);
-    s->forward(10, true);  // 34 positions: 9 blocks
-    const int64_t room_before = s->room();
-    s->truncate(n + 3);
-    EXPECT_EQ(s->cached(), n + 3);
-    EXPECT_EQ(s->room(), room_before + 7) << "7 dropped positions, 1 block back";
-    // Row 2 (the last kept token) survives truncation, row 3 does not.
-    EXPECT_NO_THROW(s->sample(2));
-    EXPECT_THROW(s->sample(3), Error);
-    s->append(42);
-    s->forward(1, false);
-    EXPECT_EQ(s->room(), expected_room);
-    EXPECT_EQ(rig.rows(n + 4), expected) << dtype;
-    ASSERT_EQ(s->logits().size(), expected_logits.size());
-    EXPECT_TRUE(std::equal(expected_logits.begin(), expected_logits.end(), s->logits().begin()))
-        << dtype;
-  }
-}
-
-TEST_F(Speculative, TruncateRefusesToDropThePromptOrGrow) {
-  Rig rig(config("decode: {}"), host_);
-  auto s = rig.session(prompt(0));
-  s->forward(24, false);
-  s->append(5);
-  EXPECT_THROW(s->truncate(23), Error);
-  EXPECT_THROW(s->truncate(26), Error);
-  s->truncate(24);
-  EXPECT_EQ(s->tokens().size(), 24u);
-  EXPECT_EQ(s->cached(), 24);
-}
-
-TEST_F(Speculative, SampleOfARowDrawsWhatAOneTokenForwardWouldDraw) {
-  // A seeded draw from each row of a several-token forward equals the draw
-  // after one-token forwards up to that row: same history and RNG counter.
-  auto p = make("decode: {}", {"components.sampler.chain=[]"});
-  const std::vector<int32_t> ids = prompt(4);
-  const std::vector<int32_t> next = {17, 18, 19, 20};
-  std::vector<int32_t> one_by_one, batched;
-  {
-    auto s = p->new_session(ids, sink_);
-    s->forward(24, false);
-    for (int32_t t : next) {
-      s->append(t);
-      s->forward(1, false);
-      one_by_one.push_back(s->sample());
-    }
-  }
-  auto s = p->new_session(ids, sink_);
-  s->forward(24, false);
-  for (int32_t t : next) s->append(t);
-  s->forward(4, true);
-  for (int32_t row = 0; row < 4; ++row) batched.push_back(s->sample(row));
-  EXPECT_EQ(batched, one_by_one);
 }
 
 }  // namespace

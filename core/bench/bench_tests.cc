@@ -59,7 +59,7 @@ void forward_all(Session& session, int64_t chunk) {
 void run_pp(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t chunk, double& tps,
             double& ttft) {
   NullSink sink;
-  auto session = p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(n)), sink);
+  auto session = p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(n)));
   const auto start = Clock::now();
   forward_all(*session, chunk);
   const double prefill = seconds_since(start);
@@ -75,7 +75,7 @@ double run_tg(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t d
               int64_t chunk) {
   NullSink sink;
   auto session =
-      p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(1 + depth)), sink);
+      p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(1 + depth)));
   forward_all(*session, chunk > 0 ? chunk : kDepthChunk);
   p.move_to_stage(*session, p.check().stages.size() - 1);
   const auto start = Clock::now();

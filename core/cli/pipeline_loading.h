@@ -9,7 +9,7 @@
 #include "duet/app/pipeline_check.h"
 #include "duet/app/pipeline_config.h"
 #include "duet/app/plugin_host.h"
-#include "duet/session.h"
+#include "duet/generation.h"
 
 namespace duet::cli {
 

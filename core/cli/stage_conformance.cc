@@ -15,7 +15,7 @@
 #include "duet/app/pipeline_config.h"
 #include "duet/app/scheduler.h"
 #include "duet/error.h"
-#include "duet/session.h"
+#include "duet/generation.h"
 #include "random_llama.h"
 
 namespace duet::cli {

@@ -5,14 +5,13 @@
 // backend, and must give the tokens core's `decode` stage gives — a
 // decode-loop stage may change how many forward passes it takes (drafts,
 // verified), not what it generates:
-//   greedy        4 prompts one at a time (`duet run`'s path, Stage::run),
-//                 each ending where core's decode ends for as many tokens;
+//   greedy        4 prompts one at a time (`duet run`'s path: one request
+//                 of the pipeline's engine), each ending where core's
+//                 decode ends for as many tokens;
 //   sampled       the same under top_k 40 and temperature 4 (tokens far from
 //                 greedy ones), seeded;
-//   batched       (ABI 1.3 or later, a stage with a batched form) the 4
-//                 prompts at once through the scheduler (`duet serve`'s
-//                 path), greedy and sampled, equal to the above; a stage
-//                 without one is a skip saying so;
+//   batched       the 4 prompts at once through one scheduler (`duet
+//                 serve`'s path), greedy and sampled, equal to the above;
 //   small cache   a 64-token cache: the stage stops for want of room with
 //                 finish `length` (no error) where core's decode does.
 // The prompts repeat runs of what the model will generate, so a drafting

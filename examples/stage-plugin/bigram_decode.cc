@@ -1,16 +1,16 @@
 // bigram_decode: a decode-loop stage with the cheapest drafter there is —
 // the tokens that followed the newest token's most recent earlier
-// occurrence. A drafting stage is a drafter and its options; the SDK runs
-// it under `duet run` (run_drafted_decode) and among other sequences under
-// the batching scheduler (`duet serve`, `run --prompts-file`), verifies
-// every draft there, and so gives the plain decode loop's tokens.
+// occurrence. A drafting stage is a drafter and its options; Duet's
+// scheduler steps it for every sequence (`duet run`, `chat`, `serve`,
+// `run --prompts-file`), verifies every draft, and so gives the plain
+// decode loop's tokens.
 //
 // YAML (after `prefill`):
 //   - bigram_decode: {max_new_tokens: 128, stop: "<|im_end|>", draft_tokens: 4}
-#include <duet/batched_decode.h>
 #include <duet/error.h>
 #include <duet/generation.h>
 #include <duet/plugin.h>
+#include <duet/stage.h>
 
 #include <algorithm>
 #include <memory>
@@ -42,7 +42,7 @@ class BigramDrafter final : public duet::SequenceDrafter {
   int32_t draft_tokens_;
 };
 
-class BigramDecode final : public duet::Stage, public duet::BatchedDecode {
+class BigramDecode final : public duet::Stage {
  public:
   explicit BigramDecode(const duet::Options& options) {
     limits_.max_new_tokens =
@@ -55,12 +55,6 @@ class BigramDecode final : public duet::Stage, public duet::BatchedDecode {
 
   std::string name() const override { return "bigram_decode"; }
 
-  void run(duet::Session& session) override {
-    BigramDrafter drafter(draft_tokens_);
-    duet::run_drafted_decode(session, limits_, drafter);
-  }
-
-  const duet::BatchedDecode* batched() const override { return this; }
   duet::DecodeLimits limits() const override { return limits_; }
   std::unique_ptr<duet::SequenceDrafter> start_sequence() const override {
     return std::make_unique<BigramDrafter>(draft_tokens_);

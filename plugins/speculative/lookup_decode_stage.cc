@@ -19,9 +19,4 @@ LookupDecodeOptions LookupDecodeOptions::parse(const Options& options) {
   return o;
 }
 
-void LookupDecodeStage::run(Session& session) {
-  NgramDrafter drafter(options_.drafter);
-  run_drafted_decode(session, options_.limits, drafter);
-}
-
 }  // namespace duet::speculative

@@ -3,16 +3,16 @@
 // draft_tokens draft tokens (ngram_draft.h), and keeps every draft token the
 // sampler chain would have drawn itself.
 //
-// Verification: row j of the pass's logits is sampled with Session::
-// sample(j), which draws exactly what the plain decode loop would draw at
-// that point (same history, same RNG counter). Draft token j is kept iff it
+// Verification is the scheduler's (duet/stage.h): row j of the pass's
+// logits is sampled exactly as the plain decode loop would sample at that
+// point (same history, same RNG counter). Draft token j is kept iff it
 // equals that draw; at the first mismatch the drawn token is kept instead,
-// the rest are dropped with Session::truncate (the cache rolls back with
-// them), and when all are kept the last row's draw is a bonus token. So the
-// output is the plain decode loop's, token for token, under any sampler
-// chain and seed, as long as a row of a several-token pass has the logits
-// a one-token pass would have (exactly so on the reference backend; on
-// others up to rounding, see docs/performance.md).
+// the rest are dropped (the cache rolls back with them), and when all are
+// kept the last row's draw is a bonus token. So the output is the plain
+// decode loop's, token for token, under any sampler chain and seed, as
+// long as a row of a several-token pass has the logits a one-token pass
+// would have (exactly so on the reference backend; on others up to
+// rounding, see docs/performance.md).
 //
 // This is speculative sampling with a one-hot draft distribution q:
 // accepting draft x with probability min(1, p(x)/q(x)) = p(x) and else
@@ -39,7 +39,6 @@
 #include <memory>
 #include <string>
 
-#include "duet/batched_decode.h"
 #include "duet/options.h"
 #include "duet/stage.h"
 #include "ngram_drafter.h"
@@ -55,15 +54,12 @@ struct LookupDecodeOptions {
   static LookupDecodeOptions parse(const Options& options);
 };
 
-class LookupDecodeStage final : public Stage, public BatchedDecode {
+// One NgramDrafter per sequence, whose drafts the scheduler verifies as
+// described above.
+class LookupDecodeStage final : public Stage {
  public:
   explicit LookupDecodeStage(const LookupDecodeOptions& options) : options_(options) {}
   std::string name() const override { return "lookup_decode"; }
-  // REQUIRES: a forward pass (prefill) has produced logits.
-  void run(Session& session) override;
-  // Under the batching scheduler: the same drafts, one NgramDrafter per
-  // sequence, verified by the scheduler as described above.
-  const BatchedDecode* batched() const override { return this; }
   DecodeLimits limits() const override { return options_.limits; }
   std::unique_ptr<SequenceDrafter> start_sequence() const override {
     return std::make_unique<NgramDrafter>(options_.drafter);

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "duet/batched_decode.h"
+#include "duet/stage.h"
 #include "ngram_draft.h"
 
 namespace duet::speculative {

@@ -11,11 +11,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "duet/batched_decode.h"
 #include "duet/error.h"
 #include "duet/plugin.h"
 #include "duet/row_kv_cache.h"
-#include "duet/session.h"
+#include "duet/stage.h"
 
 namespace {
 
@@ -72,11 +71,9 @@ class ThrowingDrafter final : public duet::SequenceDrafter {
   void observe(int32_t, int32_t) override {}
 };
 
-class ThrowingStage final : public duet::Stage, public duet::BatchedDecode {
+class ThrowingStage final : public duet::Stage {
  public:
   std::string name() const override { return "test_throw_stage"; }
-  void run(duet::Session&) override { throw std::runtime_error("the stage broke"); }
-  const duet::BatchedDecode* batched() const override { return this; }
   duet::DecodeLimits limits() const override { return {}; }
   std::unique_ptr<duet::SequenceDrafter> start_sequence() const override {
     return std::make_unique<ThrowingDrafter>();
@@ -259,19 +256,14 @@ void register_extensions(duet::PluginRegistrar& r) {
 #endif
 
 #if defined(VARIANT_abi_1_0)
-// A decode loop as a plugin built against ABI 1.0 writes it: Stage::run
-// only, four greedy tokens. batched() is ABI 1.3's slot, which such a
-// plugin's vtable lacks: the host must never call it here.
+// A decode stage of a plugin built against ABI 1.0, whose vtable holds
+// Stage::run(Session&) where today's holds limits(): the host must refuse
+// it before calling either (here they abort).
 class OldDecode final : public duet::Stage {
  public:
   std::string name() const override { return "test_abi_1_0_decode"; }
-  void run(duet::Session& session) override {
-    for (int i = 0; i < 4; ++i) {
-      session.append(session.sample());
-      if (i < 3) session.forward(1, false);
-    }
-  }
-  const duet::BatchedDecode* batched() const override { std::abort(); }
+  duet::DecodeLimits limits() const override { std::abort(); }
+  std::unique_ptr<duet::SequenceDrafter> start_sequence() const override { std::abort(); }
 };
 
 // What a plugin built against ABI 1.0 could register: a sampler, a stage,

@@ -34,7 +34,6 @@
 
 #include "duet/attention.h"
 #include "duet/backend.h"
-#include "duet/batched_decode.h"
 #include "duet/device.h"
 #include "duet/dtype.h"
 #include "duet/export.h"
@@ -42,7 +41,6 @@
 #include "duet/ops.h"
 #include "duet/options.h"
 #include "duet/sampler.h"
-#include "duet/session.h"
 #include "duet/stage.h"
 #include "duet/step_batch.h"
 #include "duet/support.h"
@@ -50,7 +48,7 @@
 #include "duet/tokenizer.h"
 
 #define DUET_ABI_MAJOR 1
-#define DUET_ABI_MINOR 6
+#define DUET_ABI_MINOR 7
 
 #define DUET_PLUGIN_STR_(x) #x
 #define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
@@ -75,24 +73,23 @@
 // struct that grew at the end in a later minor version (AttentionSpec in
 // 1.6) is compared, for a plugin built before that version, with its size
 // then; the host never reads the grown part of such a plugin's structs.
-#define DUET_SDK_LAYOUTS                                                  \
-  {                                                                       \
-    DUET_STRUCT_LAYOUT_(duet::AttentionSpec, "duet/attention.h"),         \
-        DUET_STRUCT_LAYOUT_(duet::DecodeLimits, "duet/batched_decode.h"), \
-        DUET_STRUCT_LAYOUT_(duet::MemoryInfo, "duet/device.h"),           \
-        DUET_STRUCT_LAYOUT_(duet::DTypeTraits, "duet/dtype.h"),           \
-        DUET_STRUCT_LAYOUT_(duet::KVCacheSpec, "duet/kv_cache.h"),        \
-        DUET_STRUCT_LAYOUT_(duet::KVLayerView, "duet/kv_cache.h"),        \
-        DUET_STRUCT_LAYOUT_(duet::OpDesc, "duet/ops.h"),                  \
-        DUET_STRUCT_LAYOUT_(duet::RopeParams, "duet/ops.h"),              \
-        DUET_STRUCT_LAYOUT_(duet::Candidates, "duet/sampler.h"),          \
-        DUET_STRUCT_LAYOUT_(duet::SamplingContext, "duet/sampler.h"),     \
-        DUET_STRUCT_LAYOUT_(duet::SessionStats, "duet/session.h"),        \
-        DUET_STRUCT_LAYOUT_(duet::SequenceStep, "duet/step_batch.h"),     \
-        DUET_STRUCT_LAYOUT_(duet::StepBatch, "duet/step_batch.h"),        \
-        DUET_STRUCT_LAYOUT_(duet::Support, "duet/support.h"),             \
-        DUET_STRUCT_LAYOUT_(duet::Shape, "duet/tensor.h"),                \
-        DUET_STRUCT_LAYOUT_(duet::TensorView, "duet/tensor.h")            \
+#define DUET_SDK_LAYOUTS                                              \
+  {                                                                   \
+    DUET_STRUCT_LAYOUT_(duet::AttentionSpec, "duet/attention.h"),     \
+        DUET_STRUCT_LAYOUT_(duet::DecodeLimits, "duet/stage.h"),      \
+        DUET_STRUCT_LAYOUT_(duet::MemoryInfo, "duet/device.h"),       \
+        DUET_STRUCT_LAYOUT_(duet::DTypeTraits, "duet/dtype.h"),       \
+        DUET_STRUCT_LAYOUT_(duet::KVCacheSpec, "duet/kv_cache.h"),    \
+        DUET_STRUCT_LAYOUT_(duet::KVLayerView, "duet/kv_cache.h"),    \
+        DUET_STRUCT_LAYOUT_(duet::OpDesc, "duet/ops.h"),              \
+        DUET_STRUCT_LAYOUT_(duet::RopeParams, "duet/ops.h"),          \
+        DUET_STRUCT_LAYOUT_(duet::Candidates, "duet/sampler.h"),      \
+        DUET_STRUCT_LAYOUT_(duet::SamplingContext, "duet/sampler.h"), \
+        DUET_STRUCT_LAYOUT_(duet::SequenceStep, "duet/step_batch.h"), \
+        DUET_STRUCT_LAYOUT_(duet::StepBatch, "duet/step_batch.h"),    \
+        DUET_STRUCT_LAYOUT_(duet::Support, "duet/support.h"),         \
+        DUET_STRUCT_LAYOUT_(duet::Shape, "duet/tensor.h"),            \
+        DUET_STRUCT_LAYOUT_(duet::TensorView, "duet/tensor.h")        \
   }
 
 namespace duet {
@@ -190,11 +187,12 @@ struct DuetStructLayout {
 // later, so 1.0 plugins keep loading and working. ABI 1.2 appended
 // Ops::add_bias, Ops::geglu and Ops::scale, called only on backends of
 // plugins built against 1.2 or later; a model that needs them is refused
-// on an older backend, naming the op. ABI 1.3 appended Stage::batched(),
-// called only on stages of plugins built against 1.3 or later; an older
-// stage runs under `duet run` and is refused by the batching scheduler,
-// naming the version it needs. ABI 1.4 appended KVCache::export_slot_range
-// and import_slot_range, whose base versions (in core) work on any cache
+// on an older backend, naming the op. ABI 1.3 appended Stage::batched();
+// ABI 1.7 replaced the stage interface (duet/stage.h: limits() and
+// start_sequence(), stepped by the scheduler, instead of Stage::run and
+// Stage::batched), so stages of plugins built before 1.7 are refused,
+// naming the version they need; their other components still load. ABI 1.4 appended
+// KVCache::export_slot_range and import_slot_range, whose base versions (in core) work on any cache
 // through export_slots/import_slots; on a cache of an older plugin core
 // calls those base versions. ABI 1.5 appended the registrar's
 // add_vocab_sampler and Tokenizer::is_control, which only plugins built

@@ -10,36 +10,32 @@
 #include "duet/byte_size.h"
 #include "duet/error.h"
 #include "duet/plugin.h"
-#include "duet/stage.h"
 #include "engine/stage_options.h"
 #include "plugins/backend_components.h"
 
 namespace duet {
 namespace {
 
-// Throws duet::Error(kPlugin) for a plugin stage the scheduler cannot step:
-// one built before Stage::batched() (ABI 1.3), or one whose batched() is
-// null.
-void check_plugin_stage(const PluginHost& host, const std::string& name, const Stage& stage) {
+// The first ABI minor version of the stage interface (duet/stage.h).
+constexpr uint32_t kStageInterfaceMinor = 7;
+
+// Throws duet::Error(kPlugin) for stage `name` of a plugin built against an
+// older stage interface (Stage::run, Stage::batched: ABI 1.0–1.6), whose
+// objects this host must not call; it is checked before any is made.
+void check_plugin_stage(const PluginHost& host, const std::string& name) {
+  const uint32_t minor = host.abi_minor(ComponentKind::kStage, name);
+  if (minor >= kStageInterfaceMinor) return;
   std::string plugin;
   for (const ComponentInfo& c : host.components(ComponentKind::kStage)) {
     if (c.name == name) plugin = c.plugin;
   }
-  const uint32_t minor = host.abi_minor(ComponentKind::kStage, name);
-  if (minor < 3) {
-    throw Error(ErrorKind::kPlugin,
-                "stage '" + name + "' (plugin '" + plugin + "') was built against Duet ABI " +
-                    std::to_string(DUET_ABI_MAJOR) + "." + std::to_string(minor) +
-                    ", and stages run under the scheduler since " + std::to_string(DUET_ABI_MAJOR) +
-                    ".3 (Stage::batched, duet/batched_decode.h): rebuild the plugin against this "
-                    "Duet SDK");
-  }
-  if (stage.batched() == nullptr) {
-    throw Error(ErrorKind::kPlugin, "stage '" + name + "' (plugin '" + plugin +
-                                        "') has no batched form (Stage::batched() returned "
-                                        "null), which the scheduler steps; the plugin must "
-                                        "return its BatchedDecode");
-  }
+  const std::string major = std::to_string(DUET_ABI_MAJOR);
+  throw Error(ErrorKind::kPlugin,
+              "stage '" + name + "' (plugin '" + plugin + "') was built against Duet ABI " + major +
+                  "." + std::to_string(minor) + ", whose stage interface is gone: stages " +
+                  "need ABI " + major + "." + std::to_string(kStageInterfaceMinor) +
+                  " or later (duet/stage.h: limits() and start_sequence(), which the scheduler "
+                  "steps); rebuild the plugin against this Duet SDK");
 }
 
 // Collects problems instead of stopping at the first, remembering the kind
@@ -405,7 +401,8 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
                           "' comes from a plugin, whose options are single values, not lists; "
                           "give one value");
         }
-        check_plugin_stage(host, stage.name, *host.create_stage(stage.name, stage.options));
+        check_plugin_stage(host, stage.name);
+        host.create_stage(stage.name, stage.options);
       }
     });
   }

@@ -14,9 +14,7 @@
 #include "engine/session_impl.h"
 #include "engine/stage_options.h"
 #include "engine/stages/decode_stage.h"
-#include "engine/stages/prefill_stage.h"
 #include "plugins/backend_components.h"
-#include "plugins/named_call.h"
 
 namespace duet {
 std::unique_ptr<SamplerChain> Pipeline::State::make_chain(
@@ -106,13 +104,14 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
 
   s->host = &host;
   s->make_chain(config.sampler.seed, {});  // every link's options checked once here
-  for (const auto& stage : config.stages) {
-    if (stage.name == "prefill") {
-      s->stages.push_back(std::make_shared<PrefillStage>(parse_prefill_options(stage)));
-    } else if (stage.name == "decode") {
-      s->stages.push_back(std::make_shared<DecodeStage>(parse_decode_options(stage)));
+  // check_pipeline() found core's prefill, then at most one decode stage.
+  s->prefill = parse_prefill_options(config.stages.at(0));
+  if (config.stages.size() > 1) {
+    const StageConfig& stage = config.stages[1];
+    if (stage.name == "decode") {
+      s->decode = std::make_shared<DecodeStage>(parse_decode_options(stage));
     } else {
-      s->stages.push_back(host.create_stage(stage.name, stage.options));
+      s->decode = host.create_stage(stage.name, stage.options);
     }
   }
   s->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -179,7 +178,7 @@ RunResult Pipeline::run(const std::string& prompt, TextSink& sink) {
   return run_tokens(tokenize_prompt(prompt), sink);
 }
 
-std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, TextSink& sink) {
+std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt) {
   State& s = *state_;
   const int32_t vocab = s.check.hparams.n_vocab;
   if (prompt.empty()) throw Error(ErrorKind::kInputRejected, "the prompt has no tokens");
@@ -188,7 +187,7 @@ std::unique_ptr<Session> Pipeline::new_session(std::span<const int32_t> prompt, 
   State::Placement& p = s.placements[first];
   auto impl = std::make_unique<Session::Impl>(*p.model, *p.kv, *s.allocator, s.next_sequence++,
                                               *p.attention, s.make_chain(s.config.sampler.seed, {}),
-                                              *s.tokenizer, sink, prompt);
+                                              prompt);
   impl->placement = first;
   impl->residency = s.residency.get();
   return std::make_unique<Session>(std::move(impl));
@@ -199,16 +198,8 @@ void Pipeline::move_to_stage(Session& session, size_t stage) {
   Session::Impl& s = *session.impl_;
   if (s.placement == to) return;
   State::Placement& dst = state_->placements[to];
-  // Only the blocks not current in the new stage's cache move: the
-  // prompt's, into the decode stage's; in a chat's next turn, the answer's
-  // back into the prefill stage's (kv_residency.h).
-  const HandoverStats h =
-      state_->residency->move_in(s.sequence, s.allocator.length(s.sequence), to);
-  if (h.bytes > 0) {
-    ++s.stats.handovers;
-    s.stats.handover_bytes += h.bytes;
-    s.stats.handover_seconds += h.seconds;
-  }
+  // Only the blocks not current in the new stage's cache move (kv_residency.h).
+  state_->residency->move_in(s.sequence, s.allocator.length(s.sequence), to);
   s.model = dst.model.get();
   s.kv = dst.kv.get();
   s.attention = dst.attention.get();
@@ -229,7 +220,7 @@ Scheduler& Pipeline::engine() {
     BatchingConfig batching = s.config.batching;
     batching.max_sequences = 1;
     batching.prefix_caching = false;
-    const int32_t chunk = parse_prefill_options(s.config.stages.at(0)).chunk_tokens;
+    const int32_t chunk = s.prefill.chunk_tokens;
     batching.max_step_tokens =
         chunk > 0 ? chunk
                   : static_cast<int32_t>(std::min<int64_t>(s.allocator->capacity_tokens(),
@@ -247,7 +238,7 @@ RunResult run_result(RequestResult&& r) {
   out.text = std::move(r.text);
   out.finish = r.finish;
   out.prompt_logits = std::move(r.prompt_logits);
-  SessionStats& st = out.stats;
+  RunStats& st = out.stats;
   st.prompt_tokens = static_cast<int32_t>(out.prompt_tokens.size());
   st.generated_tokens = static_cast<int32_t>(out.generated_tokens.size());
   st.prefill_seconds = r.prefill_seconds;
@@ -258,38 +249,6 @@ RunResult run_result(RequestResult&& r) {
   st.handover_bytes = r.kv_moved_bytes;
   st.handover_seconds = r.kv_move_seconds;
   return out;
-}
-
-RunResult Pipeline::run_stages(Session& session) {
-  const auto turn_start = static_cast<std::ptrdiff_t>(session.tokens().size());
-  for (size_t i = 0; i < state_->stages.size(); ++i) {
-    const std::shared_ptr<Stage>& stage = state_->stages[i];
-    if (session.finish_reason() != FinishReason::kNone) break;
-    move_to_stage(session, i);
-    const std::string& name = state_->config.stages[i].name;
-    const bool builtin = is_builtin_stage(name);
-    const auto label = [&] {
-      std::string plugin = "core";
-      for (const ComponentInfo& c : state_->host->components(ComponentKind::kStage)) {
-        if (c.name == name) plugin = c.plugin;
-      }
-      return "stage '" + name + "' (plugin '" + plugin + "', stages[" + std::to_string(i) + "])";
-    };
-    if (builtin) {
-      stage->run(session);  // core's own errors say what they are about
-    } else {
-      call_named(label(), [&] { stage->run(session); });
-    }
-  }
-  RunResult r;
-  auto all = session.tokens();
-  r.prompt_tokens.assign(all.begin() + (turn_start - session.stats().prompt_tokens),
-                         all.begin() + turn_start);
-  r.generated_tokens.assign(all.begin() + turn_start, all.end());
-  r.finish = session.finish_reason();
-  r.stats = session.stats();
-  r.prompt_logits = std::move(session.kept_logits());
-  return r;
 }
 
 const PipelineCheck& Pipeline::check() const { return state_->check; }

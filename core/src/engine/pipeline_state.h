@@ -13,6 +13,7 @@
 #include "duet/attention.h"
 #include "duet/backend.h"
 #include "duet/stage.h"
+#include "engine/stage_options.h"
 #include "kv/kv_allocator.h"
 #include "kv/kv_residency.h"
 #include "models/model.h"
@@ -44,7 +45,8 @@ struct DUET_LOCAL Pipeline::State {
   std::unique_ptr<KVResidency> residency;
   int32_t next_sequence = 0;  // the allocator id the next session or request gets
   const PluginHost* host = nullptr;
-  std::vector<std::shared_ptr<Stage>> stages;
+  PrefillOptions prefill;         // stages[0]'s
+  std::shared_ptr<Stage> decode;  // the stage after prefill; null: a scoring pipeline
   double load_seconds = 0.0;
   // Pipeline::engine(), made on first use; last, so that it goes first (it
   // returns its sequences' blocks to `allocator`).

@@ -7,9 +7,9 @@
 #include <list>
 
 #include "duet/app/plugin_host.h"
-#include "duet/batched_decode.h"
 #include "duet/error.h"
 #include "duet/generation.h"
+#include "duet/stage.h"
 #include "engine/pipeline_state.h"
 #include "engine/session_impl.h"
 #include "engine/stage_options.h"
@@ -26,30 +26,13 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The prefill stage's options and the decode-loop stage's batched form,
+// The prefill stage's options and the decode-loop stage,
 // whose limits are every request's defaults.
 struct StageDefaults {
   PrefillOptions prefill;
-  const BatchedDecode* decode = nullptr;  // owned by the pipeline's stage; null: scoring
+  const Stage* decode = nullptr;  // owned by the pipeline; null: scoring
   DecodeLimits limits;
 };
-
-// `stages` are the pipeline's, made from `config`'s stages, which
-// check_pipeline() found to be prefill and at most one decode-loop stage
-// with a batched form.
-StageDefaults stage_defaults(const PipelineConfig& config,
-                             const std::vector<std::shared_ptr<Stage>>& stages) {
-  StageDefaults d;
-  d.prefill = parse_prefill_options(config.stages.at(0));
-  if (stages.size() < 2) return d;  // scoring: nothing is generated
-  d.decode = stages.at(1)->batched();
-  if (d.decode == nullptr) {
-    throw Error(ErrorKind::kInternal, "stage '" + config.stages.at(1).name +
-                                          "' has no batched form, which check_pipeline refuses");
-  }
-  d.limits = d.decode->limits();
-  return d;
-}
 
 // "stage 'lookup_decode' (plugin 'speculative', stages[1])": what the
 // decode stage's failures are reported as.
@@ -261,7 +244,8 @@ class DUET_LOCAL Scheduler::Impl {
 Scheduler::Impl::Impl(Pipeline& pipeline, const BatchingConfig& batching_config)
     : state(*pipeline.state_),
       allocator(*state.allocator),
-      defaults(stage_defaults(state.config, state.stages)),
+      defaults{state.prefill, state.decode.get(),
+               state.decode ? state.decode->limits() : DecodeLimits{}},
       prefill_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(0)),
       decode_at(state.check.stage_placement.size() < 2 ? prefill_at
                                                        : state.check.stage_placement.at(1)),

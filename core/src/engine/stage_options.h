@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "duet/app/pipeline_config.h"
-#include "duet/batched_decode.h"
+#include "duet/stage.h"
 
 namespace duet {
 

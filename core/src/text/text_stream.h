@@ -2,10 +2,8 @@
 // UTF-8 characters, held back while they could be the start of a stop
 // string, and cut where a stop string begins (internal to core).
 //
-// The decode loop (duet/generation.h) and the batching scheduler keep one
-// per sequence and push each generated token's piece through it, so that a
-// sequence stops at the same token and streams the same text however it is
-// run. Not thread-safe: one per sequence.
+// The scheduler keeps one per sequence and pushes each generated token's
+// piece through it. Not thread-safe: one per sequence.
 #pragma once
 
 #include <string>

@@ -1,15 +1,15 @@
 // duet/app/conversation.h — a multi-turn chat whose history stays in the KV cache.
 //
-// Each message is appended to one session (Session::continue_with), so a turn
-// prefills only its own tokens — the user's message in the chat template and
-// the end of the answer before it — instead of the whole conversation again.
-// The answer streams to the sink given at construction.
+// Each message is a request of the pipeline's engine() that continues the
+// sequence the turn before it held (Request::continues, RequestSettings::
+// hold), so a turn prefills only its own tokens — the user's message in the
+// chat template and the end of the answer before it — instead of the whole
+// conversation again. The answer streams to the sink given at construction.
 //
-// Thread-safety: none. A Conversation holds one session of its pipeline,
+// Thread-safety: none. A Conversation holds one sequence of its pipeline,
 // with its cache blocks, from the first say() to reset() or destruction;
-// other sessions of that pipeline may be open meanwhile, but the pipeline
-// runs one forward pass at a time (duet/app/pipeline.h), so they take turns
-// on one thread.
+// other conversations and requests of that pipeline may run meanwhile, one
+// forward pass at a time (duet/app/pipeline.h), on one thread.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include "duet/app/pipeline.h"
 #include "duet/error.h"
 #include "duet/export.h"
-#include "duet/session.h"
+#include "duet/generation.h"
 
 namespace duet {
 
@@ -44,8 +44,9 @@ class DUET_API Conversation {
   // duet::Error(kInputRejected) for an empty message, and ConversationFull
   // when the turn does not fit in the KV cache's free room; the
   // conversation is then as it was, and reset() or a larger
-  // components.kv_cache.capacity_tokens is the way on. An error from a stage
-  // leaves the conversation unusable until reset().
+  // components.kv_cache.capacity_tokens is the way on. An error while the
+  // turn runs (a sampler or stage that failed) ends the conversation: its
+  // cache is freed, and the next say() starts a new one.
   RunResult say(const std::string& message);
 
   // Forgets the conversation and frees its cache; the next say() starts anew.

@@ -14,6 +14,7 @@
 #include "duet/app/pipeline_config.h"
 #include "duet/app/plugin_host.h"
 #include "duet/export.h"
+#include "duet/generation.h"
 #include "duet/session.h"
 #include "duet/tokenizer.h"
 
@@ -24,16 +25,16 @@ struct DUET_API RunResult {
   std::vector<int32_t> generated_tokens;  // end-of-generation token included
   std::string text;                       // what the sink received
   FinishReason finish = FinishReason::kNone;
-  SessionStats stats;
+  RunStats stats;
   std::vector<float> prompt_logits;  // [prompt, n_vocab] with prefill all_logits
 };
 
-// Thread-safety: none. A pipeline runs its sessions (or one Scheduler,
-// duet/app/scheduler.h, for many requests at once) one forward pass at a time.
-// Each backend its stages run on (PipelineCheck::placements) has its own KV
-// cache; one allocator hands out the cache blocks of every session and
-// request, and a session's rows are handed over between caches when its
-// next stage runs on another backend.
+// Thread-safety: none. A pipeline runs one forward pass at a time, for its
+// own engine(), for other Schedulers made on it (duet/app/scheduler.h) and
+// for sessions driven by hand. Each backend its stages run on
+// (PipelineCheck::placements) has its own KV cache; one allocator hands out
+// the cache blocks of every request and session, and a sequence's blocks
+// move between caches when it runs on another backend.
 class Scheduler;
 struct RequestResult;
 
@@ -59,8 +60,8 @@ class DUET_API Pipeline {
   // cannot be applied.
   std::vector<int32_t> tokenize_prompt(const std::string& prompt, bool parse_special = false) const;
 
-  // The token ids of a later message of a conversation (Session::
-  // continue_with): with model.chat, the end of the answer before it (closed
+  // The token ids of a later message of a conversation (Conversation,
+  // duet/app/conversation.h): with model.chat, the end of the answer before it (closed
   // by the model itself or not: `answer_closed`), the user turn and the
   // generation prompt; without, the message's text alone. The message is
   // never parsed for control tokens. Throws duet::Error(kInputRejected) for
@@ -86,25 +87,17 @@ class DUET_API Pipeline {
   // what Scheduler's constructor throws.
   Scheduler& engine();
 
-  // Runs every stage on `session` from where it stands: prefill runs what
-  // is not cached yet, then the decode loop answers. Before a stage placed
-  // on another backend than the one before it, the session's cache is handed
-  // over to that backend's cache (SessionStats counts the bytes and time).
-  // The result's prompt is the session's current turn; its text is left
-  // empty (the session's sink received it).
-  RunResult run_stages(Session& session);
-
   // A session holding `prompt`, with nothing cached yet, on the backend of
-  // the first stage, for driving stages or forward passes by hand (tests,
-  // tools). Several may be open at once; each holds its cache blocks until
-  // it is destroyed.
-  std::unique_ptr<Session> new_session(std::span<const int32_t> prompt, TextSink& sink);
+  // the first stage, for driving forward passes by hand (duet/session.h:
+  // measurements, tests). Several may be open at once; each holds its cache
+  // blocks until it is destroyed. Throws duet::Error(kInputRejected) for an
+  // empty prompt or an id outside [0, n_vocab).
+  std::unique_ptr<Session> new_session(std::span<const int32_t> prompt);
 
-  // Places `session` on the backend stage `stage` runs on (run_stages does
-  // this before each stage), handing its cache over when that is another
-  // backend: for driving a split pipeline's stages by hand (duet bench's
-  // decode test runs on the last stage's backend). REQUIRES: stage <
-  // check().stages.size().
+  // Places `session` on the backend stage `stage` runs on, moving its cache
+  // blocks when that is another backend: for driving a split pipeline by
+  // hand (duet bench's decode test runs on the last stage's backend).
+  // REQUIRES: stage < check().stages.size().
   void move_to_stage(Session& session, size_t stage);
 
   const PipelineCheck& check() const;

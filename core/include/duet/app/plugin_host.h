@@ -107,8 +107,8 @@ class DUET_API PluginHost {
   // The Duet ABI minor version backend `name`'s plugin was built against
   // (DUET_ABI_MINOR for core built-ins). REQUIRES: has(kBackend, name).
   uint32_t backend_abi_minor(const std::string& name) const;
-  // The same for component `name` of any kind (a stage: whether the host
-  // may call Stage::batched(), ABI 1.3). REQUIRES: has(kind, name).
+  // The same for component `name` of any kind (a stage: whether its
+  // interface is this host's, ABI 1.7). REQUIRES: has(kind, name).
   uint32_t abi_minor(ComponentKind kind, const std::string& name) const;
   // The same for attention or KV-cache storage `name` a plugin registered
   // for backend `backend` (whether the host may call KVCache's ABI 1.4

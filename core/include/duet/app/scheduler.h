@@ -26,10 +26,11 @@
 // same too depends on the backend's arithmetic (a backend's batch-invariant
 // mode makes them bit-identical; see docs/batching.md).
 //
-// Runs pipelines of core's prefill stage and one decode-loop stage with a
-// batched form (Stage::batched(), duet/batched_decode.h: core's decode,
-// lookup_decode), whose options are every request's defaults; and
-// pipelines of the prefill stage alone, whose requests end once their
+// It is the only engine: `duet run` and `duet chat` are requests of the
+// pipeline's own scheduler (Pipeline::engine). It runs every valid
+// pipeline: core's prefill stage and a decode-loop stage (duet/stage.h:
+// core's decode, lookup_decode), whose limits are every request's
+// defaults; or the prefill stage alone, whose requests end once their
 // prompt is in the cache, generating nothing (scoring: prompt_logits). With stages on
 // two backends (`backends:`), each step is one forward pass per backend:
 // prompt positions run on the prefill stage's, generated ones on the decode
@@ -53,7 +54,7 @@
 #include "duet/app/token_logprobs.h"
 #include "duet/error.h"
 #include "duet/export.h"
-#include "duet/session.h"
+#include "duet/generation.h"
 
 namespace duet {
 
