@@ -134,6 +134,7 @@ class BadInput : public ::testing::TestWithParam<Row> {
     variant("two-keys.yaml", "chain: [greedy]", "chain: [{greedy: {}, top_k: 3}]");
     variant("dup-stage.yaml", "  - decode: {max_new_tokens: 4}\n",
             "  - decode: {}\n  - decode: {}\n");
+    variant("score-only.yaml", "  - decode: {max_new_tokens: 4}\n", "");
     variant("big-capacity.yaml", "capacity_tokens: 64", "capacity_tokens: 100000");
     variant("attention.yaml", "kv_cache:", "attention: {impl: flash}\n  kv_cache:");
     variant("kv-impl.yaml", "capacity_tokens: 64", "capacity_tokens: 64, impl: paged");
@@ -245,6 +246,8 @@ const Row kRows[] = {
     {"yaml_tab", "validate {dir}/tab.yaml", 2, "tab"},
     {"yaml_two_keys", "validate {dir}/two-keys.yaml", 2, "two-keys.yaml:"},
     {"yaml_duplicate_stage", "validate {dir}/dup-stage.yaml", 2, "decode"},
+    {"serve_scoring_pipeline", "serve {dir}/score-only.yaml", 2,
+     "score prompts and generate nothing; add a decode stage"},
     {"yaml_missing_file", "validate {dir}/absent.yaml", 2, "absent.yaml"},
     {"yaml_too_large", "validate {dir}/large.yaml", 2, "large.yaml"},
     {"yaml_capacity_over_context", "validate {dir}/big-capacity.yaml", 2,

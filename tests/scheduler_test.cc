@@ -639,6 +639,29 @@ TEST_P(SchedulerTest, AHeldSequenceIsContinuedOnItsCache) {
   EXPECT_GT(scheduler.used_blocks(), 0);
   scheduler.release(c.handle);
   EXPECT_EQ(scheduler.used_blocks(), 0);
+
+  // Held sequences that leave a request no room, with nothing running that
+  // could free any, are named (kInputRejected), and the request is gone.
+  auto small = make({"components.kv_cache.capacity_tokens=16", "batching.max_sequences=2"});
+  Scheduler tight(*small);
+  Request holder = request(5, prompt(5, 10), 3);
+  holder.settings.ignore_end_of_generation = true;
+  holder.settings.hold = true;
+  const RequestResult h = tight.run_one(holder);
+  EXPECT_EQ(tight.used_blocks(), 3);
+  Request later = request(6, prompt(6, 8), 2);
+  later.settings.ignore_end_of_generation = true;
+  try {
+    tight.run_one(later);
+    ADD_FAILURE() << "a request ran without room";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInputRejected);
+    EXPECT_NE(std::string(e.what()).find("hold their sequences for a next turn"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(tight.waiting(), 0u);
+  tight.release(h.handle);
+  EXPECT_EQ(tight.run_one(later).generated_tokens.size(), 2u);
 }
 
 TEST_P(SchedulerTest, CancelFreesBlocksAtOnce) {

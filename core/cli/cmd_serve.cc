@@ -145,6 +145,14 @@ int cmd_serve(const std::vector<std::string>& args) {
 
   PluginHost& plugins = cli_plugin_host();
   const PipelineConfig config = load_pipeline(vm, plugins);
+  if (config.stages.size() < 2) {
+    // A scoring pipeline (prefill alone) would answer every request with
+    // nothing; the server's scoring is a completion's echo and logprobs.
+    throw Error(ErrorKind::kConfig,
+                "duet serve: this pipeline's stages are [" + config.stages.front().name +
+                    "], which score prompts and generate nothing; add a decode stage after "
+                    "prefill (e.g. '- decode: {max_new_tokens: 128}')");
+  }
   auto pipeline = Pipeline::build(config, plugins);
   std::optional<ChatTemplate> chat;
   std::string chat_error;

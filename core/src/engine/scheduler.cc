@@ -26,8 +26,8 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The prefill stage's options and the decode-loop stage,
-// whose limits are every request's defaults.
+// The prefill stage's options and the decode-loop stage, whose limits are
+// every request's defaults.
 struct StageDefaults {
   PrefillOptions prefill;
   const Stage* decode = nullptr;  // owned by the pipeline; null: scoring
@@ -465,6 +465,16 @@ bool Scheduler::Impl::step() {
     ++it;
   }
   schedule_prompts(budget);
+  if (scheduled.empty() && running.empty() && !held.empty()) {
+    // Nothing runs that could free blocks: the held sequences have them.
+    throw Error(ErrorKind::kInputRejected,
+                "the KV cache has no room for the next request: " + std::to_string(held.size()) +
+                    " finished request(s) hold their sequences for a next turn (" +
+                    std::to_string(allocator.used_blocks()) + " of " +
+                    std::to_string(allocator.total_blocks()) +
+                    " blocks in use); end those conversations, or raise "
+                    "components.kv_cache.capacity_tokens");
+  }
   if (scheduled.empty()) {
     throw Error(ErrorKind::kInternal, "the scheduler found nothing to run although " +
                                           std::to_string(running.size() + waiting.size()) +
