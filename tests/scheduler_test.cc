@@ -551,7 +551,9 @@ TEST_P(SchedulerTest, RefusesWhatItCannotRun) {
 }
 
 // A pipeline of the prefill stage alone scores prompts: batched requests
-// keep every prompt position's logits (prompt_logits), generate nothing and
+// that ask keep every prompt position's logits (prompt_logits), the others
+// none (the prefill stage's all_logits is run_tokens' to apply); all
+// generate nothing and
 // end with their prompt; the rows are those a forward pass over the whole
 // prompt gives by hand (Session::forward with every row's logits), bit for
 // bit.
@@ -563,6 +565,7 @@ TEST_P(SchedulerTest, AScoringPipelineKeepsEveryPromptRowAndGeneratesNothing) {
     Request r;
     r.id = std::to_string(i);
     r.prompt = prompt(i, 5 + 13 * i);  // 5..70 positions: several steps of 64 rows
+    r.settings.prompt_logits = true;
     requests.push_back(std::move(r));
   }
   requests[5].prompt = prompt(5, 256);  // a prompt may fill the cache when nothing follows it
@@ -581,6 +584,9 @@ TEST_P(SchedulerTest, AScoringPipelineKeepsEveryPromptRowAndGeneratesNothing) {
     EXPECT_EQ(0, std::memcmp(by_hand.data(), r.prompt_logits.data(), by_hand.size() * 4))
         << "request " << request.id << ": prompt logits differ from the whole prompt's pass";
   }
+  Request unasked = requests[1];
+  unasked.settings.prompt_logits = false;
+  EXPECT_TRUE(run_all(*pipeline, {unasked}).at("1").prompt_logits.empty());
   // Asked for by a request of a generating pipeline, they come with its tokens.
   auto generating = make();
   Request asked = request(0, prompt(0, 30), 4);

@@ -58,7 +58,6 @@ void forward_all(Session& session, int64_t chunk) {
 // first token.
 void run_pp(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t chunk, double& tps,
             double& ttft) {
-  NullSink sink;
   auto session = p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(n)));
   const auto start = Clock::now();
   forward_all(*session, chunk);
@@ -73,7 +72,6 @@ void run_pp(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t chu
 // cache over, untimed, where that is another backend).
 double run_tg(Pipeline& p, const std::vector<int32_t>& ids, int64_t n, int64_t depth,
               int64_t chunk) {
-  NullSink sink;
   auto session =
       p.new_session(std::span<const int32_t>(ids.data(), static_cast<size_t>(1 + depth)));
   forward_all(*session, chunk > 0 ? chunk : kDepthChunk);

@@ -105,6 +105,7 @@ int cmd_chat(const std::vector<std::string>& args) {
       continue;
     }
     if (message.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+    const int32_t turns_before = chat.turns();
     try {
       require_utf8(message, "this message");
       RunResult r = chat.say(message);
@@ -119,7 +120,11 @@ int cmd_chat(const std::vector<std::string>& args) {
                 << "duet: " << cache_full_advice(chat) << "\n";
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kInputRejected) throw;
-      std::cerr << "duet: " << e.what() << "; nothing was sent\n";
+      // An error from a turn that ran ends the conversation (Conversation::say).
+      const bool ended = turns_before > 0 && chat.turns() == 0;
+      std::cerr << "duet: " << e.what()
+                << (ended ? "\n[the conversation ended with it: new conversation]\n"
+                          : "; nothing was sent\n");
     }
   }
   return 0;

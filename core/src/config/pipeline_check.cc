@@ -368,7 +368,10 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
   // stage, then at most one decode-loop stage it can step.
   std::string names;
   for (const auto& stage : config.stages) names += (names.empty() ? "" : ", ") + stage.name;
-  if (!config.stages.empty() && config.stages.front().name == "decode") {
+  if (config.stages.empty()) {
+    problems.add(ErrorKind::kConfig,
+                 "stages: a pipeline needs at least core's prefill stage; add '- prefill: {}'");
+  } else if (config.stages.front().name == "decode") {
     problems.add(ErrorKind::kConfig,
                  format_source_pos(config.source, config.stages.front().pos) +
                      ": the decode stage needs logits from a stage before it; put "

@@ -3,6 +3,7 @@
 #include "duet/app/scheduler.h"
 #include "duet/error.h"
 #include "duet/tokenizer.h"
+#include "engine/pipeline_state.h"
 
 namespace duet {
 
@@ -49,12 +50,13 @@ RunResult Conversation::say(const std::string& message) {
   request.sink = &sink_;
   request.continues = held_;
   request.settings.hold = true;
+  request.settings.prompt_logits = pipeline_.state_->prefill.all_logits;
   RequestResult done;
   try {
     done = pipeline_.engine().run_one(std::move(request));
   } catch (...) {
-    // The sequence went with the failed turn (Scheduler::run_one).
-    held_ = 0;
+    // The conversation ends: a turn that ran went with its sequence
+    // (Scheduler::run_one), one refused before it ran is released here.
     reset();
     throw;
   }

@@ -211,6 +211,7 @@ RunResult Pipeline::run_tokens(std::span<const int32_t> prompt, TextSink& sink) 
   Request request;
   request.prompt.assign(prompt.begin(), prompt.end());
   request.sink = &sink;
+  request.settings.prompt_logits = state_->prefill.all_logits;
   return run_result(engine().run_one(std::move(request)));
 }
 
@@ -220,6 +221,9 @@ Scheduler& Pipeline::engine() {
     BatchingConfig batching = s.config.batching;
     batching.max_sequences = 1;
     batching.prefix_caching = false;
+    // One sequence: draft_rows, which shares a step among sequences, does
+    // not bound its drafts (the stage's own options and the step do).
+    batching.draft_rows = std::numeric_limits<int32_t>::max();
     const int32_t chunk = s.prefill.chunk_tokens;
     batching.max_step_tokens =
         chunk > 0 ? chunk

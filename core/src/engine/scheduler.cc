@@ -48,6 +48,14 @@ std::string stage_label(const PipelineConfig& config, const PluginHost* host) {
          std::to_string(config.stages.size() - 1) + "])";
 }
 
+// The limits of decode stage `stage` (none: a scoring pipeline), a failure
+// reported as `label`'s.
+DecodeLimits limits_of(const Stage* stage, const std::string& label) {
+  DecodeLimits limits;
+  if (stage != nullptr) call_named(label, [&] { limits = stage->limits(); });
+  return limits;
+}
+
 // `batching` with max_sequences lowered to the cache's blocks, when asked
 // (Scheduler's fit_to_blocks).
 BatchingConfig fitted(BatchingConfig batching, const KVAllocator& allocator, bool fit_to_blocks) {
@@ -245,7 +253,7 @@ Scheduler::Impl::Impl(Pipeline& pipeline, const BatchingConfig& batching_config)
     : state(*pipeline.state_),
       allocator(*state.allocator),
       defaults{state.prefill, state.decode.get(),
-               state.decode ? state.decode->limits() : DecodeLimits{}},
+               limits_of(state.decode.get(), stage_label(state.config, state.host))},
       prefill_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(0)),
       decode_at(state.check.stage_placement.size() < 2 ? prefill_at
                                                        : state.check.stage_placement.at(1)),
@@ -354,7 +362,7 @@ uint64_t Scheduler::Impl::submit(Request request) {
     seq.top_logprobs = *settings.top_logprobs;
   }
   seq.prompt_logprobs = settings.prompt_logprobs;
-  seq.keep_prompt_logits = settings.prompt_logits.value_or(defaults.prefill.all_logits);
+  seq.keep_prompt_logits = settings.prompt_logits;
   seq.hold = settings.hold;
   if (defaults.decode != nullptr)
     call_named(draft_label, [&] { seq.drafter = defaults.decode->start_sequence(); });
@@ -561,7 +569,7 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
       std::max<int64_t>(0, int64_t{batching.max_sequences} - static_cast<int64_t>(running.size())));
   for (size_t i = 0; i < waiting.size() && i < places; ++i) {
     const Sequence& seq = waiting[i];
-    candidates.push_back({seq.handle, static_cast<int32_t>(seq.tokens.size()), true});
+    candidates.push_back({seq.handle, missing_rows(seq), true});
   }
   std::stable_sort(
       candidates.begin(), candidates.end(),
@@ -614,7 +622,14 @@ void Scheduler::Impl::schedule_prompts(int32_t budget) {
     int32_t rows = rows_wanted(seq, budget);
     size_t at = placement_of(seq);
     if (!reserve(seq, rows, false)) {
-      if (holds) continue;  // it waits, keeping what it holds
+      // A held sequence waits, keeping its blocks, while running ones may
+      // free some; with none running it gives them up and computes its
+      // history again (a preemption), so that no two wait on each other.
+      if (holds && !running.empty()) continue;
+      if (holds) {
+        ++seq.preemptions;
+        ++stats.preemptions;
+      }
       // Attached blocks may need a copy the pool cannot give: try without.
       allocator.release(seq.alloc_id);
       attached = 0;
@@ -814,7 +829,7 @@ void Scheduler::Impl::decode(Sequence& seq, int32_t row) {
   allocator.truncate(seq.alloc_id, static_cast<int32_t>(seq.tokens.size()) - 1);
   stats.draft_tokens += drafted;
   stats.accepted_draft_tokens += kept;
-  if (seq.drafter != nullptr) seq.drafter->observe(drafted, kept);
+  if (seq.drafter != nullptr) call_named(draft_label, [&] { seq.drafter->observe(drafted, kept); });
 }
 
 int32_t Scheduler::Impl::advance(Sequence& seq, int32_t row) {

@@ -75,16 +75,19 @@ class DUET_API Pipeline {
   RunResult run(const std::string& prompt, TextSink& sink);
 
   // The same for prompt token ids. Throws duet::Error(kInputRejected) for an
-  // empty prompt, an id outside [0, n_vocab) or a prompt longer than the
-  // KV cache, and the error of a sampler or stage that failed.
+  // empty prompt, an id outside [0, n_vocab) or a prompt that leaves the KV
+  // cache no position for the first generated token (one as long as the
+  // cache, for a scoring pipeline: prefill alone), and the error of a
+  // sampler or stage that failed.
   RunResult run_tokens(std::span<const int32_t> prompt, TextSink& sink);
 
   // The scheduler that runs this pipeline's own requests — run_tokens' and
-  // Conversation's turns — one at a time: made on first use from the
-  // batching section with max_sequences 1, no prefix cache (a run computes
-  // its whole prompt, as when it ran alone), and a step as large as the
-  // prefill stage's chunk_tokens (the whole cache when that is 0). Throws
-  // what Scheduler's constructor throws.
+  // Conversation's turns — one at a time: made on first use with
+  // max_sequences 1, no prefix cache (a run computes its whole prompt, as
+  // when it ran alone), no draft_rows bound, and a step as large as the
+  // prefill stage's chunk_tokens (the whole cache when that is 0): the
+  // batching section does not apply. Throws what Scheduler's constructor
+  // throws.
   Scheduler& engine();
 
   // A session holding `prompt`, with nothing cached yet, on the backend of
@@ -114,7 +117,8 @@ class DUET_API Pipeline {
   std::optional<uint64_t> device_memory_in_use() const;
 
  private:
-  friend class Scheduler;  // runs many sequences through the pipeline's parts
+  friend class Scheduler;     // runs many sequences through the pipeline's parts
+  friend class Conversation;  // asks for prompt logits as run_tokens does
 
   // `wrapped` (chat-template text holding `marker` once) as token ids, with
   // `user` in place of the marker and not parsed for control tokens.

@@ -95,10 +95,10 @@ struct DUET_API RequestSettings {
   // whole: cached prefix blocks are not attached to it.
   bool prompt_logprobs = false;
   // Keep the logits of every prompt position it runs (RequestResult::
-  // prompt_logits): what perplexity scores; else the prefill stage's
-  // all_logits. Such a prompt is prefilled whole, like one with
-  // prompt_logprobs.
-  std::optional<bool> prompt_logits;
+  // prompt_logits): what perplexity scores (Pipeline::run_tokens asks for
+  // them when the prefill stage has all_logits). Such a prompt is
+  // prefilled whole, like one with prompt_logprobs.
+  bool prompt_logits = false;
   // When it finishes, keep its tokens and KV cache for a later request that
   // continues it (Request::continues) instead of freeing them, until that
   // request or release() takes them: a chat between two turns.
@@ -189,15 +189,15 @@ struct DUET_API SchedulerStats {
 
 class DUET_API Scheduler {
  public:
-  // Checks that `pipeline` can batch: core's prefill stage and a decode
-  // stage with a batched form, and a KV cache of at least
-  // batching.max_sequences blocks. Throws duet::Error(kConfig) naming the
-  // key to change otherwise, or kPlugin for a decode stage of a plugin
-  // built against ABI 1.2 or older (naming the version it needs). With
+  // Checks that the KV cache has at least batching.max_sequences blocks
+  // (every pipeline that builds has stages it can step); throws
+  // duet::Error(kConfig) naming the key to change otherwise. With
   // `fit_to_blocks`, a cache of fewer blocks than that runs as many
   // sequences at once as it has blocks instead (one, for a cache of one
   // block: what the Python package does with any pipeline). The pipeline
-  // must outlive the scheduler; run no session while it holds sequences.
+  // must outlive the scheduler. Its other schedulers (engine() among them)
+  // and hand-driven sessions share its cache blocks: what one holds,
+  // another cannot use.
   explicit Scheduler(Pipeline& pipeline, bool fit_to_blocks = false);
   // The same with `batching` in place of the pipeline's batching section
   // (how Pipeline::run_tokens runs its one request).
@@ -213,9 +213,9 @@ class DUET_API Scheduler {
   // string or sampler option the pipeline would refuse (naming the key).
   uint64_t submit(Request request);
 
-  // Ends the request now: its blocks are freed at once and its result
-  // (finish kCancelled, the tokens so far) is collected like any other.
-  // Unknown or finished handles are ignored.
+  // Ends the request now: its blocks are freed at once (held, with hold,
+  // until release()) and its result (finish kCancelled, the tokens so far)
+  // is collected like any other. Unknown or finished handles are ignored.
   void cancel(uint64_t handle);
   // Frees the tokens and cache a finished request held (RequestSettings::
   // hold). Other handles are ignored.
