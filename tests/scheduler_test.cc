@@ -668,6 +668,36 @@ TEST_P(SchedulerTest, AHeldSequenceIsContinuedOnItsCache) {
   EXPECT_EQ(tight.waiting(), 0u);
   tight.release(h.handle);
   EXPECT_EQ(tight.run_one(later).generated_tokens.size(), 2u);
+  EXPECT_EQ(tight.used_blocks(), 0);
+
+  // Two held sequences fill the cache and both are continued: each waits
+  // for a block the other holds, with nothing running. One gives its blocks
+  // up and computes its history again (a preemption), so both finish.
+  std::vector<uint64_t> handles;
+  for (int32_t i = 0; i < 2; ++i) {
+    Request turn = request(7 + i, prompt(7 + i, 5), 3);
+    turn.settings.ignore_end_of_generation = true;
+    turn.settings.hold = true;
+    handles.push_back(tight.run_one(turn).handle);
+  }
+  EXPECT_EQ(tight.used_blocks(), 4) << "7 cached positions each: 2 blocks of 4";
+  for (int32_t i = 0; i < 2; ++i) {
+    Request next_turn = request(9 + i, prompt(9 + i, 2), 2);
+    next_turn.settings.ignore_end_of_generation = true;
+    next_turn.continues = handles[static_cast<size_t>(i)];
+    tight.submit(next_turn);
+  }
+  tight.run();
+  const std::vector<RequestResult> both = tight.take_finished();
+  ASSERT_EQ(both.size(), 2u);
+  int32_t preempted = 0;
+  for (const RequestResult& r : both) {
+    EXPECT_EQ(r.generated_tokens.size(), 2u) << r.id;
+    EXPECT_EQ(r.prompt_tokens.size(), 10u) << r.id;
+    preempted += r.preemptions;
+  }
+  EXPECT_GE(preempted, 1);
+  EXPECT_EQ(tight.used_blocks(), 0);
 }
 
 TEST_P(SchedulerTest, CancelFreesBlocksAtOnce) {
