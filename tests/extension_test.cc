@@ -189,6 +189,48 @@ TEST_F(Extensions, AStageOfTheOldInterfaceIsRefusedNamingTheVersionItNeeds) {
   }
 }
 
+// A decode stage's drafter that throws ends its own request, named, while
+// the others in the same steps run on and give the plain decode loop's
+// tokens (its test stage proposes nothing otherwise); alone, `duet run`'s
+// path rethrows the error.
+TEST_F(Extensions, ADrafterThatThrowsEndsItsOwnRequestAlone) {
+  auto failing =
+      Pipeline::build(config({"stages.1={test_throw_stage: {first_token: 7}}",
+                              "components.kv_cache.block_tokens=4", "batching.max_sequences=4"}),
+                      host_);
+  auto plain = Pipeline::build(config({}), host_);
+  Scheduler scheduler(*failing);
+  for (int32_t first : {5, 7, 9}) {
+    Request r;
+    r.id = std::to_string(first);
+    r.prompt = {first, 40, 41, 42};
+    scheduler.submit(std::move(r));
+  }
+  scheduler.run();
+  const std::vector<RequestResult> results = scheduler.take_finished();
+  ASSERT_EQ(results.size(), 3u);
+  for (const RequestResult& r : results) {
+    if (r.id == "7") {
+      EXPECT_EQ(r.finish, FinishReason::kFailed);
+      EXPECT_EQ(r.error_kind, ErrorKind::kPlugin);
+      EXPECT_EQ(r.error,
+                "stage 'test_throw_stage' (plugin 'test-good', stages[1]) failed: the stage broke");
+      continue;
+    }
+    const RunResult alone = plain->run_tokens(r.prompt_tokens, sink_);
+    EXPECT_EQ(r.generated_tokens, alone.generated_tokens) << r.id;
+  }
+  EXPECT_EQ(scheduler.used_blocks(), 0);
+  try {
+    failing->run_tokens(std::vector<int32_t>{7, 40, 41, 42}, sink_);
+    ADD_FAILURE() << "the drafter's failure was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kPlugin);
+  }
+  EXPECT_EQ(failing->run_tokens(std::vector<int32_t>{5, 40, 41, 42}, sink_).generated_tokens,
+            plain->run_tokens(std::vector<int32_t>{5, 40, 41, 42}, sink_).generated_tokens);
+}
+
 // Whatever a plugin's attention throws comes back naming it, its plugin
 // and its YAML key; the process goes on.
 TEST_F(Extensions, WhatAnAttentionThrowsIsReportedNamingIt) {

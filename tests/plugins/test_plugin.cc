@@ -62,22 +62,32 @@ class IntThrowingSampler final : public duet::Sampler {
 };
 
 // A decode stage whose drafter fails with a plain std::runtime_error at its
-// first proposal.
+// first proposal — for every sequence, or (option first_token) only for
+// those whose first token is that id.
 class ThrowingDrafter final : public duet::SequenceDrafter {
  public:
-  void propose(std::span<const int32_t>, int32_t, std::vector<int32_t>&) override {
-    throw std::runtime_error("the stage broke");
+  explicit ThrowingDrafter(int64_t first_token) : first_token_(first_token) {}
+  void propose(std::span<const int32_t> tokens, int32_t, std::vector<int32_t>&) override {
+    if (first_token_ < 0 || tokens.front() == first_token_)
+      throw std::runtime_error("the stage broke");
   }
   void observe(int32_t, int32_t) override {}
+
+ private:
+  int64_t first_token_;
 };
 
 class ThrowingStage final : public duet::Stage {
  public:
+  explicit ThrowingStage(int64_t first_token) : first_token_(first_token) {}
   std::string name() const override { return "test_throw_stage"; }
-  duet::DecodeLimits limits() const override { return {}; }
+  duet::DecodeLimits limits() const override { return {8, {}}; }  // 8 new tokens
   std::unique_ptr<duet::SequenceDrafter> start_sequence() const override {
-    return std::make_unique<ThrowingDrafter>();
+    return std::make_unique<ThrowingDrafter>(first_token_);
   }
+
+ private:
+  int64_t first_token_;
 };
 
 // Ends the process the way a crashing or out-of-memory plugin would, for
@@ -359,8 +369,9 @@ void register_components(duet::PluginRegistrar& r) {
   });
   r.add_stage("test_throw_stage", "its drafter throws std::runtime_error",
               [](const duet::Options& o) {
+                const int64_t first_token = o.get_int("first_token", -1, -1, 1 << 24);
                 o.finish();
-                return std::unique_ptr<duet::Stage>(new ThrowingStage);
+                return std::unique_ptr<duet::Stage>(new ThrowingStage(first_token));
               });
 }
 #endif

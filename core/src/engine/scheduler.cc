@@ -461,7 +461,16 @@ bool Scheduler::Impl::step() {
       continue;
     }
     // A draft only where its blocks are free: drafts never preempt.
-    propose_draft(seq, std::min(budget - 1, draft_share));
+    try {
+      propose_draft(seq, std::min(budget - 1, draft_share));
+    } catch (const Error& e) {
+      // Its drafter failed (named): it ends alone, as with a failing
+      // sampler chain; the others run on.
+      seq.failure = e;
+      retire(seq, FinishReason::kFailed);
+      it = running.erase(it);
+      continue;
+    }
     if (seq.drafted > 0 && !reserve(seq, 1 + seq.drafted, false)) drop_draft(seq);
     if (seq.drafted == 0 && !reserve(seq, 1, true)) {
       // Only the newest can fail (it preempts the others first): it waits.
@@ -473,6 +482,7 @@ bool Scheduler::Impl::step() {
     ++it;
   }
   schedule_prompts(budget);
+  if (scheduled.empty() && running.empty() && waiting.empty()) return true;  // all failed
   if (scheduled.empty() && running.empty() && !held.empty()) {
     // Nothing runs that could free blocks: the held sequences have them.
     throw Error(ErrorKind::kInputRejected,
@@ -829,7 +839,13 @@ void Scheduler::Impl::decode(Sequence& seq, int32_t row) {
   allocator.truncate(seq.alloc_id, static_cast<int32_t>(seq.tokens.size()) - 1);
   stats.draft_tokens += drafted;
   stats.accepted_draft_tokens += kept;
-  if (seq.drafter != nullptr) call_named(draft_label, [&] { seq.drafter->observe(drafted, kept); });
+  if (seq.drafter == nullptr) return;
+  try {
+    call_named(draft_label, [&] { seq.drafter->observe(drafted, kept); });
+  } catch (const Error& e) {
+    seq.failure = e;  // the cache is already consistent: it ends alone
+    seq.finish = FinishReason::kFailed;
+  }
 }
 
 int32_t Scheduler::Impl::advance(Sequence& seq, int32_t row) {
