@@ -217,12 +217,10 @@ TEST(Dequantize, RejectsPartialBlocksAndNonFloatTypes) {
   }
   EXPECT_THROW(dequantize_row(DType::kI32, buf.data(), out.data(), 4), Error);
   EXPECT_THROW(quantize_row(DType::kI32, out.data(), buf.data(), 4), Error);
-  // q2_k, q3_k and q8_k are read, not written: a clear refusal.
+  // q8_k is read (an activation format), not written: a clear refusal.
   std::vector<uint8_t> super(static_cast<size_t>(dtype_traits(DType::kQ8_K).block_bytes));
   std::vector<float> x(256);
-  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ8_K}) {
-    EXPECT_THROW(quantize_row(t, x.data(), super.data(), 256), Error) << dtype_name(t);
-  }
+  EXPECT_THROW(quantize_row(DType::kQ8_K, x.data(), super.data(), 256), Error);
   // A K-quant row is written in whole super-blocks only.
   EXPECT_THROW(quantize_row(DType::kQ4_K, x.data(), super.data(), 128), Error);
 }
@@ -249,7 +247,7 @@ TEST(QuantizeK, EqualsGgmlOnRecordedVectors) {
   const int64_t rows = floats.shape[0];
   const int64_t cols = floats.shape[1];
   int types = 0;
-  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     ++types;
     const GgufTensorInfo& want = file.tensor("ggml." + std::string(dtype_name(t)));
     ASSERT_EQ(want.dtype, t);
@@ -265,12 +263,12 @@ TEST(QuantizeK, EqualsGgmlOnRecordedVectors) {
       }
     }
   }
-  EXPECT_EQ(types, 3);
+  EXPECT_EQ(types, 5);
 }
 
 // More bits, less error: on Gaussian weights the relative RMS error of each
-// K-quant stays below its bound (measured with this seed: q4_k 0.0711, q5_k
-// 0.0361, q6_k 0.0177 of the RMS; q4_1's plain min/max fit per 32 gives
+// K-quant stays below its bound (measured with this seed: q2_k 0.2961, q3_k
+// 0.1506, q4_k 0.0711, q5_k 0.0361, q6_k 0.0177 of the RMS; q4_1's plain min/max fit per 32 gives
 // 0.0780, so a q4_k search that stopped improving on it would fail) and
 // above half of it (a quantizer that wrote nothing meaningful, or the
 // floats themselves, would not land there).
@@ -289,12 +287,18 @@ TEST(QuantizeK, RoundTripErrorShrinksWithEachBit) {
     }
     return std::sqrt(err / ref);
   };
+  const double q2 = relative_rms_error(DType::kQ2_K);
+  const double q3 = relative_rms_error(DType::kQ3_K);
   const double q4 = relative_rms_error(DType::kQ4_K);
   const double q5 = relative_rms_error(DType::kQ5_K);
   const double q6 = relative_rms_error(DType::kQ6_K);
+  EXPECT_LT(q2, 0.31);
+  EXPECT_LT(q3, 0.158);
   EXPECT_LT(q4, 0.075);
   EXPECT_LT(q5, 0.038);
   EXPECT_LT(q6, 0.019);
+  EXPECT_GT(q2, 0.148);
+  EXPECT_GT(q3, 0.075);
   EXPECT_GT(q4, 0.0355);
   EXPECT_GT(q5, 0.018);
   EXPECT_GT(q6, 0.0088);

@@ -31,12 +31,17 @@ class Quantize : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // A Llama-shaped f32 file: `layers` layers of width `embd` (ffn 2*embd),
-  // an output matrix unless tied, random weights.
+  // an output matrix unless tied, random weights; `heads` query heads per
+  // KV head when given (2 KV heads).
   std::filesystem::path llama_file(int layers, int embd, bool tied,
-                                   const std::string& name = "in.gguf") {
+                                   const std::string& name = "in.gguf", int heads = 0) {
     GgufWriter w;
     w.set_string("general.architecture", "llama");
     w.set_uint32("llama.block_count", static_cast<uint32_t>(layers));
+    if (heads > 0) {
+      w.set_uint32("llama.attention.head_count", static_cast<uint32_t>(2 * heads));
+      w.set_uint32("llama.attention.head_count_kv", 2);
+    }
     w.set_float32("llama.rope.freq_base", 10000.0f);
     w.set_string_array("tokenizer.ggml.tokens", std::vector<std::string>{"a", "b"});
     w.set_alignment(64);
@@ -80,8 +85,11 @@ TEST_F(Quantize, FileTypeNamesRoundTripAndIgnoreCase) {
   for (FileType t : file_types()) EXPECT_EQ(file_type_from_name(file_type_name(t)), t);
   EXPECT_EQ(file_type_from_name("Q4_K_M"), FileType::kQ4_K_M);
   EXPECT_EQ(file_type_from_name("q4_k"), std::nullopt);  // llama-quantize has no plain q4_k
-  EXPECT_EQ(file_type_from_name("q2_k"), std::nullopt);
+  EXPECT_EQ(file_type_from_name("q3_k"), std::nullopt);
+  EXPECT_EQ(file_type_from_name("Q3_K_M"), FileType::kQ3_K_M);
   EXPECT_EQ(static_cast<uint32_t>(FileType::kQ4_K_M), 15u);  // llama.cpp's general.file_type
+  EXPECT_EQ(static_cast<uint32_t>(FileType::kQ2_K), 10u);
+  EXPECT_EQ(static_cast<uint32_t>(FileType::kQ3_K_L), 13u);
 }
 
 // llama-quantize's q4_k_m on 16 layers: attn_v and ffn_down get q6_k in the
@@ -127,6 +135,67 @@ TEST_F(Quantize, OtherRecipesFollowLlamaQuantize) {
   EXPECT_EQ(f16.at("token_embd.weight").to, DType::kF16);  // no recipe for float types
   EXPECT_EQ(f16.at("blk.0.attn_v.weight").to, DType::kF16);
   EXPECT_EQ(f16.at("blk.0.ffn_norm.weight").to, DType::kF32);
+}
+
+// The 2- and 3-bit recipes (llama-quantize's, dense models): q2_k gives
+// attn_v q4_k where four or more query heads share a KV head, else q3_k, and
+// ffn_down and attn_output q3_k; q3_k_m gives attn_v of the first two layers
+// q5_k (then q4_k), ffn_down of the first sixteenth q5_k (then q4_k),
+// attn_output q4_k; q3_k_l gives all three q5_k; q3_k_s none. The output
+// matrix is q6_k in each.
+TEST_F(Quantize, TwoAndThreeBitRecipesFollowLlamaQuantize) {
+  const GgufFile gqa4 = GgufFile::open(llama_file(16, 256, /*tied=*/false, "gqa4.gguf", 4));
+  const GgufFile gqa2 = GgufFile::open(llama_file(16, 256, /*tied=*/false, "gqa2.gguf", 2));
+  const auto q2 = by_name(plan_quantization(gqa4, FileType::kQ2_K));
+  const auto q2_narrow = by_name(plan_quantization(gqa2, FileType::kQ2_K));
+  const auto q3s = by_name(plan_quantization(gqa4, FileType::kQ3_K_S));
+  const auto q3m = by_name(plan_quantization(gqa4, FileType::kQ3_K_M));
+  const auto q3l = by_name(plan_quantization(gqa4, FileType::kQ3_K_L));
+  for (int l = 0; l < 16; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    EXPECT_EQ(q2.at(b + "attn_v.weight").to, DType::kQ4_K) << l;
+    EXPECT_EQ(q2_narrow.at(b + "attn_v.weight").to, DType::kQ3_K) << l;
+    EXPECT_EQ(q2.at(b + "ffn_down.weight").to, DType::kQ3_K) << l;
+    EXPECT_EQ(q2.at(b + "attn_output.weight").to, DType::kQ3_K) << l;
+    EXPECT_EQ(q2.at(b + "attn_q.weight").to, DType::kQ2_K) << l;
+    EXPECT_EQ(q2.at(b + "ffn_up.weight").to, DType::kQ2_K) << l;
+    for (const char* t : {"attn_v", "ffn_down", "attn_output", "attn_q", "ffn_gate"}) {
+      EXPECT_EQ(q3s.at(b + t + ".weight").to, DType::kQ3_K) << l << t;
+    }
+    EXPECT_EQ(q3m.at(b + "attn_q.weight").to, DType::kQ3_K) << l;
+    EXPECT_EQ(q3l.at(b + "ffn_up.weight").to, DType::kQ3_K) << l;
+    EXPECT_EQ(q3m.at(b + "attn_v.weight").to, l < 2 ? DType::kQ5_K : DType::kQ4_K) << l;
+    EXPECT_EQ(q3m.at(b + "ffn_down.weight").to, l < 1 ? DType::kQ5_K : DType::kQ4_K) << l;
+    EXPECT_EQ(q3m.at(b + "attn_output.weight").to, DType::kQ4_K) << l;
+    EXPECT_EQ(q3l.at(b + "attn_v.weight").to, DType::kQ5_K) << l;
+    EXPECT_EQ(q3l.at(b + "ffn_down.weight").to, DType::kQ5_K) << l;
+    EXPECT_EQ(q3l.at(b + "attn_output.weight").to, DType::kQ5_K) << l;
+  }
+  for (const auto* plan : {&q2, &q3s, &q3m, &q3l}) {
+    EXPECT_EQ(plan->at("output.weight").to, DType::kQ6_K);
+    EXPECT_EQ(plan->at("token_embd.weight").to, plan == &q2 ? DType::kQ2_K : DType::kQ3_K);
+  }
+}
+
+// llama-quantize stores q2_k and q3_k rows that are not whole super-blocks
+// as iq4_nl, which Duet does not read: refused, naming the tensor and the
+// file types that do fit.
+TEST_F(Quantize, TwoAndThreeBitRowsThatAreNotWholeSuperBlocksAreRefused) {
+  const GgufFile in = GgufFile::open(llama_file(2, 576, /*tied=*/true));
+  for (FileType t : {FileType::kQ2_K, FileType::kQ3_K_M}) {
+    try {
+      plan_quantization(in, t);
+      ADD_FAILURE() << file_type_name(t) << " accepted for rows of 576";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kModelFile);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("has rows of 576 elements"), std::string::npos) << what;
+      EXPECT_NE(what.find("iq4_nl"), std::string::npos) << what;
+      EXPECT_NE(what.find("choose q4_k_m"), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(type_for_rows(DType::kQ3_K, 576), std::nullopt);
+  EXPECT_EQ(type_for_rows(DType::kQ3_K, 512), DType::kQ3_K);
 }
 
 // SmolLM2's width, 576, is not a multiple of 256: q4_k falls back to q5_0,

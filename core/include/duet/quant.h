@@ -41,11 +41,12 @@ DUET_API void dequantize_row(DType type, const void* src, float* dst, int64_t n)
 //   q4_1: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5));
 //   q5_0, q5_1: as q4_0 and q4_1 with 16 and 31 for 8 and 15;
 //   q8_0: d = max|x| / 127, q = round(x / d);
-//   q4_k, q5_k, q6_k: each sub-block's scale (and minimum) by ggml's weighted
-//         least-squares search, stored against the super-block's f16 scales,
-//         then every element rounded against its decoded scale.
+//   q2_k, q3_k, q4_k, q5_k, q6_k: each sub-block's scale (and minimum) by
+//         ggml's search (weighted least squares; q2_k weighs absolute error,
+//         q3_k moves one level at a time), stored against the super-block's
+//         f16 scales, then every element rounded against its decoded scale.
 // (An all-zero block has d = 0 and every q at its zero point.) Supports f32,
-// f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k and q6_k; throws
+// f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 and q2_k to q6_k; throws
 // duet::Error(kInternal) for any other type and for a partial block. `src`
 // must be finite (callers check; the K-quant searches assume it).
 DUET_API void quantize_row(DType type, const float* src, void* dst, int64_t n);

@@ -25,6 +25,12 @@ BlockQ8_0 quantize_q8_0(const float* x);
 // found by a weighted least-squares search, stored as a 6-bit (q6_k: 8-bit)
 // multiple of the super-block's f16 scale, and every element rounded again
 // against the scale it decodes with.
+// q2_k: 16 sub-blocks of 16, levels 0..3, x ≈ d*sc*q - dmin*m with 4-bit
+// sc and m; the fit weighs each element by its magnitude and minimises the
+// absolute error.
+BlockQ2_K quantize_q2_k(const float* x);
+// q3_k: 16 sub-blocks of 16, levels -4..3, x ≈ d*sc*q with 6-bit sc - 32.
+BlockQ3_K quantize_q3_k(const float* x);
 // q4_k: 8 sub-blocks of 32, levels 0..15, x ≈ d*sc*q - dmin*m.
 BlockQ4_K quantize_q4_k(const float* x);
 // q5_k: as q4_k with levels 0..31.

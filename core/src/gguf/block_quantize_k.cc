@@ -21,7 +21,7 @@ namespace duet::blocks {
 namespace {
 
 constexpr int kSub32 = 32;  // q4_k / q5_k sub-block
-constexpr int kSub16 = 16;  // q6_k sub-block
+constexpr int kSub16 = 16;  // q2_k / q3_k / q6_k sub-block
 // Below this largest magnitude a sub-block counts as all zeros.
 constexpr float kZeroGroup = 1e-15f;
 
@@ -35,9 +35,11 @@ int nearest(float v) { return static_cast<int>(std::clamp(std::nearbyint(v), -0x
 // candidate wins, its offset is the `min` of the candidates after it (ggml's
 // search does so, and bit-equal files need the same walk). The minimum is
 // never above zero (an all-positive group keeps 0 as its offset). Returns
-// the scale; L holds the chosen levels, `work` n scratch bytes.
+// the scale; L holds the chosen levels, `work` n scratch bytes. The error
+// weighed is the squared difference, or its magnitude where `abs_error`
+// (q2_k's fit).
 float fit_with_min(int n, int nmax, const float* x, const float* w, float rmin, float rdelta,
-                   int steps, uint8_t* L, uint8_t* work, float& min_out) {
+                   int steps, bool abs_error, uint8_t* L, uint8_t* work, float& min_out) {
   float lo = x[0];
   float hi = x[0];
   float sum_w = w[0];
@@ -62,7 +64,7 @@ float fit_with_min(int n, int nmax, const float* x, const float* w, float rmin, 
     float err = 0.0f;
     for (int i = 0; i < n; ++i) {
       const float diff = scale * levels_of[i] + offset - x[i];
-      err += w[i] * (diff * diff);
+      err += w[i] * (abs_error ? std::fabs(diff) : diff * diff);
     }
     return err;
   };
@@ -154,6 +156,73 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
   return scale;
 }
 
+// q3_k's symmetric fit of n values to levels -nmax..nmax-1, weighted by x²:
+// start from the scale -max/nmax (max the element of largest magnitude, with
+// its sign), then up to five sweeps that move one element at a time to the
+// level that best fits the least-squares scale of all the others, keeping a
+// move only when it raises (Σ w x l)² / Σ w l². L holds level + nmax.
+// Returns the least-squares scale (0 for an all-zero group).
+float fit_q3(int n, int nmax, const float* x, int8_t* L) {
+  float amax = 0.0f;
+  float vmax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      vmax = x[i];
+    }
+  }
+  if (amax < kZeroGroup) {
+    std::memset(L, 0, static_cast<size_t>(n));
+    return 0.0f;
+  }
+  const float inv = -static_cast<float>(nmax) / vmax;
+  float sum_lx = 0.0f;
+  float sum_l2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::clamp(nearest(inv * x[i]), -nmax, nmax - 1);
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    const auto fl = static_cast<float>(l);
+    sum_lx += w * x[i] * fl;
+    sum_l2 += w * fl * fl;
+  }
+  for (int sweep = 0; sweep < 5; ++sweep) {
+    int moved = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      const auto old_l = static_cast<float>(L[i]);
+      float lx = sum_lx - w * x[i] * old_l;
+      if (!(lx > 0.0f)) continue;  // as ggml: a NaN sum moves nothing
+      float l2 = sum_l2 - w * old_l * old_l;
+      const int l = std::clamp(nearest(x[i] * l2 / lx), -nmax, nmax - 1);
+      if (l == L[i]) continue;
+      const auto fl = static_cast<float>(l);
+      lx += w * x[i] * fl;
+      l2 += w * fl * fl;
+      if (l2 > 0.0f && lx * lx * sum_l2 > sum_lx * sum_lx * l2) {
+        L[i] = static_cast<int8_t>(l);
+        sum_lx = lx;
+        sum_l2 = l2;
+        ++moved;
+      }
+    }
+    if (moved == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return sum_lx / sum_l2;
+}
+
+// Packs 2-bit levels (0..3) of a super-block as k_plane_bits reads them:
+// element j = 128 h + 32 r + l at bits 2 r of qs[32 h + l].
+void put_plane_bits(const uint8_t* L, uint8_t* qs) {
+  for (int h = 0; h < kQK_K / 128; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* e = L + 128 * h + l;
+      qs[32 * h + l] = static_cast<uint8_t>(e[0] | e[32] << 2 | e[64] << 4 | e[96] << 6);
+    }
+  }
+}
+
 // Stores the 6-bit scale and min of sub-block s (0..7) of a q4_k / q5_k
 // super-block: the inverse of k4_scale_min. Sub-blocks 0..3 first, then
 // 4..7, whose high bits go into the tops of bytes 0..7.
@@ -186,8 +255,8 @@ void fit_k4_super_block(const float* x, int nmax, float rmin, int steps, Block& 
     for (int i = 0; i < kSub32; ++i) sum_x2 += xs[i] * xs[i];
     const float rms = std::sqrt(sum_x2 / kSub32);
     for (int i = 0; i < kSub32; ++i) weights[i] = rms + std::fabs(xs[i]);
-    scales[s] =
-        fit_with_min(kSub32, nmax, xs, weights, rmin, 0.1f, steps, L + kSub32 * s, work, mins[s]);
+    scales[s] = fit_with_min(kSub32, nmax, xs, weights, rmin, 0.1f, steps, false, L + kSub32 * s,
+                             work, mins[s]);
     max_scale = std::max(max_scale, scales[s]);
     max_min = std::max(max_min, mins[s]);
   }
@@ -216,6 +285,100 @@ void fit_k4_super_block(const float* x, int nmax, float rmin, int steps, Block& 
 }
 
 }  // namespace
+
+BlockQ2_K quantize_q2_k(const float* x) {
+  BlockQ2_K out;
+  uint8_t L[kQK_K];
+  uint8_t work[kSub16];
+  float weights[kSub16];
+  float scales[kQK_K / kSub16];
+  float mins[kQK_K / kSub16];
+  float max_scale = 0.0f;
+  float max_min = 0.0f;
+  for (int s = 0; s < kQK_K / kSub16; ++s) {
+    const float* xs = x + kSub16 * s;
+    for (int i = 0; i < kSub16; ++i) weights[i] = std::fabs(xs[i]);
+    scales[s] =
+        fit_with_min(kSub16, 3, xs, weights, -0.5f, 0.1f, 15, true, L + kSub16 * s, work, mins[s]);
+    max_scale = std::max(max_scale, scales[s]);
+    max_min = std::max(max_min, mins[s]);
+  }
+  // Stored as bytes, as ggml stores them: a negative fit wraps.
+  std::memset(out.scales, 0, sizeof(out.scales));
+  out.d = f32_to_f16(0.0f);
+  out.dmin = f32_to_f16(0.0f);
+  if (max_scale > 0.0f) {
+    const float inv = 15.0f / max_scale;
+    for (int s = 0; s < kQK_K / kSub16; ++s) {
+      out.scales[s] = static_cast<uint8_t>(nearest(inv * scales[s]));
+    }
+    out.d = f32_to_f16(max_scale / 15.0f);
+  }
+  if (max_min > 0.0f) {
+    const float inv = 15.0f / max_min;
+    for (int s = 0; s < kQK_K / kSub16; ++s) {
+      out.scales[s] |= static_cast<uint8_t>(nearest(inv * mins[s]) << 4);
+    }
+    out.dmin = f32_to_f16(max_min / 15.0f);
+  }
+  for (int s = 0; s < kQK_K / kSub16; ++s) {
+    const float d = f16_to_f32(out.d) * static_cast<float>(q2_k_scale(out, s));
+    if (d == 0.0f) continue;  // keeps the levels of the fit
+    const float dm = f16_to_f32(out.dmin) * static_cast<float>(q2_k_min(out, s));
+    for (int i = 0; i < kSub16; ++i) {
+      L[kSub16 * s + i] =
+          static_cast<uint8_t>(std::clamp(nearest((x[kSub16 * s + i] + dm) / d), 0, 3));
+    }
+  }
+  put_plane_bits(L, out.qs);
+  return out;
+}
+
+BlockQ3_K quantize_q3_k(const float* x) {
+  BlockQ3_K out;
+  std::memset(&out, 0, sizeof(out));
+  int8_t L[kQK_K];
+  float scales[kQK_K / kSub16];
+  float max_scale = 0.0f;
+  float max_abs = 0.0f;
+  for (int s = 0; s < kQK_K / kSub16; ++s) {
+    scales[s] = fit_q3(kSub16, 4, x + kSub16 * s, L + kSub16 * s);
+    if (std::fabs(scales[s]) > max_abs) {
+      max_abs = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
+  }
+  out.d = f32_to_f16(0.0f);
+  if (max_scale != 0.0f) {
+    const float inv = -32.0f / max_scale;
+    for (int s = 0; s < kQK_K / kSub16; ++s) {
+      // As int8_t first, as ggml rounds it; |inv * scale| <= 32 keeps it whole.
+      const auto rounded = static_cast<int8_t>(nearest(inv * scales[s]));
+      const int sc = std::clamp<int>(rounded, -32, 31) + 32;
+      out.scales[s % 8] |= static_cast<uint8_t>((sc & 15) << (4 * (s / 8)));
+      out.scales[8 + s % 4] |= static_cast<uint8_t>((sc >> 4) << (2 * (s / 4)));
+    }
+    out.d = f32_to_f16(1.0f / inv);
+  }
+  for (int s = 0; s < kQK_K / kSub16; ++s) {
+    const float d = f16_to_f32(out.d) * static_cast<float>(q3_k_scale(out, s) - 32);
+    if (d == 0.0f) continue;  // keeps the levels of the fit
+    for (int i = 0; i < kSub16; ++i) {
+      L[kSub16 * s + i] =
+          static_cast<int8_t>(std::clamp(nearest(x[kSub16 * s + i] / d), -4, 3) + 4);
+    }
+  }
+  // Levels 4..7 set the element's hmask bit (bit j / 32 of hmask[j % 32])
+  // and keep their low two bits.
+  uint8_t low[kQK_K];
+  for (int j = 0; j < kQK_K; ++j) {
+    const bool high = L[j] > 3;
+    if (high) out.hmask[j % 32] |= static_cast<uint8_t>(1u << (j / 32));
+    low[j] = static_cast<uint8_t>(high ? L[j] - 4 : L[j]);
+  }
+  put_plane_bits(low, out.qs);
+  return out;
+}
 
 BlockQ4_K quantize_q4_k(const float* x) {
   BlockQ4_K out;

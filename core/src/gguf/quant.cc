@@ -170,6 +170,10 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return quantize_blocks<blocks::BlockQ5_1, blocks::quantize_q5_1>(src, dst, n);
     case DType::kQ8_0:
       return quantize_blocks<blocks::BlockQ8_0, blocks::quantize_q8_0>(src, dst, n);
+    case DType::kQ2_K:
+      return quantize_blocks<blocks::BlockQ2_K, blocks::quantize_q2_k>(src, dst, n);
+    case DType::kQ3_K:
+      return quantize_blocks<blocks::BlockQ3_K, blocks::quantize_q3_k>(src, dst, n);
     case DType::kQ4_K:
       return quantize_blocks<blocks::BlockQ4_K, blocks::quantize_q4_k>(src, dst, n);
     case DType::kQ5_K:

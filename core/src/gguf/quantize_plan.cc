@@ -26,7 +26,9 @@ constexpr FileTypeInfo kFileTypes[] = {
     {FileType::kQ5_K_S, "q5_k_s", DType::kQ5_K}, {FileType::kQ5_1, "q5_1", DType::kQ5_1},
     {FileType::kQ5_0, "q5_0", DType::kQ5_0},     {FileType::kQ4_K_M, "q4_k_m", DType::kQ4_K},
     {FileType::kQ4_K_S, "q4_k_s", DType::kQ4_K}, {FileType::kQ4_1, "q4_1", DType::kQ4_1},
-    {FileType::kQ4_0, "q4_0", DType::kQ4_0},
+    {FileType::kQ4_0, "q4_0", DType::kQ4_0},     {FileType::kQ3_K_L, "q3_k_l", DType::kQ3_K},
+    {FileType::kQ3_K_M, "q3_k_m", DType::kQ3_K}, {FileType::kQ3_K_S, "q3_k_s", DType::kQ3_K},
+    {FileType::kQ2_K, "q2_k", DType::kQ2_K},
 };
 
 const FileTypeInfo& info(FileType type) {
@@ -73,11 +75,34 @@ bool more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8)
 
 int64_t block_of(DType t) { return dtype_traits(t).block_size; }
 
+// A head count of layer 0: the value, or the first element of a per-layer
+// array; nullopt when absent or not a count.
+std::optional<uint64_t> layer0_count(const GgufFile& in, const std::string& key) {
+  const GgufValue* v = in.find(key);
+  if (!v) return std::nullopt;
+  if (const GgufArray* a = v->as_array()) {
+    if (a->size() == 0) return std::nullopt;
+    return a->elements().front().as_uint();
+  }
+  return v->as_uint();
+}
+
+// llama.cpp's n_gqa() of layer 0: head_count / head_count_kv (the KV count
+// defaults to the head count), 0 when either is unknown or zero.
+int query_heads_per_kv_head(const GgufFile& in, std::string_view arch) {
+  const std::string prefix = std::string(arch) + ".attention.";
+  const std::optional<uint64_t> heads = layer0_count(in, prefix + "head_count");
+  if (!heads) return 0;
+  const uint64_t kv = layer0_count(in, prefix + "head_count_kv").value_or(*heads);
+  return kv == 0 ? 0 : static_cast<int>(*heads / kv);
+}
+
 // Counters llama-quantize keeps while it walks the tensors in its order.
 struct RecipeState {
   bool has_output = false;
   int n_attn_v = 0;  // attn_v / attn_qkv / attn_kv_b weights in the file
   int n_layer = 0;
+  int n_gqa = 0;  // query heads per KV head (of layer 0); 0 when unknown
   int i_attn_v = 0;
   int i_ffn_down = 0;
 };
@@ -93,7 +118,13 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
   }
   if (name == "token_embd.weight") return t;
   if (contains(name, "attn_v.weight")) {
-    if (k_m && more_bits(st.i_attn_v, st.n_attn_v))
+    if (ft == FileType::kQ2_K)
+      t = st.n_gqa >= 4 ? DType::kQ4_K : DType::kQ3_K;
+    else if (ft == FileType::kQ3_K_M)
+      t = st.i_attn_v < 2 ? DType::kQ5_K : DType::kQ4_K;
+    else if (ft == FileType::kQ3_K_L)
+      t = DType::kQ5_K;
+    else if (k_m && more_bits(st.i_attn_v, st.n_attn_v))
       t = DType::kQ6_K;
     else if (ft == FileType::kQ4_K_S && st.i_attn_v < 4)
       t = DType::kQ5_K;
@@ -102,11 +133,20 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
   }
   if (contains(name, "ffn_down")) {
     const int i = st.i_ffn_down++;
+    if (ft == FileType::kQ2_K) return DType::kQ3_K;
+    if (ft == FileType::kQ3_K_M) return i < st.n_layer / 16 ? DType::kQ5_K : DType::kQ4_K;
+    if (ft == FileType::kQ3_K_L) return DType::kQ5_K;
     if (k_m && more_bits(i, st.n_layer)) return DType::kQ6_K;
     if (ft == FileType::kQ4_K_S && i < st.n_layer / 8) return DType::kQ5_K;
     return t;
   }
+  if (contains(name, "attn_output.weight")) {
+    if (ft == FileType::kQ2_K) return DType::kQ3_K;
+    if (ft == FileType::kQ3_K_M) return DType::kQ4_K;
+    if (ft == FileType::kQ3_K_L) return DType::kQ5_K;
+  }
   if (contains(name, "attn_qkv.weight")) {
+    if (ft == FileType::kQ3_K_M || ft == FileType::kQ3_K_L) return DType::kQ4_K;
     if (ft == FileType::kQ4_K_M) return DType::kQ5_K;
     if (ft == FileType::kQ5_K_M) return DType::kQ6_K;
   }
@@ -173,6 +213,7 @@ std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type) {
   const std::optional<uint64_t> blocks =
       arch ? in.find_uint(std::string(*arch) + ".block_count") : std::nullopt;
   st.n_layer = blocks ? static_cast<int>(*blocks) : n_ffn_down;
+  st.n_gqa = arch ? query_heads_per_kv_head(in, *arch) : 0;
 
   // llama-quantize walks the tensors by layer (then name), and its
   // counters follow that order; the plan keeps the file's.
@@ -199,6 +240,15 @@ std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type) {
     DType to = recipe ? recipe_type(type, t.name, row, st) : base;
     if (row % block_of(to) != 0) {
       const std::optional<DType> alt = type_for_rows(to, row);
+      if (!alt && (to == DType::kQ2_K || to == DType::kQ3_K)) {
+        throw Error(ErrorKind::kModelFile,
+                    in.path().string() + ": tensor '" + p.name + "' has rows of " +
+                        std::to_string(row) + " elements, not whole " +
+                        std::string(dtype_name(to)) +
+                        " super-blocks of 256, and llama-quantize stores such rows as iq4_nl, "
+                        "which Duet does not read; choose q4_k_m (or another 4-bit or wider "
+                        "file type) for this model");
+      }
       if (!alt) {
         throw Error(ErrorKind::kModelFile,
                     in.path().string() + ": tensor '" + p.name + "' has rows of " +

@@ -9,7 +9,9 @@
 // and last eighth of the layers, and of every third layer between, get q6_k;
 // the output matrix (or, where the model ties it to the embeddings,
 // token_embd) gets q6_k; every other weight q4_k; a q4_k or q6_k tensor whose
-// rows are not a multiple of 256 becomes q5_0 or q8_0. Norms, other 1-D
+// rows are not a multiple of 256 becomes q5_0 or q8_0. The 2- and 3-bit
+// recipes (q2_k, q3_k_s/m/l) give attn_v, attn_output and ffn_down more bits
+// (q2_k's attn_v depends on how many query heads share a KV head). Norms, other 1-D
 // tensors and biases are copied as stored. The rules reproduced are
 // llama-quantize's for dense models (b4747); its mixture-of-experts, 70B and
 // Falcon special cases are not (such models are refused elsewhere in Duet).
@@ -44,6 +46,10 @@ enum class FileType : uint32_t {
   kQ8_0 = 7,
   kQ5_0 = 8,
   kQ5_1 = 9,
+  kQ2_K = 10,
+  kQ3_K_S = 11,
+  kQ3_K_M = 12,
+  kQ3_K_L = 13,
   kQ4_K_S = 14,
   kQ4_K_M = 15,
   kQ5_K_S = 16,
@@ -58,7 +64,8 @@ DUET_API const std::vector<FileType>& file_types();
 // elements in: `type` when the rows are whole blocks of it, else its
 // fallback (q4_k → q5_0, q5_k → q5_1, q6_k → q8_0), or f16 where the
 // fallback's blocks do not fit either; nullopt for a type that has no
-// fallback and does not fit.
+// fallback Duet stores and does not fit (q2_k and q3_k, which llama-quantize
+// stores as iq4_nl, a format Duet does not read).
 DUET_API std::optional<DType> type_for_rows(DType type, int64_t row);
 // "q4_k_m", "f32", ... (llama-quantize's names, lower case).
 DUET_API std::string file_type_name(FileType type);
@@ -77,7 +84,8 @@ struct DUET_API TensorPlan {
 
 // Each tensor's fate, in the input's order. Throws Error(kModelFile) naming
 // the tensor when a weight's rows fit neither the recipe's type nor its
-// fallback (a row length not a multiple of 32).
+// fallback (a row length not a multiple of 32, or q2_k / q3_k rows that are
+// not whole super-blocks: see type_for_rows).
 DUET_API std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type);
 
 struct DUET_API QuantizeOptions {
