@@ -501,7 +501,8 @@ INSTANTIATE_TEST_SUITE_P(QgemvAllTypes, QgemvTest,
 // K-quant rows are whole 256-element super-blocks: one, six (SmolLM2's ffn),
 // eight (Llama-3.2-1B's width).
 INSTANTIATE_TEST_SUITE_P(QgemvKQuants, QgemvTest,
-                         ::testing::Combine(::testing::Values(DType::kQ4_K, DType::kQ5_K,
+                         ::testing::Combine(::testing::Values(DType::kQ2_K, DType::kQ3_K,
+                                                              DType::kQ4_K, DType::kQ5_K,
                                                               DType::kQ6_K),
                                             ::testing::Values<int64_t>(256, 1536, 2048)),
                          type_and_k_name);

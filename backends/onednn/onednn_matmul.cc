@@ -129,11 +129,10 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
 bool Matmul::takes_tiles(int64_t n, DType wtype) const {
   if (min_tile_rows_ == 0 || n >= min_gemm_rows_ || !row_tiles_kernel(path_, wtype)) return false;
   // Nibble tiles hold the file's bytes, regrouped: no more to stream than
-  // the gemv kernels read, so decode's single row takes them too. Not so
-  // q2_k and q3_k, though they lack a gemv kernel: their tiles take 1.5
-  // bytes per weight against the file's 0.33 and 0.43, a copy 3.5-4.5 times
-  // the model, which one row does not pay for by default (the files are
-  // chosen to save memory).
+  // the gemv kernels read, so decode's single row takes them too. Not so the
+  // half-block tiles (q2_k, q3_k, q6_k): 1.5 bytes per weight, against the
+  // file's 0.33 and 0.43 for q2_k and q3_k, so one row streams the file's
+  // bytes through gemv instead.
   return n >= min_tile_rows_ || tile_format(wtype) == TileFormat::kNibbles;
 }
 

@@ -571,7 +571,7 @@ void expand_weights(const VectorKernels& kernels, DType type, const void* src, f
                     int64_t n) {
   if (has_vector_dequantize(type)) {
     kernels.dequantize(type, src, dst, n);
-  } else if (has_vector_expand_kquant(type)) {
+  } else if (kquant_kernel_type(type)) {
     kernels.expand_kquant(type, src, dst, n);
   } else {
     dequantize_row(type, src, dst, n);

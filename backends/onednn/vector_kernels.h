@@ -96,20 +96,15 @@ inline int64_t cache_head_bytes(DType type, int64_t head_dim) {
 // The kernels compiled for `path`. REQUIRES: path ≤ hardware_cpu_path().
 const VectorKernels& vector_kernels(CpuPath path);
 
-// q4_0, q4_1 and q8_0: the block formats `dequantize` expands.
+// q4_0, q4_1 and q8_0: the block formats `dequantize` expands; `expand_kquant`
+// expands the kquant_kernel_type formats (kernels/qgemv.h).
 inline bool has_vector_dequantize(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0;
 }
 
-// q5_0, q5_1, q4_k, q5_k and q6_k: the block formats `expand_kquant` expands.
-inline bool has_vector_expand_kquant(DType t) {
-  return t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ4_K || t == DType::kQ5_K ||
-         t == DType::kQ6_K;
-}
-
 // Expands n elements of any weight type (n a multiple of the block size):
-// q4_0, q4_1, q8_0 and the has_vector_expand_kquant formats with `kernels`,
-// the others (q2_k, q3_k, bf16) with duet::dequantize_row.
+// q4_0, q4_1, q8_0 and the kquant_kernel_type formats (kernels/qgemv.h) with
+// `kernels`, the others (bf16) with duet::dequantize_row.
 void expand_weights(const VectorKernels& kernels, DType type, const void* src, float* dst,
                     int64_t n);
 

@@ -130,15 +130,9 @@ detail::GemvArgs make_args(CpuPath path, DType wtype, const void* w, int64_t k,
           row_end};
 }
 
-// The formats of qgemv_kquant.cc.
-bool kquant_kernel(DType t) {
-  return t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kQ4_K || t == DType::kQ5_K ||
-         t == DType::kQ6_K;
-}
-
 // a.n vectors through the path's many-vector kernel; false where it has none.
 bool run_many(CpuPath path, const detail::GemvArgs& a) {
-  if (kquant_kernel(a.wtype)) return false;
+  if (kquant_kernel_type(a.wtype)) return false;
   switch (path) {
     case CpuPath::kAvx512:
       return detail::gemv_many_avx512(a);
@@ -167,7 +161,7 @@ void run_kquant(CpuPath path, const detail::GemvArgs& a) {
 }
 
 void run(CpuPath path, const detail::GemvArgs& a) {
-  if (kquant_kernel(a.wtype)) {
+  if (kquant_kernel_type(a.wtype)) {
     run_kquant(path, a);
     return;
   }

@@ -112,17 +112,14 @@ class Q8Activations {
   std::unique_ptr<int32_t[], AlignedFree> q_lo_bias_;
 };
 
-// The block types gemv multiplies against int8 activations (Q8Activations):
-// q4_0, q4_1 and q8_0 (hand-written kernels per path), q5_0, q5_1, q4_k,
-// q5_k and q6_k (qgemv_kquant.cc: portable code the compiler vectorises
-// per path).
-inline bool qgemv_block_type(DType t) {
+// The formats of qgemv_kquant.cc, which both multiplies them (gemv) and
+// expands them to f32 (the backend's GEMM panels): q5_0, q5_1, q2_k..q6_k.
+inline bool kquant_kernel_type(DType t) {
   switch (t) {
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ8_0:
     case DType::kQ5_0:
     case DType::kQ5_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
@@ -130,6 +127,14 @@ inline bool qgemv_block_type(DType t) {
     default:
       return false;
   }
+}
+
+// The block types gemv multiplies against int8 activations (Q8Activations):
+// q4_0, q4_1 and q8_0 (hand-written kernels per path), q5_0, q5_1 and the
+// K-quants q2_k to q6_k (qgemv_kquant.cc: portable code with AVX2 forms,
+// built per path).
+inline bool qgemv_block_type(DType t) {
+  return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0 || kquant_kernel_type(t);
 }
 
 // y[r] = Σ_c W[r, c] * x[c] for every r in [row_begin, row_end), where W is a

@@ -1,5 +1,5 @@
-// gemv kernels for the 5-bit formats and the K-quants (q5_0, q5_1, q4_k,
-// q5_k, q6_k), written once and compiled once per CpuPath with that path's
+// gemv kernels for the 5-bit formats and the K-quants (q5_0, q5_1, q2_k,
+// q3_k, q4_k, q5_k, q6_k), written once and compiled once per CpuPath with that path's
 // instruction flags (kernels/CMakeLists.txt): unpacking and the byte dot
 // products of 32 elements have AVX2 forms (vpmaddubsw, or vpdpbusd where
 // AVX-512 VNNI is on) beside the portable ones the scalar build keeps; every
@@ -15,8 +15,10 @@
 // adds, as qgemv.h's formulas,
 //   u * dw * Σ(qw*qx) + mw * s
 // with dw, mw the block's scale and offset: q5_0 (d, -16d), q5_1 (d, m),
-// q4_k and q5_k (d*sc, -dmin*m of the 32-element sub-block); q6_k's two
-// 16-element sub-blocks each add u * d*sc * Σ((q-32)*qx) over their half.
+// q4_k and q5_k (d*sc, -dmin*m of the 32-element sub-block); the 16-element
+// sub-blocks of q6_k and q3_k each add u * d*sc * Σ((q-bias)*qx) over their
+// half (bias 32 and 4), and q2_k's u * d*sc * Σ(q*qx) - dmin*m * s_half, with
+// s_half the half's activation sum (Q8Activations::half_scales).
 // The AVX2 builds take a K-quant super-block (or eight q5 blocks) per step,
 // with the scales of all its blocks as one vector, keep 8 lanes of integer
 // sums per block scaled as floats (one horizontal sum per row), and prefetch
@@ -224,6 +226,29 @@ void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, Levels& w) {
     const int low = (ql[l] >> (4 * (r / 2))) & 15;
     const int high = (qh[l] >> (2 * r)) & 3;
     w.v[l] = static_cast<uint8_t>(low | high << 4);
+  }
+#endif
+}
+
+// q2_k / q3_k activation block a = 4h + r (elements 128h + 32r + l): bits 2r
+// of the 32 bytes qs (from 32h), and for q3_k bit a of each byte of hmask as
+// bit 2: levels 0..7, the format's -4 (where that bit is clear) applied as
+// RowSum's bias.
+[[maybe_unused]] void unpack_k2(const uint8_t* qs, const uint8_t* hmask, int a, Levels& w) {
+  const int r = a % 4;
+#if defined(__AVX2__)
+  // Shifting 16-bit lanes keeps each byte's own bits at the bottom.
+  __m256i v = _mm256_and_si256(_mm256_srli_epi16(load32(qs), 2 * r), bytes(3));
+  if (hmask != nullptr) {
+    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(load32(hmask), a), bytes(1));
+    v = _mm256_or_si256(v, _mm256_slli_epi16(h, 2));
+  }
+  store(w, v);
+#else
+  for (int l = 0; l < kBlock; ++l) {
+    int level = (qs[l] >> (2 * r)) & 3;
+    if (hmask != nullptr) level |= ((hmask[l] >> a) & 1) << 2;
+    w.v[l] = static_cast<uint8_t>(level);
   }
 #endif
 }
@@ -516,6 +541,143 @@ float row_q6_k(const uint8_t* row, const Q8Activations& xq) {
   }
   return acc.total();
 }
+
+// q2_k: each activation block's two sub-blocks add their scaled integer sums
+// and their minimums against the half blocks' activation sums.
+float row_q2_k(const uint8_t* row, const Q8Activations& xq) {
+  using Block = blk::BlockQ2_K;
+  constexpr int kSubs = blk::kQK_K / kBlock;
+  const float* sx = xq.scales();
+  const float* hs = xq.half_scales();
+  const int64_t supers = xq.k() / blk::kQK_K;
+  RowSum acc;
+  Levels w;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
+    const auto& x = *reinterpret_cast<const Block*>(p);
+    const float d = load_f16(p + offsetof(Block, d));
+    const float dmin = load_f16(p + offsetof(Block, dmin));
+    for (int a = 0; a < kSubs; ++a) {
+      unpack_k2(p + offsetof(Block, qs) + 32 * (a / 4), nullptr, a, w);
+      const int64_t b = sb * kSubs + a;
+      const float du = d * sx[2 * b];
+      const float offset = -(dmin * static_cast<float>(blk::q2_k_min(x, 2 * a))) * hs[2 * b] -
+                           (dmin * static_cast<float>(blk::q2_k_min(x, 2 * a + 1))) * hs[2 * b + 1];
+      acc.add(w, xq, b, 0, du * static_cast<float>(blk::q2_k_scale(x, 2 * a)),
+              du * static_cast<float>(blk::q2_k_scale(x, 2 * a + 1)), offset);
+    }
+  }
+  return acc.total();
+}
+
+float row_q3_k(const uint8_t* row, const Q8Activations& xq) {
+  using Block = blk::BlockQ3_K;
+  constexpr int kSubs = blk::kQK_K / kBlock;
+  const float* sx = xq.scales();
+  const int64_t supers = xq.k() / blk::kQK_K;
+  RowSum acc;
+  Levels w;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
+    const auto& x = *reinterpret_cast<const Block*>(p);
+    const float d = load_f16(p + offsetof(Block, d));
+    for (int a = 0; a < kSubs; ++a) {
+      unpack_k2(p + offsetof(Block, qs) + 32 * (a / 4), p + offsetof(Block, hmask), a, w);
+      const int64_t b = sb * kSubs + a;
+      const float du = d * sx[2 * b];
+      acc.add(w, xq, b, 4, du * static_cast<float>(blk::q3_k_scale(x, 2 * a) - 32),
+              du * static_cast<float>(blk::q3_k_scale(x, 2 * a + 1) - 32), 0.0f);
+    }
+  }
+  return acc.total();
+}
+#endif
+
+#if defined(__AVX2__)
+// q2_k and q3_k a super-block at a time, in registers, as row_q6_k_avx2:
+// activation block a's lanes 0-3 hold sub-block 2a's integer sums, lanes 4-7
+// sub-block 2a+1's, scaled by d*u*sc. The sixteen scales (and q2_k's
+// minimums) are unpacked together; q2_k's minimums are two multiply-adds
+// per super-block against the half blocks' activation sums.
+template <class Block>
+float row_k2_avx2(const uint8_t* row, const Q8Activations& xq) {
+  constexpr bool kThree = std::is_same_v<Block, blk::BlockQ3_K>;
+  const int64_t supers = xq.k() / blk::kQK_K;
+  const bool two = xq.terms() == 2;
+  const __m256i low2 = bytes(3), bias = bytes(4);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // independent chains
+  __m256 acc_min = _mm256_setzero_ps();
+  // Eight bytes (as the low half of a vector) to eight floats.
+  auto floats = [](uint64_t v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
+  };
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
+    const int64_t b0 = sb * (blk::kQK_K / kBlock);
+    prefetch_ahead(p, sizeof(Block));
+    __m256 sc_first, sc_second;  // sub-blocks 0-7 and 8-15
+    __m256i hmask = _mm256_setzero_si256();
+    constexpr uint64_t kLow4 = 0x0f0f0f0f0f0f0f0fULL;
+    if constexpr (kThree) {
+      // q3_k_scale for all sixteen: low nibbles of bytes 0-7 (sub-blocks
+      // 0-7) and their high nibbles (8-15); two high bits each from bytes
+      // 8-11, at bits 2 (s / 4) of byte 8 + s % 4.
+      uint64_t low;
+      uint32_t high;
+      std::memcpy(&low, p + offsetof(Block, scales), sizeof low);
+      std::memcpy(&high, p + offsetof(Block, scales) + 8, sizeof high);
+      auto pair = [&](int shift) {  // the high bits of s % 4 = 0..3, one shift
+        return static_cast<uint64_t>((high >> shift) & 0x03030303u);
+      };
+      const uint64_t first = (low & kLow4) | (pair(0) | pair(2) << 32) << 4;
+      const uint64_t second = ((low >> 4) & kLow4) | (pair(4) | pair(6) << 32) << 4;
+      const __m256 offset = _mm256_set1_ps(32.0f);
+      sc_first = _mm256_sub_ps(floats(first), offset);
+      sc_second = _mm256_sub_ps(floats(second), offset);
+      hmask = load32(p + offsetof(Block, hmask));
+    } else {
+      uint64_t lo, hi;
+      std::memcpy(&lo, p + offsetof(Block, scales), sizeof lo);
+      std::memcpy(&hi, p + offsetof(Block, scales) + 8, sizeof hi);
+      sc_first = floats(lo & kLow4);
+      sc_second = floats(hi & kLow4);
+      const __m256 dmin = _mm256_set1_ps(load_f16(p + offsetof(Block, dmin)));
+      const float* hs = xq.half_scales() + 2 * b0;
+      acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, floats((lo >> 4) & kLow4)), _mm256_loadu_ps(hs),
+                                acc_min);
+      acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, floats((hi >> 4) & kLow4)),
+                                _mm256_loadu_ps(hs + 8), acc_min);
+    }
+    __m256 u, unused_sums;
+    split_units(xq.scales() + 2 * b0, u, unused_sums);
+    const __m256 du = _mm256_mul_ps(_mm256_set1_ps(load_f16(p + offsetof(Block, d))), u);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load32(p + offsetof(Block, qs) + 32 * h);
+      for (int r = 0; r < 4; ++r) {
+        const int a = 4 * h + r;
+        __m256i w = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * r), low2);
+        if constexpr (kThree) {
+          const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hmask, a), bytes(1));
+          w = _mm256_or_si256(w, _mm256_slli_epi16(top, 2));
+        }
+        const int64_t b = b0 + a;
+        auto term = [&](const int8_t* xs) {
+          const __m256i x = load32(xs + b * kBlock);
+          const __m256i dot = dot_lanes(w, x);
+          return kThree ? _mm256_sub_epi32(dot, dot_lanes(bias, x)) : dot;
+        };
+        __m256i d = term(xq.q());
+        if (two) d = _mm256_add_epi32(_mm256_slli_epi32(d, 8), term(xq.q_lo()));
+        const int j = 2 * (a % 4);
+        const __m256i pick = _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1);
+        const __m256 sc = _mm256_permutevar8x32_ps(a < 4 ? sc_first : sc_second, pick);
+        const __m256 scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(du, _mm256_set1_epi32(a)), sc);
+        acc[r % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[r % 2]);
+      }
+    }
+  }
+  return sum_lanes(_mm256_add_ps(acc[0], acc[1])) - sum_lanes(acc_min);
+}
 #endif
 
 float row(DType t, const uint8_t* w, const Q8Activations& xq) {
@@ -529,6 +691,10 @@ float row(DType t, const uint8_t* w, const Q8Activations& xq) {
       return row_k4_avx2<blk::BlockQ4_K>(w, xq);
     case DType::kQ5_K:
       return row_k4_avx2<blk::BlockQ5_K>(w, xq);
+    case DType::kQ2_K:
+      return row_k2_avx2<blk::BlockQ2_K>(w, xq);
+    case DType::kQ3_K:
+      return row_k2_avx2<blk::BlockQ3_K>(w, xq);
     default:
       return row_q6_k_avx2(w, xq);
 #else
@@ -540,6 +706,10 @@ float row(DType t, const uint8_t* w, const Q8Activations& xq) {
       return row_k4<blk::BlockQ4_K>(w, xq);
     case DType::kQ5_K:
       return row_k4<blk::BlockQ5_K>(w, xq);
+    case DType::kQ2_K:
+      return row_q2_k(w, xq);
+    case DType::kQ3_K:
+      return row_q3_k(w, xq);
     default:
       return row_q6_k(w, xq);
 #endif
@@ -549,25 +719,27 @@ float row(DType t, const uint8_t* w, const Q8Activations& xq) {
 // ---- expansion to f32 (GEMM panels) ------------------------------------------
 #if defined(DUET_KQUANT_EXPAND_ENTRY)
 
-// y[i] = scale * (q[i] - bias) (+ offset) over 32 levels, scale per half
-// (q6_k's two sub-blocks), as duet::dequantize_row computes each value: one
-// multiply, then one add, never fused (this file is built with
-// -ffp-contract=off); formats without an offset add nothing, which keeps -0.
+// y[i] = scale * (q[i] - bias) (+ offset) over 32 levels, scale and offset
+// per half (the 16-element sub-blocks of q2_k, q3_k, q6_k), as
+// duet::dequantize_row computes each value: one multiply, then one add, never
+// fused (this file is built with -ffp-contract=off); formats without an
+// offset add nothing, which keeps -0.
 template <bool kOffset>
-void expand32(const Levels& w, int bias, const float (&scale)[2], float offset, float* y) {
+void expand32(const Levels& w, int bias, const float (&scale)[2], const float (&offset)[2],
+              float* y) {
 #if defined(__AVX2__)
   for (int i = 0; i < 4; ++i) {
     const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.v + 8 * i));
     const __m256 q =
         _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(q8), _mm256_set1_epi32(bias)));
     __m256 v = _mm256_mul_ps(_mm256_set1_ps(scale[i / 2]), q);
-    if constexpr (kOffset) v = _mm256_add_ps(v, _mm256_set1_ps(offset));
+    if constexpr (kOffset) v = _mm256_add_ps(v, _mm256_set1_ps(offset[i / 2]));
     _mm256_storeu_ps(y + 8 * i, v);
   }
 #else
   for (int j = 0; j < kBlock; ++j) {
     y[j] = scale[j / 16] * static_cast<float>(w.v[j] - bias);
-    if constexpr (kOffset) y[j] += offset;
+    if constexpr (kOffset) y[j] += offset[j / 16];
   }
 #endif
 }
@@ -581,9 +753,9 @@ void expand_q5(const uint8_t* src, float* y, int64_t blocks) {
     const float d = load_f16(p + offsetof(Block, d));
     if constexpr (std::is_same_v<Block, blk::BlockQ5_1>) {
       const float m = load_f16(p + offsetof(Block, m));
-      expand32<true>(w, 0, {d, d}, m, y);
+      expand32<true>(w, 0, {d, d}, {m, m}, y);
     } else {
-      expand32<false>(w, 16, {d, d}, 0.0f, y);
+      expand32<false>(w, 16, {d, d}, {0.0f, 0.0f}, y);
     }
   }
 }
@@ -603,7 +775,7 @@ void expand_k4(const uint8_t* src, float* y, int64_t supers) {
       blk::k4_scale_min(p + offsetof(Block, scales), s, sc, m);
       const float d1 = d * static_cast<float>(sc);
       const float m1 = -(dmin * static_cast<float>(m));  // d1*q - m1 as d1*q + (-m1)
-      expand32<true>(w, 0, {d1, d1}, m1, y);
+      expand32<true>(w, 0, {d1, d1}, {m1, m1}, y);
     }
   }
 }
@@ -621,7 +793,36 @@ void expand_q6_k(const uint8_t* src, float* y, int64_t supers) {
                 r, w);
       const float lo = d * static_cast<float>(scales[2 * a]);
       const float hi = d * static_cast<float>(scales[2 * a + 1]);
-      expand32<false>(w, 32, {lo, hi}, 0.0f, y);
+      expand32<false>(w, 32, {lo, hi}, {0.0f, 0.0f}, y);
+    }
+  }
+}
+
+// q2_k: d*sc*q - dmin*m as d*sc*q + (-(dmin*m)); q3_k: d*(sc - 32)*(q - 4).
+template <class Block>
+void expand_k2(const uint8_t* src, float* y, int64_t supers) {
+  constexpr bool kThree = std::is_same_v<Block, blk::BlockQ3_K>;
+  Levels w;
+  for (int64_t sb = 0; sb < supers; ++sb) {
+    const uint8_t* p = src + sb * static_cast<int64_t>(sizeof(Block));
+    const auto& x = *reinterpret_cast<const Block*>(p);
+    const float d = load_f16(p + offsetof(Block, d));
+    for (int a = 0; a < blk::kQK_K / kBlock; ++a, y += kBlock) {
+      const uint8_t* qs = p + offsetof(Block, qs) + 32 * (a / 4);
+      if constexpr (kThree) {
+        unpack_k2(qs, p + offsetof(Block, hmask), a, w);
+        const float lo = d * static_cast<float>(blk::q3_k_scale(x, 2 * a) - 32);
+        const float hi = d * static_cast<float>(blk::q3_k_scale(x, 2 * a + 1) - 32);
+        expand32<false>(w, 4, {lo, hi}, {0.0f, 0.0f}, y);
+      } else {
+        unpack_k2(qs, nullptr, a, w);
+        const float dmin = load_f16(p + offsetof(Block, dmin));
+        const float lo = d * static_cast<float>(blk::q2_k_scale(x, 2 * a));
+        const float hi = d * static_cast<float>(blk::q2_k_scale(x, 2 * a + 1));
+        const float m_lo = -(dmin * static_cast<float>(blk::q2_k_min(x, 2 * a)));
+        const float m_hi = -(dmin * static_cast<float>(blk::q2_k_min(x, 2 * a + 1)));
+        expand32<true>(w, 0, {lo, hi}, {m_lo, m_hi}, y);
+      }
     }
   }
 }
@@ -641,6 +842,10 @@ void DUET_KQUANT_EXPAND_ENTRY(DType type, const void* src, float* dst, int64_t n
       return expand_k4<blk::BlockQ4_K>(p, dst, n / blk::kQK_K);
     case DType::kQ5_K:
       return expand_k4<blk::BlockQ5_K>(p, dst, n / blk::kQK_K);
+    case DType::kQ2_K:
+      return expand_k2<blk::BlockQ2_K>(p, dst, n / blk::kQK_K);
+    case DType::kQ3_K:
+      return expand_k2<blk::BlockQ3_K>(p, dst, n / blk::kQK_K);
     default:
       return expand_q6_k(p, dst, n / blk::kQK_K);
   }
