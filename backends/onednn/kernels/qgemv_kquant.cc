@@ -594,30 +594,35 @@ float row_q3_k(const uint8_t* row, const Q8Activations& xq) {
 #endif
 
 #if defined(__AVX2__)
-// q2_k and q3_k a super-block at a time, in registers, as row_q6_k_avx2:
-// activation block a's lanes 0-3 hold sub-block 2a's integer sums, lanes 4-7
-// sub-block 2a+1's, scaled by d*u*sc. The sixteen scales (and q2_k's
-// minimums) are unpacked together; q2_k's minimums are two multiply-adds
-// per super-block against the half blocks' activation sums.
+// q2_k and q3_k a super-block at a time, in registers: activation block a's
+// lanes 0-3 hold sub-block 2a's integer sums of levels times activations,
+// lanes 4-7 sub-block 2a+1's, scaled by that sub-block's d*u*sc, which is
+// computed for all sixteen sub-blocks once per super-block. The levels are
+// unsigned; what the format subtracts from them (q2_k's minimum dmin*m,
+// q3_k's 4 where the hmask bit is clear: levels 0..7 less 4) is subtracted
+// once per super-block, as two multiply-adds against the half blocks'
+// activation sums.
 template <class Block>
 float row_k2_avx2(const uint8_t* row, const Q8Activations& xq) {
   constexpr bool kThree = std::is_same_v<Block, blk::BlockQ3_K>;
   const int64_t supers = xq.k() / blk::kQK_K;
   const bool two = xq.terms() == 2;
-  const __m256i low2 = bytes(3), bias = bytes(4);
+  const __m256i low2 = bytes(3);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // independent chains
-  __m256 acc_min = _mm256_setzero_ps();
+  __m256 acc_sub = _mm256_setzero_ps();
   // Eight bytes (as the low half of a vector) to eight floats.
   auto floats = [](uint64_t v) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(v))));
   };
+  constexpr uint64_t kLow4 = 0x0f0f0f0f0f0f0f0fULL;
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
     const int64_t b0 = sb * (blk::kQK_K / kBlock);
     prefetch_ahead(p, sizeof(Block));
-    __m256 sc_first, sc_second;  // sub-blocks 0-7 and 8-15
+    const float* hs = xq.half_scales() + 2 * b0;  // one per sub-block
+    const __m256 d = _mm256_set1_ps(load_f16(p + offsetof(Block, d)));
+    __m256 sc_first, sc_second;  // the scales of sub-blocks 0-7 and 8-15
     __m256i hmask = _mm256_setzero_si256();
-    constexpr uint64_t kLow4 = 0x0f0f0f0f0f0f0f0fULL;
     if constexpr (kThree) {
       // q3_k_scale for all sixteen: low nibbles of bytes 0-7 (sub-blocks
       // 0-7) and their high nibbles (8-15); two high bits each from bytes
@@ -635,6 +640,10 @@ float row_k2_avx2(const uint8_t* row, const Q8Activations& xq) {
       sc_first = _mm256_sub_ps(floats(first), offset);
       sc_second = _mm256_sub_ps(floats(second), offset);
       hmask = load32(p + offsetof(Block, hmask));
+      // Σ 4*d*sc * s_half: the 4 the format takes from every level.
+      const __m256 four_d = _mm256_mul_ps(_mm256_set1_ps(4.0f), d);
+      acc_sub = _mm256_fmadd_ps(_mm256_mul_ps(four_d, sc_first), _mm256_loadu_ps(hs), acc_sub);
+      acc_sub = _mm256_fmadd_ps(_mm256_mul_ps(four_d, sc_second), _mm256_loadu_ps(hs + 8), acc_sub);
     } else {
       uint64_t lo, hi;
       std::memcpy(&lo, p + offsetof(Block, scales), sizeof lo);
@@ -642,17 +651,22 @@ float row_k2_avx2(const uint8_t* row, const Q8Activations& xq) {
       sc_first = floats(lo & kLow4);
       sc_second = floats(hi & kLow4);
       const __m256 dmin = _mm256_set1_ps(load_f16(p + offsetof(Block, dmin)));
-      const float* hs = xq.half_scales() + 2 * b0;
-      acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, floats((lo >> 4) & kLow4)), _mm256_loadu_ps(hs),
-                                acc_min);
-      acc_min = _mm256_fmadd_ps(_mm256_mul_ps(dmin, floats((hi >> 4) & kLow4)),
-                                _mm256_loadu_ps(hs + 8), acc_min);
+      acc_sub = _mm256_fmadd_ps(_mm256_mul_ps(dmin, floats((lo >> 4) & kLow4)), _mm256_loadu_ps(hs),
+                                acc_sub);
+      acc_sub = _mm256_fmadd_ps(_mm256_mul_ps(dmin, floats((hi >> 4) & kLow4)),
+                                _mm256_loadu_ps(hs + 8), acc_sub);
     }
+    // d*u per sub-block (u of its activation block), times its scale.
     __m256 u, unused_sums;
     split_units(xq.scales() + 2 * b0, u, unused_sums);
-    const __m256 du = _mm256_mul_ps(_mm256_set1_ps(load_f16(p + offsetof(Block, d))), u);
+    const __m256 du = _mm256_mul_ps(d, u);
+    const __m256 scale_first = _mm256_mul_ps(
+        _mm256_permutevar8x32_ps(du, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)), sc_first);
+    const __m256 scale_second = _mm256_mul_ps(
+        _mm256_permutevar8x32_ps(du, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)), sc_second);
     for (int h = 0; h < 2; ++h) {
       const __m256i qs = load32(p + offsetof(Block, qs) + 32 * h);
+      const __m256 scale_h = h == 0 ? scale_first : scale_second;
       for (int r = 0; r < 4; ++r) {
         const int a = 4 * h + r;
         __m256i w = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * r), low2);
@@ -661,22 +675,19 @@ float row_k2_avx2(const uint8_t* row, const Q8Activations& xq) {
           w = _mm256_or_si256(w, _mm256_slli_epi16(top, 2));
         }
         const int64_t b = b0 + a;
-        auto term = [&](const int8_t* xs) {
-          const __m256i x = load32(xs + b * kBlock);
-          const __m256i dot = dot_lanes(w, x);
-          return kThree ? _mm256_sub_epi32(dot, dot_lanes(bias, x)) : dot;
-        };
-        __m256i d = term(xq.q());
-        if (two) d = _mm256_add_epi32(_mm256_slli_epi32(d, 8), term(xq.q_lo()));
-        const int j = 2 * (a % 4);
-        const __m256i pick = _mm256_setr_epi32(j, j, j, j, j + 1, j + 1, j + 1, j + 1);
-        const __m256 sc = _mm256_permutevar8x32_ps(a < 4 ? sc_first : sc_second, pick);
-        const __m256 scale = _mm256_mul_ps(_mm256_permutevar8x32_ps(du, _mm256_set1_epi32(a)), sc);
-        acc[r % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[r % 2]);
+        __m256i dot = dot_lanes(w, load32(xq.q() + b * kBlock));
+        if (two) {
+          dot = _mm256_add_epi32(_mm256_slli_epi32(dot, 8),
+                                 dot_lanes(w, load32(xq.q_lo() + b * kBlock)));
+        }
+        const __m256i pick = _mm256_setr_epi32(2 * r, 2 * r, 2 * r, 2 * r, 2 * r + 1, 2 * r + 1,
+                                               2 * r + 1, 2 * r + 1);
+        acc[r % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                     _mm256_permutevar8x32_ps(scale_h, pick), acc[r % 2]);
       }
     }
   }
-  return sum_lanes(_mm256_add_ps(acc[0], acc[1])) - sum_lanes(acc_min);
+  return sum_lanes(_mm256_add_ps(acc[0], acc[1])) - sum_lanes(acc_sub);
 }
 #endif
 
