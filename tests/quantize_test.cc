@@ -177,24 +177,20 @@ TEST_F(Quantize, TwoAndThreeBitRecipesFollowLlamaQuantize) {
   }
 }
 
-// llama-quantize stores q2_k and q3_k rows that are not whole super-blocks
-// as iq4_nl, which Duet does not read: refused, naming the tensor and the
-// file types that do fit.
-TEST_F(Quantize, TwoAndThreeBitRowsThatAreNotWholeSuperBlocksAreRefused) {
-  const GgufFile in = GgufFile::open(llama_file(2, 576, /*tied=*/true));
-  for (FileType t : {FileType::kQ2_K, FileType::kQ3_K_M}) {
-    try {
-      plan_quantization(in, t);
-      ADD_FAILURE() << file_type_name(t) << " accepted for rows of 576";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kModelFile);
-      const std::string what = e.what();
-      EXPECT_NE(what.find("has rows of 576 elements"), std::string::npos) << what;
-      EXPECT_NE(what.find("iq4_nl"), std::string::npos) << what;
-      EXPECT_NE(what.find("choose q4_k_m"), std::string::npos) << what;
-    }
-  }
-  EXPECT_EQ(type_for_rows(DType::kQ3_K, 576), std::nullopt);
+// q2_k and q3_k rows that are not whole super-blocks fall back to q4_0, as
+// today's llama-quantize does (b4747 wrote iq4_nl).
+TEST_F(Quantize, TwoAndThreeBitRowsThatAreNotWholeSuperBlocksFallBackToQ4_0) {
+  const GgufFile in = GgufFile::open(llama_file(2, 576, /*tied=*/true, "in.gguf", 3));
+  const auto q2 = by_name(plan_quantization(in, FileType::kQ2_K));
+  EXPECT_EQ(q2.at("blk.0.attn_q.weight").to, DType::kQ4_0);
+  EXPECT_TRUE(q2.at("blk.0.attn_q.weight").fallback);
+  EXPECT_EQ(q2.at("blk.0.ffn_down.weight").to, DType::kQ4_0);  // q3_k's fallback
+  EXPECT_EQ(q2.at("token_embd.weight").to, DType::kQ8_0);      // the tied output matrix
+  const auto q3m = by_name(plan_quantization(in, FileType::kQ3_K_M));
+  EXPECT_EQ(q3m.at("blk.1.attn_output.weight").to, DType::kQ5_0);  // q4_k's fallback
+  EXPECT_EQ(q3m.at("blk.1.ffn_up.weight").to, DType::kQ4_0);
+  EXPECT_EQ(type_for_rows(DType::kQ3_K, 576), DType::kQ4_0);
+  EXPECT_EQ(type_for_rows(DType::kQ2_K, 48), DType::kF16);  // not even 32 divides 48
   EXPECT_EQ(type_for_rows(DType::kQ3_K, 512), DType::kQ3_K);
 }
 

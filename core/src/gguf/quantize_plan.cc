@@ -1,6 +1,7 @@
 // The tensor type choices of duet/app/quantize.h: llama-quantize's recipe for
-// each file type (llama.cpp b4747, src/llama-quant.cpp, dense models without
-// an importance matrix), restated for the file types Duet writes.
+// each file type (llama.cpp's src/llama-quant.cpp as llama-cpp-python 0.3.36
+// builds it, dense models without an importance matrix), restated for the
+// file types Duet writes.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -168,6 +169,10 @@ std::optional<DType> type_for_rows(DType type, int64_t row) {
     case DType::kQ6_K:
       alt = DType::kQ8_0;
       break;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+      alt = DType::kQ4_0;
+      break;
     default:
       return std::nullopt;
   }
@@ -240,15 +245,6 @@ std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type) {
     DType to = recipe ? recipe_type(type, t.name, row, st) : base;
     if (row % block_of(to) != 0) {
       const std::optional<DType> alt = type_for_rows(to, row);
-      if (!alt && (to == DType::kQ2_K || to == DType::kQ3_K)) {
-        throw Error(ErrorKind::kModelFile,
-                    in.path().string() + ": tensor '" + p.name + "' has rows of " +
-                        std::to_string(row) + " elements, not whole " +
-                        std::string(dtype_name(to)) +
-                        " super-blocks of 256, and llama-quantize stores such rows as iq4_nl, "
-                        "which Duet does not read; choose q4_k_m (or another 4-bit or wider "
-                        "file type) for this model");
-      }
       if (!alt) {
         throw Error(ErrorKind::kModelFile,
                     in.path().string() + ": tensor '" + p.name + "' has rows of " +

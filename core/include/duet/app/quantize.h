@@ -11,10 +11,14 @@
 // token_embd) gets q6_k; every other weight q4_k; a q4_k or q6_k tensor whose
 // rows are not a multiple of 256 becomes q5_0 or q8_0. The 2- and 3-bit
 // recipes (q2_k, q3_k_s/m/l) give attn_v, attn_output and ffn_down more bits
-// (q2_k's attn_v depends on how many query heads share a KV head). Norms, other 1-D
-// tensors and biases are copied as stored. The rules reproduced are
-// llama-quantize's for dense models (b4747); its mixture-of-experts, 70B and
-// Falcon special cases are not (such models are refused elsewhere in Duet).
+// (q2_k's attn_v depends on how many query heads share a KV head), and their
+// q2_k / q3_k rows that are not whole super-blocks become q4_0. Norms, other
+// 1-D tensors and biases are copied as stored. The rules reproduced are
+// llama-quantize's for dense models as of the llama.cpp that
+// llama-cpp-python 0.3.36 builds (the same as b4747's, but for that q4_0:
+// b4747 wrote iq4_nl, which Duet does not read); its mixture-of-experts, 70B
+// and Falcon special cases are not (such models are refused elsewhere in
+// Duet).
 //
 // Dequantizing is exact, so a file may be turned into f32 from any weight type
 // Duet reads; quantizing weights that are already quantized loses precision
@@ -62,10 +66,9 @@ enum class FileType : uint32_t {
 DUET_API const std::vector<FileType>& file_types();
 // The type llama-quantize stores a tensor of `type` with rows of `row`
 // elements in: `type` when the rows are whole blocks of it, else its
-// fallback (q4_k → q5_0, q5_k → q5_1, q6_k → q8_0), or f16 where the
-// fallback's blocks do not fit either; nullopt for a type that has no
-// fallback Duet stores and does not fit (q2_k and q3_k, which llama-quantize
-// stores as iq4_nl, a format Duet does not read).
+// fallback (q2_k and q3_k → q4_0, q4_k → q5_0, q5_k → q5_1, q6_k → q8_0),
+// or f16 where the fallback's blocks do not fit either; nullopt for a type
+// that has no fallback and does not fit.
 DUET_API std::optional<DType> type_for_rows(DType type, int64_t row);
 // "q4_k_m", "f32", ... (llama-quantize's names, lower case).
 DUET_API std::string file_type_name(FileType type);
@@ -84,8 +87,7 @@ struct DUET_API TensorPlan {
 
 // Each tensor's fate, in the input's order. Throws Error(kModelFile) naming
 // the tensor when a weight's rows fit neither the recipe's type nor its
-// fallback (a row length not a multiple of 32, or q2_k / q3_k rows that are
-// not whole super-blocks: see type_for_rows).
+// fallback (a row length not a multiple of 32).
 DUET_API std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type);
 
 struct DUET_API QuantizeOptions {
