@@ -328,8 +328,8 @@ TEST(QuantizeQ8Kernel, StoresTheBytesOfQuantizeRow) {
 TEST(ExpandWeights, KQuantsEqualDequantizeRowOnEveryPath) {
   std::mt19937 rng(12);
   std::uniform_int_distribution<int> byte(0, 255);
-  for (DType t : {DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                  DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t : {DType::kQ5_0, DType::kQ5_1, DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
+                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     const int64_t n = 256 * 6;
     std::vector<uint8_t> blocks(static_cast<size_t>(*dtype_row_bytes(t, n)));
     for (uint8_t& b : blocks) b = static_cast<uint8_t>(byte(rng));
@@ -338,7 +338,7 @@ TEST(ExpandWeights, KQuantsEqualDequantizeRowOnEveryPath) {
     // The f16 fields lead the block, except q2_k's two, q3_k's and q6_k's one
     // at its end.
     const bool one_at_end = t == DType::kQ3_K || t == DType::kQ6_K;
-    const int fields = t == DType::kQ5_0 || one_at_end ? 1 : 2;
+    const int fields = t == DType::kQ5_0 || t == DType::kIQ4_NL || one_at_end ? 1 : 2;
     const int64_t f16_at = one_at_end ? block_bytes - 2 : t == DType::kQ2_K ? block_bytes - 4 : 0;
     for (size_t at = 0; at < blocks.size(); at += static_cast<size_t>(block_bytes)) {
       for (int f = 0; f < fields; ++f) blocks[at + f16_at + 2 * f + 1] &= 0xbb;  // exponent < 31

@@ -132,8 +132,9 @@ using testing::zeros;
 using testdata::random_floats;
 
 // Every weight type quantize_row writes (the K-quants have their own case).
-constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
-                                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
+                                  DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                                  DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL};
 
 // ---- the fixture ----------------------------------------------------------------
 

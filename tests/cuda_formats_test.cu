@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(EveryWeightType, CudaFormats,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0,
                                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
                                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                                           DType::kQ6_K),
+                                           DType::kQ6_K, DType::kIQ4_NL),
                          [](const ::testing::TestParamInfo<DType>& p) {
                            return std::string(dtype_name(p.param));
                          });

@@ -1,6 +1,7 @@
 """Writes tests/data/kquant_vectors.gguf: rows of floats and what ggml's
-reference quantizers make of them, for the K-quants Duet writes (q2_k, q3_k,
-q4_k, q5_k, q6_k). gguf-py has no K-quant quantizer, so the bytes come from ggml itself:
+reference quantizers make of them, for the formats whose quantizer searches
+for its scales (the K-quants q2_k ... q6_k, and iq4_nl). gguf-py has no such
+quantizer, so the bytes come from ggml itself:
 `ggml_quantize_chunk` (no importance matrix, as llama-quantize calls it) in
 the libggml-base that llama-cpp-python ships. tests/quant_test.cc runs
 duet::quantize_row on the same floats and compares every byte.
@@ -28,7 +29,8 @@ from gguf import GGMLQuantizationType as T
 
 import llama_cpp
 
-TYPES = {"q2_k": T.Q2_K, "q3_k": T.Q3_K, "q4_k": T.Q4_K, "q5_k": T.Q5_K, "q6_k": T.Q6_K}
+TYPES = {"q2_k": T.Q2_K, "q3_k": T.Q3_K, "q4_k": T.Q4_K, "q5_k": T.Q5_K, "q6_k": T.Q6_K,
+         "iq4_nl": T.IQ4_NL}
 ROW = 512
 
 

@@ -488,8 +488,8 @@ TEST_P(QgemvTest, NeverReadsPastTheLastRow) {
   }
 }
 
-const DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ5_0,
-                        DType::kQ5_1, DType::kF32,  DType::kF16};
+const DType kTypes[] = {DType::kQ4_0, DType::kQ4_1,   DType::kQ8_0, DType::kQ5_0,
+                        DType::kQ5_1, DType::kIQ4_NL, DType::kF32,  DType::kF16};
 
 // k: one block; three (a 4-block group cut short); SmolLM2's hidden and ffn
 // sizes (18 = 4*4 + 2 and 48 blocks).

@@ -247,7 +247,8 @@ TEST(QuantizeK, EqualsGgmlOnRecordedVectors) {
   const int64_t rows = floats.shape[0];
   const int64_t cols = floats.shape[1];
   int types = 0;
-  for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t :
+       {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL}) {
     ++types;
     const GgufTensorInfo& want = file.tensor("ggml." + std::string(dtype_name(t)));
     ASSERT_EQ(want.dtype, t);
@@ -263,7 +264,7 @@ TEST(QuantizeK, EqualsGgmlOnRecordedVectors) {
       }
     }
   }
-  EXPECT_EQ(types, 5);
+  EXPECT_EQ(types, 6);
 }
 
 // More bits, less error: on Gaussian weights the relative RMS error of each
@@ -485,7 +486,7 @@ TEST_F(QuantOracle, DequantizationEqualsGgufPyBitForBit) {
       }
     }
   }
-  EXPECT_EQ(types, 10) << "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k";
+  EXPECT_EQ(types, 11) << "q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl";
 }
 
 TEST_F(QuantOracle, QuantizationEqualsGgufPyByteForByte) {

@@ -216,12 +216,13 @@ INSTANTIATE_TEST_SUITE_P(
         std::tuple{DType::kQ8_0, int64_t{32}}, std::tuple{DType::kQ4_K, int64_t{512}},
         std::tuple{DType::kQ5_K, int64_t{256}}, std::tuple{DType::kQ2_K, int64_t{256}},
         std::tuple{DType::kQ3_K, int64_t{512}}, std::tuple{DType::kQ6_K, int64_t{512}},
-        std::tuple{DType::kQ6_K, int64_t{256}}),
+        std::tuple{DType::kQ6_K, int64_t{256}}, std::tuple{DType::kIQ4_NL, int64_t{96}}),
     type_and_k_name);
 
 TEST(RowTiles, TypesPathsAndSizes) {
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  for (DType t :
+       {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL,
+        DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     EXPECT_TRUE(row_tiles_type(t)) << dtype_name(t);
   }
   // No blocks at all: the gemv kernels' or GEMM's.

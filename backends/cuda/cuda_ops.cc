@@ -6,10 +6,10 @@ namespace duet::cuda {
 namespace {
 
 // The weight types the embedding and matmul kernels read (kernels/formats.cuh).
-constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
-                                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                                  DType::kQ6_K};
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,   DType::kBF16, DType::kQ4_0,
+                                  DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1, DType::kQ8_0,
+                                  DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K, DType::kQ5_K,
+                                  DType::kQ6_K, DType::kIQ4_NL};
 
 }  // namespace
 

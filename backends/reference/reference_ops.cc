@@ -12,10 +12,10 @@ namespace duet::reference {
 namespace {
 
 // Every weight type duet::dequantize_row expands.
-constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
-                                  DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                                  DType::kQ6_K};
+constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,   DType::kBF16, DType::kQ4_0,
+                                  DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1, DType::kQ8_0,
+                                  DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K, DType::kQ5_K,
+                                  DType::kQ6_K, DType::kIQ4_NL};
 
 // Start of row `r` of a row-major tensor whose rows are `row_bytes` long.
 const uint8_t* row_ptr(const TensorView& t, int64_t r, uint64_t row_bytes) {

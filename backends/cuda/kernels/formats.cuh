@@ -195,6 +195,24 @@ struct Format<DType::kQ5_0> {
 };
 
 template <>
+struct Format<DType::kIQ4_NL> {
+  static constexpr bool kBlocked = true;
+  static constexpr int kElements = 32;
+  static constexpr int kBytes = blk::kBlockBytes<DType::kIQ4_NL>;
+  DUET_FORMAT_FN static float element(const uint8_t* row, int64_t e) {
+    const auto& b = block_at<blk::BlockIQ4_NL>(row, e / 32);
+    return f16_bits(b.d) * static_cast<float>(blk::iq4_nl_quant(b, static_cast<int>(e % 32)));
+  }
+  DUET_FORMAT_FN static float dot(const uint8_t* row, int64_t block, const float (&x)[32]) {
+    const auto& b = block_at<blk::BlockIQ4_NL>(row, block);
+    float acc = 0.0f;
+    DUET_FORMAT_UNROLL
+    for (int j = 0; j < 32; ++j) acc += static_cast<float>(blk::iq4_nl_quant(b, j)) * x[j];
+    return f16_bits(b.d) * acc;
+  }
+};
+
+template <>
 struct Format<DType::kQ5_1> {
   static constexpr bool kBlocked = true;
   static constexpr int kElements = 32;
@@ -369,6 +387,8 @@ cudaError_t dispatch_format(DType dtype, F&& f) {
       return f.template operator()<DType::kQ5_0>();
     case DType::kQ5_1:
       return f.template operator()<DType::kQ5_1>();
+    case DType::kIQ4_NL:
+      return f.template operator()<DType::kIQ4_NL>();
     case DType::kQ2_K:
       return f.template operator()<DType::kQ2_K>();
     case DType::kQ3_K:

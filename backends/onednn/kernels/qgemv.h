@@ -113,11 +113,13 @@ class Q8Activations {
 };
 
 // The formats of qgemv_kquant.cc, which both multiplies them (gemv) and
-// expands them to f32 (the backend's GEMM panels): q5_0, q5_1, q2_k..q6_k.
+// expands them to f32 (the backend's GEMM panels): q5_0, q5_1, iq4_nl and
+// q2_k..q6_k.
 inline bool kquant_kernel_type(DType t) {
   switch (t) {
     case DType::kQ5_0:
     case DType::kQ5_1:
+    case DType::kIQ4_NL:
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ4_K:
@@ -130,8 +132,8 @@ inline bool kquant_kernel_type(DType t) {
 }
 
 // The block types gemv multiplies against int8 activations (Q8Activations):
-// q4_0, q4_1 and q8_0 (hand-written kernels per path), q5_0, q5_1 and the
-// K-quants q2_k to q6_k (qgemv_kquant.cc: portable code with AVX2 forms,
+// q4_0, q4_1 and q8_0 (hand-written kernels per path), q5_0, q5_1, iq4_nl and
+// the K-quants q2_k to q6_k (qgemv_kquant.cc: portable code with AVX2 forms,
 // built per path).
 inline bool qgemv_block_type(DType t) {
   return t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ8_0 || kquant_kernel_type(t);

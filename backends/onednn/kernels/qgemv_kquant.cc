@@ -1,10 +1,9 @@
-// gemv kernels for the 5-bit formats and the K-quants (q5_0, q5_1, q2_k,
-// q3_k, q4_k, q5_k, q6_k), written once and compiled once per CpuPath with that path's
-// instruction flags (kernels/CMakeLists.txt): unpacking and the byte dot
-// products of 32 elements have AVX2 forms (vpmaddubsw, or vpdpbusd where
-// AVX-512 VNNI is on) beside the portable ones the scalar build keeps; every
-// form computes the same integers. The same unpacking expands the formats to
-// f32 for GEMM panels, value for value as duet::dequantize_row does.
+// gemv kernels for the 5-bit formats, iq4_nl and the K-quants (q5_0, q5_1,
+// iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k), written once and compiled once per CpuPath with that
+// path's instruction flags (kernels/CMakeLists.txt): unpacking and the byte dot products of 32
+// elements have AVX2 forms (vpmaddubsw, or vpdpbusd where AVX-512 VNNI is on) beside the portable
+// ones the scalar build keeps; every form computes the same integers. The same unpacking expands
+// the formats to f32 for GEMM panels, value for value as duet::dequantize_row does.
 // DUET_KQUANT_ENTRY names the gemv entry point being built and
 // DUET_KQUANT_EXPAND_ENTRY, where given, the expansion's (the VNNI build,
 // whose expansion would be the AVX-512 one, has none).
@@ -15,6 +14,7 @@
 // adds, as qgemv.h's formulas,
 //   u * dw * Σ(qw*qx) + mw * s
 // with dw, mw the block's scale and offset: q5_0 (d, -16d), q5_1 (d, m),
+// iq4_nl (d, none: its levels are signed, from its table),
 // q4_k and q5_k (d*sc, -dmin*m of the 32-element sub-block); the 16-element
 // sub-blocks of q6_k and q3_k each add u * d*sc * Σ((q-bias)*qx) over their
 // half (bias 32 and 4), and q2_k's u * d*sc * Σ(q*qx) - dmin*m * s_half, with
@@ -150,6 +150,38 @@ class RowSum {
 };
 
 // ---- unpacking ---------------------------------------------------------------
+
+#if defined(__AVX2__)
+// iq4_nl: the 32 signed levels of a block, each nibble (laid out as q4_0's)
+// looked up in kIQ4NLLevels.
+__m256i levels_iq4_nl(const uint8_t* qs) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk::kIQ4NLLevels.data()));
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i low4 = _mm_set1_epi8(15);
+  const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(q, low4));
+  const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+  return _mm256_set_m128i(hi, lo);
+}
+
+// dot_lanes of signed weights: |w| times x with w's sign. With |w| ≤ 127 and
+// |x| ≤ 127 (every activation term) vpmaddubsw's pairs stay below 2^15.
+__m256i dot_signed(__m256i w, __m256i x) {
+  return dot_lanes(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+}
+#endif
+
+// (For the expansion and the portable rows.) iq4_nl's levels plus 128
+// (1..241), the 128 applied as a bias.
+[[maybe_unused]] void unpack_iq4_nl(const uint8_t* qs, Levels& w) {
+#if defined(__AVX2__)
+  store(w, _mm256_xor_si256(levels_iq4_nl(qs), bytes(0x80)));
+#else
+  for (int j = 0; j < kBlock / 2; ++j) {
+    w.v[j] = static_cast<uint8_t>(blk::iq4_nl_level(qs[j] & 15) + 128);
+    w.v[j + kBlock / 2] = static_cast<uint8_t>(blk::iq4_nl_level(qs[j] >> 4) + 128);
+  }
+#endif
+}
 
 // q5_0 / q5_1: qs[j] holds elements j (low nibble) and j + 16; bit j of the
 // 32-bit qh is element j's fifth bit.
@@ -353,6 +385,43 @@ float row_q5(const uint8_t* row, const Q8Activations& xq) {
     if constexpr (std::is_same_v<Block, blk::BlockQ5_1>) m = load_f16(p + offsetof(Block, m));
     const float scale = d * sx[2 * b];
     acc.add(w, xq, b, 0, scale, scale, m * sx[2 * b + 1]);
+  }
+  return acc.total();
+}
+#endif
+
+#if defined(__AVX2__)
+// iq4_nl a block at a time: its signed levels against each activation term,
+// 8 lanes of integer sums scaled by d*u.
+float row_iq4_nl_avx2(const uint8_t* row, const Q8Activations& xq) {
+  using Block = blk::BlockIQ4_NL;
+  constexpr int64_t kBytes = sizeof(Block);
+  const bool two = xq.terms() == 2;
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // independent chains
+  for (int64_t b = 0; b < xq.blocks(); ++b) {
+    const uint8_t* p = row + b * kBytes;
+    if (b % 4 == 0) prefetch_ahead(p, 4 * kBytes);
+    const __m256i w = levels_iq4_nl(p + offsetof(Block, qs));
+    __m256i dot = dot_signed(w, load32(xq.q() + b * kBlock));
+    if (two) {
+      dot = _mm256_add_epi32(_mm256_slli_epi32(dot, 8),
+                             dot_signed(w, load32(xq.q_lo() + b * kBlock)));
+    }
+    const float scale = load_f16(p + offsetof(Block, d)) * xq.scales()[2 * b];
+    acc[b % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(scale), acc[b % 2]);
+  }
+  return sum_lanes(_mm256_add_ps(acc[0], acc[1]));
+}
+#else
+float row_iq4_nl(const uint8_t* row, const Q8Activations& xq) {
+  using Block = blk::BlockIQ4_NL;
+  RowSum acc;
+  Levels w;
+  for (int64_t b = 0; b < xq.blocks(); ++b) {
+    const uint8_t* p = row + b * static_cast<int64_t>(sizeof(Block));
+    unpack_iq4_nl(p + offsetof(Block, qs), w);
+    const float scale = load_f16(p + offsetof(Block, d)) * xq.scales()[2 * b];
+    acc.add(w, xq, b, 128, scale, scale, 0.0f);
   }
   return acc.total();
 }
@@ -698,6 +767,8 @@ float row(DType t, const uint8_t* w, const Q8Activations& xq) {
       return row_q5_avx2<blk::BlockQ5_0>(w, xq);
     case DType::kQ5_1:
       return row_q5_avx2<blk::BlockQ5_1>(w, xq);
+    case DType::kIQ4_NL:
+      return row_iq4_nl_avx2(w, xq);
     case DType::kQ4_K:
       return row_k4_avx2<blk::BlockQ4_K>(w, xq);
     case DType::kQ5_K:
@@ -713,6 +784,8 @@ float row(DType t, const uint8_t* w, const Q8Activations& xq) {
       return row_q5<blk::BlockQ5_0>(w, xq);
     case DType::kQ5_1:
       return row_q5<blk::BlockQ5_1>(w, xq);
+    case DType::kIQ4_NL:
+      return row_iq4_nl(w, xq);
     case DType::kQ4_K:
       return row_k4<blk::BlockQ4_K>(w, xq);
     case DType::kQ5_K:
@@ -809,6 +882,17 @@ void expand_q6_k(const uint8_t* src, float* y, int64_t supers) {
   }
 }
 
+void expand_iq4_nl(const uint8_t* src, float* y, int64_t blocks) {
+  using Block = blk::BlockIQ4_NL;
+  Levels w;
+  for (int64_t b = 0; b < blocks; ++b, y += kBlock) {
+    const uint8_t* p = src + b * static_cast<int64_t>(sizeof(Block));
+    unpack_iq4_nl(p + offsetof(Block, qs), w);
+    const float d = load_f16(p + offsetof(Block, d));
+    expand32<false>(w, 128, {d, d}, {0.0f, 0.0f}, y);
+  }
+}
+
 // q2_k: d*sc*q - dmin*m as d*sc*q + (-(dmin*m)); q3_k: d*(sc - 32)*(q - 4).
 template <class Block>
 void expand_k2(const uint8_t* src, float* y, int64_t supers) {
@@ -849,6 +933,8 @@ void DUET_KQUANT_EXPAND_ENTRY(DType type, const void* src, float* dst, int64_t n
       return expand_q5<blk::BlockQ5_0>(p, dst, n / kBlock);
     case DType::kQ5_1:
       return expand_q5<blk::BlockQ5_1>(p, dst, n / kBlock);
+    case DType::kIQ4_NL:
+      return expand_iq4_nl(p, dst, n / kBlock);
     case DType::kQ4_K:
       return expand_k4<blk::BlockQ4_K>(p, dst, n / blk::kQK_K);
     case DType::kQ5_K:

@@ -72,6 +72,12 @@ TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
       scale(f16_to_f32(x.d), -128.0f * f16_to_f32(x.d));
       break;
     }
+    case DType::kIQ4_NL: {
+      const auto& x = reinterpret_cast<const blk::BlockIQ4_NL*>(row)[b];
+      fill([&](int e) { return blk::iq4_nl_quant(x, e) + 128; });
+      scale(f16_to_f32(x.d), -128.0f * f16_to_f32(x.d));
+      break;
+    }
     case DType::kQ4_K:
     case DType::kQ5_K: {
       int sc = 0, mn = 0;
@@ -179,6 +185,7 @@ bool row_tiles_type(DType t) {
     case DType::kQ5_0:
     case DType::kQ5_1:
     case DType::kQ8_0:
+    case DType::kIQ4_NL:
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ4_K:

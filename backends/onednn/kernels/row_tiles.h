@@ -19,9 +19,9 @@
 //    token, reads no more than from the file's blocks. The kernel unpacks
 //    the nibbles with two ANDs and a shift per vector. q4_0 keeps m unused:
 //    its offset is -8d.
-//  * bytes (q5_0, q5_1, q8_0, q4_k, q5_k): each 32-element block of each row
-//    as x = d * u + m with u an unsigned byte and f32 d, m (q5_0: m = -16d;
-//    q8_0: u = q + 128, m = -128d; q4_k / q5_k: d = super-scale * 6-bit
+//  * bytes (q5_0, q5_1, q8_0, iq4_nl, q4_k, q5_k): each 32-element block of
+//    each row as x = d * u + m with u an unsigned byte and f32 d, m (q5_0:
+//    m = -16d; q8_0 and iq4_nl: u = level + 128, m = -128d; q4_k / q5_k: d = super-scale * 6-bit
 //    scale and m = -(super-min * 6-bit min) of the block's sub-block, both
 //    exact in f32): 1.25 bytes per weight, for products of several rows.
 //  * halves (q2_k, q3_k, q6_k, whose scales change every 16 elements): the
@@ -54,8 +54,8 @@
 
 namespace duet::onednn {
 
-// Whether RowTiles take matrices of `t`: q4_0, q4_1, q5_0, q5_1, q8_0 and
-// the K-quants q2_k, q3_k, q4_k, q5_k, q6_k.
+// Whether RowTiles take matrices of `t`: q4_0, q4_1, q5_0, q5_1, q8_0,
+// iq4_nl and the K-quants q2_k, q3_k, q4_k, q5_k, q6_k.
 bool row_tiles_type(DType t);
 
 // Whether this build has a row-tile kernel for `path` and some type: the
@@ -72,7 +72,7 @@ bool row_tiles_kernel(CpuPath path, DType t);
 
 enum class TileFormat {
   kNibbles,  // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
-  kBytes,    // q5_0, q5_1, q8_0, q4_k, q5_k: 64 + 64 bytes of f32 scales and 512 of bytes
+  kBytes,    // q5_0, q5_1, q8_0, iq4_nl, q4_k, q5_k: 64 + 64 bytes of f32 scales, 512 of bytes
   kHalves,   // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block) and 512 of bytes
 };
 

@@ -8,9 +8,10 @@
 // The layouts are ggml's, byte for byte, so GGUF files are used in place. A
 // row of n elements is n / kElements consecutive blocks. Two families:
 //
-//  * 32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0): element j (0..15) is
-//    the low nibble of qs[j], element j + 16 its high nibble; q5_* keep the
-//    fifth bit of element j in bit j of qh (little-endian 32 bits).
+//  * 32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl): element j
+//    (0..15) is the low nibble of qs[j], element j + 16 its high nibble; q5_*
+//    keep the fifth bit of element j in bit j of qh (little-endian 32 bits);
+//    iq4_nl's nibble indexes a fixed table of 16 levels.
 //  * 256-element super-blocks (the K-quants q2_k ... q6_k, and q8_k, the
 //    activation format of K-quant dot products), split into sub-blocks of 16
 //    or 32 elements that carry their own 4-, 6- or 8-bit scales.
@@ -22,6 +23,7 @@
 // exact reference).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "duet/dtype.h"
@@ -51,6 +53,12 @@ struct BlockQ4_1 {  // x = d * q + m
 struct BlockQ5_0 {  // x = d * (q - 16)
   uint16_t d;       // f16
   uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+// x = d * kIQ4NLLevels[q], q the nibble of element j as in q4_0: a
+// non-uniform 4-bit code (denser near zero, where weights are).
+struct BlockIQ4_NL {
+  uint16_t d;  // f16
   uint8_t qs[kQK / 2];
 };
 struct BlockQ5_1 {  // x = d * q + m
@@ -113,7 +121,7 @@ struct BlockQ8_K {
 };
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-                  sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34,
+                  sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18,
               "32-element blocks must match ggml's byte layout");
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
                   sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292,
@@ -149,6 +157,7 @@ DUET_BLOCK_TRAITS(BlockQ4_1, DType::kQ4_1, kQK, true, kQK)
 DUET_BLOCK_TRAITS(BlockQ5_0, DType::kQ5_0, kQK, false, kQK)
 DUET_BLOCK_TRAITS(BlockQ5_1, DType::kQ5_1, kQK, true, kQK)
 DUET_BLOCK_TRAITS(BlockQ8_0, DType::kQ8_0, kQK, false, kQK)
+DUET_BLOCK_TRAITS(BlockIQ4_NL, DType::kIQ4_NL, kQK, false, kQK)
 DUET_BLOCK_TRAITS(BlockQ2_K, DType::kQ2_K, kQK_K, true, 16)
 DUET_BLOCK_TRAITS(BlockQ3_K, DType::kQ3_K, kQK_K, false, 16)
 DUET_BLOCK_TRAITS(BlockQ4_K, DType::kQ4_K, kQK_K, true, 32)
@@ -182,6 +191,9 @@ constexpr bool visit_block_type(DType type, F&& f) {
       return true;
     case DType::kQ8_0:
       f(BlockTraits<BlockQ8_0>{});
+      return true;
+    case DType::kIQ4_NL:
+      f(BlockTraits<BlockIQ4_NL>{});
       return true;
     case DType::kQ2_K:
       f(BlockTraits<BlockQ2_K>{});
@@ -222,6 +234,23 @@ DUET_BLOCK_FN int q5_0_quant(const BlockQ5_0& b, int j) {
 }
 DUET_BLOCK_FN int q5_1_quant(const BlockQ5_1& b, int j) {
   return nibble(b.qs, j) | static_cast<int>((le32(b.qh) >> j) & 1) << 4;
+}
+// iq4_nl's 16 levels, ascending (ggml's kvalues_iq4nl): level q, 0 <= q < 16.
+DUET_BLOCK_FN constexpr int iq4_nl_level(int q) {
+  constexpr int8_t kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                  1,    13,   25,  38,  53,  69,  89,  113};
+  return kLevels[q];
+}
+// The same as a table, for host code that looks levels up in bulk.
+inline constexpr std::array<int8_t, 16> kIQ4NLLevels = [] {
+  std::array<int8_t, 16> levels{};
+  for (int q = 0; q < 16; ++q)
+    levels[static_cast<size_t>(q)] = static_cast<int8_t>(iq4_nl_level(q));
+  return levels;
+}();
+// The level of element j.
+DUET_BLOCK_FN int iq4_nl_quant(const BlockIQ4_NL& b, int j) {
+  return iq4_nl_level(nibble(b.qs, j));
 }
 
 // q2_k and q3_k: element j = 128 h + 32 r + l (h half, r 2-bit plane, l < 32)

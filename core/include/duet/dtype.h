@@ -19,17 +19,18 @@ namespace duet {
 enum class DType : uint32_t {
   kF32 = 0,
   kF16 = 1,
-  kQ4_0 = 2,   // 32 elements, 4-bit q: x = d * (q - 8)
-  kQ4_1 = 3,   // 32 elements, 4-bit q: x = d * q + m
-  kQ5_0 = 6,   // 32 elements, 5-bit q: x = d * (q - 16)
-  kQ5_1 = 7,   // 32 elements, 5-bit q: x = d * q + m
-  kQ8_0 = 8,   // 32 elements, int8 q: x = d * q
-  kQ2_K = 10,  // 256 elements, 2-bit q, 4-bit scales and mins per 16
-  kQ3_K = 11,  // 256 elements, 3-bit q, 6-bit scales per 16
-  kQ4_K = 12,  // 256 elements, 4-bit q, 6-bit scales and mins per 32
-  kQ5_K = 13,  // 256 elements, 5-bit q, 6-bit scales and mins per 32
-  kQ6_K = 14,  // 256 elements, 6-bit q, int8 scales per 16
-  kQ8_K = 15,  // 256 elements, int8 q, f32 scale: the activations of K-quant dot products
+  kQ4_0 = 2,     // 32 elements, 4-bit q: x = d * (q - 8)
+  kQ4_1 = 3,     // 32 elements, 4-bit q: x = d * q + m
+  kQ5_0 = 6,     // 32 elements, 5-bit q: x = d * (q - 16)
+  kQ5_1 = 7,     // 32 elements, 5-bit q: x = d * q + m
+  kQ8_0 = 8,     // 32 elements, int8 q: x = d * q
+  kQ2_K = 10,    // 256 elements, 2-bit q, 4-bit scales and mins per 16
+  kQ3_K = 11,    // 256 elements, 3-bit q, 6-bit scales per 16
+  kQ4_K = 12,    // 256 elements, 4-bit q, 6-bit scales and mins per 32
+  kQ5_K = 13,    // 256 elements, 5-bit q, 6-bit scales and mins per 32
+  kQ6_K = 14,    // 256 elements, 6-bit q, int8 scales per 16
+  kQ8_K = 15,    // 256 elements, int8 q, f32 scale: the activations of K-quant dot products
+  kIQ4_NL = 20,  // 32 elements, 4-bit index q into 16 fixed int8 levels: x = d * level[q]
   kI32 = 26,
   kBF16 = 30,
 };

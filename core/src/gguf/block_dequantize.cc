@@ -50,6 +50,11 @@ void dequantize_block(const BlockQ8_0& b, float* y) {
   for (int j = 0; j < kQK; ++j) y[j] = d * f(b.qs[j]);
 }
 
+void dequantize_block(const BlockIQ4_NL& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int j = 0; j < kQK; ++j) y[j] = d * f(iq4_nl_quant(b, j));
+}
+
 void dequantize_block(const BlockQ2_K& b, float* y) {
   const float d = f16_to_f32(b.d);
   const float dmin = f16_to_f32(b.dmin);

@@ -18,6 +18,7 @@ void dequantize_block(const BlockQ4_1& b, float* y);
 void dequantize_block(const BlockQ5_0& b, float* y);
 void dequantize_block(const BlockQ5_1& b, float* y);
 void dequantize_block(const BlockQ8_0& b, float* y);
+void dequantize_block(const BlockIQ4_NL& b, float* y);
 void dequantize_block(const BlockQ2_K& b, float* y);
 void dequantize_block(const BlockQ3_K& b, float* y);
 void dequantize_block(const BlockQ4_K& b, float* y);

@@ -20,6 +20,11 @@ BlockQ5_0 quantize_q5_0(const float* x);
 BlockQ5_1 quantize_q5_1(const float* x);
 // d = max|x| / 127, q = round(x / d) (halves away from zero).
 BlockQ8_0 quantize_q8_0(const float* x);
+// The scale by ggml's search: 15 candidates around -max/127 (max the
+// element of largest magnitude, with its sign), each element at its nearest
+// level, keeping the weighted (x²) least-squares scale that fits best; then
+// every element at its nearest level for that scale (block_quantize_iq4.cc).
+BlockIQ4_NL quantize_iq4_nl(const float* x);
 
 // K-quants (block_quantize_k.cc): each sub-block's scale (and minimum) is
 // found by a weighted least-squares search, stored as a 6-bit (q6_k: 8-bit)

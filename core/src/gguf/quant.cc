@@ -170,6 +170,8 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return quantize_blocks<blocks::BlockQ5_1, blocks::quantize_q5_1>(src, dst, n);
     case DType::kQ8_0:
       return quantize_blocks<blocks::BlockQ8_0, blocks::quantize_q8_0>(src, dst, n);
+    case DType::kIQ4_NL:
+      return quantize_blocks<blocks::BlockIQ4_NL, blocks::quantize_iq4_nl>(src, dst, n);
     case DType::kQ2_K:
       return quantize_blocks<blocks::BlockQ2_K, blocks::quantize_q2_k>(src, dst, n);
     case DType::kQ3_K:
