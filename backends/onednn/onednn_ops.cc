@@ -12,9 +12,10 @@ namespace {
 // work would not pay for waking the pool.
 constexpr int64_t kParallelElements = int64_t{1} << 16;
 
-// The weight types the embedding and matmul read: q4_0, q4_1 and q8_0 with
-// their own kernels, the K-quants and 5-bit types through
-// duet::dequantize_row (expand_weights).
+// The weight types the embedding and matmul read: every block format with a
+// gemv kernel and row tiles (kernels/qgemv.h, kernels/row_tiles.h) and an
+// expansion to f32 for GEMM panels (expand_weights), the float types with
+// f32 arithmetic.
 constexpr DType kWeightTypes[] = {DType::kF32,  DType::kF16,   DType::kBF16, DType::kQ4_0,
                                   DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1, DType::kQ8_0,
                                   DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K, DType::kQ5_K,
