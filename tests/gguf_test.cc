@@ -60,7 +60,7 @@ TEST(GgufDType, TraitsOfSupportedTypes) {
       {DType::kQ5_1, "q5_1", 32, 24},   {DType::kQ2_K, "q2_k", 256, 84},
       {DType::kQ3_K, "q3_k", 256, 110}, {DType::kQ4_K, "q4_k", 256, 144},
       {DType::kQ5_K, "q5_k", 256, 176}, {DType::kQ6_K, "q6_k", 256, 210},
-      {DType::kQ8_K, "q8_k", 256, 292},
+      {DType::kQ8_K, "q8_k", 256, 292}, {DType::kIQ4_NL, "iq4_nl", 32, 18},
   };
   for (const Expect& e : expected) {
     const DTypeTraits& t = dtype_traits(e.type);
@@ -442,7 +442,7 @@ TEST(Gguf, ListsUnsupportedTypesByName) {
   EXPECT_NE(m.find(file.path().string()), std::string::npos) << m;
   EXPECT_NE(m.find("tensor 'blk.0.ffn_down.weight' has type iq4_xs, which Duet does not support "
                    "(supported: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, "
-                   "q6_k, q8_k, i32, bf16)"),
+                   "q6_k, q8_k, iq4_nl, i32, bf16)"),
             std::string::npos)
       << m;
 }

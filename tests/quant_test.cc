@@ -201,7 +201,8 @@ TEST(Dequantize, ScalarTypes) {
 TEST(Dequantize, RejectsPartialBlocksAndNonFloatTypes) {
   std::vector<uint8_t> buf(64);
   std::vector<float> out(64);
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+  for (DType t :
+       {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL}) {
     try {
       dequantize_row(t, buf.data(), out.data(), 31);
       ADD_FAILURE() << "31 elements accepted";
@@ -360,7 +361,8 @@ TEST(Quantize, Q4_1StoresMinimumAndStep) {
 
 TEST(Quantize, AllZeroBlocksStayZero) {
   const std::vector<float> zeros(64, 0.0f);
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+  for (DType t :
+       {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kIQ4_NL}) {
     EXPECT_EQ(dequantize(t, quantize(t, zeros), 64), zeros) << dtype_name(t);
   }
 }

@@ -177,6 +177,49 @@ TEST_F(Quantize, TwoAndThreeBitRecipesFollowLlamaQuantize) {
   }
 }
 
+// attn_qkv (fused projections) takes attn_v's rule and counter; a 70B-type
+// model (80 llama layers with grouped KV heads) gets q5_k where attn_v would
+// get q3_k or q4_k.
+TEST_F(Quantize, FusedQkvAndSeventyBFollowTheAttnVRule) {
+  {
+    GgufWriter w;
+    w.set_string("general.architecture", "phi3");
+    w.set_uint32("phi3.block_count", 4);
+    std::vector<float> data(256 * 768, 0.25f);
+    for (int l = 0; l < 4; ++l) {
+      w.add_tensor("blk." + std::to_string(l) + ".attn_qkv.weight", DType::kF32, Shape({768, 256}),
+                   data.data(), data.size() * 4);
+    }
+    w.write(dir_ / "qkv.gguf");
+    const GgufFile in = GgufFile::open(dir_ / "qkv.gguf");
+    const auto q3m = by_name(plan_quantization(in, FileType::kQ3_K_M));
+    const auto q4ks = by_name(plan_quantization(in, FileType::kQ4_K_S));
+    for (int l = 0; l < 4; ++l) {
+      const std::string n = "blk." + std::to_string(l) + ".attn_qkv.weight";
+      EXPECT_EQ(q3m.at(n).to, l < 2 ? DType::kQ5_K : DType::kQ4_K) << l;
+      EXPECT_EQ(q4ks.at(n).to, DType::kQ5_K) << l;  // the first four
+    }
+  }
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_uint32("llama.block_count", 80);
+  w.set_uint32("llama.attention.head_count", 64);
+  w.set_uint32("llama.attention.head_count_kv", 8);
+  std::vector<float> data(256 * 256, 0.25f);
+  w.add_tensor("blk.0.attn_v.weight", DType::kF32, Shape({256, 256}), data.data(), data.size() * 4);
+  w.add_tensor("blk.0.attn_q.weight", DType::kF32, Shape({256, 256}), data.data(), data.size() * 4);
+  w.write(dir_ / "70b.gguf");
+  const GgufFile in = GgufFile::open(dir_ / "70b.gguf");
+  EXPECT_EQ(by_name(plan_quantization(in, FileType::kQ2_K)).at("blk.0.attn_v.weight").to,
+            DType::kQ5_K);
+  EXPECT_EQ(by_name(plan_quantization(in, FileType::kQ3_K_S)).at("blk.0.attn_v.weight").to,
+            DType::kQ5_K);
+  EXPECT_EQ(by_name(plan_quantization(in, FileType::kQ3_K_S)).at("blk.0.attn_q.weight").to,
+            DType::kQ3_K);
+  EXPECT_EQ(by_name(plan_quantization(in, FileType::kQ4_K_M)).at("blk.0.attn_v.weight").to,
+            DType::kQ6_K);  // more bits already: q6_k stays
+}
+
 // q2_k and q3_k rows that are not whole super-blocks fall back to q4_0, as
 // today's llama-quantize does (b4747 wrote iq4_nl).
 TEST_F(Quantize, TwoAndThreeBitRowsThatAreNotWholeSuperBlocksFallBackToQ4_0) {
@@ -211,23 +254,22 @@ TEST_F(Quantize, RowsThatAreNotWholeSuperBlocksFallBack) {
   EXPECT_EQ(q5km.at("blk.2.attn_q.weight").to, DType::kQ5_1);  // q5_k's fallback
 }
 
-TEST_F(Quantize, RowsThatFitNoBlockAreRefusedByName) {
+// Rows that no block of the recipe's type (or its fallback) divides are
+// stored as f16, as llama-quantize stores them.
+TEST_F(Quantize, RowsThatFitNoBlockBecomeF16) {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
   std::vector<float> data(40 * 8, 0.5f);
   w.add_tensor("blk.0.attn_q.weight", DType::kF32, Shape({8, 40}), data.data(), data.size() * 4);
   w.write(dir_ / "odd.gguf");
   const GgufFile in = GgufFile::open(dir_ / "odd.gguf");
-  try {
-    plan_quantization(in, FileType::kQ8_0);
-    ADD_FAILURE() << "rows of 40 accepted for q8_0";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kModelFile);
-    EXPECT_NE(std::string(e.what()).find("'blk.0.attn_q.weight' has rows of 40 elements"),
-              std::string::npos)
-        << e.what();
+  for (FileType t : {FileType::kQ8_0, FileType::kQ4_0, FileType::kQ4_K_M, FileType::kQ2_K}) {
+    const TensorPlan p = plan_quantization(in, t)[0];
+    EXPECT_EQ(p.to, DType::kF16) << file_type_name(t);
+    EXPECT_TRUE(p.fallback) << file_type_name(t);
   }
-  EXPECT_EQ(plan_quantization(in, FileType::kF16)[0].to, DType::kF16);  // f16 fits any row
+  EXPECT_EQ(type_for_rows(DType::kQ8_0, 40), DType::kF16);
+  EXPECT_EQ(type_for_rows(DType::kQ8_0, 64), DType::kQ8_0);
 }
 
 // The written file: metadata copied with its types, llama-quantize's two

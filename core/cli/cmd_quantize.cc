@@ -77,7 +77,8 @@ int cmd_quantize(const std::vector<std::string>& args) {
   if (!type) {
     throw Error(ErrorKind::kUsage, "duet quantize: unknown --type '" + type_name + "'; one of " +
                                        type_list() +
-                                       " (q2_k, q3_k and the iq types are not written)");
+                                       " (a file type names a recipe: no plain q3_k or q4_k; "
+                                       "the iq types are not written)");
   }
   const int threads = vm["threads"].as<int>();
   if (threads < 0 || threads > 1024) {

@@ -58,7 +58,9 @@ float load_f16(const uint8_t* p) {
 #endif
 }
 
-// One activation block's worth of weight levels, unsigned (≤ 63).
+// One activation block's worth of weight levels, unsigned: ≤ 63 for the
+// formats whose dot products use them, iq4_nl's level + 128 for its
+// expansion and portable rows.
 struct alignas(32) Levels {
   uint8_t v[kBlock];
 };
@@ -392,36 +394,24 @@ float row_q5(const uint8_t* row, const Q8Activations& xq) {
 
 #if defined(__AVX2__)
 // iq4_nl eight blocks at a time, as row_q5_avx2: the f16 scales converted
-// together and multiplied by the activation blocks' units as a vector. With
-// AVX-512 VNNI the levels go in as unsigned bytes, level + 128 (vpdpbusd
-// does not saturate), and the 128 comes off once per eight blocks as -128 d
-// times each activation block's sum; vpmaddubsw would saturate on those, so
-// the AVX2 build multiplies the signed levels' magnitudes by the activations
-// with their signs. A row's last blocks short of eight go one at a time.
+// together and multiplied by the activation blocks' units as a vector; the
+// signed levels' magnitudes multiply the activations with the levels' signs
+// (dot_signed), so the integer sums are exact and the same on every path. A
+// row's last blocks short of eight go one at a time.
 float row_iq4_nl_avx2(const uint8_t* row, const Q8Activations& xq) {
   using Block = blk::BlockIQ4_NL;
   constexpr int64_t kBytes = sizeof(Block);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  constexpr bool kUnsigned = true;
-#else
-  constexpr bool kUnsigned = false;
-#endif
   const int64_t nb = xq.blocks();
   const bool two = xq.terms() == 2;
-  // Block b's 8 lanes of integer sums (less the 128s where kUnsigned).
+  // Block b's 8 lanes of integer sums.
   auto block_lanes = [&](const uint8_t* p, int64_t b) {
     const __m256i levels = levels_iq4_nl(p + offsetof(Block, qs));
-    auto term = [&](const int8_t* x) {
-      const __m256i xv = load32(x + b * kBlock);
-      return kUnsigned ? dot_lanes(_mm256_xor_si256(levels, bytes(0x80)), xv)
-                       : dot_signed(levels, xv);
-    };
+    auto term = [&](const int8_t* x) { return dot_signed(levels, load32(x + b * kBlock)); };
     __m256i lanes = term(xq.q());
     if (two) lanes = _mm256_add_epi32(_mm256_slli_epi32(lanes, 8), term(xq.q_lo()));
     return lanes;
   };
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // independent chains
-  __m256 acc_off = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
     const uint8_t* p = row + b * kBytes;
@@ -431,11 +421,8 @@ float row_iq4_nl_avx2(const uint8_t* row, const Q8Activations& xq) {
       std::memcpy(&dh[i], p + i * kBytes + offsetof(Block, d), sizeof(uint16_t));
     }
     const __m256 d = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
-    __m256 u, sum;
-    split_units(xq.scales() + 2 * b, u, sum);
-    if constexpr (kUnsigned) {
-      acc_off = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-128.0f), d), sum, acc_off);
-    }
+    __m256 u, unused_sums;
+    split_units(xq.scales() + 2 * b, u, unused_sums);
     const __m256 scale = _mm256_mul_ps(d, u);
     for (int i = 0; i < 8; ++i) {
       acc[i % 2] =
@@ -443,15 +430,12 @@ float row_iq4_nl_avx2(const uint8_t* row, const Q8Activations& xq) {
                           _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(i)), acc[i % 2]);
     }
   }
-  float tail_off = 0.0f;
   for (; b < nb; ++b) {
     const uint8_t* p = row + b * kBytes;
-    const float d = load_f16(p + offsetof(Block, d));
-    if constexpr (kUnsigned) tail_off += (-128.0f * d) * xq.scales()[2 * b + 1];
-    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_lanes(p, b)),
-                             _mm256_set1_ps(d * xq.scales()[2 * b]), acc[0]);
+    const float scale = load_f16(p + offsetof(Block, d)) * xq.scales()[2 * b];
+    acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_lanes(p, b)), _mm256_set1_ps(scale), acc[0]);
   }
-  return sum_lanes(_mm256_add_ps(acc[0], acc[1])) + sum_lanes(acc_off) + tail_off;
+  return sum_lanes(_mm256_add_ps(acc[0], acc[1]));
 }
 #else
 float row_iq4_nl(const uint8_t* row, const Q8Activations& xq) {

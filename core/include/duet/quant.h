@@ -27,8 +27,8 @@ DUET_API uint16_t f32_to_bf16(float f) noexcept;
 // Expands `n` elements of `type` stored at `src` into `dst`, with ggml's
 // float operations in ggml's order, so that the values equal gguf-py's
 // `gguf.quants.dequantize` bit for bit. Supports f32, f16, bf16 and every
-// block type (q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k,
-// q8_k). Throws duet::Error(kInternal) for i32 or when n is not a multiple of
+// block type (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, q2_k, q3_k, q4_k, q5_k,
+// q6_k, q8_k). Throws duet::Error(kInternal) for i32 or when n is not a multiple of
 // the type's block size: callers validate both first, so either is a bug.
 DUET_API void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
@@ -44,9 +44,11 @@ DUET_API void dequantize_row(DType type, const void* src, float* dst, int64_t n)
 //   q2_k, q3_k, q4_k, q5_k, q6_k: each sub-block's scale (and minimum) by
 //         ggml's search (weighted least squares; q2_k weighs absolute error,
 //         q3_k moves one level at a time), stored against the super-block's
-//         f16 scales, then every element rounded against its decoded scale.
+//         f16 scales, then every element rounded against its decoded scale;
+//   iq4_nl: the scale by ggml's search over 15 candidates (weights x²), each
+//         element at its nearest table level.
 // (An all-zero block has d = 0 and every q at its zero point.) Supports f32,
-// f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0 and q2_k to q6_k; throws
+// f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl and q2_k to q6_k; throws
 // duet::Error(kInternal) for any other type and for a partial block. `src`
 // must be finite (callers check; the K-quant searches assume it).
 DUET_API void quantize_row(DType type, const float* src, void* dst, int64_t n);

@@ -77,8 +77,8 @@ BlockIQ4_NL quantize_iq4_nl(const float* x) {
   out.d = f32_to_f16(scale);
   const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
   for (int j = 0; j < kQK / 2; ++j) {
-    out.qs[j] = static_cast<uint8_t>(nearest_level(inv * x[j]) |
-                                     nearest_level(inv * x[j + kQK / 2]) << 4);
+    out.qs[j] =
+        static_cast<uint8_t>(nearest_level(inv * x[j]) | nearest_level(inv * x[j + kQK / 2]) << 4);
   }
   return out;
 }

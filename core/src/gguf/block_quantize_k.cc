@@ -26,8 +26,12 @@ constexpr int kSub16 = 16;  // q2_k / q3_k / q6_k sub-block
 constexpr float kZeroGroup = 1e-15f;
 
 // Round to nearest, ties to even (the default rounding mode), as ggml's
-// nearest_int; clamped far beyond any level so that no float overflows int.
-int nearest(float v) { return static_cast<int>(std::clamp(std::nearbyint(v), -0x1p30f, 0x1p30f)); }
+// nearest_int, which also makes NaN 0 (a scale that overflowed f16 gives
+// inf * 0); clamped far beyond any level so that no float overflows int.
+int nearest(float v) {
+  if (std::isnan(v)) return 0;
+  return static_cast<int>(std::clamp(std::nearbyint(v), -0x1p30f, 0x1p30f));
+}
 
 // The asymmetric fit of n values to levels 0..nmax: x ≈ scale * L - min_out,
 // weighted least squares over the candidate scales (nmax + rmin + rdelta*i) /
@@ -209,7 +213,7 @@ float fit_q3(int n, int nmax, const float* x, int8_t* L) {
     if (moved == 0) break;
   }
   for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
-  return sum_lx / sum_l2;
+  return sum_l2 > 0.0f ? sum_lx / sum_l2 : 0.0f;
 }
 
 // Packs 2-bit levels (0..3) of a super-block as k_plane_bits reads them:

@@ -88,6 +88,19 @@ std::optional<uint64_t> layer0_count(const GgufFile& in, const std::string& key)
   return v->as_uint();
 }
 
+// llama.cpp's model type 70B, which the attn_v rule asks for: 80 layers of
+// llama with grouped KV heads, of qwen2, deci or olmo; 68 of jais2.
+bool seventy_b(const GgufFile& in, std::string_view arch, int n_layer) {
+  if (arch == "llama") {
+    const std::string prefix = "llama.attention.";
+    const std::optional<uint64_t> heads = layer0_count(in, prefix + "head_count");
+    const std::optional<uint64_t> kv = layer0_count(in, prefix + "head_count_kv");
+    return n_layer == 80 && heads && kv.value_or(*heads) != *heads;
+  }
+  if (arch == "qwen2" || arch == "deci" || arch == "olmo") return n_layer == 80;
+  return arch == "jais2" && n_layer == 68;
+}
+
 // llama.cpp's n_gqa() of layer 0: head_count / head_count_kv (the KV count
 // defaults to the head count), 0 when either is unknown or zero.
 int query_heads_per_kv_head(const GgufFile& in, std::string_view arch) {
@@ -103,7 +116,8 @@ struct RecipeState {
   bool has_output = false;
   int n_attn_v = 0;  // attn_v / attn_qkv / attn_kv_b weights in the file
   int n_layer = 0;
-  int n_gqa = 0;  // query heads per KV head (of layer 0); 0 when unknown
+  int n_gqa = 0;        // query heads per KV head (of layer 0); 0 when unknown
+  bool is_70b = false;  // llama.cpp's LLM_TYPE_70B (see seventy_b)
   int i_attn_v = 0;
   int i_ffn_down = 0;
 };
@@ -118,7 +132,10 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
     return t == DType::kQ8_0 ? t : DType::kQ6_K;
   }
   if (name == "token_embd.weight") return t;
-  if (contains(name, "attn_v.weight")) {
+  // attn_v, and the fused projections that hold it, share one rule and one
+  // counter.
+  if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight") ||
+      contains(name, "attn_kv_b.weight")) {
     if (ft == FileType::kQ2_K)
       t = st.n_gqa >= 4 ? DType::kQ4_K : DType::kQ3_K;
     else if (ft == FileType::kQ3_K_M)
@@ -129,6 +146,8 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
       t = DType::kQ6_K;
     else if (ft == FileType::kQ4_K_S && st.i_attn_v < 4)
       t = DType::kQ5_K;
+    // Eight query heads share each KV head there: more bits cost little.
+    if (st.is_70b && (t == DType::kQ3_K || t == DType::kQ4_K)) t = DType::kQ5_K;
     ++st.i_attn_v;
     return t;
   }
@@ -145,11 +164,6 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
     if (ft == FileType::kQ2_K) return DType::kQ3_K;
     if (ft == FileType::kQ3_K_M) return DType::kQ4_K;
     if (ft == FileType::kQ3_K_L) return DType::kQ5_K;
-  }
-  if (contains(name, "attn_qkv.weight")) {
-    if (ft == FileType::kQ3_K_M || ft == FileType::kQ3_K_L) return DType::kQ4_K;
-    if (ft == FileType::kQ4_K_M) return DType::kQ5_K;
-    if (ft == FileType::kQ5_K_M) return DType::kQ6_K;
   }
   return t;
 }
@@ -174,7 +188,8 @@ std::optional<DType> type_for_rows(DType type, int64_t row) {
       alt = DType::kQ4_0;
       break;
     default:
-      return std::nullopt;
+      if (block_of(type) > 32) return std::nullopt;
+      alt = type;  // a 32-element type has no smaller block: f16 below
   }
   return row % block_of(*alt) == 0 ? *alt : DType::kF16;
 }
@@ -219,6 +234,7 @@ std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type) {
       arch ? in.find_uint(std::string(*arch) + ".block_count") : std::nullopt;
   st.n_layer = blocks ? static_cast<int>(*blocks) : n_ffn_down;
   st.n_gqa = arch ? query_heads_per_kv_head(in, *arch) : 0;
+  st.is_70b = arch && seventy_b(in, *arch, st.n_layer);
 
   // llama-quantize walks the tensors by layer (then name), and its
   // counters follow that order; the plan keeps the file's.
@@ -244,13 +260,12 @@ std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type) {
     const int64_t row = t.shape.innermost();
     DType to = recipe ? recipe_type(type, t.name, row, st) : base;
     if (row % block_of(to) != 0) {
+      // Every recipe type has a fallback (type_for_rows).
       const std::optional<DType> alt = type_for_rows(to, row);
       if (!alt) {
-        throw Error(ErrorKind::kModelFile,
-                    in.path().string() + ": tensor '" + p.name + "' has rows of " +
-                        std::to_string(row) + " elements, not a multiple of " +
-                        std::string(dtype_name(to)) + "'s " + std::to_string(block_of(to)) +
-                        "-element blocks; choose a file type whose blocks fit (f16, bf16, f32)");
+        throw Error(ErrorKind::kInternal, "quantize plan: " + std::string(dtype_name(to)) +
+                                              " has no fallback for rows of " +
+                                              std::to_string(row));
       }
       to = *alt;
       p.fallback = true;

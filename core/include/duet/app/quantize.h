@@ -12,13 +12,14 @@
 // rows are not a multiple of 256 becomes q5_0 or q8_0. The 2- and 3-bit
 // recipes (q2_k, q3_k_s/m/l) give attn_v, attn_output and ffn_down more bits
 // (q2_k's attn_v depends on how many query heads share a KV head), and their
-// q2_k / q3_k rows that are not whole super-blocks become q4_0. Norms, other
-// 1-D tensors and biases are copied as stored. The rules reproduced are
-// llama-quantize's for dense models as of the llama.cpp that
-// llama-cpp-python 0.3.36 builds (the same as b4747's, but for that q4_0:
-// b4747 wrote iq4_nl, which Duet does not read); its mixture-of-experts, 70B
-// and Falcon special cases are not (such models are refused elsewhere in
-// Duet).
+// q2_k / q3_k rows that are not whole super-blocks become q4_0. attn_qkv and
+// attn_kv_b follow attn_v's rule, and a 70B-type model (80 layers of llama
+// with grouped KV heads, of qwen2, ...) gets q5_k where attn_v would get
+// q3_k or q4_k. Norms, other 1-D tensors and biases are copied as stored.
+// The rules reproduced are llama-quantize's for dense models as of the
+// llama.cpp that llama-cpp-python 0.3.36 builds (b4747 differed in q2_k/q3_k's
+// fallback, iq4_nl, and in attn_qkv's rule); its mixture-of-experts and Falcon
+// special cases are not reproduced (Duet runs neither).
 //
 // Dequantizing is exact, so a file may be turned into f32 from any weight type
 // Duet reads; quantizing weights that are already quantized loses precision
@@ -66,9 +67,9 @@ enum class FileType : uint32_t {
 DUET_API const std::vector<FileType>& file_types();
 // The type llama-quantize stores a tensor of `type` with rows of `row`
 // elements in: `type` when the rows are whole blocks of it, else its
-// fallback (q2_k and q3_k → q4_0, q4_k → q5_0, q5_k → q5_1, q6_k → q8_0),
-// or f16 where the fallback's blocks do not fit either; nullopt for a type
-// that has no fallback and does not fit.
+// fallback (q2_k and q3_k → q4_0, q4_k → q5_0, q5_k → q5_1, q6_k → q8_0; a
+// 32-element type is its own), or f16 where the fallback's blocks do not fit
+// either; nullopt for a larger block type with no fallback (q8_k).
 DUET_API std::optional<DType> type_for_rows(DType type, int64_t row);
 // "q4_k_m", "f32", ... (llama-quantize's names, lower case).
 DUET_API std::string file_type_name(FileType type);
@@ -85,9 +86,9 @@ struct DUET_API TensorPlan {
   bool fallback = false;   // the recipe's type did not fit the rows (see above)
 };
 
-// Each tensor's fate, in the input's order. Throws Error(kModelFile) naming
-// the tensor when a weight's rows fit neither the recipe's type nor its
-// fallback (a row length not a multiple of 32).
+// Each tensor's fate, in the input's order. A weight whose rows fit neither
+// the recipe's type nor its fallback becomes f16 (rows not a multiple of
+// 32), as in llama-quantize.
 DUET_API std::vector<TensorPlan> plan_quantization(const GgufFile& in, FileType type);
 
 struct DUET_API QuantizeOptions {
