@@ -216,6 +216,23 @@ float fit_q3(int n, int nmax, const float* x, int8_t* L) {
   return sum_l2 > 0.0f ? sum_lx / sum_l2 : 0.0f;
 }
 
+// Fits each 16-element sub-block of a super-block with `fit(x, L)` (its
+// scale into scales[s], its levels into L) and returns the scale of largest
+// magnitude, with its sign (the first of equals; 0 when every scale is 0).
+template <class Fit>
+float fit_sub_blocks16(const float* x, int8_t* L, float (&scales)[kQK_K / kSub16], Fit fit) {
+  float max_scale = 0.0f;
+  float max_abs = 0.0f;
+  for (int s = 0; s < kQK_K / kSub16; ++s) {
+    scales[s] = fit(x + kSub16 * s, L + kSub16 * s);
+    if (std::fabs(scales[s]) > max_abs) {
+      max_abs = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
+  }
+  return max_scale;
+}
+
 // Packs 2-bit levels (0..3) of a super-block as k_plane_bits reads them:
 // element j = 128 h + 32 r + l at bits 2 r of qs[32 h + l].
 void put_plane_bits(const uint8_t* L, uint8_t* qs) {
@@ -343,15 +360,8 @@ BlockQ3_K quantize_q3_k(const float* x) {
   std::memset(&out, 0, sizeof(out));
   int8_t L[kQK_K];
   float scales[kQK_K / kSub16];
-  float max_scale = 0.0f;
-  float max_abs = 0.0f;
-  for (int s = 0; s < kQK_K / kSub16; ++s) {
-    scales[s] = fit_q3(kSub16, 4, x + kSub16 * s, L + kSub16 * s);
-    if (std::fabs(scales[s]) > max_abs) {
-      max_abs = std::fabs(scales[s]);
-      max_scale = scales[s];
-    }
-  }
+  const float max_scale = fit_sub_blocks16(
+      x, L, scales, [](const float* xs, int8_t* ls) { return fit_q3(kSub16, 4, xs, ls); });
   out.d = f32_to_f16(0.0f);
   if (max_scale != 0.0f) {
     const float inv = -32.0f / max_scale;
@@ -420,16 +430,9 @@ BlockQ6_K quantize_q6_k(const float* x) {
   std::memset(&out, 0, sizeof(out));
   int8_t L[kQK_K];
   float scales[kQK_K / kSub16];
-  float max_scale = 0.0f;
-  float max_abs = 0.0f;
-  for (int s = 0; s < kQK_K / kSub16; ++s) {
-    scales[s] = fit_symmetric(kSub16, 32, x + kSub16 * s, L + kSub16 * s);
-    if (std::fabs(scales[s]) > max_abs) {
-      max_abs = std::fabs(scales[s]);
-      max_scale = scales[s];
-    }
-  }
-  if (max_abs < kZeroGroup) return out;  // all zero: d = 0, every level 0
+  const float max_scale = fit_sub_blocks16(
+      x, L, scales, [](const float* xs, int8_t* ls) { return fit_symmetric(kSub16, 32, xs, ls); });
+  if (std::fabs(max_scale) < kZeroGroup) return out;  // all zero: d = 0, every level 0
   const float inv = -128.0f / max_scale;
   out.d = f32_to_f16(1.0f / inv);
   for (int s = 0; s < kQK_K / kSub16; ++s) {
