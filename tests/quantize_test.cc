@@ -220,6 +220,26 @@ TEST_F(Quantize, FusedQkvAndSeventyBFollowTheAttnVRule) {
             DType::kQ6_K);  // more bits already: q6_k stays
 }
 
+// iq4_nl (llama-quantize's IQ4_NL, file type 25): attn_v q5_k where four or
+// more query heads share a KV head, ffn_down of the first eighth q5_k, the
+// output matrix q6_k, everything else iq4_nl.
+TEST_F(Quantize, Iq4NlRecipeFollowsLlamaQuantize) {
+  const GgufFile gqa4 = GgufFile::open(llama_file(16, 256, /*tied=*/false, "gqa4.gguf", 4));
+  const GgufFile gqa2 = GgufFile::open(llama_file(16, 256, /*tied=*/false, "gqa2.gguf", 2));
+  const auto wide = by_name(plan_quantization(gqa4, FileType::kIQ4_NL));
+  const auto narrow = by_name(plan_quantization(gqa2, FileType::kIQ4_NL));
+  for (int l = 0; l < 16; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    EXPECT_EQ(wide.at(b + "attn_v.weight").to, DType::kQ5_K) << l;
+    EXPECT_EQ(narrow.at(b + "attn_v.weight").to, DType::kIQ4_NL) << l;
+    EXPECT_EQ(wide.at(b + "ffn_down.weight").to, l < 2 ? DType::kQ5_K : DType::kIQ4_NL) << l;
+    EXPECT_EQ(wide.at(b + "attn_q.weight").to, DType::kIQ4_NL) << l;
+  }
+  EXPECT_EQ(wide.at("output.weight").to, DType::kQ6_K);
+  EXPECT_EQ(wide.at("token_embd.weight").to, DType::kIQ4_NL);
+  EXPECT_EQ(file_type_from_name("IQ4_NL"), FileType::kIQ4_NL);
+}
+
 // q2_k and q3_k rows that are not whole super-blocks fall back to q4_0, as
 // today's llama-quantize does (b4747 wrote iq4_nl).
 TEST_F(Quantize, TwoAndThreeBitRowsThatAreNotWholeSuperBlocksFallBackToQ4_0) {

@@ -78,7 +78,7 @@ int cmd_quantize(const std::vector<std::string>& args) {
     throw Error(ErrorKind::kUsage, "duet quantize: unknown --type '" + type_name + "'; one of " +
                                        type_list() +
                                        " (a file type names a recipe: no plain q3_k or q4_k; "
-                                       "the iq types are not written)");
+                                       "iq types other than iq4_nl are not written)");
   }
   const int threads = vm["threads"].as<int>();
   if (threads < 0 || threads > 1024) {

@@ -27,9 +27,9 @@ constexpr FileTypeInfo kFileTypes[] = {
     {FileType::kQ5_K_S, "q5_k_s", DType::kQ5_K}, {FileType::kQ5_1, "q5_1", DType::kQ5_1},
     {FileType::kQ5_0, "q5_0", DType::kQ5_0},     {FileType::kQ4_K_M, "q4_k_m", DType::kQ4_K},
     {FileType::kQ4_K_S, "q4_k_s", DType::kQ4_K}, {FileType::kQ4_1, "q4_1", DType::kQ4_1},
-    {FileType::kQ4_0, "q4_0", DType::kQ4_0},     {FileType::kQ3_K_L, "q3_k_l", DType::kQ3_K},
-    {FileType::kQ3_K_M, "q3_k_m", DType::kQ3_K}, {FileType::kQ3_K_S, "q3_k_s", DType::kQ3_K},
-    {FileType::kQ2_K, "q2_k", DType::kQ2_K},
+    {FileType::kQ4_0, "q4_0", DType::kQ4_0},     {FileType::kIQ4_NL, "iq4_nl", DType::kIQ4_NL},
+    {FileType::kQ3_K_L, "q3_k_l", DType::kQ3_K}, {FileType::kQ3_K_M, "q3_k_m", DType::kQ3_K},
+    {FileType::kQ3_K_S, "q3_k_s", DType::kQ3_K}, {FileType::kQ2_K, "q2_k", DType::kQ2_K},
 };
 
 const FileTypeInfo& info(FileType type) {
@@ -140,7 +140,7 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
       t = st.n_gqa >= 4 ? DType::kQ4_K : DType::kQ3_K;
     else if (ft == FileType::kQ3_K_M)
       t = st.i_attn_v < 2 ? DType::kQ5_K : DType::kQ4_K;
-    else if (ft == FileType::kQ3_K_L)
+    else if (ft == FileType::kQ3_K_L || (ft == FileType::kIQ4_NL && st.n_gqa >= 4))
       t = DType::kQ5_K;
     else if (k_m && more_bits(st.i_attn_v, st.n_attn_v))
       t = DType::kQ6_K;
@@ -157,6 +157,7 @@ DType recipe_type(FileType ft, std::string_view name, int64_t row, RecipeState& 
     if (ft == FileType::kQ3_K_M) return i < st.n_layer / 16 ? DType::kQ5_K : DType::kQ4_K;
     if (ft == FileType::kQ3_K_L) return DType::kQ5_K;
     if (k_m && more_bits(i, st.n_layer)) return DType::kQ6_K;
+    if (ft == FileType::kIQ4_NL && i < st.n_layer / 8) return DType::kQ5_K;
     if (ft == FileType::kQ4_K_S && i < st.n_layer / 8) return DType::kQ5_K;
     return t;
   }

@@ -12,7 +12,9 @@
 // rows are not a multiple of 256 becomes q5_0 or q8_0. The 2- and 3-bit
 // recipes (q2_k, q3_k_s/m/l) give attn_v, attn_output and ffn_down more bits
 // (q2_k's attn_v depends on how many query heads share a KV head), and their
-// q2_k / q3_k rows that are not whole super-blocks become q4_0. attn_qkv and
+// q2_k / q3_k rows that are not whole super-blocks become q4_0. iq4_nl gives
+// attn_v q5_k where four or more query heads share a KV head, and ffn_down
+// of the first eighth q5_k. attn_qkv and
 // attn_kv_b follow attn_v's rule, and a 70B-type model (80 layers of llama
 // with grouped KV heads, of qwen2, ...) gets q5_k where attn_v would get
 // q3_k or q4_k. Norms, other 1-D tensors and biases are copied as stored.
@@ -60,6 +62,7 @@ enum class FileType : uint32_t {
   kQ5_K_S = 16,
   kQ5_K_M = 17,
   kQ6_K = 18,
+  kIQ4_NL = 25,
   kBF16 = 32,
 };
 
