@@ -8,15 +8,11 @@
 #include "duet/quant.h"
 
 namespace duet::blocks {
-namespace {
 
-constexpr int kHalf = kQK / 2;
-
-// The element of largest magnitude, with its sign (the first of equals).
-float signed_absmax(const float* x) {
+float signed_absmax(const float* x, int n) {
   float amax = 0.0f;
   float vmax = 0.0f;
-  for (int j = 0; j < kQK; ++j) {
+  for (int j = 0; j < n; ++j) {
     if (amax < std::fabs(x[j])) {
       amax = std::fabs(x[j]);
       vmax = x[j];
@@ -24,6 +20,10 @@ float signed_absmax(const float* x) {
   }
   return vmax;
 }
+
+namespace {
+
+constexpr int kHalf = kQK / 2;
 
 void min_max(const float* x, float& lo, float& hi) {
   lo = FLT_MAX;
@@ -50,7 +50,7 @@ void pack5(const int (&q)[kQK], uint8_t (&qs)[kHalf], uint8_t (&qh)[4]) {
 BlockQ4_0 quantize_q4_0(const float* x) {
   // Dividing by -8 maps the largest magnitude to q = 0 exactly, so the full
   // 16 levels are used on its side; ggml's sign convention keeps files equal.
-  const float d = signed_absmax(x) / -8.0f;
+  const float d = signed_absmax(x, kQK) / -8.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   BlockQ4_0 out;
   out.d = f32_to_f16(d);
@@ -79,7 +79,7 @@ BlockQ4_1 quantize_q4_1(const float* x) {
 }
 
 BlockQ5_0 quantize_q5_0(const float* x) {
-  const float d = signed_absmax(x) / -16.0f;
+  const float d = signed_absmax(x, kQK) / -16.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   int q[kQK];
   for (int j = 0; j < kQK; ++j) q[j] = std::min(31, static_cast<int>(x[j] * id + 16.5f));

@@ -8,6 +8,10 @@
 
 namespace duet::blocks {
 
+// The element of largest magnitude among x[0..n), with its sign: the first of
+// equals, 0 when all are 0 (the scale every ggml quantizer starts from).
+float signed_absmax(const float* x, int n);
+
 // d = v / -8 where v is the element of largest magnitude,
 // q = min(15, trunc(x / d + 8.5)).
 BlockQ4_0 quantize_q4_0(const float* x);

@@ -51,16 +51,9 @@ void fit_sums(const float* x, float inv, float& sum_qx, float& sum_q2) {
 }  // namespace
 
 BlockIQ4_NL quantize_iq4_nl(const float* x) {
-  float amax = 0.0f;
-  float vmax = 0.0f;
-  for (int j = 0; j < kQK; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      vmax = x[j];
-    }
-  }
+  const float vmax = signed_absmax(x, kQK);
   float scale = 0.0f;
-  if (amax >= kZeroGroup) {
+  if (std::fabs(vmax) >= kZeroGroup) {
     float sum_qx = 0.0f, sum_q2 = 0.0f;
     fit_sums(x, 1.0f / (-vmax / level(0)), sum_qx, sum_q2);
     scale = sum_q2 > 0.0f ? sum_qx / sum_q2 : 0.0f;

@@ -112,15 +112,8 @@ float fit_with_min(int n, int nmax, const float* x, const float* w, float rmin, 
 // and 18 candidates around it, keeping the least-squares best. L holds
 // level + nmax. Returns the scale (0 for an all-zero group).
 float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0.0f;
-  float vmax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      vmax = x[i];
-    }
-  }
-  if (amax < kZeroGroup) {
+  const float vmax = signed_absmax(x, n);
+  if (std::fabs(vmax) < kZeroGroup) {
     std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
@@ -167,15 +160,8 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
 // move only when it raises (Σ w x l)² / Σ w l². L holds level + nmax.
 // Returns the least-squares scale (0 for an all-zero group).
 float fit_q3(int n, int nmax, const float* x, int8_t* L) {
-  float amax = 0.0f;
-  float vmax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      vmax = x[i];
-    }
-  }
-  if (amax < kZeroGroup) {
+  const float vmax = signed_absmax(x, n);
+  if (std::fabs(vmax) < kZeroGroup) {
     std::memset(L, 0, static_cast<size_t>(n));
     return 0.0f;
   }
