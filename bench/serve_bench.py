@@ -1,14 +1,16 @@
 """Concurrent streaming clients against an OpenAI-compatible server.
 
 usage: serve_bench.py URL [--clients 16] [--waves 3] [--warmup 1] [--max-tokens 64]
-                          [--label NAME] [--ban-token ID ...]
+                          [--label NAME] [--ban-token ID ...] [--bias-pairs]
 
 Each wave sends --clients streamed POST /v1/completions requests at once
 (distinct prompts of about 32 tokens, greedy: temperature 0), each asking
 for exactly --max-tokens tokens: the end-of-generation tokens given with
 --ban-token get logit_bias -100 and "stop" is empty, so every answer must
 end with finish_reason "length" (anything else is an error: the two engines
-compared must do the same work). Prints one JSON object:
+compared must do the same work). logit_bias is OpenAI's object {"ID": -100};
+--bias-pairs sends it as a list of [ID, -100] pairs instead, the only form
+llama.cpp's llama-server took before 2025-03. Prints one JSON object:
 
   aggregate_tokens_per_second  all tokens of a wave / its makespan (first
                                request sent to last answer done), median
@@ -82,14 +84,14 @@ def stream_one(url, body, timeout):
         sock.close()
 
 
-def wave(url, clients, first_index, max_tokens, banned, timeout):
+def wave(url, clients, first_index, max_tokens, logit_bias, timeout):
     results = [None] * clients
     barrier = threading.Barrier(clients)
 
     def client(k):
         body = {"prompt": prompt(first_index + k), "max_tokens": max_tokens, "stream": True,
                 "temperature": 0, "stop": [],
-                "logit_bias": {str(t): -100 for t in banned}}
+                "logit_bias": logit_bias}
         barrier.wait()
         sent = time.monotonic()
         try:
@@ -138,6 +140,8 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--ban-token", type=int, action="append", default=[],
                     help="a token id given logit_bias -100 (the model's end tokens)")
+    ap.add_argument("--bias-pairs", action="store_true",
+                    help="send logit_bias as [[ID, -100], ...] (older llama-server builds)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per request")
     ap.add_argument("--first-index", type=int, default=0,
                     help="prompt index of the first request (distinct prompts across runs)")
@@ -145,12 +149,14 @@ def main():
     if a.clients < 1 or a.waves < 1 or a.warmup < 0 or a.max_tokens < 1:
         ap.error("--clients, --waves and --max-tokens must be >= 1, --warmup >= 0")
     index = a.first_index
+    bias = ([[t, -100] for t in a.ban_token] if a.bias_pairs
+            else {str(t): -100 for t in a.ban_token})
     for _ in range(a.warmup):
-        wave(a.url, a.clients, index, a.max_tokens, a.ban_token, a.timeout)
+        wave(a.url, a.clients, index, a.max_tokens, bias, a.timeout)
         index += a.clients
     waves = []
     for _ in range(a.waves):
-        waves.append(wave(a.url, a.clients, index, a.max_tokens, a.ban_token, a.timeout))
+        waves.append(wave(a.url, a.clients, index, a.max_tokens, bias, a.timeout))
         index += a.clients
     ttft = [t for w in waves for t in w["ttft_s"]]
     steady = [w["steady_tokens_per_second"] for w in waves]

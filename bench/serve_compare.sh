@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # bench/serve_compare.sh — `duet serve` against llama-cpp-python's
-# OpenAI-compatible server (llama_cpp.server) on the same GGUF file, threads
-# and requests, and against `duet bench --batch` (what the server adds to
-# the batching engine). First `duet bench --batch N` runs alone; then both
-# servers run at once on 127.0.0.1 and take waves of concurrent streaming
-# clients in turn (bench/serve_bench.py): round by round, a Duet wave, then
-# a llama.cpp wave, so both see the same machine state. Prints a table and
-# keeps every JSON result under build/bench-results/serve-<time>/.
+# OpenAI-compatible server (llama_cpp.server) and, given its binary, against
+# llama.cpp's own `llama-server -np N -cb` (N slots decoded in one batch), on
+# the same GGUF file, threads and requests, and against `duet bench --batch`
+# (what the server adds to the batching engine). First `duet bench --batch
+# N` runs alone; then the servers run at once on 127.0.0.1 and take waves of
+# concurrent streaming clients in turn (bench/serve_bench.py): round by
+# round, a Duet wave, then each peer's, so all see the same machine state.
+# Prints a table and keeps every JSON result under
+# build/bench-results/serve-<time>/.
 #
 # llama-cpp-python (with its [server] extra) is installed only into the venv
 # build/bench-venv, built from source once (about 15 minutes on 2 cores;
 # bench/README.md). It answers one request at a time; its default of
 # interrupting a running request when another arrives is turned off
 # (--interrupt_requests False), so that every client gets its answer.
+# llama-server is not built here: pass the binary from a llama.cpp checkout
+# (bench/README.md: cmake --build build --target llama-server).
 #
 # Usage: bash bench/serve_compare.sh [PIPELINE.yaml] [--threads T] [--clients N]
-#            [--rounds R] [--max-tokens M] [--duet PATH] [--no-llama] [-- DUET_SET_ARGS...]
+#            [--rounds R] [--max-tokens M] [--duet PATH] [--no-llama]
+#            [--llama-server PATH] [-- DUET_SET_ARGS...]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,8 +32,9 @@ usage() {
   cat <<EOF
 Usage: bash bench/serve_compare.sh [PIPELINE.yaml] [options] [-- DUET_SET_ARGS...]
 
-Streams the same concurrent requests through 'duet serve' and llama-cpp-python's
-server, alternately, and runs 'duet bench --batch N' on the same pipeline.
+Streams the same concurrent requests through 'duet serve', llama-cpp-python's
+server and (with --llama-server) llama.cpp's llama-server, alternately, and runs
+'duet bench --batch N' on the same pipeline.
 
   PIPELINE.yaml        default: configs/smollm2-serve.yaml
   --threads T          threads for both engines (default 2; Duet gets
@@ -40,7 +46,9 @@ server, alternately, and runs 'duet bench --batch N' on the same pipeline.
   --max-tokens M       tokens each request generates (default 64); the
                        model's end tokens are banned so that all do
   --duet PATH          the duet binary (default \$DUET_BIN or build/bin/duet)
-  --no-llama           Duet only (no llama-cpp-python install or server)
+  --no-llama           no llama-cpp-python install or server
+  --llama-server PATH  also run llama.cpp's llama-server binary with -np N -cb
+                       (N = --clients; -c N*512, so each slot holds 512 tokens)
   -h, --help           this help
   -- ARGS...           more arguments for 'duet serve' and 'duet bench'
                        (e.g. --set backend.plugin=reference; without a
@@ -59,6 +67,7 @@ ROUNDS=3
 MAX_TOKENS=64
 DUET="${DUET_BIN:-$ROOT/build/bin/duet}"
 LLAMA=1
+LLAMA_SERVER=""
 DUET_EXTRA=()
 while (($#)); do
   case "$1" in
@@ -69,7 +78,8 @@ while (($#)); do
     --max-tokens) (($# >= 2)) || die "$1 needs a value"; MAX_TOKENS="$2"; shift 2 ;;
     --duet) (($# >= 2)) || die "$1 needs a value"; DUET="$2"; shift 2 ;;
     --no-llama) LLAMA=0; shift ;;
-    --threads=*|--clients=*|--rounds=*|--max-tokens=*|--duet=*) set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
+    --llama-server) (($# >= 2)) || die "$1 needs a value"; LLAMA_SERVER="$2"; shift 2 ;;
+    --threads=*|--clients=*|--rounds=*|--max-tokens=*|--duet=*|--llama-server=*) set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
     --) shift; DUET_EXTRA=("$@"); break ;;
     -*) die "unknown option '$1'; see --help" ;;
     *) PIPELINE="$1"; shift ;;
@@ -81,6 +91,8 @@ need_count --rounds "$ROUNDS" 1
 need_count --max-tokens "$MAX_TOKENS" 1
 [[ -f "$PIPELINE" ]] || die "pipeline '$PIPELINE' does not exist"
 [[ -x "$DUET" ]] || die "no duet binary at '$DUET'; build it first (bash scripts/build.sh), or pass --duet PATH"
+[[ -z "$LLAMA_SERVER" || -x "$LLAMA_SERVER" ]] ||
+  die "--llama-server '$LLAMA_SERVER' is not an executable; build llama.cpp's llama-server (bench/README.md)"
 
 # A CPU comparison: Duet runs on onednn unless the arguments pin a backend
 # (the default pipeline lists [cuda, onednn, reference], whose options are
@@ -133,26 +145,47 @@ for t in $ends; do
 done
 ((${#BANS[@]})) || die "could not read the model's end tokens with 'duet inspect'"
 
-LLAMA_URL=""
-if ((LLAMA)); then
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$PY" -m llama_cpp.server --model "$MODEL_PATH" --host 127.0.0.1 --port "$port" \
-    --n_threads "$THREADS" --n_threads_batch "$THREADS" --n_ctx 2048 --verbose False \
-    --interrupt_requests False >"$RUN_DIR/llama-server.log" 2>&1 &
-  PIDS+=($!)
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# await_server NAME URL LOG: waits until URL/v1/models answers, while the
+# last started process lives.
+await_server() {
+  local pid=${PIDS[-1]}
   for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/v1/models" >/dev/null && { LLAMA_URL="http://127.0.0.1:$port"; break; }
-    kill -0 "${PIDS[1]}" 2>/dev/null || { cat "$RUN_DIR/llama-server.log" >&2; die "llama_cpp.server exited"; }
+    curl -sf "$2/v1/models" >/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$3" >&2; die "$1 exited"; }
     sleep 0.1
   done
-  [[ -n "$LLAMA_URL" ]] || die "llama_cpp.server did not start within 60 s; see $RUN_DIR/llama-server.log"
+  die "$1 did not start within 60 s; see $3"
+}
+LLAMA_URL=""
+if ((LLAMA)); then
+  port=$(free_port)
+  "$PY" -m llama_cpp.server --model "$MODEL_PATH" --host 127.0.0.1 --port "$port" \
+    --n_threads "$THREADS" --n_threads_batch "$THREADS" --n_ctx 2048 --verbose False \
+    --interrupt_requests False >"$RUN_DIR/llama-cpp-python.log" 2>&1 &
+  PIDS+=($!)
+  LLAMA_URL="http://127.0.0.1:$port"
+  await_server llama_cpp.server "$LLAMA_URL" "$RUN_DIR/llama-cpp-python.log"
+fi
+SERVER_URL=""
+if [[ -n "$LLAMA_SERVER" ]]; then
+  port=$(free_port)
+  "$LLAMA_SERVER" -m "$MODEL_PATH" --host 127.0.0.1 --port "$port" -t "$THREADS" -tb "$THREADS" \
+    -np "$CLIENTS" -cb -c $((CLIENTS * 512)) --no-webui >"$RUN_DIR/llama-server.log" 2>&1 &
+  PIDS+=($!)
+  SERVER_URL="http://127.0.0.1:$port"
+  await_server llama-server "$SERVER_URL" "$RUN_DIR/llama-server.log"
+  "$LLAMA_SERVER" --version >"$RUN_DIR/llama-server-version" 2>&1 || true
 fi
 
-echo "duet serve ($DUET_URL) vs llama_cpp.server (${LLAMA_URL:-not run}): $MODEL, $THREADS threads," \
+echo "duet serve ($DUET_URL) vs llama_cpp.server (${LLAMA_URL:-not run}) and llama-server" \
+  "(${SERVER_URL:-not run}): $MODEL, $THREADS threads," \
   "$CLIENTS clients, $MAX_TOKENS tokens each, $ROUNDS rounds -> $RUN_DIR" >&2
-wave() {  # wave URL LABEL ROUND WARMUP
+wave() {  # wave URL LABEL ROUND WARMUP [SERVE_BENCH_ARGS...]
   python3 "$ROOT/bench/serve_bench.py" "$1" --clients "$CLIENTS" --waves 1 --warmup "$4" \
-    --max-tokens "$MAX_TOKENS" --label "$2" --first-index $(( $3 * 4 * CLIENTS )) "${BANS[@]}" \
+    --max-tokens "$MAX_TOKENS" --label "$2" --first-index $(( $3 * 4 * CLIENTS )) "${BANS[@]}" "${@:5}" \
     >"$RUN_DIR/$2-$3.json" || die "serve_bench.py failed against $2 ($1)"
 }
 for ((round = 1; round <= ROUNDS; ++round)); do
@@ -163,15 +196,19 @@ for ((round = 1; round <= ROUNDS; ++round)); do
     echo "round $round/$ROUNDS: llama_cpp.server" >&2
     wave "$LLAMA_URL" llama "$round" "$warm"
   fi
+  if [[ -n "$SERVER_URL" ]]; then
+    echo "round $round/$ROUNDS: llama-server" >&2
+    wave "$SERVER_URL" llama-server "$round" "$warm" --bias-pairs  # b4747 reads no other form
+  fi
 done
 cleanup
 PIDS=()
 
 cut -d' ' -f1-3 /proc/loadavg >"$RUN_DIR/loadavg-end" 2>/dev/null || true
 
-python3 - "$RUN_DIR" "$ROUNDS" "$LLAMA" <<'EOF'
+python3 - "$RUN_DIR" "$ROUNDS" "$LLAMA" "${SERVER_URL:+1}" <<'EOF'
 import json, math, os, statistics, sys
-run_dir, rounds, llama = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+run_dir, rounds, llama, server = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
 
 def engine(label):
     runs = [json.load(open(os.path.join(run_dir, "%s-%d.json" % (label, r)))) for r in range(1, rounds + 1)]
@@ -186,28 +223,30 @@ def engine(label):
             "ttft_p50_s": rank(0.5), "ttft_p99_s": rank(0.99), "waves": len(waves)}
 
 summary = {"duet": engine("duet")}
-if llama:
-    summary["llama_cpp_python"] = engine("llama")
+peers = ([("llama_cpp.server", "llama_cpp_python", "llama")] if llama else []) + \
+        ([("llama-server", "llama_server", "llama-server")] if server else [])
+for _, key, label in peers:
+    summary[key] = engine(label)
 row = json.load(open(os.path.join(run_dir, "duet-bench.json")))["results"][0]
 summary["duet_bench_aggregate_tokens_per_second"] = row["aggregate_tokens_per_second_median"]
 d = summary["duet"]
 if d["steady_tokens_per_second"] is not None:
     summary["serve_steady_vs_bench"] = d["steady_tokens_per_second"] / summary["duet_bench_aggregate_tokens_per_second"]
-if llama:
-    summary["duet_vs_llama_aggregate"] = d["aggregate_tokens_per_second"] / summary["llama_cpp_python"]["aggregate_tokens_per_second"]
+for _, key, _ in peers:
+    summary["duet_vs_%s_aggregate" % key] = d["aggregate_tokens_per_second"] / summary[key]["aggregate_tokens_per_second"]
 json.dump(summary, open(os.path.join(run_dir, "summary.json"), "w"), indent=1)
 
 fmt = lambda v, spec: "-" if v is None else format(v, spec)
 print("| engine | agg t/s | stddev | steady t/s | TTFT p50 s | TTFT p99 s | waves |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for name, e in [("duet serve", d)] + ([("llama_cpp.server", summary["llama_cpp_python"])] if llama else []):
+for name, e in [("duet serve", d)] + [(name, summary[key]) for name, key, _ in peers]:
     print("| %s | %s | %s | %s | %s | %s | %d |" % (name, fmt(e["aggregate_tokens_per_second"], ".1f"),
           fmt(e["aggregate_stdev"], ".1f"), fmt(e["steady_tokens_per_second"], ".1f"),
           fmt(e["ttft_p50_s"], ".2f"), fmt(e["ttft_p99_s"], ".2f"), e["waves"]))
 print("| duet bench --batch | %.1f (full-decode steps) | | | | | |" % summary["duet_bench_aggregate_tokens_per_second"])
 if "serve_steady_vs_bench" in summary:
     print("\nduet serve steady / duet bench: %.2f" % summary["serve_steady_vs_bench"])
-if llama:
-    print("duet serve / llama_cpp.server (aggregate): %.2fx" % summary["duet_vs_llama_aggregate"])
+for name, key, _ in peers:
+    print("duet serve / %s (aggregate): %.2fx" % (name, summary["duet_vs_%s_aggregate" % key]))
 print("results: %s" % run_dir)
 EOF
