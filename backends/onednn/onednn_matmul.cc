@@ -128,12 +128,12 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
 
 bool Matmul::takes_tiles(int64_t n, DType wtype) const {
   if (min_tile_rows_ == 0 || n >= min_gemm_rows_ || !row_tiles_kernel(path_, wtype)) return false;
-  // Nibble tiles hold the file's bytes, regrouped: no more to stream than
-  // the gemv kernels read, so decode's single row takes them too. Not so the
-  // half-block tiles (q2_k, q3_k, q6_k): 1.5 bytes per weight, against the
-  // file's 0.33 and 0.43 for q2_k and q3_k, so one row streams the file's
-  // bytes through gemv instead.
-  return n >= min_tile_rows_ || tile_format(wtype) == TileFormat::kNibbles;
+  // Nibble tiles (q4_0, q4_1, q4_k) hold the file's nibbles, regrouped:
+  // about as much to stream as the gemv kernels read, so decode's single
+  // row takes them too. Not so the byte and half-block tiles: 1.25 and 1.5
+  // bytes per weight, against 0.33-0.69 for q2_k..q5_k, so one row streams
+  // the file's bytes through gemv instead.
+  return n >= min_tile_rows_ || nibble_tiles(wtype);
 }
 
 void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {

@@ -78,22 +78,13 @@ TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
       scale(f16_to_f32(x.d), -128.0f * f16_to_f32(x.d));
       break;
     }
-    case DType::kQ4_K:
     case DType::kQ5_K: {
       int sc = 0, mn = 0;
-      if (type == DType::kQ4_K) {
-        const auto& x = reinterpret_cast<const blk::BlockQ4_K*>(row)[b / kSubs];
-        fill([&](int e) { return blk::q4_k_quant(x, 32 * s + e); });
-        blk::k4_scale_min(x.scales, s, sc, mn);
-        scale(f16_to_f32(x.d) * static_cast<float>(sc),
-              -(f16_to_f32(x.dmin) * static_cast<float>(mn)));
-      } else {
-        const auto& x = reinterpret_cast<const blk::BlockQ5_K*>(row)[b / kSubs];
-        fill([&](int e) { return blk::q5_k_quant(x, 32 * s + e); });
-        blk::k4_scale_min(x.scales, s, sc, mn);
-        scale(f16_to_f32(x.d) * static_cast<float>(sc),
-              -(f16_to_f32(x.dmin) * static_cast<float>(mn)));
-      }
+      const auto& x = reinterpret_cast<const blk::BlockQ5_K*>(row)[b / kSubs];
+      fill([&](int e) { return blk::q5_k_quant(x, 32 * s + e); });
+      blk::k4_scale_min(x.scales, s, sc, mn);
+      scale(f16_to_f32(x.d) * static_cast<float>(sc),
+            -(f16_to_f32(x.dmin) * static_cast<float>(mn)));
       break;
     }
     // Sub-blocks of 16: the 32-element block s holds sub-blocks 2s and 2s + 1.
@@ -176,6 +167,38 @@ void pack_nibbles(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out
   }
 }
 
+// Row r's part of super-block sb of a kSuperNibbles tile at `out` (src
+// null: a zero row): the q4_k block's fields, its scales and minimums
+// unpacked to bytes.
+void pack_super_nibbles(const uint8_t* src, int64_t sb, int r, uint8_t* out) {
+  constexpr int kRows = RowTiles::kRows;
+  auto* half = reinterpret_cast<uint16_t*>(out);
+  uint8_t* scales = out + 2 * kRows * sizeof(uint16_t);
+  uint8_t* mins = scales + RowTiles::kSubBlocks * kRows;
+  uint8_t* q = out + RowTiles::kSuperHeaderBytes;
+  const blk::BlockQ4_K* x =
+      src != nullptr ? &reinterpret_cast<const blk::BlockQ4_K*>(src)[sb] : nullptr;
+  half[r] = x != nullptr ? x->d : 0;
+  half[kRows + r] = x != nullptr ? x->dmin : 0;
+  for (int s = 0; s < RowTiles::kSubBlocks; ++s) {
+    int sc = 0, mn = 0;
+    if (x != nullptr) blk::k4_scale_min(x->scales, s, sc, mn);
+    scales[s * kRows + r] = static_cast<uint8_t>(sc);
+    mins[s * kRows + r] = static_cast<uint8_t>(mn);
+  }
+  constexpr int kGroupBytes = RowTiles::kBlock * kRows;  // two sub-blocks' nibbles
+  for (int p = 0; p < RowTiles::kSubBlocks / 2; ++p) {
+    for (int j = 0; j < RowTiles::kBlock / 4; ++j) {
+      uint8_t* to = q + p * kGroupBytes + 64 * j + 4 * r;
+      if (x != nullptr) {
+        std::memcpy(to, x->qs + RowTiles::kBlock * p + 4 * j, 4);
+      } else {
+        std::memset(to, 0, 4);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool row_tiles_type(DType t) {
@@ -205,8 +228,13 @@ bool row_tiles_kernel(CpuPath path, DType t) {
   return row_tiles_path(path) && tile_format(t) == TileFormat::kNibbles;
 }
 
+bool nibble_tiles(DType t) {
+  return tile_format(t) == TileFormat::kNibbles || tile_format(t) == TileFormat::kSuperNibbles;
+}
+
 TileFormat tile_format(DType t) {
   if (t == DType::kQ4_0 || t == DType::kQ4_1) return TileFormat::kNibbles;
+  if (t == DType::kQ4_K) return TileFormat::kSuperNibbles;
   if (t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ6_K) return TileFormat::kHalves;
   return TileFormat::kBytes;
 }
@@ -237,9 +265,14 @@ RowTiles::RowTiles(DType type, int64_t rows, int64_t k)
 }
 
 int64_t RowTiles::block_bytes() const {
-  return format_ == TileFormat::kNibbles
-             ? 2 * kRows * 2 + kBlock / 2 * kRows
-             : scale_count(format_) * kRows * int64_t{sizeof(float)} + kBlock * kRows;
+  switch (format_) {
+    case TileFormat::kNibbles:
+      return 2 * kRows * 2 + kBlock / 2 * kRows;
+    case TileFormat::kSuperNibbles:
+      return kSuperBytes / kSubBlocks;
+    default:
+      return scale_count(format_) * kRows * int64_t{sizeof(float)} + kBlock * kRows;
+  }
 }
 
 void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
@@ -247,6 +280,15 @@ void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
   const auto* rows = static_cast<const uint8_t*>(w);
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     uint8_t* out = data_.get() + t * blocks() * block_bytes();
+    if (format_ == TileFormat::kSuperNibbles) {
+      for (int64_t sb = 0; sb < blocks() / kSubBlocks; ++sb, out += kSuperBytes) {
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t row = t * kRows + r;
+          pack_super_nibbles(row < rows_ ? rows + row * row_bytes : nullptr, sb, r, out);
+        }
+      }
+      continue;
+    }
     for (int64_t b = 0; b < blocks(); ++b, out += block_bytes()) {
       for (int r = 0; r < kRows; ++r) {
         const int64_t row = t * kRows + r;

@@ -11,7 +11,7 @@
 // shuffle or horizontal sum at all. This is the run-time repacking that
 // ik_llama.cpp and llama.cpp's CPU "extra" buffers do, in Duet's own layout.
 //
-// Three tile formats carry every supported type:
+// Four tile formats carry every supported type:
 //  * nibbles (q4_0, q4_1): the blocks' own bytes regrouped — f16 d and m per
 //    row, then 16 bytes per row whose low nibbles are elements 0..15 and
 //    high nibbles elements 16..31 — so tiles take exactly the file's 0.625
@@ -19,11 +19,20 @@
 //    token, reads no more than from the file's blocks. The kernel unpacks
 //    the nibbles with two ANDs and a shift per vector. q4_0 keeps m unused:
 //    its offset is -8d.
-//  * bytes (q5_0, q5_1, q8_0, iq4_nl, q4_k, q5_k): each 32-element block of
+//  * super-nibbles (q4_k): per 256-element super-block the rows' f16 d and
+//    dmin, their eight 6-bit sub-block scales and minimums as bytes, and
+//    the super-block's nibbles as the file keeps them (sub-blocks 2p and
+//    2p + 1 in the low and high nibbles of the same 32 bytes): 0.578 bytes
+//    per weight against the file's 0.5625, so decode's single row takes
+//    them too. The kernel forms each sub-block's d = d * scale and m =
+//    -(dmin * min), exact in f32: the bytes format's scales, so the same
+//    results bit for bit.
+//  * bytes (q5_0, q5_1, q8_0, iq4_nl, q5_k): each 32-element block of
 //    each row as x = d * u + m with u an unsigned byte and f32 d, m (q5_0:
-//    m = -16d; q8_0 and iq4_nl: u = level + 128, m = -128d; q4_k / q5_k: d = super-scale * 6-bit
-//    scale and m = -(super-min * 6-bit min) of the block's sub-block, both
-//    exact in f32): 1.25 bytes per weight, for products of several rows.
+//    m = -16d; q8_0 and iq4_nl: u = level + 128, m = -128d; q5_k: d =
+//    super-scale * 6-bit scale and m = -(super-min * 6-bit min) of the
+//    block's sub-block, both exact in f32): 1.25 bytes per weight, for
+//    products of several rows.
 //  * halves (q2_k, q3_k, q6_k, whose scales change every 16 elements): the
 //    bytes' layout with a d and an m per 16-element half block (q6_k: u =
 //    q + 32, d = super-scale * int8 scale, m = -32d; q3_k: u = q + 4, d =
@@ -58,6 +67,11 @@ namespace duet::onednn {
 // iq4_nl and the K-quants q2_k, q3_k, q4_k, q5_k, q6_k.
 bool row_tiles_type(DType t);
 
+// Whether `t`'s tiles hold its nibbles as the file does (q4_0, q4_1, q4_k):
+// about the file's size, so a product of one row streams no more bytes
+// from them than from the file's blocks. REQUIRES row_tiles_type(t).
+bool nibble_tiles(DType t);
+
 // Whether this build has a row-tile kernel for `path` and some type: the
 // AVX-512 VNNI path for every row_tiles_type (vpdpbusd multiplies the
 // unsigned tile bytes by signed activations exactly), the AVX2 path for
@@ -71,9 +85,10 @@ bool row_tiles_path(CpuPath path);
 bool row_tiles_kernel(CpuPath path, DType t);
 
 enum class TileFormat {
-  kNibbles,  // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
-  kBytes,    // q5_0, q5_1, q8_0, iq4_nl, q4_k, q5_k: 64 + 64 bytes of f32 scales, 512 of bytes
-  kHalves,   // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block) and 512 of bytes
+  kNibbles,       // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
+  kSuperNibbles,  // q4_k: per super-block 16 + 16 f16, 128 + 128 scale bytes, 2048 of nibbles
+  kBytes,         // q5_0, q5_1, q8_0, iq4_nl, q4_k, q5_k: 64 + 64 bytes of f32 scales, 512 of bytes
+  kHalves,        // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block) and 512 of bytes
 };
 
 // The format `t`'s tiles take. REQUIRES row_tiles_type(t).
@@ -83,6 +98,13 @@ class RowTiles {
  public:
   static constexpr int kRows = 16;  // weight rows per tile (one per 32-bit lane)
   static constexpr int kBlock = 32;
+  static constexpr int kSubBlocks = 8;  // blocks per kSuperNibbles super-block
+  // A kSuperNibbles super-block's f16 d and dmin and scale and min bytes,
+  // and all its bytes: whole 64-byte lines, so each stays aligned.
+  static constexpr int64_t kSuperHeaderBytes = 2 * kRows * 2 + 2 * kSubBlocks * kRows;
+  static constexpr int64_t kSuperBytes = kSuperHeaderBytes + kSubBlocks * kBlock / 2 * kRows;
+  static_assert(kSuperHeaderBytes % 64 == 0 && kSuperBytes % 64 == 0 &&
+                kSuperBytes % kSubBlocks == 0);
 
   // Empty tiles for a [rows, k] matrix of `type`: REQUIRES
   // row_tiles_type(type), rows ≥ 1, k a positive multiple of the type's
@@ -102,6 +124,13 @@ class RowTiles {
   //   kNibbles: f16 scales; 4 vectors, vector j holding the block's bytes
   //             qs[4j..4j+3]: elements 4j..4j+3 in the low nibbles, 16+4j..
   //             16+4j+3 in the high.
+  // kSuperNibbles tiles go by super-blocks of kSubBlocks blocks instead
+  // (block_bytes() is an eighth of one): the rows' f16 d, their f16 dmin,
+  // then sub-block s's 16 scale bytes for s = 0..7, then the 8 min bytes
+  // likewise, then four groups of 8 vectors, group p's vector j holding the
+  // super-block's qs[32p + 4j .. 32p + 4j + 3]: elements 64p + 4j.. (of
+  // sub-block 2p) in the low nibbles, 64p + 32 + 4j.. (sub-block 2p + 1) in
+  // the high.
   void pack(const void* w, int64_t tile_begin, int64_t tile_end);
 
   DType type() const { return type_; }
@@ -110,6 +139,7 @@ class RowTiles {
   int64_t k() const { return k_; }
   int64_t tiles() const { return tiles_; }
   int64_t blocks() const { return k_ / kBlock; }
+  // A block's bytes in the tile (kSuperNibbles: a super-block's / kSubBlocks).
   int64_t block_bytes() const;
   int64_t bytes() const { return tiles_ * blocks() * block_bytes(); }
   // Tile t's first block; block b is block_bytes() * b further on.

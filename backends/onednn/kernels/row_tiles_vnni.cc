@@ -2,11 +2,14 @@
 //
 // For one tile and up to kMaxVectors activation rows at a time: each block's
 // eight 64-byte weight vectors (kBytes: loaded; kNibbles: four loaded and
-// split into their low and high nibbles) are held in registers and
+// split into their low and high nibbles; kSuperNibbles: eight loaded, each
+// the low or the high nibbles) are held in registers and
 // multiplied by every activation row, 4 activation bytes broadcast to all 16
 // lanes per vpdpbusd; the integer sums then take the block's scales with two
 // f32 multiply-adds per row (d * dx, and the offset m times dx * Σqx);
-// kHalves tiles keep a sum per 16-element half and take the same two per half.
+// kHalves tiles keep a sum per 16-element half and take the same two per half;
+// kSuperNibbles tiles form a block's d and m from the super-block's f16
+// scales and the sub-block's scale and min bytes.
 // Registers: 8 weight vectors, the scales, and two accumulators per
 // activation row.
 
@@ -93,6 +96,36 @@ Block load_block(const uint8_t* p) {
   return blk;
 }
 
+// Block b of the kSuperNibbles tile at `tile`: d = super d * scale and m =
+// -(super dmin * min), both exact in f32 (an 11-bit significand times a
+// 6-bit integer), as the byte tiles of q5_k form theirs.
+[[gnu::always_inline]] inline Block load_super_nibbles(const uint8_t* tile, int64_t b) {
+  constexpr int kRows = RowTiles::kRows;
+  const int64_t s = b % RowTiles::kSubBlocks;
+  const uint8_t* p = tile + b / RowTiles::kSubBlocks * RowTiles::kSuperBytes;
+  auto bytes_as_floats = [](const uint8_t* q) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q))));
+  };
+  Block blk;
+  blk.d2 = blk.m2 = _mm512_setzero_ps();
+  const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
+  const uint8_t* scales = p + 2 * kRows * 2;
+  blk.d = _mm512_mul_ps(d, bytes_as_floats(scales + s * kRows));
+  const __m512 dm =
+      _mm512_mul_ps(dmin, bytes_as_floats(scales + (RowTiles::kSubBlocks + s) * kRows));
+  blk.m = _mm512_castsi512_ps(  // -(dmin * min): the sign flipped, as the other formats store m
+      _mm512_xor_si512(_mm512_castps_si512(dm), _mm512_set1_epi32(INT32_MIN)));
+  const uint8_t* q = p + RowTiles::kSuperHeaderBytes + s / 2 * (RowTiles::kBlock * kRows);
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  for (int j = 0; j < kVectorsPerBlock; ++j) {
+    const __m512i v = _mm512_load_si512(q + 64 * j);
+    blk.w[j] = _mm512_and_si512(s % 2 == 0 ? v : _mm512_srli_epi16(v, 4), nibble);
+  }
+  return blk;
+}
+
 // acc + block b of a kHalves tile times activation row xq: per half, the
 // integer sum (two terms: 256 * Σ(u * qa) + Σ(u * qb), at most 16 * 63 *
 // 127 * 257 < 2^31) scaled by d * dx, and the offset m times the half's
@@ -129,7 +162,12 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
     for (int64_t line = 0; line < block_bytes; line += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + line), _MM_HINT_T0);
     }
-    const Block blk = load_block<F, kQ4_0>(p);
+    Block blk;
+    if constexpr (F == TileFormat::kSuperNibbles) {
+      blk = load_super_nibbles(tiles.tile(t), b);
+    } else {
+      blk = load_block<F, kQ4_0>(p);
+    }
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
       const int64_t at = b * RowTiles::kBlock;
@@ -216,6 +254,8 @@ void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64
     tiles_rows<TileFormat::kBytes, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   } else if (tiles.format() == TileFormat::kHalves) {
     tiles_rows<TileFormat::kHalves, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+  } else if (tiles.format() == TileFormat::kSuperNibbles) {
+    tiles_rows<TileFormat::kSuperNibbles, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   } else if (tiles.type() == DType::kQ4_0) {
     tiles_rows<TileFormat::kNibbles, true>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   } else {
