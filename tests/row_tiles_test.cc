@@ -14,7 +14,7 @@
 //     K-quants' sub-block scales, the halves of q2_k, q3_k and q6_k)
 //     independently of rounding.
 // Each runnable path with a kernel for the type is tested: AVX-512 VNNI for
-// every type, AVX2 for the nibble tiles (q4_0, q4_1); a type no path of this
+// every type, AVX2 for the nibble tiles (q4_0, q4_1, q4_k); a type no path of this
 // CPU has a kernel for skips, saying so.
 #include "kernels/row_tiles.h"
 
@@ -267,7 +267,14 @@ TEST(RowTiles, TypesPathsAndSizes) {
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_0)) << cpu_path_name(p);
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_1)) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ8_0), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
-    EXPECT_EQ(row_tiles_kernel(p, DType::kQ4_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
+    EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_K)) << cpu_path_name(p);  // nibbles too
+    // One row: nibble tiles where their kernel beats the gemv's.
+    EXPECT_TRUE(row_tiles_from_one_row(p, DType::kQ4_1)) << cpu_path_name(p);
+    EXPECT_EQ(row_tiles_from_one_row(p, DType::kQ4_K), p == CpuPath::kAvx512Vnni)
+        << cpu_path_name(p);
+    EXPECT_FALSE(row_tiles_from_one_row(p, DType::kQ8_0)) << cpu_path_name(p);
+    EXPECT_FALSE(row_tiles_from_one_row(p, DType::kQ6_K)) << cpu_path_name(p);
+    EXPECT_EQ(row_tiles_kernel(p, DType::kQ5_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ6_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ2_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
   }

@@ -128,12 +128,12 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
 
 bool Matmul::takes_tiles(int64_t n, DType wtype) const {
   if (min_tile_rows_ == 0 || n >= min_gemm_rows_ || !row_tiles_kernel(path_, wtype)) return false;
-  // Nibble tiles (q4_0, q4_1, q4_k) hold the file's nibbles, regrouped:
-  // about as much to stream as the gemv kernels read, so decode's single
-  // row takes them too. Not so the byte and half-block tiles: 1.25 and 1.5
-  // bytes per weight, against 0.33-0.69 for q2_k..q5_k, so one row streams
-  // the file's bytes through gemv instead.
-  return n >= min_tile_rows_ || nibble_tiles(wtype);
+  // Nibble tiles hold the file's nibbles, regrouped: about as much to
+  // stream as the gemv kernels read, so decode's single row takes them
+  // where their kernel is the faster (row_tiles_from_one_row). The byte and
+  // half-block tiles stream 1.25 and 1.5 bytes per weight, against
+  // 0.33-0.69 for q2_k..q5_k, so one row reads the file's bytes through gemv.
+  return n >= min_tile_rows_ || row_tiles_from_one_row(path_, wtype);
 }
 
 void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {

@@ -35,7 +35,7 @@ constexpr int64_t kDefaultMinGemmRowsQ8x2Tiles = 512;
 constexpr int64_t kDefaultMinGemmRowsQ8Tiles = 4096;
 
 int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {
-  // On AVX2 only q4_0/q4_1 have tiles; the other types keep the gemv's
+  // On AVX2 only q4_0/q4_1/q4_k have tiles; the other types keep the gemv's
   // crossover, so GEMM does too.
   if (tiles && path == CpuPath::kAvx512Vnni) {
     return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Tiles : kDefaultMinGemmRowsQ8Tiles;

@@ -31,11 +31,11 @@ namespace duet::onednn {
 //                     bytes per weight for q4_0/q4_1, 0.578 for q4_k, 1.5
 //                     for q2_k/q3_k/q6_k and 1.25 for the other types. 0:
 //                     never. q4_0, q4_1 and q4_k (nibble tiles, about the
-//                     file's size) take them from one row (AVX2: q4_0 and
-//                     q4_1 only). Default 2 on the paths with a
-//                     tile kernel — AVX-512 VNNI (every tile type) and AVX2
-//                     (q4_0, q4_1) — and 0 on the others (where any other
-//                     value is an error).
+//                     file's size) take them from one row (on AVX2 q4_0
+//                     and q4_1 only: row_tiles_from_one_row). Default 2 on the
+//                     paths with a tile kernel — AVX-512 VNNI (every tile
+//                     type) and AVX2 (q4_0, q4_1, q4_k) — and 0 on the
+//                     others (where any other value is an error).
 //   batch_invariant   false (default) or true: each row's results — hence a
 //                     sequence's logits — are bit-identical whatever else
 //                     shares the step (other sequences, how a prompt is cut

@@ -33,7 +33,8 @@ std::string summary(duet::onednn::CpuPath path) {
         "matmuls on row tiles (16 repacked weight rows per vpdpbusd; q4_0/q4_1/q4_k from 1 row, "
         "q5_0/q5_1/q8_0/iq4_nl/q2_k/q3_k/q5_k/q6_k from 2), quantized gemv otherwise, oneDNN ";
   } else if (duet::onednn::row_tiles_path(path)) {
-    matmuls = "matmuls on row tiles for q4_0/q4_1 (vpmaddubsw), quantized gemv otherwise, oneDNN ";
+    matmuls =
+        "matmuls on row tiles for q4_0/q4_1/q4_k (vpmaddubsw), quantized gemv otherwise, oneDNN ";
   }
   return matmuls + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) +

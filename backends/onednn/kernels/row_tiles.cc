@@ -225,7 +225,13 @@ bool row_tiles_path(CpuPath path) { return path == CpuPath::kAvx2 || path == Cpu
 bool row_tiles_kernel(CpuPath path, DType t) {
   if (!row_tiles_type(t)) return false;
   if (path == CpuPath::kAvx512Vnni) return true;
-  return row_tiles_path(path) && tile_format(t) == TileFormat::kNibbles;
+  return row_tiles_path(path) && nibble_tiles(t);
+}
+
+bool row_tiles_from_one_row(CpuPath path, DType t) {
+  if (!row_tiles_kernel(path, t)) return false;
+  if (path == CpuPath::kAvx512Vnni) return nibble_tiles(t);
+  return tile_format(t) == TileFormat::kNibbles;
 }
 
 bool nibble_tiles(DType t) {

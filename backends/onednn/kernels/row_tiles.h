@@ -84,6 +84,14 @@ bool row_tiles_path(CpuPath path);
 // Whether `path` has a kernel for `t`'s tiles.
 bool row_tiles_kernel(CpuPath path, DType t);
 
+// Whether a product of one activation row is faster on `t`'s tiles than on
+// the gemv kernel, on `path`: nibble tiles on AVX-512 VNNI (q4_k's one row
+// 1.8x faster, qgemv_bench [8192, 2048]), q4_0 and q4_1 also on AVX2; not
+// q4_k on AVX2 (1B-shaped Q4_K_M decode, one thread: 9.3-9.5 t/s on tiles
+// against 10.7-12.0 on gemv). The other formats stream more bytes than the
+// file holds. REQUIRES row_tiles_type(t).
+bool row_tiles_from_one_row(CpuPath path, DType t);
+
 enum class TileFormat {
   kNibbles,       // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
   kSuperNibbles,  // q4_k: per super-block 16 + 16 f16, 128 + 128 scale bytes, 2048 of nibbles

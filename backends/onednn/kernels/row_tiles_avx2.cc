@@ -1,5 +1,5 @@
-// The row-tile product (row_tiles.h) for nibble tiles (q4_0, q4_1) on the
-// AVX2 path.
+// The row-tile product (row_tiles.h) for nibble tiles (q4_0, q4_1, and
+// q4_k's super-nibbles) on the AVX2 path.
 //
 // vpmaddubsw multiplies unsigned by signed bytes into 16-bit sums of pairs,
 // saturating; with nibbles (u ≤ 15) and activations |q| ≤ 127 a whole
@@ -44,32 +44,82 @@ __m256i block_sum(const __m256i* w, const int8_t* x) {
   return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
+// Half h's 8 rows of one block: their scales and the 8 weight vectors whose
+// vector j pairs with activation bytes 4j..4j+3.
+struct HalfBlock {
+  __m256 d;
+  __m256 m;
+  __m256i w[kVectorsPerBlock];
+};
+
+// A kNibbles block at p: f16 d[16], m[16], then 4 vectors of 64 bytes (rows
+// 0..15, 4 bytes each); q4_0 (kQ4_0) has m = -8d.
+template <bool kQ4_0>
+HalfBlock load_nibbles(const uint8_t* p, int h) {
+  HalfBlock blk;
+  blk.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kHalfRows * h)));
+  blk.m = kQ4_0 ? _mm256_mul_ps(blk.d, _mm256_set1_ps(-8.0f))
+                : _mm256_cvtph_ps(_mm_loadu_si128(
+                      reinterpret_cast<const __m128i*>(p + 32 + 2 * kHalfRows * h)));
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
+    const __m256i q =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 + 64 * j + 32 * h));
+    blk.w[j] = _mm256_and_si256(q, nibble);
+    blk.w[kVectorsPerBlock / 2 + j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
+  }
+  return blk;
+}
+
+// Block b of the kSuperNibbles tile at `tile` (row_tiles.h): d = super d *
+// scale, m = -(super dmin * min), exact in f32 as on the VNNI path.
+HalfBlock load_super_nibbles(const uint8_t* tile, int64_t b, int h) {
+  constexpr int kRows = RowTiles::kRows;
+  const int64_t s = b % RowTiles::kSubBlocks;
+  const uint8_t* p = tile + b / RowTiles::kSubBlocks * RowTiles::kSuperBytes;
+  auto bytes_as_floats = [](const uint8_t* q) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+  };
+  auto f16_as_floats = [](const uint8_t* q) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+  };
+  const uint8_t* scales = p + 2 * kRows * 2 + kHalfRows * h;
+  HalfBlock blk;
+  blk.d = _mm256_mul_ps(f16_as_floats(p + 2 * kHalfRows * h), bytes_as_floats(scales + s * kRows));
+  const __m256 dm = _mm256_mul_ps(f16_as_floats(p + 32 + 2 * kHalfRows * h),
+                                  bytes_as_floats(scales + (RowTiles::kSubBlocks + s) * kRows));
+  blk.m = _mm256_xor_ps(dm, _mm256_set1_ps(-0.0f));  // -(dmin * min), the sign flipped
+  const uint8_t* q = p + RowTiles::kSuperHeaderBytes + s / 2 * (RowTiles::kBlock * kRows) + 32 * h;
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int j = 0; j < kVectorsPerBlock; ++j) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * j));
+    blk.w[j] = _mm256_and_si256(s % 2 == 0 ? v : _mm256_srli_epi16(v, 4), nibble);
+  }
+  return blk;
+}
+
 // Rows [8h, 8h + 8) of tile t against activation rows xq[0..NV).
-template <bool kQ4_0, int NV, int Terms>
+template <TileFormat F, bool kQ4_0, int NV, int Terms>
 void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq, float* y,
                int64_t ldy) {
   const uint8_t* p = tiles.tile(t);
   const int64_t block_bytes = tiles.block_bytes();
   __m256 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
     for (int64_t line = 0; line < block_bytes; line += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + line), _MM_HINT_T0);
     }
-    // f16 d[16], m[16], then 4 vectors of 64 bytes (rows 0..15, 4 bytes each).
-    const __m256 d =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kHalfRows * h)));
-    const __m256 m = kQ4_0 ? _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))
-                           : _mm256_cvtph_ps(_mm_loadu_si128(
-                                 reinterpret_cast<const __m128i*>(p + 32 + 2 * kHalfRows * h)));
-    __m256i w[kVectorsPerBlock];
-    for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
-      const __m256i q =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 + 64 * j + 32 * h));
-      w[j] = _mm256_and_si256(q, nibble);
-      w[kVectorsPerBlock / 2 + j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
+    HalfBlock blk;
+    if constexpr (F == TileFormat::kSuperNibbles) {
+      blk = load_super_nibbles(tiles.tile(t), b, h);
+    } else {
+      blk = load_nibbles<kQ4_0>(p, h);
     }
+    const __m256 d = blk.d;
+    const __m256 m = blk.m;
+    const __m256i* w = blk.w;
     for (int v = 0; v < NV; ++v) {
       const int64_t at = b * RowTiles::kBlock;
       __m256i s = block_sum(w, xq[v].q() + at);
@@ -96,23 +146,35 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
   }
 }
 
-template <bool kQ4_0, int Terms>
+template <TileFormat F, bool kQ4_0, int Terms>
 void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int64_t nv, float* y,
                  int64_t ldy) {
   for (int h = 0; h < 2; ++h) {
     switch (nv) {
       case 1:
-        half_rows<kQ4_0, 1, Terms>(tiles, t, h, xq, y, ldy);
+        half_rows<F, kQ4_0, 1, Terms>(tiles, t, h, xq, y, ldy);
         break;
       case 2:
-        half_rows<kQ4_0, 2, Terms>(tiles, t, h, xq, y, ldy);
+        half_rows<F, kQ4_0, 2, Terms>(tiles, t, h, xq, y, ldy);
         break;
       case 3:
-        half_rows<kQ4_0, 3, Terms>(tiles, t, h, xq, y, ldy);
+        half_rows<F, kQ4_0, 3, Terms>(tiles, t, h, xq, y, ldy);
         break;
       default:
-        half_rows<kQ4_0, kMaxVectors, Terms>(tiles, t, h, xq, y, ldy);
+        half_rows<F, kQ4_0, kMaxVectors, Terms>(tiles, t, h, xq, y, ldy);
         break;
+    }
+  }
+}
+
+template <TileFormat F, bool kQ4_0>
+void tiles_rows(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
+                int64_t ldy, int64_t tile_begin, int64_t tile_end) {
+  for (int64_t t = tile_begin; t < tile_end; ++t) {
+    if (terms == 2) {
+      tile_rows_n<F, kQ4_0, 2>(tiles, t, xq, n, y, ldy);
+    } else {
+      tile_rows_n<F, kQ4_0, 1>(tiles, t, xq, n, y, ldy);
     }
   }
 }
@@ -121,12 +183,12 @@ void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int6
 
 void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
                     int64_t ldy, int64_t tile_begin, int64_t tile_end) {
-  const bool q4_0 = tiles.type() == DType::kQ4_0;
-  for (int64_t t = tile_begin; t < tile_end; ++t) {
-    if (q4_0 && terms == 2) tile_rows_n<true, 2>(tiles, t, xq, n, y, ldy);
-    if (q4_0 && terms == 1) tile_rows_n<true, 1>(tiles, t, xq, n, y, ldy);
-    if (!q4_0 && terms == 2) tile_rows_n<false, 2>(tiles, t, xq, n, y, ldy);
-    if (!q4_0 && terms == 1) tile_rows_n<false, 1>(tiles, t, xq, n, y, ldy);
+  if (tiles.format() == TileFormat::kSuperNibbles) {
+    tiles_rows<TileFormat::kSuperNibbles, false>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
+  } else if (tiles.type() == DType::kQ4_0) {
+    tiles_rows<TileFormat::kNibbles, true>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
+  } else {
+    tiles_rows<TileFormat::kNibbles, false>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
   }
 }
 
