@@ -9,10 +9,14 @@
 # llama.cpp runs through the PyPI package llama-cpp-python, built from source
 # with -DGGML_NATIVE=ON (so it uses this CPU's AVX2 / AVX-512 / VNNI like a
 # native llama.cpp build) into the venv build/bench-venv. The first run builds
-# it: about 15 minutes on 2 cores; later runs reuse the venv.
+# it: about 15 minutes on 2 cores; later runs reuse the venv. With
+# --llama-bench PATH the peer is a native llama-bench binary instead (a
+# llama.cpp or ik_llama.cpp build of your own; bench/README.md), run through
+# bench/llama_bench_json.py, and no venv is needed.
 #
 # Usage: bash bench/compare_llama_cpp.sh [PIPELINE.yaml] [--threads T] [--rounds R]
-#            [-p N] [-n N] [--depth D] [-r REPS] [--duet PATH] [-- DUET_BENCH_ARGS...]
+#            [-p N] [-n N] [--depth D] [-r REPS] [--duet PATH]
+#            [--llama-bench PATH [--llama-bench-args "ARGS"]] [-- DUET_BENCH_ARGS...]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,6 +42,11 @@ pipeline's model and prints the ratios Duet / llama.cpp.
   -r, --repetitions N  timed runs per engine, test and round (default 1; each
                        after one warm-up run)
   --duet PATH          the duet binary (default \$DUET_BIN or build/bin/duet)
+  --llama-bench PATH   the peer is this llama-bench binary (llama.cpp's or
+                       ik_llama.cpp's) instead of llama-cpp-python; --depth
+                       must be 0 (older llama-bench builds have no depth)
+  --llama-bench-args "ARGS"  more arguments for it, split on spaces (e.g.
+                       "-rtr 1" for ik_llama.cpp's run-time repacking)
   --install-only       only build llama-cpp-python into the venv, then exit
   -h, --help           this help
   -- ARGS...           extra arguments for 'duet bench' (e.g. --set k=v)
@@ -59,6 +68,8 @@ REPS=1
 DUET="${DUET_BIN:-$ROOT/build/bin/duet}"
 DUET_EXTRA=()
 INSTALL_ONLY=0
+LLAMA_BENCH=""
+LLAMA_BENCH_ARGS=
 while (($#)); do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -70,7 +81,9 @@ while (($#)); do
     -r|--repetitions) (($# >= 2)) || die "$1 needs a value"; REPS="$2"; shift 2 ;;
     --install-only) INSTALL_ONLY=1; shift ;;
     --duet) (($# >= 2)) || die "$1 needs a value"; DUET="$2"; shift 2 ;;
-    --threads=*|--rounds=*|--prompt-tokens=*|--gen-tokens=*|--depth=*|--repetitions=*|--duet=*)
+    --llama-bench) (($# >= 2)) || die "$1 needs a value"; LLAMA_BENCH="$2"; shift 2 ;;
+    --llama-bench-args) (($# >= 2)) || die "$1 needs a value"; LLAMA_BENCH_ARGS="$2"; shift 2 ;;
+    --threads=*|--rounds=*|--prompt-tokens=*|--gen-tokens=*|--depth=*|--repetitions=*|--duet=*|--llama-bench=*|--llama-bench-args=*)
       set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
     --) shift; DUET_EXTRA=("$@"); break ;;
     -*) die "unknown option '$1'; see --help" ;;
@@ -91,9 +104,14 @@ fi
 ((INSTALL_ONLY)) || [[ -f "$PIPELINE" ]] || die "pipeline '$PIPELINE' does not exist"
 ((INSTALL_ONLY)) || [[ -x "$DUET" ]] || die "no duet binary at '$DUET'; build it first: cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build, or pass --duet PATH"
 command -v python3 >/dev/null || die "python3 is needed (for the venv and the report)"
+if [[ -n "$LLAMA_BENCH" ]]; then
+  [[ -x "$LLAMA_BENCH" ]] || die "--llama-bench '$LLAMA_BENCH' is not an executable; build llama-bench (bench/README.md)"
+  ((DEPTH == 0)) || die "--depth $DEPTH with --llama-bench: older llama-bench builds cannot cache tokens first; use --depth 0 or llama-cpp-python"
+  ((INSTALL_ONLY)) && die "--install-only builds llama-cpp-python, which --llama-bench does not use"
+fi
 
 # --- llama-cpp-python, built once into the venv --------------------------
-ensure_llama_cpp_python
+[[ -n "$LLAMA_BENCH" ]] || ensure_llama_cpp_python
 if ((INSTALL_ONLY)); then
   "$VENV/bin/python" -c 'import llama_cpp; print(llama_cpp.__version__, llama_cpp.llama_print_system_info().decode())'
   exit 0
@@ -121,6 +139,13 @@ duet_bench() {  # duet_bench KIND OUT
 }
 
 llama_bench() {  # llama_bench KIND OUT
+  if [[ -n "$LLAMA_BENCH" ]]; then
+    local extra
+    read -r -a extra <<<"$LLAMA_BENCH_ARGS"
+    python3 "$ROOT/bench/llama_bench_json.py" "$LLAMA_BENCH" "$MODEL" --threads "$THREADS" --tests "$1" \
+      -p "$PP" -n "$TG" -r "$REPS" -- "${extra[@]}" >"$2" || die "llama-bench failed ($1); see above"
+    return
+  fi
   "$PY" "$ROOT/bench/llama_cpp_bench.py" "$MODEL" --threads "$THREADS" --tests "$1" -p "$PP" -n "$TG" \
     --depth "$DEPTH" -r "$REPS" --warmup 1 --n-ctx "$N_CTX" >"$2" || die "llama_cpp_bench.py failed ($1); see above"
 }

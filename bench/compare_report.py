@@ -3,7 +3,7 @@
 
 Reads the JSON files the script left in RUN_DIR (duet-pp-*.json,
 duet-tg-*.json from `duet bench -o json`, llama-pp-*.json, llama-tg-*.json
-from bench/llama_cpp_bench.py), pools each test's per-repetition tokens/s over
+from bench/llama_cpp_bench.py or bench/llama_bench_json.py), pools each test's per-repetition tokens/s over
 all rounds, and prints the medians, the ratio Duet / llama.cpp of the medians
 and each engine's peak RSS. Writes the same as RUN_DIR/summary.json.
 
@@ -77,6 +77,8 @@ def main():
         "duet_plugin_version": first.get("plugin_version"),
         "duet_threads": first.get("threads"),
         "llama_cpp_python_version": lfirst.get("llama_cpp_python_version"),
+        "llama_bench": ({k: lfirst.get(k) for k in ("binary", "extra_args", "build_commit", "build_number")}
+                        if lfirst.get("engine") == "llama-bench" else None),
         "llama_cpp_threads": lfirst.get("threads"),
         "llama_cpp_system_info": lfirst.get("system_info"),
         "rounds": max(len(glob.glob(os.path.join(run_dir, "duet-pp-*.json"))),
@@ -100,8 +102,11 @@ def main():
     print(f"cpu       {summary['cpu_model']} ({' '.join(summary['cpu_features']) or '-'})")
     print(f"duet      {summary['pipeline']}: backend {summary['duet_backend']} "
           f"{summary['duet_plugin_version']}, threads {summary['duet_threads']}")
-    print(f"llama.cpp llama-cpp-python {summary['llama_cpp_python_version']}, "
-          f"threads {summary['llama_cpp_threads']}")
+    lb = summary["llama_bench"]
+    peer = (f"llama-cpp-python {summary['llama_cpp_python_version']}" if lb is None else
+            f"llama-bench {lb['binary']} {' '.join(lb['extra_args'])} (build {lb['build_commit']}, "
+            f"{lb['build_number']})".replace("  (", " ("))
+    print(f"llama.cpp {peer}, threads {summary['llama_cpp_threads']}")
     print()
     header = ["test", "duet t/s", "llama.cpp t/s", "duet / llama.cpp", "samples"]
     table = [[r["test"],
@@ -118,9 +123,10 @@ def main():
         print("| " + " | ".join(c.ljust(width[i]) if i == 0 else c.rjust(width[i])
                                 for i, c in enumerate(row)) + " |")
     print()
+    python_part = (f" (of which the Python interpreter {mib(summary['llama_cpp_python_baseline_rss_bytes'])})"
+                   if lb is None else "")
     print(f"peak RSS  duet {mib(summary['duet_peak_rss_bytes'])}, llama.cpp "
-          f"{mib(summary['llama_cpp_peak_rss_bytes'])} (of which the Python interpreter "
-          f"{mib(summary['llama_cpp_python_baseline_rss_bytes'])})")
+          f"{mib(summary['llama_cpp_peak_rss_bytes'])}{python_part}")
     if "loadavg_start" in summary:
         print(f"load avg  {summary['loadavg_start']} at the start, {summary.get('loadavg_end', '?')} at the end "
               f"({summary['cpus']} CPUs): other load skews both engines; compare runs on a quiet machine")
