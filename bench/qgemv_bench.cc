@@ -52,13 +52,14 @@ struct Shape {
 // ffn_down in SmolLM2's Q6_K file is q6_k (its other rows, 576 wide, are
 // not whole super-blocks and fall back to q8_0); its IQ4_NL file (llama.cpp's)
 // stores ffn_gate/up as iq4_nl. The 1B-shaped model's
-// ffn_gate/up, [8192, 2048], in the K-quants of its Q2_K, Q3_K_M and Q4_K_M
-// files.
+// ffn_gate/up, [8192, 2048], in the K-quants of its Q2_K, Q3_K_M, Q4_K_M and
+// Q5_K_M files.
 constexpr Shape kShapes[] = {
     {"q4_1_1536x576", DType::kQ4_1, 1536, 576},     {"q4_1_576x1536", DType::kQ4_1, 576, 1536},
     {"iq4_nl_1536x576", DType::kIQ4_NL, 1536, 576}, {"q8_0_49152x576", DType::kQ8_0, 49152, 576},
     {"q6_k_576x1536", DType::kQ6_K, 576, 1536},     {"q2_k_8192x2048", DType::kQ2_K, 8192, 2048},
     {"q3_k_8192x2048", DType::kQ3_K, 8192, 2048},   {"q4_k_8192x2048", DType::kQ4_K, 8192, 2048},
+    {"q5_k_8192x2048", DType::kQ5_K, 8192, 2048},
 };
 
 constexpr int64_t kStreamBytes = int64_t{256} << 20;
