@@ -103,7 +103,8 @@ HalfBlock load_super_nibbles(const uint8_t* tile, int64_t b, int h) {
 template <TileFormat F, bool kQ4_0, int NV, int Terms>
 void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq, float* y,
                int64_t ldy) {
-  const uint8_t* p = tiles.tile(t);
+  const uint8_t* const tile = tiles.tile(t);  // once: block_bytes() is out of line
+  const uint8_t* p = tile;
   const int64_t block_bytes = tiles.block_bytes();
   __m256 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
@@ -113,7 +114,7 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
     }
     HalfBlock blk;
     if constexpr (F == TileFormat::kSuperNibbles) {
-      blk = load_super_nibbles(tiles.tile(t), b, h);
+      blk = load_super_nibbles(tile, b, h);
     } else {
       blk = load_nibbles<kQ4_0>(p, h);
     }

@@ -151,7 +151,8 @@ __m512 halves_product(const Block& blk, const Q8Activations& xq, int64_t b, __m5
 // Tile t against activation rows xq[0..NV), all of `Terms` terms.
 template <TileFormat F, bool kQ4_0, int NV, int Terms>
 void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float* y, int64_t ldy) {
-  const uint8_t* p = tiles.tile(t);
+  const uint8_t* const tile = tiles.tile(t);  // once: block_bytes() is out of line
+  const uint8_t* p = tile;
   const int64_t block_bytes = tiles.block_bytes();
   __m512 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
@@ -164,7 +165,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
     }
     Block blk;
     if constexpr (F == TileFormat::kSuperNibbles) {
-      blk = load_super_nibbles(tiles.tile(t), b);
+      blk = load_super_nibbles(tile, b);
     } else {
       blk = load_block<F, kQ4_0>(p);
     }
