@@ -12,7 +12,8 @@
 #            [-- DUET_BENCH_ARGS...]
 # DIR_A, DIR_B: directories holding the plugin builds (given to duet as
 # DUET_PLUGIN_PATH), e.g. a copy of build/plugins from an older commit.
-# DUET_BENCH_ARGS default to: -n 32 --tests tg -r 3.
+# DUET_BENCH_ARGS default to: -n 32 --tests tg -r 3. The backend is onednn
+# unless they hold a --set backend.plugin=... of their own.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,11 +49,14 @@ DUET="${DUET_BIN:-$ROOT/build/bin/duet}"
 [[ -x "$DUET" ]] || die "no duet binary at '$DUET'; build it first (bash scripts/build.sh)"
 command -v taskset >/dev/null || die "taskset (util-linux) is needed to pin the runs"
 
+PIN=(--set backend.plugin=onednn)
+for arg in "${BENCH_ARGS[@]}"; do [[ "$arg" == backend.plugin=* ]] && PIN=(); done
+
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 run() {  # run CPU DIR OUTFILE
   DUET_PLUGIN_PATH="$2" taskset -c "$1" "$DUET" bench "$PIPELINE" -o json \
-    --set backend.options.threads=1 "${BENCH_ARGS[@]}" >"$3" 2>"$3.err" ||
+    "${PIN[@]}" --set backend.options.threads=1 "${BENCH_ARGS[@]}" >"$3" 2>"$3.err" ||
     { cat "$3.err" >&2; die "duet bench failed with plugins from '$2'"; }
 }
 
