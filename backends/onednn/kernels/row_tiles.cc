@@ -173,8 +173,8 @@ void pack_nibbles(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out
 void pack_super_nibbles(const uint8_t* src, int64_t sb, int r, uint8_t* out) {
   constexpr int kRows = RowTiles::kRows;
   auto* half = reinterpret_cast<uint16_t*>(out);
-  uint8_t* scales = out + 2 * kRows * sizeof(uint16_t);
-  uint8_t* mins = scales + RowTiles::kSubBlocks * kRows;
+  uint8_t* scales = out + RowTiles::kSuperScalesAt;
+  uint8_t* mins = out + RowTiles::kSuperMinsAt;
   uint8_t* q = out + RowTiles::kSuperHeaderBytes;
   const blk::BlockQ4_K* x =
       src != nullptr ? &reinterpret_cast<const blk::BlockQ4_K*>(src)[sb] : nullptr;

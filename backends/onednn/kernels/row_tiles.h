@@ -95,7 +95,7 @@ bool row_tiles_from_one_row(CpuPath path, DType t);
 enum class TileFormat {
   kNibbles,       // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
   kSuperNibbles,  // q4_k: per super-block 16 + 16 f16, 128 + 128 scale bytes, 2048 of nibbles
-  kBytes,         // q5_0, q5_1, q8_0, iq4_nl, q4_k, q5_k: 64 + 64 bytes of f32 scales, 512 of bytes
+  kBytes,         // q5_0, q5_1, q8_0, iq4_nl, q5_k: 64 + 64 bytes of f32 scales, 512 of bytes
   kHalves,        // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block) and 512 of bytes
 };
 
@@ -107,9 +107,12 @@ class RowTiles {
   static constexpr int kRows = 16;  // weight rows per tile (one per 32-bit lane)
   static constexpr int kBlock = 32;
   static constexpr int kSubBlocks = 8;  // blocks per kSuperNibbles super-block
-  // A kSuperNibbles super-block's f16 d and dmin and scale and min bytes,
+  // Offsets in a kSuperNibbles super-block (see pack()): the scale bytes
+  // (after the f16 d and dmin), the min bytes, the nibbles (kSuperHeaderBytes),
   // and all its bytes: whole 64-byte lines, so each stays aligned.
-  static constexpr int64_t kSuperHeaderBytes = 2 * kRows * 2 + 2 * kSubBlocks * kRows;
+  static constexpr int64_t kSuperScalesAt = 2 * kRows * 2;
+  static constexpr int64_t kSuperMinsAt = kSuperScalesAt + kSubBlocks * kRows;
+  static constexpr int64_t kSuperHeaderBytes = kSuperMinsAt + kSubBlocks * kRows;
   static constexpr int64_t kSuperBytes = kSuperHeaderBytes + kSubBlocks * kBlock / 2 * kRows;
   static_assert(kSuperHeaderBytes % 64 == 0 && kSuperBytes % 64 == 0 &&
                 kSuperBytes % kSubBlocks == 0);
@@ -152,6 +155,15 @@ class RowTiles {
   int64_t bytes() const { return tiles_ * blocks() * block_bytes(); }
   // Tile t's first block; block b is block_bytes() * b further on.
   const uint8_t* tile(int64_t t) const { return data_.get() + t * blocks() * block_bytes(); }
+  // In a kSuperNibbles tile at `tile`: block b's super-block, and the 8
+  // nibble vectors (64 bytes each) that hold block b in their low (b even)
+  // or high (b odd) nibbles.
+  static const uint8_t* super_block(const uint8_t* tile, int64_t b) {
+    return tile + b / kSubBlocks * kSuperBytes;
+  }
+  static const uint8_t* super_nibbles(const uint8_t* tile, int64_t b) {
+    return super_block(tile, b) + kSuperHeaderBytes + b % kSubBlocks / 2 * (kBlock * kRows);
+  }
 
  private:
   struct AlignedFree {

@@ -76,7 +76,7 @@ HalfBlock load_nibbles(const uint8_t* p, int h) {
 HalfBlock load_super_nibbles(const uint8_t* tile, int64_t b, int h) {
   constexpr int kRows = RowTiles::kRows;
   const int64_t s = b % RowTiles::kSubBlocks;
-  const uint8_t* p = tile + b / RowTiles::kSubBlocks * RowTiles::kSuperBytes;
+  const uint8_t* p = RowTiles::super_block(tile, b);
   auto bytes_as_floats = [](const uint8_t* q) {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
@@ -84,13 +84,14 @@ HalfBlock load_super_nibbles(const uint8_t* tile, int64_t b, int h) {
   auto f16_as_floats = [](const uint8_t* q) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
   };
-  const uint8_t* scales = p + 2 * kRows * 2 + kHalfRows * h;
+  const int64_t rows = s * kRows + kHalfRows * h;  // this half's rows of sub-block s
   HalfBlock blk;
-  blk.d = _mm256_mul_ps(f16_as_floats(p + 2 * kHalfRows * h), bytes_as_floats(scales + s * kRows));
+  blk.d = _mm256_mul_ps(f16_as_floats(p + 2 * kHalfRows * h),
+                        bytes_as_floats(p + RowTiles::kSuperScalesAt + rows));
   const __m256 dm = _mm256_mul_ps(f16_as_floats(p + 32 + 2 * kHalfRows * h),
-                                  bytes_as_floats(scales + (RowTiles::kSubBlocks + s) * kRows));
+                                  bytes_as_floats(p + RowTiles::kSuperMinsAt + rows));
   blk.m = _mm256_xor_ps(dm, _mm256_set1_ps(-0.0f));  // -(dmin * min), the sign flipped
-  const uint8_t* q = p + RowTiles::kSuperHeaderBytes + s / 2 * (RowTiles::kBlock * kRows) + 32 * h;
+  const uint8_t* q = RowTiles::super_nibbles(tile, b) + 32 * h;
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int j = 0; j < kVectorsPerBlock; ++j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * j));

@@ -102,7 +102,7 @@ Block load_block(const uint8_t* p) {
 [[gnu::always_inline]] inline Block load_super_nibbles(const uint8_t* tile, int64_t b) {
   constexpr int kRows = RowTiles::kRows;
   const int64_t s = b % RowTiles::kSubBlocks;
-  const uint8_t* p = tile + b / RowTiles::kSubBlocks * RowTiles::kSuperBytes;
+  const uint8_t* p = RowTiles::super_block(tile, b);
   auto bytes_as_floats = [](const uint8_t* q) {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q))));
@@ -111,13 +111,11 @@ Block load_block(const uint8_t* p) {
   blk.d2 = blk.m2 = _mm512_setzero_ps();
   const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
   const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
-  const uint8_t* scales = p + 2 * kRows * 2;
-  blk.d = _mm512_mul_ps(d, bytes_as_floats(scales + s * kRows));
-  const __m512 dm =
-      _mm512_mul_ps(dmin, bytes_as_floats(scales + (RowTiles::kSubBlocks + s) * kRows));
+  blk.d = _mm512_mul_ps(d, bytes_as_floats(p + RowTiles::kSuperScalesAt + s * kRows));
+  const __m512 dm = _mm512_mul_ps(dmin, bytes_as_floats(p + RowTiles::kSuperMinsAt + s * kRows));
   blk.m = _mm512_castsi512_ps(  // -(dmin * min): the sign flipped, as the other formats store m
       _mm512_xor_si512(_mm512_castps_si512(dm), _mm512_set1_epi32(INT32_MIN)));
-  const uint8_t* q = p + RowTiles::kSuperHeaderBytes + s / 2 * (RowTiles::kBlock * kRows);
+  const uint8_t* q = RowTiles::super_nibbles(tile, b);
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   for (int j = 0; j < kVectorsPerBlock; ++j) {
     const __m512i v = _mm512_load_si512(q + 64 * j);
