@@ -86,7 +86,14 @@ std::string summarize(const PipelineConfig& config, const PipelineCheck& check) 
     s << (p.name.empty() ? "" : "  ") << "attention: " << p.attention_impl << "\n";
     s << (p.name.empty() ? "" : "  ") << "kv_cache:  " << p.kv_cache.impl << ", "
       << p.kv_cache.capacity_tokens << " tokens in blocks of " << p.kv_cache.block_tokens << ", "
-      << dtype_name(p.kv_cache.dtype) << ", " << format_bytes(p.kv_cache_bytes) << "\n";
+      << dtype_name(p.kv_cache.dtype) << ", " << format_bytes(p.kv_cache_bytes);
+    if (p.window_cache.n_layers > 0) {
+      s << " (" << p.kv_cache.n_layers << " layers; the " << p.window_cache.n_layers
+        << " sliding-window layers in rings of " << check.window_ring_tokens
+        << " slots per sequence from a pool of " << p.window_cache.capacity_tokens
+        << ", no prefix sharing)";
+    }
+    s << "\n";
   }
   s << "sampler:   seed " << config.sampler.seed << ", chain [";
   for (size_t i = 0; i < check.sampler_chain.size(); ++i)

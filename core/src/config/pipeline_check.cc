@@ -97,6 +97,57 @@ uint64_t sized_kv_cache(const KVCacheSpec& spec, const std::string& key, Problem
   return 0;
 }
 
+// The bytes of the full cache and of the window rings' (none when its
+// n_layers is 0).
+uint64_t sized_caches(const KVCacheSpec& full, const KVCacheSpec& window, const std::string& key,
+                      Problems& problems) {
+  const uint64_t bytes = sized_kv_cache(full, key, problems);
+  return window.n_layers == 0 ? bytes : bytes + (bytes == 0 ? 0 : *kv_cache_bytes(window));
+}
+
+// components.kv_cache.window_layers for this model: with rings, moves the
+// sliding-window layers from out.kv_cache to out.window_cache.
+void plan_window_layers(const PipelineConfig& config, const std::string& src, PipelineCheck& out,
+                        Problems& problems) {
+  const ModelHParams& h = out.hparams;
+  const KVCacheConfig& kc = config.kv_cache;
+  const std::string key = src + ": components.kv_cache.window_layers";
+  int32_t window = 0, windowed = 0;
+  for (const int32_t w : h.layer_windows) {
+    window = std::max(window, w);
+    windowed += w > 0 ? 1 : 0;
+  }
+  const bool explicit_ring = kc.window_layers == WindowLayers::kRing;
+  if (kc.window_layers == WindowLayers::kFull || (windowed == 0 && !explicit_ring)) return;
+  if (windowed == 0) {
+    problems.add(ErrorKind::kConfig, key + ": ring, but " + h.architecture +
+                                         " has no sliding-window layers; use auto or full");
+    return;
+  }
+  // A step's rows of one sequence must fit its ring with the window.
+  const WindowRingGeometry g = window_ring_geometry(window, config.batching.max_sequences,
+                                                    kc.capacity_tokens, out.kv_cache.block_tokens);
+  std::string refused;
+  if (config.backends.size() > 1) {
+    refused = "the pipeline runs on " + std::to_string(config.backends.size()) +
+              " backends and their handover moves full caches only";
+  } else if (windowed == h.n_layers) {
+    refused = "every layer of " + h.architecture + " has a window (rings need a full layer too)";
+  }
+  if (!explicit_ring && (!refused.empty() || g.pool_tokens >= kc.capacity_tokens)) return;
+  if (!refused.empty()) {
+    problems.add(ErrorKind::kConfig,
+                 key + ": ring cannot be used: " + refused + "; use auto or full");
+    return;
+  }
+  out.window_cache = out.kv_cache;
+  out.window_cache.n_layers = windowed;
+  out.window_cache.capacity_tokens = g.pool_tokens;
+  out.window_cache.block_tokens = g.block_tokens;
+  out.kv_cache.n_layers -= windowed;
+  out.window_ring_tokens = g.ring_tokens;
+}
+
 // Checks that `backend` (or a plugin for it) provides the KV cache and the
 // attention the pipeline names and accepts them for this model (read into
 // out.hparams and out.kv_cache). Each problem is added to `problems`, its
@@ -119,6 +170,12 @@ void check_backend(Backend& backend, const PluginHost& host, const PipelineConfi
   std::vector<std::string> kv_reasons;
   problems.attempt(where, [&] {
     kv_reasons = check_kv_storage(backend, host, out.kv_cache, config.kv_cache.options).reasons;
+    if (out.window_cache.n_layers == 0) return;
+    for (std::string& reason :
+         check_kv_storage(backend, host, out.window_cache, config.kv_cache.options).reasons) {
+      if (std::find(kv_reasons.begin(), kv_reasons.end(), reason) == kv_reasons.end())
+        kv_reasons.push_back(std::move(reason));
+    }
   });
   for (auto& reason : kv_reasons) {
     reason = own_keys(reason);
@@ -131,7 +188,8 @@ void check_backend(Backend& backend, const PluginHost& host, const PipelineConfi
     out.attention_impl = attn_impls.front();
   problems.attempt(where, [&] {
     auto attention =
-        make_model_attention(backend, host, out.attention_impl, h, config.attention.options);
+        make_model_attention(backend, host, out.attention_impl, h, config.attention.options, false,
+                             WindowCache{out.window_cache, nullptr, nullptr});
     Support s = attention->check(out.kv_cache);
     if (std::string why = layout_mismatch(backend, host, out.attention_impl, out.kv_cache);
         !why.empty()) {
@@ -209,8 +267,8 @@ void choose_backend(const PipelineConfig& config, const PluginHost& host, bool w
       return;
     }
     if (backend && !with_model) return;  // the model's own problem is reported already
-    BackendPlacement p{
-        "", candidate.plugin, candidate.options, "", out.kv_cache, out.kv_cache_bytes, nullptr};
+    BackendPlacement p{"",           candidate.plugin, candidate.options,  "",
+                       out.kv_cache, out.window_cache, out.kv_cache_bytes, nullptr};
     if (backend) check_backend(*backend, host, config, "", out.hparams, p, own);
     if (own.empty()) {
       out.placements = {p};
@@ -268,10 +326,11 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
         kc.capacity_tokens,
         kc.block_tokens == 0 ? static_cast<int32_t>(kc.capacity_tokens) : kc.block_tokens,
         kc.dtype};
+    plan_window_layers(config, src, out, problems);
     // With `backends:`, each backend's cache is sized below, with its dtype.
     if (config.backends.empty())
-      out.kv_cache_bytes =
-          sized_kv_cache(out.kv_cache, src + ": components.kv_cache.dtype", problems);
+      out.kv_cache_bytes = sized_caches(out.kv_cache, out.window_cache,
+                                        src + ": components.kv_cache.dtype", problems);
     if (kc.capacity_tokens > h.context_length) {
       problems.add(ErrorKind::kConfig, src + ": components.kv_cache.capacity_tokens " +
                                            std::to_string(kc.capacity_tokens) +
@@ -288,12 +347,13 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       const bool used = std::any_of(config.stages.begin(), config.stages.end(),
                                     [&](const StageConfig& s) { return s.backend == named.name; });
       if (!used) continue;  // created by no one (a stage list replaced, as perplexity does)
-      BackendPlacement p{named.name, named.plugin, named.options, "", out.kv_cache, 0, nullptr};
-      if (named.kv_dtype) p.kv_cache.dtype = *named.kv_dtype;
+      BackendPlacement p{
+          named.name, named.plugin, named.options, "", out.kv_cache, out.window_cache, 0, nullptr};
+      if (named.kv_dtype) p.kv_cache.dtype = p.window_cache.dtype = *named.kv_dtype;
       const std::string at = src + ": backends." + named.name;
       if (model) {
-        p.kv_cache_bytes = sized_kv_cache(
-            p.kv_cache,
+        p.kv_cache_bytes = sized_caches(
+            p.kv_cache, p.window_cache,
             named.kv_dtype ? at + ".kv_cache.dtype" : src + ": components.kv_cache.dtype",
             problems);
       }
@@ -305,9 +365,8 @@ PipelineCheck check_pipeline(const PipelineConfig& config, const PluginHost& hos
       out.placements.push_back(std::move(p));
     }
   } else if (config.backend.choice.empty()) {
-    BackendPlacement p{"",     config.backend.plugin, config.backend.options,
-                       "",     out.kv_cache,          out.kv_cache_bytes,
-                       nullptr};
+    BackendPlacement p{"",           config.backend.plugin, config.backend.options, "",
+                       out.kv_cache, out.window_cache,      out.kv_cache_bytes,     nullptr};
     std::shared_ptr<Backend> backend;
     problems.attempt(src + ": backend", [&] {
       backend = host.create_backend(config.backend.plugin, config.backend.options);

@@ -27,6 +27,22 @@ using yaml::Problems;
 constexpr int64_t kMaxCapacityTokens = 16777216;
 const std::vector<std::string> kKVCacheDTypes = {"f32", "f16", "bf16", "q8_0"};
 
+}  // namespace
+
+std::string_view window_layers_name(WindowLayers mode) {
+  switch (mode) {
+    case WindowLayers::kRing:
+      return "ring";
+    case WindowLayers::kFull:
+      return "full";
+    case WindowLayers::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+namespace {
+
 SourcePos pos_of(const Origin& origin) {
   if (origin.override_index >= 0) return SourcePos{};
   return SourcePos{origin.line, origin.column};
@@ -341,9 +357,25 @@ class Reader : yaml::SchemaReader {
 
   void read_kv_cache(const Node* node, KVCacheConfig& out) {
     const std::string path = "components.kv_cache";
-    if (node == nullptr ||
-        !expect_map(*node, path, {"impl", "capacity_tokens", "block_tokens", "dtype", "options"}))
+    if (node == nullptr || !expect_map(*node, path,
+                                       {"impl", "capacity_tokens", "block_tokens", "dtype",
+                                        "options", "window_layers"}))
       return;
+    if (const Node* window = get(*node, "window_layers")) {
+      const std::vector<std::string> kModes = {
+          std::string(window_layers_name(WindowLayers::kAuto)),
+          std::string(window_layers_name(WindowLayers::kRing)),
+          std::string(window_layers_name(WindowLayers::kFull))};
+      const auto at = window->is_scalar() ? std::find(kModes.begin(), kModes.end(), window->scalar)
+                                          : kModes.end();
+      if (at != kModes.end()) {
+        out.window_layers = static_cast<WindowLayers>(at - kModes.begin());
+      } else {
+        report(window->origin, path + ".window_layers",
+               "expected one of " + quoted_list(kModes) + ", found " + yaml::found(*window) +
+                   (window->is_scalar() ? did_you_mean(window->scalar, kModes) : ""));
+      }
+    }
     if (const Node* impl = get(*node, "impl")) read_name(*impl, path + ".impl", out.impl);
     if (const Node* options = get(*node, "options")) read_scalar_map(*options, out.options);
     bool capacity_ok = true;

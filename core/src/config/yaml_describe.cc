@@ -165,6 +165,8 @@ std::string describe(const PipelineConfig& config) {
   out << YAML::Key << "capacity_tokens" << YAML::Value << kv.capacity_tokens;
   out << YAML::Key << "block_tokens" << YAML::Value << kv.block_tokens;
   out << YAML::Key << "dtype" << YAML::Value << std::string(dtype_name(kv.dtype));
+  out << YAML::Key << "window_layers" << YAML::Value
+      << std::string(window_layers_name(kv.window_layers));
   out << YAML::Key << "options" << YAML::Value;
   emit_options(out, kv.options);
   out << YAML::EndMap;

@@ -1,5 +1,6 @@
 #include "duet/app/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <optional>
@@ -83,6 +84,15 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
   s->tokenizer = load_tokenizer(*s->file);
   if (config.model.chat) s->chat = ChatTemplate::from_model(*s->file, config.model.chat_template);
   const ModelHParams& h = c.hparams;
+  // One bookkeeping for every cache: a sequence has the same slots in each.
+  std::optional<WindowRingGeometry> rings;
+  if (c.window_cache.n_layers > 0) {
+    rings = WindowRingGeometry{*std::max_element(h.layer_windows.begin(), h.layer_windows.end()),
+                               c.window_ring_tokens, c.window_cache.block_tokens,
+                               c.window_cache.capacity_tokens};
+  }
+  s->allocator =
+      std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens, rings);
   for (BackendPlacement& p : s->check.placements) {
     State::Placement& made = s->placements.emplace_back();
     made.backend =
@@ -91,11 +101,13 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
     made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
     made.kv_abi_minor =
         kv_cache_abi_minor(*made.backend, host, p.kv_cache, config.kv_cache.options);
-    made.attention = make_model_attention(*made.backend, host, p.attention_impl, h,
-                                          config.attention.options, config.debug.check_plugins);
+    if (p.window_cache.n_layers > 0)
+      made.window_kv = make_kv_cache(*made.backend, host, p.window_cache, config.kv_cache.options);
+    made.attention = make_model_attention(
+        *made.backend, host, p.attention_impl, h, config.attention.options,
+        config.debug.check_plugins,
+        WindowCache{p.window_cache, made.window_kv.get(), s->allocator->window_rings()});
   }
-  // One bookkeeping for every cache: a sequence has the same slots in each.
-  s->allocator = std::make_unique<KVAllocator>(c.kv_cache.capacity_tokens, c.kv_cache.block_tokens);
   if (s->placements.size() > 1) {
     std::vector<KVEndpoint> caches;
     for (const State::Placement& p : s->placements) caches.push_back({*p.kv, p.kv_abi_minor});
@@ -265,7 +277,10 @@ std::string Pipeline::sampler_order() const {
 }
 uint64_t Pipeline::kv_cache_bytes() const {
   uint64_t bytes = 0;
-  for (const State::Placement& p : state_->placements) bytes += p.kv->memory_bytes();
+  for (const State::Placement& p : state_->placements) {
+    bytes += p.kv->memory_bytes();
+    if (p.window_kv) bytes += p.window_kv->memory_bytes();
+  }
   return bytes;
 }
 double Pipeline::load_seconds() const { return state_->load_seconds; }

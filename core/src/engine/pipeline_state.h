@@ -34,6 +34,9 @@ struct DUET_LOCAL Pipeline::State {
     std::shared_ptr<Backend> backend;
     std::unique_ptr<Model> model;
     std::shared_ptr<KVCache> kv;
+    // The sliding-window layers' rings (PipelineCheck::window_cache); null
+    // when `kv` holds every layer.
+    std::shared_ptr<KVCache> window_kv;
     uint32_t kv_abi_minor = 0;  // of the plugin whose code `kv` runs (kv_cache_abi_minor)
     std::shared_ptr<Attention> attention;
   };

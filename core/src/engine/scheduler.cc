@@ -411,7 +411,8 @@ void Scheduler::Impl::release(uint64_t handle) {
 
 int32_t Scheduler::Impl::rows_wanted(const Sequence& seq, int32_t budget) const {
   const int32_t missing = missing_rows(seq);
-  int32_t rows = std::min(missing, budget);
+  // A sequence with window rings runs at most what its ring holds a step.
+  int32_t rows = std::min({missing, budget, allocator.max_step_rows()});
   if (defaults.prefill.chunk_tokens > 0 && missing > 1)
     rows = std::min(rows, defaults.prefill.chunk_tokens);
   const int32_t length = allocator.length(seq.alloc_id);
@@ -462,7 +463,7 @@ bool Scheduler::Impl::step() {
     }
     // A draft only where its blocks are free: drafts never preempt.
     try {
-      propose_draft(seq, std::min(budget - 1, draft_share));
+      propose_draft(seq, std::min({budget - 1, draft_share, allocator.max_step_rows() - 1}));
     } catch (const Error& e) {
       // Its drafter failed (named): it ends alone, as with a failing
       // sampler chain; the others run on.

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "duet/error.h"
 #include "engine/session_impl.h"
 #include "engine/step_rows.h"
@@ -44,22 +46,34 @@ void Session::forward(int32_t n, bool all_logits) {
                                        " tokens from position " + std::to_string(first) +
                                        " but the session holds " + std::to_string(s.tokens.size()));
   }
-  if (!s.allocator.append(s.sequence, n)) {
+  if (room() < n) {
     throw Error(ErrorKind::kInputRejected,
                 "the KV cache has room for " + std::to_string(room()) + " more tokens but " +
                     std::to_string(n) + " were asked for (" + std::to_string(first) +
                     " cached, capacity " + std::to_string(s.allocator.capacity_tokens()) +
                     "); raise components.kv_cache.capacity_tokens or shorten the prompt");
   }
-  StepBatch step;
-  add_sequence_rows(step, s.allocator, s.sequence, n);
-  std::vector<int32_t> rows;
-  for (int32_t i = all_logits ? 0 : n - 1; i < n; ++i) rows.push_back(i);
-  s.logit_rows = static_cast<int32_t>(rows.size());
-  s.model->forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first),
-                                                              static_cast<size_t>(n)),
-                   step, *s.kv, *s.attention, rows, s.logits);
-  if (s.residency != nullptr) s.residency->written(s.sequence, first, first + n, s.placement);
+  // Passes of at most the rows a sequence may run a step (window rings).
+  s.logits.clear();
+  std::vector<float> part;
+  for (int32_t done = 0; done < n;) {
+    const int32_t rows_now = std::min(n - done, s.allocator.max_step_rows());
+    s.allocator.append(s.sequence, rows_now);  // room() was checked for all n
+    StepBatch step;
+    add_sequence_rows(step, s.allocator, s.sequence, rows_now);
+    std::vector<int32_t> rows;
+    const bool last = done + rows_now == n;
+    for (int32_t i = all_logits ? 0 : rows_now - 1; i < rows_now && (all_logits || last); ++i)
+      rows.push_back(i);
+    s.model->forward(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(first + done),
+                                                                static_cast<size_t>(rows_now)),
+                     step, *s.kv, *s.attention, rows, part);
+    s.logits.insert(s.logits.end(), part.begin(), part.end());
+    if (s.residency != nullptr)
+      s.residency->written(s.sequence, first + done, first + done + rows_now, s.placement);
+    done += rows_now;
+  }
+  s.logit_rows = static_cast<int32_t>(s.logits.size() / static_cast<size_t>(n_vocab()));
 }
 
 int32_t Session::sample() {

@@ -16,8 +16,11 @@ namespace {
 
 }  // namespace
 
-KVAllocator::KVAllocator(int64_t capacity_tokens, int32_t block_tokens)
-    : capacity_(capacity_tokens), block_tokens_(block_tokens) {
+KVAllocator::KVAllocator(int64_t capacity_tokens, int32_t block_tokens,
+                         std::optional<WindowRingGeometry> rings)
+    : capacity_(capacity_tokens),
+      block_tokens_(block_tokens),
+      rings_(rings ? std::make_unique<WindowRings>(*rings) : nullptr) {
   // Slots are int32_t, so the capacity must fit one.
   if (block_tokens <= 0 || capacity_tokens < 0 ||
       capacity_tokens > std::numeric_limits<int32_t>::max() ||
@@ -31,6 +34,12 @@ KVAllocator::KVAllocator(int64_t capacity_tokens, int32_t block_tokens)
   // Ascending order is already a min-heap.
   free_.resize(static_cast<size_t>(n_blocks));
   for (int32_t b = 0; b < n_blocks; ++b) free_[static_cast<size_t>(b)] = b;
+}
+
+KVAllocator::~KVAllocator() = default;
+
+int32_t KVAllocator::max_step_rows() const {
+  return rings_ ? rings_->max_step_rows() : std::numeric_limits<int32_t>::max();
 }
 
 int64_t KVAllocator::total_blocks() const { return static_cast<int64_t>(blocks_.size()); }
@@ -55,8 +64,10 @@ bool KVAllocator::needs_copy(const Sequence& s) const {
 }
 
 int64_t KVAllocator::room(int32_t seq) const {
+  const int64_t ring_room =
+      rings_ ? rings_->room(seq, length(seq)) : std::numeric_limits<int64_t>::max();
   auto it = sequences_.find(seq);
-  if (it == sequences_.end()) return free_blocks() * block_tokens_;
+  if (it == sequences_.end()) return std::min(ring_room, free_blocks() * block_tokens_);
   const Sequence& s = it->second;
   const int64_t tail = static_cast<int64_t>(s.blocks.size()) * block_tokens_ - s.length;
   int64_t blocks = free_blocks();
@@ -66,7 +77,7 @@ int64_t KVAllocator::room(int32_t seq) const {
     // alone held it (it is published, or it would need no copy).
     blocks -= blocks_[static_cast<size_t>(s.blocks.back())].refs > 1 ? 1 : 0;
   }
-  return tail + blocks * block_tokens_;
+  return std::min(ring_room, tail + blocks * block_tokens_);
 }
 
 int32_t KVAllocator::take() {
@@ -121,6 +132,8 @@ bool KVAllocator::append(int32_t seq, int32_t n, std::vector<BlockCopy>& copies)
   s.length += n;
   while (static_cast<int64_t>(s.blocks.size()) * block_tokens_ < s.length)
     s.blocks.push_back(take());
+  // room() counted the ring's blocks too.
+  if (rings_) rings_->grow(seq, s.length);
   return true;
 }
 
@@ -157,6 +170,11 @@ void KVAllocator::truncate(int32_t seq, int32_t n) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end() || it->second.length <= n) return;
   Sequence& s = it->second;
+  if (rings_ && s.length - n >= rings_->max_step_rows()) {
+    misuse("truncate of sequence " + std::to_string(seq) + " from " + std::to_string(s.length) +
+           " to " + std::to_string(n) + " positions: its window rings keep only the last " +
+           std::to_string(rings_->max_step_rows() - 1) + " positions a step may roll back");
+  }
   s.length = n;
   const auto keep = static_cast<size_t>((n + block_tokens_ - 1) / block_tokens_);
   // Last block first: see the eviction order in the header.
@@ -173,6 +191,7 @@ void KVAllocator::release(int32_t seq) {
   const std::vector<int32_t>& blocks = it->second.blocks;
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) drop(*b);
   sequences_.erase(it);
+  if (rings_) rings_->release(seq);
 }
 
 int32_t KVAllocator::attach_prefix(int32_t seq, std::span<const int32_t> tokens,
@@ -183,6 +202,7 @@ int32_t KVAllocator::attach_prefix(int32_t seq, std::span<const int32_t> tokens,
   }
   if (max_positions < 0)
     misuse("attach_prefix with max_positions " + std::to_string(max_positions));
+  if (rings_) return 0;  // nothing is published
   const auto bt = static_cast<size_t>(block_tokens_);
   std::vector<int32_t> matched;
   Key key{-1, {}};
@@ -210,7 +230,7 @@ int32_t KVAllocator::attach_prefix(int32_t seq, std::span<const int32_t> tokens,
 
 void KVAllocator::publish(int32_t seq, std::span<const int32_t> tokens) {
   auto it = sequences_.find(seq);
-  if (it == sequences_.end()) return;
+  if (it == sequences_.end() || rings_) return;
   Sequence& s = it->second;
   if (tokens.size() < static_cast<size_t>(s.length)) {
     misuse("publish of sequence " + std::to_string(seq) + " with " + std::to_string(tokens.size()) +
@@ -242,6 +262,14 @@ void KVAllocator::clear_cache() {
 }
 
 std::string KVAllocator::check() const {
+  if (rings_) {
+    if (std::string broken = rings_->check(); !broken.empty()) return "window rings: " + broken;
+    for (const auto& [id, s] : sequences_) {
+      if (!rings_->covers(id, s.length))
+        return "sequence " + std::to_string(id) + " holds " + std::to_string(s.length) +
+               " positions but its ring does not reach them";
+    }
+  }
   const size_t total = blocks_.size();
   const auto name = [](int32_t b) { return "block " + std::to_string(b); };
   // Table entries naming each block, and the last sequence (counted from 1)

@@ -24,6 +24,14 @@
 // write), and append() reports the copies the caller must make on every
 // cache before the forward pass writes.
 //
+// A model with sliding-window layers may keep those layers' keys and values
+// in rings (kv/window_rings.h) instead: the allocator then also gives each
+// sequence its ring blocks as it grows and takes them back with its full
+// blocks, room() counts both, a sequence runs at most max_step_rows() rows a
+// step, and no prefix is shared (a ring holds only the last positions of the
+// sequence that wrote it): attach_prefix() attaches nothing, publish()
+// publishes nothing.
+//
 // Misuse (a broken REQUIRES) throws duet::Error(kInternal) and changes
 // nothing; no call asserts.
 #pragma once
@@ -31,10 +39,14 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "kv/window_rings.h"
 
 namespace duet {
 
@@ -46,8 +58,11 @@ class KVAllocator {
     int32_t dst = 0;
   };
 
-  // REQUIRES: block_tokens > 0 and divides capacity_tokens <= 2^31 - 1.
-  KVAllocator(int64_t capacity_tokens, int32_t block_tokens);
+  // REQUIRES: block_tokens > 0 and divides capacity_tokens <= 2^31 - 1;
+  // `rings` as WindowRings requires.
+  KVAllocator(int64_t capacity_tokens, int32_t block_tokens,
+              std::optional<WindowRingGeometry> rings = std::nullopt);
+  ~KVAllocator();
   // Not copyable: it holds iterators into its own containers.
   KVAllocator(const KVAllocator&) = delete;
   KVAllocator& operator=(const KVAllocator&) = delete;
@@ -64,6 +79,12 @@ class KVAllocator {
 
   // Positions `seq` holds (0 for an unknown sequence).
   int32_t length(int32_t seq) const;
+
+  // The window layers' rings; null when those layers use the full cache.
+  const WindowRings* window_rings() const { return rings_.get(); }
+  // Rows one sequence may run in a step: the rings' bound, else no bound
+  // (INT32_MAX).
+  int32_t max_step_rows() const;
 
   // Positions that could still be appended to `seq` without evicting
   // anything another sequence holds: append(seq, n, copies) succeeds exactly
@@ -94,7 +115,8 @@ class KVAllocator {
   // Shrinks `seq` to its first `n` positions (no change when it holds n or
   // fewer) and drops its hold on the blocks it no longer needs; the slots of
   // the dropped positions are handed out again by later appends (a shared
-  // block is copied first). REQUIRES: n >= 0.
+  // block is copied first). REQUIRES: n >= 0; with rings, n == 0 or at most
+  // max_step_rows() - 1 positions dropped (a step's rejected drafts).
   void truncate(int32_t seq, int32_t n);
 
   // Drops every hold of `seq`: blocks nobody else holds become cached when
@@ -154,6 +176,7 @@ class KVAllocator {
   std::list<int32_t> lru_;     // cached blocks, least recently released first
   std::map<Key, int32_t> published_;
   std::map<int32_t, Sequence> sequences_;
+  std::unique_ptr<WindowRings> rings_;
 
   // Whether appending to `s` must first copy its last block: position
   // s.length falls inside a published block.

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "duet/error.h"
+#include "plugins/layer_attention.h"
 
 namespace duet {
 namespace {
@@ -221,6 +222,7 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
   const RopeParams local_rope{layout_.local_rope_base, layout_.rope_pairs, rope_freqs_};
 
   backend_.begin_forward(step);
+  begin_attention_step(attention, step);
   ops_.embedding(token_embd_, ids, x);
   if (layout_.embed_scale) ops_.scale(x, std::sqrt(static_cast<float>(h.n_embd)), x);
   for (int32_t l = 0; l < h.n_layers; ++l) {

@@ -115,7 +115,7 @@ std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& ho
 std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHost& host,
                                                 const std::string& impl,
                                                 const ModelHParams& hparams, const Options& options,
-                                                bool checked) {
+                                                bool checked, WindowCache window_cache) {
   const AttentionSpec full{hparams.n_heads, hparams.n_kv_heads, hparams.head_dim,
                            hparams.attention_scale};
   if (!hparams.layer_windows.empty() &&
@@ -172,8 +172,9 @@ std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHo
                                      : "layers without a window";
     by_window.push_back(make_attention(backend, host, impl, spec, options, checked, layers));
   }
-  if (by_window.size() == 1) return by_window.front();
-  return std::make_shared<LayerAttention>(std::move(by_window), std::move(window_of_layer));
+  if (by_window.size() == 1 && window_cache.spec.n_layers == 0) return by_window.front();
+  return std::make_shared<LayerAttention>(std::move(by_window), std::move(window_of_layer), windows,
+                                          std::move(window_cache));
 }
 
 Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,

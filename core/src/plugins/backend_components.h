@@ -12,6 +12,7 @@
 #include "duet/app/plugin_host.h"
 #include "duet/backend.h"
 #include "duet/options.h"
+#include "plugins/layer_attention.h"
 
 namespace duet {
 
@@ -37,10 +38,13 @@ std::shared_ptr<Attention> make_attention(Backend& backend, const PluginHost& ho
 // layers differ, one LayerAttention handing each layer to its window's. A
 // window for an attention whose plugin (the backend's, for its own) was
 // built against ABI 1.5 or older is a duet::Error(kPlugin) naming both.
+// With a window cache (window_cache.spec.n_layers > 0), the window layers
+// run on it (LayerAttention).
 std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHost& host,
                                                 const std::string& impl,
                                                 const ModelHParams& hparams, const Options& options,
-                                                bool checked = false);
+                                                bool checked = false,
+                                                WindowCache window_cache = {});
 
 // Whether storage spec.impl can hold `spec` with `options`, allocating
 // nothing; then the storage itself. Errors as make_attention's.

@@ -17,12 +17,13 @@ namespace duet {
 
 // One backend stages run on, as check_pipeline() established it.
 struct DUET_API BackendPlacement {
-  std::string name;            // its `backends:` key; "" for a pipeline's one `backend:`
-  std::string backend;         // the backend component (the one chosen, for a choice)
-  Options backend_options;     // its options
-  std::string attention_impl;  // "default" resolved to the real name
-  KVCacheSpec kv_cache;        // components.kv_cache, with the backend's own dtype if given
-  uint64_t kv_cache_bytes = 0;
+  std::string name;             // its `backends:` key; "" for a pipeline's one `backend:`
+  std::string backend;          // the backend component (the one chosen, for a choice)
+  Options backend_options;      // its options
+  std::string attention_impl;   // "default" resolved to the real name
+  KVCacheSpec kv_cache;         // components.kv_cache, with the backend's own dtype if given
+  KVCacheSpec window_cache;     // PipelineCheck::window_cache with that dtype
+  uint64_t kv_cache_bytes = 0;  // both caches
   // The backend the check created and found able to run this placement;
   // Pipeline::build runs on it (and clears it), so a backend — its thread
   // pool, its GPU context — is made once. Null when the check found
@@ -41,8 +42,15 @@ struct DUET_API PipelineCheck {
   // before the one chosen, in order.
   std::vector<std::string> backends_passed_over;
   std::string attention_impl;  // "default" resolved to the real name
+  // The cache of every layer that attends to all positions; with window
+  // rings (components.kv_cache.window_layers), of the other layers only.
   KVCacheSpec kv_cache;
-  uint64_t kv_cache_bytes = 0;             // device bytes the cache will take
+  // The sliding-window layers' rings, a cache of its own: n_layers 0 when
+  // those layers use kv_cache. Its capacity_tokens is the pool every
+  // sequence's ring of window_ring_tokens slots comes from.
+  KVCacheSpec window_cache;
+  int32_t window_ring_tokens = 0;
+  uint64_t kv_cache_bytes = 0;             // device bytes the caches will take
   std::vector<std::string> sampler_chain;  // link names in order
   std::vector<std::string> stages;         // stage names in order
   // Every backend a stage runs on, in order of first use, and each stage's

@@ -98,6 +98,15 @@ struct DUET_API AttentionConfig {
   Options options{"components.attention.options"};
 };
 
+// Where a model's sliding-window layers keep keys and values
+// (components.kv_cache.window_layers): `ring`, a ring per sequence of twice
+// the window (kv/window_rings.h), or `full`, the cache of every position
+// the other layers use. `auto` is ring where that takes less memory and the
+// pipeline runs on one backend, else full.
+enum class WindowLayers { kAuto, kRing, kFull };
+// "auto", "ring" or "full".
+DUET_API std::string_view window_layers_name(WindowLayers mode);
+
 struct DUET_API KVCacheConfig {
   std::string impl = "contiguous";                 // the backend's own storage or a plugin's
   int64_t capacity_tokens = 4096;                  // 1..16777216
@@ -105,6 +114,7 @@ struct DUET_API KVCacheConfig {
                                                    // otherwise divides capacity_tokens
   DType dtype = DType::kF32;                       // f32, f16, bf16 or q8_0
   Options options{"components.kv_cache.options"};  // for a plugin's storage
+  WindowLayers window_layers = WindowLayers::kAuto;
 };
 
 // One link of the sampling chain, e.g. `- top_k: 40`. A scalar shorthand is

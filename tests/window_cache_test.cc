@@ -1,0 +1,245 @@
+// Sliding-window layers in rings (components.kv_cache.window_layers: ring)
+// against the same layers in the full cache, on a tiny random Gemma 3 whose
+// window is 8 positions (rings of 16 slots, so at most 9 rows a sequence a
+// step): batched and preempted requests, rolled-back drafts and hand-driven
+// sessions give the same tokens and the same logits bit for bit
+// (reference, and onednn in its batch-invariant mode, whose results do not
+// depend on how a prompt is cut into passes); and which pipelines get rings,
+// what they take, and what is refused.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "duet/app/pipeline.h"
+#include "duet/app/scheduler.h"
+#include "duet/error.h"
+#include "duet/session.h"
+#include "tiny_model.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int32_t kWindow = 8;
+
+class WindowCache : public ::testing::TestWithParam<const char*> {
+ public:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(testing::make_temp_dir("window_cache"));
+    testing::TinyLlama shape;
+    shape.architecture = "gemma3";
+    shape.head_dim = 32;
+    shape.n_layers = 6;  // five local layers, then a global one
+    shape.sliding_window = kWindow;
+    testing::write_tiny_llama(*dir_ / "gemma3.gguf", shape);
+    testing::write_tiny_llama(*dir_ / "llama.gguf");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+ protected:
+  // Skips, saying why, where the case's backend plugin is not built.
+  void SetUp() override {
+    load_pipeline_plugins(parse_pipeline_config("model: {path: llama.gguf}\nstages: [decode]\n",
+                                                "probe.yaml", *dir_, {}),
+                          host_);
+    const std::string backend = std::string(GetParam()).find("onednn") != std::string::npos
+                                    ? "onednn"
+                                    : "reference";
+    if (!host_.has(ComponentKind::kBackend, backend))
+      GTEST_SKIP() << "the " << backend << " plugin is not built";
+  }
+
+  std::unique_ptr<Pipeline> make(const std::string& window_layers,
+                                 std::vector<std::string> overrides = {},
+                                 const std::string& decode = "decode: {}",
+                                 const std::string& model = "gemma3.gguf") {
+    const std::string yaml = "model: {path: " + model + "}\nbackend: " + GetParam() + R"(
+components:
+  kv_cache: {capacity_tokens: 256, block_tokens: 4, window_layers: )" +
+                             window_layers + R"(}
+  sampler: {seed: 7, chain: [{top_k: 40}, {temperature: 0.9}]}
+batching: {max_sequences: 16, max_step_tokens: 64}
+stages: [prefill: {}, )" + decode + "]\n";
+    PipelineConfig c = parse_pipeline_config(yaml, "test.yaml", *dir_, overrides);
+    load_pipeline_plugins(c, host_);
+    return Pipeline::build(c, host_);
+  }
+
+  static std::vector<int32_t> prompt(int32_t i, int32_t length) {
+    std::vector<int32_t> ids;
+    for (int32_t p = 0; p < length; ++p) ids.push_back(3 + (i * 53 + p * 29) % 250);
+    return ids;
+  }
+
+  static std::map<std::string, RequestResult> run_all(Pipeline& pipeline,
+                                                      const std::vector<Request>& requests,
+                                                      SchedulerStats* stats = nullptr) {
+    Scheduler scheduler(pipeline);
+    for (const Request& r : requests) scheduler.submit(r);
+    scheduler.run();
+    std::map<std::string, RequestResult> out;
+    for (RequestResult& r : scheduler.take_finished()) out[r.id] = std::move(r);
+    EXPECT_EQ(scheduler.used_blocks(), 0);
+    if (stats != nullptr) *stats = scheduler.stats();
+    return out;
+  }
+
+  // 16 requests, prompts of 1 to 46 tokens and 4 to 24 new ones: most pass
+  // the 16-slot ring several times.
+  static std::vector<Request> requests() {
+    std::vector<Request> out;
+    for (int32_t i = 0; i < 16; ++i) {
+      Request r;
+      r.id = std::to_string(i);
+      r.prompt = prompt(i, 1 + (i * 13) % 46);
+      r.settings.seed = 100 + static_cast<uint64_t>(i);
+      r.settings.max_new_tokens = 4 + (i * 5) % 21;
+      r.settings.keep_logits = true;
+      r.settings.ignore_end_of_generation = true;
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  static void expect_same(const std::map<std::string, RequestResult>& got,
+                          const std::map<std::string, RequestResult>& expected) {
+    ASSERT_EQ(got.size(), expected.size());
+    for (const auto& [id, r] : got) {
+      const RequestResult& e = expected.at(id);
+      EXPECT_EQ(r.generated_tokens, e.generated_tokens) << "request " << id;
+      ASSERT_EQ(r.logits.size(), e.logits.size()) << "request " << id;
+      EXPECT_EQ(0, std::memcmp(r.logits.data(), e.logits.data(), r.logits.size() * sizeof(float)))
+          << "request " << id << ": logits differ";
+    }
+  }
+
+  static inline fs::path* dir_ = nullptr;
+  PluginHost host_;
+};
+
+TEST_P(WindowCache, BatchedRequestsGiveTheFullCachesTokensAndLogits) {
+  auto full = make("full");
+  auto ring = make("ring");
+  ASSERT_EQ(full->check().window_cache.n_layers, 0);
+  ASSERT_EQ(ring->check().window_cache.n_layers, 5);
+  ASSERT_EQ(ring->check().window_ring_tokens, 16);
+  SchedulerStats stats;
+  const auto expected = run_all(*full, requests());
+  expect_same(run_all(*ring, requests(), &stats), expected);
+  EXPECT_GT(stats.peak_running, 4) << "the requests should have run side by side";
+}
+
+// A pool too small for every ring at once: sequences wait and are preempted
+// for want of ring blocks, and still end as they would without pressure.
+TEST_P(WindowCache, RequestsPreemptedForRingBlocksStillGiveTheSameTokens) {
+  auto full = make("full");
+  auto ring = make("ring", {"components.kv_cache.capacity_tokens=64"});
+  // Rings of 16 slots for 16 sequences, but no more slots than the cache's 64.
+  ASSERT_EQ(ring->check().window_cache.capacity_tokens, 64);
+  SchedulerStats stats;
+  const auto expected = run_all(*full, requests());
+  expect_same(run_all(*ring, requests(), &stats), expected);
+  EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
+}
+
+// Rejected drafts are rolled back inside the ring: lookup_decode with rings
+// gives the plain decode loop's tokens on the full cache.
+TEST_P(WindowCache, DraftsRolledBackInsideTheRingGiveThePlainDecodeTokens) {
+  const std::vector<std::string> set = {"components.sampler.chain=[greedy]",
+                                        "batching.draft_rows=65536"};
+  auto plain = make("full", set, "decode: {max_new_tokens: 40}");
+  auto spec = make("ring", set, "lookup_decode: {max_new_tokens: 40, ngram_min: 1, draft_tokens: 6}");
+  std::vector<Request> all;
+  for (int32_t i = 0; i < 6; ++i) {
+    Request r;
+    r.id = std::to_string(i);
+    for (int32_t p = 0; p < 24; ++p) r.prompt.push_back(3 + (i * 31 + (p % 9) * 37) % 300);
+    r.settings.keep_logits = true;
+    all.push_back(std::move(r));
+  }
+  SchedulerStats stats;
+  const auto expected = run_all(*plain, all);
+  const auto got = run_all(*spec, all, &stats);
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [id, r] : got)
+    EXPECT_EQ(r.generated_tokens, expected.at(id).generated_tokens) << "request " << id;
+  EXPECT_GT(stats.draft_tokens, stats.accepted_draft_tokens) << "some drafts should be rejected";
+}
+
+// A session's forward of more rows than a ring takes in one pass runs in
+// passes of 9, with every row's logits those of the full cache's one pass.
+TEST_P(WindowCache, ASessionsLongForwardRunsInPassesWithTheSameLogits) {
+  auto full = make("full");
+  auto ring = make("ring");
+  const std::vector<int32_t> ids = prompt(3, 40);
+  auto a = full->new_session(ids);
+  auto b = ring->new_session(ids);
+  a->forward(30, true);
+  b->forward(30, true);
+  ASSERT_EQ(a->logits().size(), b->logits().size());
+  EXPECT_EQ(0, std::memcmp(a->logits().data(), b->logits().data(),
+                           a->logits().size() * sizeof(float)));
+  a->forward(10, false);
+  b->forward(10, false);
+  ASSERT_EQ(b->logits().size(), static_cast<size_t>(b->n_vocab()));
+  EXPECT_EQ(0, std::memcmp(a->logits().data(), b->logits().data(),
+                           a->logits().size() * sizeof(float)));
+}
+
+TEST_P(WindowCache, AutoTakesRingsWhereTheyTakeLessMemory) {
+  // f32, 2 KV heads of 32: 512 bytes a slot for K and as many for V.
+  constexpr uint64_t kSlot = 2 * 2 * 32 * 4;
+  // 2 sequences: rings of 16 slots take 32 of the 256 slots in 5 layers.
+  auto ring = make("auto", {"batching.max_sequences=2"});
+  EXPECT_EQ(ring->check().window_cache.n_layers, 5);
+  EXPECT_EQ(ring->check().kv_cache_bytes, (1 * 256 + 5 * 32) * kSlot);
+  EXPECT_LE(ring->kv_cache_bytes(), ring->check().kv_cache_bytes + 5 * 4096);
+  // 16 sequences' rings would take all 256: the full cache, prefixes shared.
+  auto full = make("auto");
+  EXPECT_EQ(full->check().window_cache.n_layers, 0);
+  EXPECT_EQ(full->check().kv_cache_bytes, 6 * 256 * kSlot);
+  // A model without windows: nothing to put in rings.
+  EXPECT_EQ(make("auto", {}, "decode: {}", "llama.gguf")->check().window_cache.n_layers, 0);
+}
+
+TEST_P(WindowCache, RingsWhereTheyCannotBeUsedAreRefusedByName) {
+  const auto refusal = [&](const std::string& window_layers, const std::string& model,
+                           std::vector<std::string> set = {}) {
+    try {
+      make(window_layers, std::move(set), "decode: {}", model);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kConfig);
+      return std::string(e.what());
+    }
+    return std::string("(built)");
+  };
+  EXPECT_NE(refusal("ring", "llama.gguf").find("components.kv_cache.window_layers: ring, but llama "
+                                               "has no sliding-window layers; use auto or full"),
+            std::string::npos)
+      << refusal("ring", "llama.gguf");
+  EXPECT_NE(refusal("rings", "gemma3.gguf")
+                .find("components.kv_cache.window_layers: expected one of 'auto', 'ring', 'full', "
+                      "found 'rings'; did you mean 'ring'?"),
+            std::string::npos)
+      << refusal("rings", "gemma3.gguf");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, WindowCache,
+                         ::testing::Values("{plugin: reference}",
+                                           "{plugin: onednn, options: {threads: 2, "
+                                           "batch_invariant: true}}"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.index == 0 ? "reference" : "onednn_invariant");
+                         });
+
+}  // namespace
+}  // namespace duet
