@@ -51,9 +51,8 @@ class WindowCache : public ::testing::TestWithParam<const char*> {
     load_pipeline_plugins(parse_pipeline_config("model: {path: llama.gguf}\nstages: [decode]\n",
                                                 "probe.yaml", *dir_, {}),
                           host_);
-    const std::string backend = std::string(GetParam()).find("onednn") != std::string::npos
-                                    ? "onednn"
-                                    : "reference";
+    const std::string backend =
+        std::string(GetParam()).find("onednn") != std::string::npos ? "onednn" : "reference";
     if (!host_.has(ComponentKind::kBackend, backend))
       GTEST_SKIP() << "the " << backend << " plugin is not built";
   }
@@ -68,7 +67,8 @@ components:
                              window_layers + R"(}
   sampler: {seed: 7, chain: [{top_k: 40}, {temperature: 0.9}]}
 batching: {max_sequences: 16, max_step_tokens: 64}
-stages: [prefill: {}, )" + decode + "]\n";
+stages: [prefill: {}, )" + decode +
+                             "]\n";
     PipelineConfig c = parse_pipeline_config(yaml, "test.yaml", *dir_, overrides);
     load_pipeline_plugins(c, host_);
     return Pipeline::build(c, host_);
@@ -157,7 +157,8 @@ TEST_P(WindowCache, DraftsRolledBackInsideTheRingGiveThePlainDecodeTokens) {
   const std::vector<std::string> set = {"components.sampler.chain=[greedy]",
                                         "batching.draft_rows=65536"};
   auto plain = make("full", set, "decode: {max_new_tokens: 40}");
-  auto spec = make("ring", set, "lookup_decode: {max_new_tokens: 40, ngram_min: 1, draft_tokens: 6}");
+  auto spec =
+      make("ring", set, "lookup_decode: {max_new_tokens: 40, ngram_min: 1, draft_tokens: 6}");
   std::vector<Request> all;
   for (int32_t i = 0; i < 6; ++i) {
     Request r;
@@ -186,13 +187,13 @@ TEST_P(WindowCache, ASessionsLongForwardRunsInPassesWithTheSameLogits) {
   a->forward(30, true);
   b->forward(30, true);
   ASSERT_EQ(a->logits().size(), b->logits().size());
-  EXPECT_EQ(0, std::memcmp(a->logits().data(), b->logits().data(),
-                           a->logits().size() * sizeof(float)));
+  EXPECT_EQ(
+      0, std::memcmp(a->logits().data(), b->logits().data(), a->logits().size() * sizeof(float)));
   a->forward(10, false);
   b->forward(10, false);
   ASSERT_EQ(b->logits().size(), static_cast<size_t>(b->n_vocab()));
-  EXPECT_EQ(0, std::memcmp(a->logits().data(), b->logits().data(),
-                           a->logits().size() * sizeof(float)));
+  EXPECT_EQ(
+      0, std::memcmp(a->logits().data(), b->logits().data(), a->logits().size() * sizeof(float)));
 }
 
 TEST_P(WindowCache, AutoTakesRingsWhereTheyTakeLessMemory) {
@@ -222,8 +223,9 @@ TEST_P(WindowCache, RingsWhereTheyCannotBeUsedAreRefusedByName) {
     }
     return std::string("(built)");
   };
-  EXPECT_NE(refusal("ring", "llama.gguf").find("components.kv_cache.window_layers: ring, but llama "
-                                               "has no sliding-window layers; use auto or full"),
+  EXPECT_NE(refusal("ring", "llama.gguf")
+                .find("components.kv_cache.window_layers: ring, but llama "
+                      "has no sliding-window layers; use auto or full"),
             std::string::npos)
       << refusal("ring", "llama.gguf");
   EXPECT_NE(refusal("rings", "gemma3.gguf")

@@ -136,7 +136,8 @@ TEST(KVAllocatorRings, EveryRowFindsItsWholeWindowInRandomRuns) {
     while (live.size() < 3) live[next++] = 2 + static_cast<int32_t>(rng() % 30);
     StepBatch step;
     for (auto& [seq, left] : live) {
-      const int32_t rows = 1 + static_cast<int32_t>(rng() % static_cast<uint32_t>(a.max_step_rows()));
+      const int32_t rows =
+          1 + static_cast<int32_t>(rng() % static_cast<uint32_t>(a.max_step_rows()));
       if (!a.append(seq, rows)) continue;
       add_sequence_rows(step, a, seq, rows);
     }
@@ -167,7 +168,8 @@ TEST(KVAllocatorRings, EveryRowFindsItsWholeWindowInRandomRuns) {
         if (s.seq_id == seq) ran = &s;
       // Roll back part of what this step ran, as rejected drafts are.
       if (ran != nullptr && ran->n_tokens > 1 && rng() % 3 == 0)
-        a.truncate(seq, a.length(seq) - static_cast<int32_t>(rng() % static_cast<uint32_t>(ran->n_tokens)));
+        a.truncate(seq, a.length(seq) -
+                            static_cast<int32_t>(rng() % static_cast<uint32_t>(ran->n_tokens)));
       if (--it->second == 0) {
         a.release(seq);
         it = live.erase(it);

@@ -191,9 +191,11 @@ void check_backend(Backend& backend, const PluginHost& host, const PipelineConfi
         make_model_attention(backend, host, out.attention_impl, h, config.attention.options, false,
                              WindowCache{out.window_cache, nullptr, nullptr});
     Support s = attention->check(out.kv_cache);
-    if (std::string why = layout_mismatch(backend, host, out.attention_impl, out.kv_cache);
-        !why.empty()) {
-      s.reasons.push_back(why);
+    for (const KVCacheSpec* kv : {&out.kv_cache, &out.window_cache}) {
+      if (kv->n_layers == 0) continue;
+      std::string why = layout_mismatch(backend, host, out.attention_impl, *kv);
+      if (!why.empty() && std::find(s.reasons.begin(), s.reasons.end(), why) == s.reasons.end())
+        s.reasons.push_back(std::move(why));
     }
     for (std::string reason : s.reasons) {
       reason = own_keys(reason);

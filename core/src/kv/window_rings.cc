@@ -33,8 +33,8 @@ WindowRingGeometry window_ring_geometry(int32_t window, int32_t max_sequences,
   g.window = window;
   g.block_tokens = block_tokens <= kMaxRingBlockTokens ? block_tokens : kRingBlockTokens;
   g.ring_tokens = static_cast<int32_t>(round_up(int64_t{2} * window, g.block_tokens));
-  g.pool_tokens = std::min(int64_t{max_sequences} * g.ring_tokens,
-                           round_up(capacity_tokens, g.block_tokens));
+  g.pool_tokens =
+      std::min(int64_t{max_sequences} * g.ring_tokens, round_up(capacity_tokens, g.block_tokens));
   return g;
 }
 
