@@ -151,6 +151,22 @@ TEST_P(WindowCache, RequestsPreemptedForRingBlocksStillGiveTheSameTokens) {
   EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
 }
 
+// Requests with one prompt share no prefix in rings (a ring keeps only its
+// own sequence's last positions): each computes it, none is held back for
+// another's blocks, and each gets what the full cache with prefix sharing
+// gives it.
+TEST_P(WindowCache, IdenticalPromptsShareNoPrefixInRingsAndGiveTheSameTokens) {
+  auto full = make("full");
+  auto ring = make("ring");
+  std::vector<Request> same = requests();
+  for (Request& r : same) r.prompt = prompt(5, 40);
+  SchedulerStats full_stats, ring_stats;
+  const auto expected = run_all(*full, same, &full_stats);
+  expect_same(run_all(*ring, same, &ring_stats), expected);
+  EXPECT_GT(full_stats.prefix_hit_tokens, 0);
+  EXPECT_EQ(ring_stats.prefix_hit_tokens, 0);
+}
+
 // Rejected drafts are rolled back inside the ring: lookup_decode with rings
 // gives the plain decode loop's tokens on the full cache.
 TEST_P(WindowCache, DraftsRolledBackInsideTheRingGiveThePlainDecodeTokens) {

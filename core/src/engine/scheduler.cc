@@ -64,6 +64,14 @@ BatchingConfig fitted(BatchingConfig batching, const KVAllocator& allocator, boo
   return batching;
 }
 
+// `batching` with prefix_caching off where the cache keeps window rings,
+// which share no prefix (kv_allocator.h): nothing would attach, and a
+// prompt would be held back behind another with the same start for nothing.
+BatchingConfig without_prefixes_in_rings(BatchingConfig batching, const KVAllocator& allocator) {
+  if (allocator.window_rings() != nullptr) batching.prefix_caching = false;
+  return batching;
+}
+
 }  // namespace
 
 double RequestResult::decode_tokens_per_second() const {
@@ -257,7 +265,7 @@ Scheduler::Impl::Impl(Pipeline& pipeline, const BatchingConfig& batching_config)
       prefill_at(state.check.stage_placement.empty() ? 0 : state.check.stage_placement.at(0)),
       decode_at(state.check.stage_placement.size() < 2 ? prefill_at
                                                        : state.check.stage_placement.at(1)),
-      batching(batching_config),
+      batching(without_prefixes_in_rings(batching_config, allocator)),
       draft_label(stage_label(state.config, state.host)),
       residency(state.residency.get()) {
   for (int32_t id = 0; id < state.check.hparams.n_vocab; ++id) {
