@@ -23,6 +23,7 @@
 #include "duet/app/pipeline.h"
 #include "duet/app/token_logprobs.h"
 #include "duet/error.h"
+#include "scheduler_runs.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -133,27 +134,14 @@ stages: [prefill: {backend: first}, decode: {backend: second}]
     return out;
   }
 
-  // Runs `requests` through one scheduler, results by id.
   static std::map<std::string, RequestResult> run_all(Pipeline& pipeline,
                                                       const std::vector<Request>& requests,
                                                       SchedulerStats* stats = nullptr) {
-    Scheduler scheduler(pipeline);
-    for (const Request& r : requests) scheduler.submit(r);
-    scheduler.run();
-    std::map<std::string, RequestResult> out;
-    for (RequestResult& r : scheduler.take_finished()) out[r.id] = std::move(r);
-    EXPECT_EQ(scheduler.used_blocks(), 0);
-    if (stats != nullptr) *stats = scheduler.stats();
-    return out;
+    return testing::run_all(pipeline, requests, stats);
   }
 
   static void expect_same(const RequestResult& batched, const RequestResult& alone) {
-    EXPECT_EQ(batched.generated_tokens, alone.generated_tokens) << "request " << batched.id;
-    EXPECT_EQ(batched.finish, alone.finish) << "request " << batched.id;
-    ASSERT_EQ(batched.logits.size(), alone.logits.size()) << "request " << batched.id;
-    EXPECT_EQ(0, std::memcmp(batched.logits.data(), alone.logits.data(),
-                             batched.logits.size() * sizeof(float)))
-        << "request " << batched.id << ": logits differ";
+    testing::expect_same_result(batched, alone);
   }
 
   // The session path (Pipeline::run_tokens) of a pipeline `make_with(sets)`

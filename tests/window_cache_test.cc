@@ -19,6 +19,7 @@
 #include "duet/app/scheduler.h"
 #include "duet/error.h"
 #include "duet/session.h"
+#include "scheduler_runs.h"
 #include "tiny_model.h"
 
 namespace duet {
@@ -80,19 +81,6 @@ stages: [prefill: {}, )" + decode +
     return ids;
   }
 
-  static std::map<std::string, RequestResult> run_all(Pipeline& pipeline,
-                                                      const std::vector<Request>& requests,
-                                                      SchedulerStats* stats = nullptr) {
-    Scheduler scheduler(pipeline);
-    for (const Request& r : requests) scheduler.submit(r);
-    scheduler.run();
-    std::map<std::string, RequestResult> out;
-    for (RequestResult& r : scheduler.take_finished()) out[r.id] = std::move(r);
-    EXPECT_EQ(scheduler.used_blocks(), 0);
-    if (stats != nullptr) *stats = scheduler.stats();
-    return out;
-  }
-
   // 16 requests, prompts of 1 to 46 tokens and 4 to 24 new ones: most pass
   // the 16-slot ring several times.
   static std::vector<Request> requests() {
@@ -113,13 +101,7 @@ stages: [prefill: {}, )" + decode +
   static void expect_same(const std::map<std::string, RequestResult>& got,
                           const std::map<std::string, RequestResult>& expected) {
     ASSERT_EQ(got.size(), expected.size());
-    for (const auto& [id, r] : got) {
-      const RequestResult& e = expected.at(id);
-      EXPECT_EQ(r.generated_tokens, e.generated_tokens) << "request " << id;
-      ASSERT_EQ(r.logits.size(), e.logits.size()) << "request " << id;
-      EXPECT_EQ(0, std::memcmp(r.logits.data(), e.logits.data(), r.logits.size() * sizeof(float)))
-          << "request " << id << ": logits differ";
-    }
+    for (const auto& [id, r] : got) testing::expect_same_result(r, expected.at(id));
   }
 
   static inline fs::path* dir_ = nullptr;
@@ -133,8 +115,8 @@ TEST_P(WindowCache, BatchedRequestsGiveTheFullCachesTokensAndLogits) {
   ASSERT_EQ(ring->check().window_cache.n_layers, 5);
   ASSERT_EQ(ring->check().window_ring_tokens, 16);
   SchedulerStats stats;
-  const auto expected = run_all(*full, requests());
-  expect_same(run_all(*ring, requests(), &stats), expected);
+  const auto expected = testing::run_all(*full, requests());
+  expect_same(testing::run_all(*ring, requests(), &stats), expected);
   EXPECT_GT(stats.peak_running, 4) << "the requests should have run side by side";
 }
 
@@ -146,8 +128,8 @@ TEST_P(WindowCache, RequestsPreemptedForRingBlocksStillGiveTheSameTokens) {
   // Rings of 16 slots for 16 sequences, but no more slots than the cache's 64.
   ASSERT_EQ(ring->check().window_cache.capacity_tokens, 64);
   SchedulerStats stats;
-  const auto expected = run_all(*full, requests());
-  expect_same(run_all(*ring, requests(), &stats), expected);
+  const auto expected = testing::run_all(*full, requests());
+  expect_same(testing::run_all(*ring, requests(), &stats), expected);
   EXPECT_GT(stats.preemptions, 0) << "the pool was meant to run out";
 }
 
@@ -161,8 +143,8 @@ TEST_P(WindowCache, IdenticalPromptsShareNoPrefixInRingsAndGiveTheSameTokens) {
   std::vector<Request> same = requests();
   for (Request& r : same) r.prompt = prompt(5, 40);
   SchedulerStats full_stats, ring_stats;
-  const auto expected = run_all(*full, same, &full_stats);
-  expect_same(run_all(*ring, same, &ring_stats), expected);
+  const auto expected = testing::run_all(*full, same, &full_stats);
+  expect_same(testing::run_all(*ring, same, &ring_stats), expected);
   EXPECT_GT(full_stats.prefix_hit_tokens, 0);
   EXPECT_EQ(ring_stats.prefix_hit_tokens, 0);
 }
@@ -184,8 +166,8 @@ TEST_P(WindowCache, DraftsRolledBackInsideTheRingGiveThePlainDecodeTokens) {
     all.push_back(std::move(r));
   }
   SchedulerStats stats;
-  const auto expected = run_all(*plain, all);
-  const auto got = run_all(*spec, all, &stats);
+  const auto expected = testing::run_all(*plain, all);
+  const auto got = testing::run_all(*spec, all, &stats);
   ASSERT_EQ(got.size(), expected.size());
   for (const auto& [id, r] : got)
     EXPECT_EQ(r.generated_tokens, expected.at(id).generated_tokens) << "request " << id;

@@ -1,0 +1,44 @@
+// scheduler_runs.h — running a set of requests through one scheduler, and
+// comparing two runs of a request, for tests of the batching scheduler.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "duet/app/pipeline.h"
+#include "duet/app/scheduler.h"
+
+namespace duet::testing {
+
+// Runs `requests` through one scheduler of `pipeline`, results by id; every
+// block must be back in the pool afterwards. Its stats go to `stats` when
+// given.
+inline std::map<std::string, RequestResult> run_all(Pipeline& pipeline,
+                                                    const std::vector<Request>& requests,
+                                                    SchedulerStats* stats = nullptr) {
+  Scheduler scheduler(pipeline);
+  for (const Request& r : requests) scheduler.submit(r);
+  scheduler.run();
+  std::map<std::string, RequestResult> out;
+  for (RequestResult& r : scheduler.take_finished()) out[r.id] = std::move(r);
+  EXPECT_EQ(scheduler.used_blocks(), 0);
+  if (stats != nullptr) *stats = scheduler.stats();
+  return out;
+}
+
+// The same tokens, finish and logits (bit for bit) in two runs of a request.
+inline void expect_same_result(const RequestResult& got, const RequestResult& expected) {
+  EXPECT_EQ(got.generated_tokens, expected.generated_tokens) << "request " << got.id;
+  EXPECT_EQ(got.finish, expected.finish) << "request " << got.id;
+  ASSERT_EQ(got.logits.size(), expected.logits.size()) << "request " << got.id;
+  EXPECT_EQ(0, std::memcmp(got.logits.data(), expected.logits.data(),
+                           got.logits.size() * sizeof(float)))
+      << "request " << got.id << ": logits differ";
+}
+
+}  // namespace duet::testing
