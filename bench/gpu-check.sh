@@ -40,8 +40,9 @@
 # torch.compile on the same shapes (bench/torch_bench.py; minutes more).
 set -u -o pipefail
 
-targets="duet_cli duet_plugin_cuda duet_plugin_reference duet_plugin_samplers cuda_test
-  backend_conformance_test scheduler_test duet_make_random_model"
+targets="duet_cli duet_plugin_cuda duet_plugin_reference duet_plugin_samplers
+  duet_plugin_speculative cuda_test backend_conformance_test scheduler_test window_cache_test
+  duet_make_random_model"
 if [ "${1:-}" = "--targets" ]; then
   # shellcheck disable=SC2086  # one line of words
   echo $targets
@@ -135,6 +136,15 @@ if [ -x "$build/tests/scheduler_test" ]; then
   step scheduler-cuda "$build/tests/scheduler_test" --gtest_filter='*/cuda*'
 else
   skip scheduler-cuda "scheduler_test was not built"
+fi
+
+# Gemma 3's window layers in rings (components.kv_cache.window_layers: ring)
+# against the full cache on cuda: each pass maps the window layers' step onto
+# the rings, a second step ForwardPass uploads beside the pass's own.
+if [ -x "$build/tests/window_cache_test" ]; then
+  step window-cache-cuda "$build/tests/window_cache_test" --gtest_filter='*/cuda*'
+else
+  skip window-cache-cuda "window_cache_test was not built"
 fi
 
 if [ "${SANITIZE:-0}" = 1 ]; then

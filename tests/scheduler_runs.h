@@ -36,8 +36,8 @@ inline void expect_same_result(const RequestResult& got, const RequestResult& ex
   EXPECT_EQ(got.generated_tokens, expected.generated_tokens) << "request " << got.id;
   EXPECT_EQ(got.finish, expected.finish) << "request " << got.id;
   ASSERT_EQ(got.logits.size(), expected.logits.size()) << "request " << got.id;
-  EXPECT_EQ(0, std::memcmp(got.logits.data(), expected.logits.data(),
-                           got.logits.size() * sizeof(float)))
+  EXPECT_EQ(
+      0, std::memcmp(got.logits.data(), expected.logits.data(), got.logits.size() * sizeof(float)))
       << "request " << got.id << ": logits differ";
 }
 

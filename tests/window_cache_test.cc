@@ -3,8 +3,9 @@
 // window is 8 positions (rings of 16 slots, so at most 9 rows a sequence a
 // step): batched and preempted requests, rolled-back drafts and hand-driven
 // sessions give the same tokens and the same logits bit for bit
-// (reference, and onednn in its batch-invariant mode, whose results do not
-// depend on how a prompt is cut into passes); and which pipelines get rings,
+// (reference, and onednn and cuda in their batch-invariant modes, whose
+// results do not depend on how a prompt is cut into passes; cuda's cases
+// skip, saying why, without a GPU); and which pipelines get rings,
 // what they take, and what is refused.
 #include <gtest/gtest.h>
 
@@ -47,13 +48,20 @@ class WindowCache : public ::testing::TestWithParam<const char*> {
   }
 
  protected:
-  // Skips, saying why, where the case's backend plugin is not built.
+  // Skips, saying why, where the case's backend plugin is not built or
+  // refuses to load here (cuda without a usable GPU).
   void SetUp() override {
     load_pipeline_plugins(parse_pipeline_config("model: {path: llama.gguf}\nstages: [decode]\n",
                                                 "probe.yaml", *dir_, {}),
                           host_);
-    const std::string backend =
-        std::string(GetParam()).find("onednn") != std::string::npos ? "onednn" : "reference";
+    const std::string param = GetParam();
+    std::string backend = "reference";
+    for (const char* name : {"onednn", "cuda"})
+      if (param.find(name) != std::string::npos) backend = name;
+    for (const PluginRecord& r : host_.records()) {
+      if (r.name == backend && !r.loaded)
+        GTEST_SKIP() << backend << " plugin refused: " << r.refusal;
+    }
     if (!host_.has(ComponentKind::kBackend, backend))
       GTEST_SKIP() << "the " << backend << " plugin is not built";
   }
@@ -233,13 +241,20 @@ TEST_P(WindowCache, RingsWhereTheyCannotBeUsedAreRefusedByName) {
       << refusal("rings", "gemma3.gguf");
 }
 
+// Each case's name: its backend.
+std::string case_name(const ::testing::TestParamInfo<const char*>& p) {
+  const std::string param = p.param;
+  if (param.find("onednn") != std::string::npos) return "onednn_invariant";
+  if (param.find("cuda") != std::string::npos) return "cuda_invariant";
+  return "reference";
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, WindowCache,
                          ::testing::Values("{plugin: reference}",
                                            "{plugin: onednn, options: {threads: 2, "
-                                           "batch_invariant: true}}"),
-                         [](const ::testing::TestParamInfo<const char*>& p) {
-                           return std::string(p.index == 0 ? "reference" : "onednn_invariant");
-                         });
+                                           "batch_invariant: true}}",
+                                           "{plugin: cuda, options: {batch_invariant: true}}"),
+                         case_name);
 
 }  // namespace
 }  // namespace duet
