@@ -22,6 +22,11 @@ struct DUET_API AttentionSpec {
   // layer, e.g. Gemma 3's local layers). An attention that cannot honour a
   // window refuses it in check(). The host never gives a window to an
   // attention of a plugin built against ABI 1.5 or older (which lacks it).
+  // A windowed attention must read no position before a row's window: with
+  // components.kv_cache.window_layers: ring, core keeps those layers in
+  // rings, and a sequence's block table then names the same blocks again
+  // and again (duet/step_batch.h), so slots of positions a window no longer
+  // sees hold newer positions.
   int32_t window = 0;
 };
 

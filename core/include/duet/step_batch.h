@@ -17,6 +17,11 @@ struct DUET_API SequenceStep {
   int32_t context_len = 0;  // cached positions after this step, new ones included
   // Cache blocks holding positions [0, context_len), in order: position p
   // lives in slot block_table[p / block_tokens] * block_tokens + p % block_tokens.
+  // For the sliding-window layers of a cache that keeps them in rings
+  // (components.kv_cache.window_layers: ring), entry j is the sequence's
+  // ring block j mod (ring blocks): only the positions of each row's window
+  // (AttentionSpec::window) are where the formula says; older ones have
+  // been overwritten by newer positions.
   std::vector<int32_t> block_table;
 };
 
