@@ -213,6 +213,9 @@ int cmd_serve(const std::vector<std::string>& args) {
             << model.id << ", backend " << pipeline->check().backend << ", "
             << config.batching.max_sequences << " sequences at once, "
             << config.kv_cache.capacity_tokens << "-token KV cache"
+            << (pipeline->check().window_cache.n_layers > 0
+                    ? ", sliding-window layers in rings, prefixes not shared"
+                    : "")
             << (options.api_key.empty() ? "" : ", API key required") << ")" << std::endl;
   io.run();
   std::cerr << "duet serve: stopped" << std::endl;
