@@ -1,10 +1,12 @@
-// scheduler_runs.h — running a set of requests through one scheduler, and
-// comparing two runs of a request, for tests of the batching scheduler.
+// scheduler_runs.h — for tests of the batching scheduler: whether a
+// backend can run here, running a set of requests through one scheduler,
+// and comparing two runs of a request.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
@@ -14,6 +16,21 @@
 #include "duet/app/scheduler.h"
 
 namespace duet::testing {
+
+// Loads the default plugins into `host` (for a pipeline in `dir`) and says
+// why backend `plugin` cannot run here: it refused to load (cuda without a
+// usable GPU) or is not built; "" when it can. For a test's GTEST_SKIP.
+inline std::string backend_unavailable(PluginHost& host, const std::filesystem::path& dir,
+                                       const std::string& plugin) {
+  load_pipeline_plugins(
+      parse_pipeline_config("model: {path: m.gguf}\nstages: [decode]\n", "probe.yaml", dir, {}),
+      host);
+  for (const PluginRecord& r : host.records()) {
+    if (r.name == plugin && !r.loaded) return plugin + " plugin refused: " + r.refusal;
+  }
+  if (!host.has(ComponentKind::kBackend, plugin)) return "the " + plugin + " plugin is not built";
+  return "";
+}
 
 // Runs `requests` through one scheduler of `pipeline`, results by id; every
 // block must be back in the pool afterwards. Its stats go to `stats` when

@@ -62,16 +62,9 @@ class SchedulerTest : public ::testing::TestWithParam<SchedulerBackend> {
   // Skips, saying why, where the case's plugin is not built or refuses to
   // load here (cuda without a usable GPU).
   void SetUp() override {
-    const std::string plugin = GetParam().plugin;
-    load_pipeline_plugins(parse_pipeline_config("model: {path: tiny.gguf}\nstages: [decode]\n",
-                                                "probe.yaml", *dir_, {}),
-                          host_);
-    for (const PluginRecord& r : host_.records()) {
-      if (r.name == plugin && !r.loaded) GTEST_SKIP() << plugin << " plugin refused: " << r.refusal;
-    }
-    if (!host_.has(ComponentKind::kBackend, plugin)) {
-      GTEST_SKIP() << "the " << plugin << " plugin is not built";
-    }
+    if (const std::string why = testing::backend_unavailable(host_, *dir_, GetParam().plugin);
+        !why.empty())
+      GTEST_SKIP() << why;
   }
 
   // A sampling chain, so that a token depends on the seed and the RNG as

@@ -51,19 +51,12 @@ class WindowCache : public ::testing::TestWithParam<const char*> {
   // Skips, saying why, where the case's backend plugin is not built or
   // refuses to load here (cuda without a usable GPU).
   void SetUp() override {
-    load_pipeline_plugins(parse_pipeline_config("model: {path: llama.gguf}\nstages: [decode]\n",
-                                                "probe.yaml", *dir_, {}),
-                          host_);
     const std::string param = GetParam();
     std::string backend = "reference";
     for (const char* name : {"onednn", "cuda"})
       if (param.find(name) != std::string::npos) backend = name;
-    for (const PluginRecord& r : host_.records()) {
-      if (r.name == backend && !r.loaded)
-        GTEST_SKIP() << backend << " plugin refused: " << r.refusal;
-    }
-    if (!host_.has(ComponentKind::kBackend, backend))
-      GTEST_SKIP() << "the " << backend << " plugin is not built";
+    if (const std::string why = testing::backend_unavailable(host_, *dir_, backend); !why.empty())
+      GTEST_SKIP() << why;
   }
 
   std::unique_ptr<Pipeline> make(const std::string& window_layers,
