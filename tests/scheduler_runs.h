@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,19 +33,22 @@ inline std::string backend_unavailable(PluginHost& host, const std::filesystem::
   return "";
 }
 
-// Runs `requests` through one scheduler of `pipeline`, results by id; every
-// block must be back in the pool afterwards. Its stats go to `stats` when
-// given.
+// Runs `requests` through one scheduler of `pipeline` (with `batching` in
+// place of the pipeline's batching section when given), results by id;
+// every block must be back in the pool afterwards. Its stats go to `stats`
+// when given.
 inline std::map<std::string, RequestResult> run_all(Pipeline& pipeline,
                                                     const std::vector<Request>& requests,
-                                                    SchedulerStats* stats = nullptr) {
-  Scheduler scheduler(pipeline);
-  for (const Request& r : requests) scheduler.submit(r);
-  scheduler.run();
+                                                    SchedulerStats* stats = nullptr,
+                                                    const BatchingConfig* batching = nullptr) {
+  auto scheduler = batching != nullptr ? std::make_unique<Scheduler>(pipeline, *batching)
+                                       : std::make_unique<Scheduler>(pipeline);
+  for (const Request& r : requests) scheduler->submit(r);
+  scheduler->run();
   std::map<std::string, RequestResult> out;
-  for (RequestResult& r : scheduler.take_finished()) out[r.id] = std::move(r);
-  EXPECT_EQ(scheduler.used_blocks(), 0);
-  if (stats != nullptr) *stats = scheduler.stats();
+  for (RequestResult& r : scheduler->take_finished()) out[r.id] = std::move(r);
+  EXPECT_EQ(scheduler->used_blocks(), 0);
+  if (stats != nullptr) *stats = scheduler->stats();
   return out;
 }
 

@@ -128,7 +128,10 @@ void plan_window_layers(const PipelineConfig& config, const std::string& src, Pi
   const WindowRingGeometry g = window_ring_geometry(window, config.batching.max_sequences,
                                                     kc.capacity_tokens, out.kv_cache.block_tokens);
   std::string refused;
-  if (config.backends.size() > 1) {
+  if (kc.impl != KVCacheConfig{}.impl) {
+    refused = "storage '" + kc.impl + "' would be made twice with the same " + kc.options.path() +
+              " (rings need the backends' own '" + KVCacheConfig{}.impl + "')";
+  } else if (config.backends.size() > 1) {
     refused = "the pipeline runs on " + std::to_string(config.backends.size()) +
               " backends and their handover moves full caches only";
   } else if (windowed == h.n_layers) {

@@ -500,7 +500,8 @@ bool Scheduler::Impl::step() {
                     std::to_string(allocator.used_blocks()) + " of " +
                     std::to_string(allocator.total_blocks()) +
                     " blocks in use); end those conversations, or raise "
-                    "components.kv_cache.capacity_tokens");
+                    "components.kv_cache.capacity_tokens" +
+                    allocator.ring_room_hint());
   }
   if (scheduled.empty()) {
     throw Error(ErrorKind::kInternal, "the scheduler found nothing to run although " +

@@ -51,7 +51,8 @@ void Session::forward(int32_t n, bool all_logits) {
                 "the KV cache has room for " + std::to_string(room()) + " more tokens but " +
                     std::to_string(n) + " were asked for (" + std::to_string(first) +
                     " cached, capacity " + std::to_string(s.allocator.capacity_tokens()) +
-                    "); raise components.kv_cache.capacity_tokens or shorten the prompt");
+                    "); raise components.kv_cache.capacity_tokens or shorten the prompt" +
+                    s.allocator.ring_room_hint());
   }
   // Passes of at most the rows a sequence may run a step (window rings).
   s.logits.clear();

@@ -42,6 +42,14 @@ int32_t KVAllocator::max_step_rows() const {
   return rings_ ? rings_->max_step_rows() : std::numeric_limits<int32_t>::max();
 }
 
+std::string KVAllocator::ring_room_hint() const {
+  if (!rings_) return "";
+  return "; the sliding-window layers' rings (" + std::to_string(rings_->free_blocks()) + " of " +
+         std::to_string(rings_->total_blocks()) +
+         " blocks free) hold batching.max_sequences sequences: raise it, or set "
+         "components.kv_cache.window_layers: full";
+}
+
 int64_t KVAllocator::total_blocks() const { return static_cast<int64_t>(blocks_.size()); }
 
 int64_t KVAllocator::free_blocks() const {

@@ -82,6 +82,10 @@ class KVAllocator {
 
   // The window layers' rings; null when those layers use the full cache.
   const WindowRings* window_rings() const { return rings_.get(); }
+  // What to change when the cache has no room: "" without rings, else
+  // (starting "; ") the keys that give the rings more, for an error that
+  // names the full cache's own fix first.
+  std::string ring_room_hint() const;
   // Rows one sequence may run in a step: the rings' bound, else no bound
   // (INT32_MAX).
   int32_t max_step_rows() const;

@@ -40,14 +40,17 @@ struct WindowRingGeometry {
   int64_t pool_tokens = 0;   // slots of all rings together; a multiple of block_tokens
 };
 
-// The geometry core gives window layers: rings of twice the window (so a
-// sequence runs up to window + 1 rows a step) in blocks of the full
-// cache's `block_tokens` when that is at most 64 (the same cuts of a
-// sequence's positions into blocks, which a batch-invariant attention sums
-// block by block), else of 16; and a pool for `max_sequences` whole rings
-// but no larger than `capacity_tokens` rounded up to whole blocks (the
-// slots the sequences hold between them in the full cache). REQUIRES:
-// every argument positive.
+// The geometry core gives window layers:
+// - blocks of the full cache's `block_tokens` when that is at most 64 (the
+//   same cuts of a sequence's positions into blocks, which a
+//   batch-invariant attention sums block by block), else of 16;
+// - rings of twice the window rounded up to whole blocks, so that a
+//   sequence runs up to ring_tokens - window + 1 rows a step (window + 1
+//   where the block size divides 2 × window);
+// - a pool for `max_sequences` whole rings but no larger than
+//   `capacity_tokens` rounded up to whole blocks (the slots the sequences
+//   hold between them in the full cache).
+// REQUIRES: every argument positive.
 WindowRingGeometry window_ring_geometry(int32_t window, int32_t max_sequences,
                                         int64_t capacity_tokens, int32_t block_tokens);
 
