@@ -72,8 +72,7 @@ bool WindowRings::grow(int32_t seq, int32_t length) {
   if (seq < 0 || length < 0)
     misuse("grow of sequence " + std::to_string(seq) + " to " + std::to_string(length));
   if (covers(seq, length)) return true;
-  const int64_t want =
-      std::min<int64_t>(ring_blocks_, (int64_t{length} + g_.block_tokens - 1) / g_.block_tokens);
+  const int64_t want = blocks_for(length);
   const auto held = static_cast<int64_t>(ring(seq).size());
   if (want - held > free_blocks()) return false;
   std::vector<int32_t>& blocks = rings_[seq];
@@ -87,10 +86,12 @@ bool WindowRings::grow(int32_t seq, int32_t length) {
   return true;
 }
 
+int64_t WindowRings::blocks_for(int32_t length) const {
+  return std::min<int64_t>(ring_blocks_, (int64_t{length} + g_.block_tokens - 1) / g_.block_tokens);
+}
+
 bool WindowRings::covers(int32_t seq, int32_t length) const {
-  const int64_t want =
-      std::min<int64_t>(ring_blocks_, (int64_t{length} + g_.block_tokens - 1) / g_.block_tokens);
-  return static_cast<int64_t>(ring(seq).size()) >= want;
+  return static_cast<int64_t>(ring(seq).size()) >= blocks_for(length);
 }
 
 void WindowRings::release(int32_t seq) {

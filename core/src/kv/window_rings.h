@@ -103,6 +103,8 @@ class WindowRings {
   std::vector<int32_t> free_;   // a min-heap (std::greater): lowest index on top
 
   const std::vector<int32_t>& ring(int32_t seq) const;
+  // Ring blocks a sequence of `length` positions holds.
+  int64_t blocks_for(int32_t length) const;
 };
 
 }  // namespace duet
