@@ -17,9 +17,15 @@
 //   tiles:  row_tiles_product (kernels/row_tiles.h) of n vectors on the same
 //           matrix packed into row tiles, one or two activation terms
 //           (t1, t2): per_vector_ns as for batch.
+//   sgemm:  oneDNN's f32 sgemm of n rows against the same matrix expanded to
+//           f32, in panels of 1 MiB as Matmul::gemm runs it from
+//           matmul_min_rows on (less the expansion): per_vector_ns as for
+//           tiles, to set the crossover. oneDNN threads with OpenMP:
+//           OMP_NUM_THREADS=1 makes it one thread like the other cases.
 //
-//   build-kern/backends/onednn/kernels/qgemv_bench --benchmark_min_time=0.5
+//   OMP_NUM_THREADS=1 build/backends/onednn/kernels/qgemv_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -145,6 +151,39 @@ void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, 
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+void bench_sgemm(benchmark::State& state, Shape s, int64_t n) {
+  const std::vector<uint8_t> w = make_weights(s, 1);
+  const auto row_bytes =
+      static_cast<int64_t>(*duet::dtype_row_bytes(s.type, static_cast<uint64_t>(s.k)));
+  std::vector<float> wf(static_cast<size_t>(s.rows * s.k));
+  for (int64_t r = 0; r < s.rows; ++r) {
+    duet::dequantize_row(s.type, w.data() + r * row_bytes, wf.data() + r * s.k, s.k);
+  }
+  std::vector<float> x(static_cast<size_t>(n * s.k));
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<float> row = random_floats(s.k, static_cast<uint32_t>(10 + i));
+    std::copy(row.begin(), row.end(), x.begin() + i * s.k);
+  }
+  std::vector<float> y(static_cast<size_t>(n * s.rows));
+  // Matmul::panel_rows: 1 MiB of f32 rows, a multiple of 16.
+  const int64_t panel = std::max<int64_t>(16, (int64_t{1} << 20) / (s.k * 4) / 16 * 16);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < s.rows; r += panel) {
+      const int64_t rows = std::min(panel, s.rows - r);
+      if (dnnl_sgemm('N', 'T', n, rows, s.k, 1.0f, x.data(), s.k, wf.data() + r * s.k, s.k, 0.0f,
+                     y.data() + r, s.rows) != dnnl_success) {
+        state.SkipWithError("dnnl_sgemm failed");
+        return;
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["per_vector_ns"] = benchmark::Counter(
+      static_cast<double>(n) * 1e9,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void bench_quantize(benchmark::State& state, int64_t k, CpuPath path, int terms) {
   const std::vector<float> x = random_floats(k, 3);
   duet::onednn::Q8Activations xq;
@@ -184,12 +223,21 @@ int main(int argc, char** argv) {
       for (const Shape& s : kShapes) {
         if (!duet::onednn::row_tiles_kernel(path, s.type)) continue;
         for (int terms : {1, 2}) {
-          for (int64_t n : {1, 2, 4, 8, 16, 64}) {
+          for (int64_t n : {1, 2, 4, 8, 16, 64, 128, 512}) {
             benchmark::RegisterBenchmark(("tiles/" + std::string(s.name) + "/" + p + "/t" +
                                           std::to_string(terms) + "/n" + std::to_string(n))
                                              .c_str(),
                                          bench_row_tiles, s, path, n, terms);
           }
+        }
+      }
+    }
+    if (path == duet::onednn::detect_cpu_path()) {
+      for (const Shape& s : kShapes) {
+        for (int64_t n : {16, 64, 128, 512}) {
+          benchmark::RegisterBenchmark(
+              ("sgemm/" + std::string(s.name) + "/n" + std::to_string(n)).c_str(), bench_sgemm, s,
+              n);
         }
       }
     }

@@ -521,8 +521,14 @@ DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t 
                                       int32_t head_dim, float scale, const void* k, const void* v,
                                       DType type, int64_t stride, int64_t n, float* scores,
                                       SoftmaxPart state) {
+  // Keys are widened into the scratch after the scores, on a 64-byte line
+  // boundary (the slack of kv_heads * group * head_dim floats holds the
+  // shift): a vector stored across two lines and read back at once costs
+  // several times an aligned one.
+  const auto after_scores = reinterpret_cast<uintptr_t>(scores + int64_t{kv_heads} * group * n);
+  auto* staging = reinterpret_cast<float*>((after_scores + 63) & ~uintptr_t{63});
   detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores,
-                               scores + int64_t{kv_heads} * group * n);
+                               staging);
   attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
   detail::attend_values_avx512(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
 }

@@ -85,40 +85,48 @@ __attribute__((always_inline)) inline __m512 sum16(const __m512 p[16]) {
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
 }
 
-// acc[h][c..c+16) += Σ_i p[h][i] * v_i[c..c+16) for H heads over the
-// positions of one block of f32 or f16 values (q8_0: values_block_q8), 64
-// dimensions at a time: each position's values are widened once into
-// registers and feed 4·H accumulators, enough independent FMA chains that
-// the FMA latency does not bind.
+// acc[h][c0..c0+16·C) += Σ_i p[h][i] * v_i[c0..c0+16·C) for H heads over
+// the m positions of one block of f32 or f16 values: each position's C·16
+// values are widened once into registers and feed C·H accumulators, enough
+// independent FMA chains that the FMA latency does not bind.
+template <DType T, int H, int C>
+void values_chunks(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t head_dim, int64_t c0,
+                   const float* probs, int64_t n, float* acc) {
+  __m512 a[H][C];
+  for (int h = 0; h < H; ++h) {
+    for (int u = 0; u < C; ++u) a[h][u] = _mm512_loadu_ps(acc + h * head_dim + c0 + 16 * u);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    __m512 x[C];
+    for (int u = 0; u < C; ++u) x[u] = load16<T>(v + i * stride_bytes, c0 + 16 * u);
+    for (int h = 0; h < H; ++h) {
+      const __m512 p = _mm512_set1_ps(probs[h * n + i]);
+      for (int u = 0; u < C; ++u) a[h][u] = _mm512_fmadd_ps(p, x[u], a[h][u]);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int u = 0; u < C; ++u) _mm512_storeu_ps(acc + h * head_dim + c0 + 16 * u, a[h][u]);
+  }
+}
+
+// values_chunks over all of head_dim: 64 dimensions at a time, then the
+// rest (16, 32 or 48), with the number of vectors fixed at compile time.
 template <DType T, int H>
 void values_heads(const uint8_t* v, int64_t stride_bytes, int64_t m, int32_t head_dim,
                   const float* probs, int64_t n, float* acc) {
-  constexpr int kChunks = 4;
-  for (int64_t c0 = 0; c0 < head_dim; c0 += 16 * kChunks) {
-    const int64_t chunks = std::min<int64_t>(kChunks, (head_dim - c0) / 16);
-    __m512 a[H][kChunks];
-    for (int h = 0; h < H; ++h) {
-      for (int u = 0; u < kChunks; ++u) {
-        if (u < chunks) a[h][u] = _mm512_loadu_ps(acc + h * head_dim + c0 + 16 * u);
-      }
-    }
-    for (int64_t i = 0; i < m; ++i) {
-      __m512 x[kChunks];
-      for (int u = 0; u < kChunks; ++u) {
-        if (u < chunks) x[u] = load16<T>(v + i * stride_bytes, c0 + 16 * u);
-      }
-      for (int h = 0; h < H; ++h) {
-        const __m512 p = _mm512_set1_ps(probs[h * n + i]);
-        for (int u = 0; u < kChunks; ++u) {
-          if (u < chunks) a[h][u] = _mm512_fmadd_ps(p, x[u], a[h][u]);
-        }
-      }
-    }
-    for (int h = 0; h < H; ++h) {
-      for (int u = 0; u < kChunks; ++u) {
-        if (u < chunks) _mm512_storeu_ps(acc + h * head_dim + c0 + 16 * u, a[h][u]);
-      }
-    }
+  int64_t c0 = 0;
+  for (; c0 + 64 <= head_dim; c0 += 64) {
+    values_chunks<T, H, 4>(v, stride_bytes, m, head_dim, c0, probs, n, acc);
+  }
+  switch ((head_dim - c0) / 16) {
+    case 3:
+      return values_chunks<T, H, 3>(v, stride_bytes, m, head_dim, c0, probs, n, acc);
+    case 2:
+      return values_chunks<T, H, 2>(v, stride_bytes, m, head_dim, c0, probs, n, acc);
+    case 1:
+      return values_chunks<T, H, 1>(v, stride_bytes, m, head_dim, c0, probs, n, acc);
+    default:
+      return;
   }
 }
 
@@ -191,41 +199,46 @@ void values_block_q8(const uint8_t* values, int64_t stride_bytes, int64_t m, int
 }
 
 // The scale-free scores of 16 (or, unless kFull, m < 16) keys against
-// query head qh: lane j is qh · key j, key j the f32 row at rows + j * ld.
+// query head qh: lane j is qh · key j, dimensions c..c+15 of key j the 16
+// floats at keys + j * row_step + c / 16 * chunk_step (rows of an f32 cache
+// in place: row_step its stride, chunk_step 16; widen_keys' staging: 16 and
+// 256, constants once inlined, so every load is one base plus an offset).
 // The positions are unrolled so that their 16 sums stay in registers.
 template <bool kFull>
-__attribute__((always_inline)) inline __m512 dots16(const float* rows, int64_t ld, int64_t m,
-                                                    const float* qh, int32_t head_dim) {
+__attribute__((always_inline)) inline __m512 dots16(const float* keys, int64_t row_step,
+                                                    int64_t chunk_step, int64_t m, const float* qh,
+                                                    int32_t head_dim) {
   __m512 part[kBlock];
   for (int64_t j = 0; j < kBlock; ++j) part[j] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < head_dim; c += 16) {
+  for (int64_t c = 0; c < head_dim; c += 16, keys += chunk_step) {
     const __m512 qc = _mm512_loadu_ps(qh + c);
 #pragma GCC unroll 16
     for (int64_t j = 0; j < kBlock; ++j) {
       if (kFull || j < m)
-        part[j] = _mm512_fmadd_ps(_mm512_loadu_ps(rows + j * ld + c), qc, part[j]);
+        part[j] = _mm512_fmadd_ps(_mm512_loadu_ps(keys + j * row_step), qc, part[j]);
     }
   }
   return sum16(part);
 }
 
 // Rows j < m of head_dim `T` elements at keys + j * stride_bytes, widened
-// to f32 rows of head_dim at out (q8_0: one scale per 32 elements).
+// to f32 at out by 16 dimensions: dimensions c..c+15 of
+// row j at out + 16 * (c + j) (q8_0: one scale per 32 elements).
 template <DType T>
 void widen_keys(const uint8_t* keys, int64_t stride_bytes, int64_t m, int32_t head_dim,
                 float* out) {
   for (int64_t j = 0; j < m; ++j) {
     const uint8_t* row = keys + j * stride_bytes;
-    float* o = out + j * head_dim;
+    float* o = out + 16 * j;
     if constexpr (T == DType::kQ8_0) {
       for (int64_t c = 0; c < head_dim; c += duet::blocks::kQK, row += kQ8Bytes) {
         __m512 lo, hi;
         q8_block(row, &lo, &hi);
-        _mm512_storeu_ps(o + c, lo);
-        _mm512_storeu_ps(o + c + 16, hi);
+        _mm512_storeu_ps(o + 16 * c, lo);
+        _mm512_storeu_ps(o + 16 * (c + 16), hi);
       }
     } else {
-      for (int64_t c = 0; c < head_dim; c += 16) _mm512_storeu_ps(o + c, load16<T>(row, c));
+      for (int64_t c = 0; c < head_dim; c += 16) _mm512_storeu_ps(o + 16 * c, load16<T>(row, c));
     }
   }
 }
@@ -241,19 +254,20 @@ void scores_block(const float* q, int32_t kv_heads, int32_t group, int32_t head_
   const auto lanes = static_cast<__mmask16>((1u << m) - 1);
   for (int64_t g = 0; g < kv_heads; ++g) {
     const uint8_t* keys = block + g * head_bytes;
-    // The keys as f32 rows: an f32 cache's in place, others widened once
-    // into `staging` for all query heads of the group.
+    // The keys: an f32 cache's in place, others widened once into `staging`
+    // for all query heads of the group.
     const float* rows = reinterpret_cast<const float*>(keys);
-    int64_t ld = stride_bytes / 4;
+    int64_t row_step = stride_bytes / 4, chunk_step = 16;
     if constexpr (T != DType::kF32) {
       widen_keys<T>(keys, stride_bytes, m, head_dim, staging);
       rows = staging;
-      ld = head_dim;
+      row_step = 16;
+      chunk_step = 16 * kBlock;
     }
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
       const float* qh = q + h * head_dim;
-      const __m512 dots = m == kBlock ? dots16<true>(rows, ld, m, qh, head_dim)
-                                      : dots16<false>(rows, ld, m, qh, head_dim);
+      const __m512 dots = m == kBlock ? dots16<true>(rows, row_step, chunk_step, m, qh, head_dim)
+                                      : dots16<false>(rows, row_step, chunk_step, m, qh, head_dim);
       _mm512_mask_storeu_ps(scores + h * n, lanes, _mm512_mul_ps(dots, vscale));
     }
   }
