@@ -238,17 +238,21 @@ TEST(RowTiles, TypesPathsAndSizes) {
   // Nibble tiles are the file's bytes regrouped: no larger than its blocks.
   EXPECT_EQ(tile_format(DType::kQ4_0), TileFormat::kNibbles);
   EXPECT_EQ(tile_format(DType::kQ4_1), TileFormat::kNibbles);
+  EXPECT_EQ(tile_format(DType::kIQ4_NL), TileFormat::kNibbles);  // levels looked up in the kernel
   EXPECT_EQ(tile_format(DType::kQ8_0), TileFormat::kBytes);
   EXPECT_EQ(tile_format(DType::kQ4_K), TileFormat::kSuperNibbles);
   EXPECT_EQ(tile_format(DType::kQ5_K), TileFormat::kBytes);
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ4_K}) EXPECT_TRUE(nibble_tiles(t));
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kIQ4_NL, DType::kQ4_K}) {
+    EXPECT_TRUE(nibble_tiles(t)) << dtype_name(t);
+  }
   for (DType t : {DType::kQ8_0, DType::kQ5_K, DType::kQ6_K}) EXPECT_FALSE(nibble_tiles(t));
   EXPECT_EQ(tile_format(DType::kQ6_K), TileFormat::kHalves);
   EXPECT_EQ(tile_format(DType::kQ2_K), TileFormat::kHalves);
   EXPECT_EQ(tile_format(DType::kQ3_K), TileFormat::kHalves);
   EXPECT_EQ(RowTiles(DType::kQ4_1, 32, 64).bytes(), 32 * 2 * 20);
-  EXPECT_EQ(RowTiles(DType::kQ4_0, 32, 64).bytes(), 32 * 2 * 20);  // q4_0's 18 + an unused m
-  EXPECT_EQ(RowTiles(DType::kQ8_0, 32, 64).bytes(), 32 * 2 * 40);  // a byte per weight + 2 f32
+  EXPECT_EQ(RowTiles(DType::kQ4_0, 32, 64).bytes(), 32 * 2 * 20);    // q4_0's 18 + an unused m
+  EXPECT_EQ(RowTiles(DType::kIQ4_NL, 32, 64).bytes(), 32 * 2 * 20);  // likewise
+  EXPECT_EQ(RowTiles(DType::kQ8_0, 32, 64).bytes(), 32 * 2 * 40);    // a byte per weight + 2 f32
   // A byte per weight + 4 f32 per 32 (d and m per half).
   EXPECT_EQ(RowTiles(DType::kQ6_K, 32, 256).bytes(), 32 * 8 * 48);
   // q4_k: per row and super-block its 4 bytes of d and dmin, 8 + 8 scale
@@ -267,6 +271,10 @@ TEST(RowTiles, TypesPathsAndSizes) {
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_0)) << cpu_path_name(p);
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_1)) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ8_0), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
+    // iq4_nl's level bytes would saturate AVX2's 16-bit sums.
+    EXPECT_EQ(row_tiles_kernel(p, DType::kIQ4_NL), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
+    EXPECT_EQ(row_tiles_from_one_row(p, DType::kIQ4_NL), p == CpuPath::kAvx512Vnni)
+        << cpu_path_name(p);
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_K)) << cpu_path_name(p);  // nibbles too
     // One row: nibble tiles where their kernel beats the gemv's.
     EXPECT_TRUE(row_tiles_from_one_row(p, DType::kQ4_1)) << cpu_path_name(p);

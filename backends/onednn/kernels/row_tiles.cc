@@ -72,12 +72,6 @@ TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
       scale(f16_to_f32(x.d), -128.0f * f16_to_f32(x.d));
       break;
     }
-    case DType::kIQ4_NL: {
-      const auto& x = reinterpret_cast<const blk::BlockIQ4_NL*>(row)[b];
-      fill([&](int e) { return blk::iq4_nl_quant(x, e) + 128; });
-      scale(f16_to_f32(x.d), -128.0f * f16_to_f32(x.d));
-      break;
-    }
     case DType::kQ5_K: {
       int sc = 0, mn = 0;
       const auto& x = reinterpret_cast<const blk::BlockQ5_K*>(row)[b / kSubs];
@@ -140,7 +134,8 @@ void pack_bytes(DType type, TileFormat format, const uint8_t* src, int64_t b, in
   for (int j = 0; j < RowTiles::kBlock / 4; ++j) std::memcpy(u + 64 * j + 4 * r, tb.u + 4 * j, 4);
 }
 
-// The same for a kNibbles tile: the block's f16 fields and bytes as stored.
+// The same for a kNibbles tile: the block's f16 fields and bytes as stored
+// (q4_0 and iq4_nl: m unused, 0).
 void pack_nibbles(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out) {
   auto* half = reinterpret_cast<uint16_t*>(out);
   uint8_t* q = out + 2 * RowTiles::kRows * sizeof(uint16_t);
@@ -148,6 +143,10 @@ void pack_nibbles(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out
   const uint8_t* qs = nullptr;
   if (src != nullptr && type == DType::kQ4_0) {
     const auto& x = reinterpret_cast<const blk::BlockQ4_0*>(src)[b];
+    d = x.d;
+    qs = x.qs;
+  } else if (src != nullptr && type == DType::kIQ4_NL) {
+    const auto& x = reinterpret_cast<const blk::BlockIQ4_NL*>(src)[b];
     d = x.d;
     qs = x.qs;
   } else if (src != nullptr) {
@@ -225,7 +224,8 @@ bool row_tiles_path(CpuPath path) { return path == CpuPath::kAvx2 || path == Cpu
 bool row_tiles_kernel(CpuPath path, DType t) {
   if (!row_tiles_type(t)) return false;
   if (path == CpuPath::kAvx512Vnni) return true;
-  return row_tiles_path(path) && nibble_tiles(t);
+  // iq4_nl's levels (+128: up to 241) would saturate vpmaddubsw's sums.
+  return row_tiles_path(path) && nibble_tiles(t) && t != DType::kIQ4_NL;
 }
 
 bool row_tiles_from_one_row(CpuPath path, DType t) {
@@ -239,7 +239,7 @@ bool nibble_tiles(DType t) {
 }
 
 TileFormat tile_format(DType t) {
-  if (t == DType::kQ4_0 || t == DType::kQ4_1) return TileFormat::kNibbles;
+  if (t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kIQ4_NL) return TileFormat::kNibbles;
   if (t == DType::kQ4_K) return TileFormat::kSuperNibbles;
   if (t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ6_K) return TileFormat::kHalves;
   return TileFormat::kBytes;

@@ -12,13 +12,16 @@
 // ik_llama.cpp and llama.cpp's CPU "extra" buffers do, in Duet's own layout.
 //
 // Four tile formats carry every supported type:
-//  * nibbles (q4_0, q4_1): the blocks' own bytes regrouped — f16 d and m per
-//    row, then 16 bytes per row whose low nibbles are elements 0..15 and
-//    high nibbles elements 16..31 — so tiles take exactly the file's 0.625
-//    bytes per weight, and decode, which streams every weight once per
-//    token, reads no more than from the file's blocks. The kernel unpacks
-//    the nibbles with two ANDs and a shift per vector. q4_0 keeps m unused:
-//    its offset is -8d.
+//  * nibbles (q4_0, q4_1, iq4_nl): the blocks' own bytes regrouped — f16 d
+//    and m per row, then 16 bytes per row whose low nibbles are elements
+//    0..15 and high nibbles elements 16..31 — so tiles take exactly the
+//    file's 0.625 bytes per weight, and decode, which streams every weight
+//    once per token, reads no more than from the file's blocks. The kernel
+//    unpacks the nibbles with two ANDs and a shift per vector. q4_0 keeps m
+//    unused: its offset is -8d. iq4_nl keeps m unused too: its nibbles
+//    index the 16 levels, which the VNNI kernel looks up as u = level + 128
+//    with one vpshufb per vector (offset -128d); AVX2 has no kernel for
+//    them (its 16-bit sums would saturate on those bytes).
 //  * super-nibbles (q4_k): per 256-element super-block the rows' f16 d and
 //    dmin, their eight 6-bit sub-block scales and minimums as bytes, and
 //    the super-block's nibbles as the file keeps them (sub-blocks 2p and
@@ -27,9 +30,9 @@
 //    them too. The kernel forms each sub-block's d = d * scale and m =
 //    -(dmin * min), exact in f32: the bytes format's scales, so the same
 //    results bit for bit.
-//  * bytes (q5_0, q5_1, q8_0, iq4_nl, q5_k): each 32-element block of
+//  * bytes (q5_0, q5_1, q8_0, q5_k): each 32-element block of
 //    each row as x = d * u + m with u an unsigned byte and f32 d, m (q5_0:
-//    m = -16d; q8_0 and iq4_nl: u = level + 128, m = -128d; q5_k: d =
+//    m = -16d; q8_0: u = q + 128, m = -128d; q5_k: d =
 //    super-scale * 6-bit scale and m = -(super-min * 6-bit min) of the
 //    block's sub-block, both exact in f32): 1.25 bytes per weight, for
 //    products of several rows.
@@ -67,7 +70,8 @@ namespace duet::onednn {
 // iq4_nl and the K-quants q2_k, q3_k, q4_k, q5_k, q6_k.
 bool row_tiles_type(DType t);
 
-// Whether `t`'s tiles hold its nibbles as the file does (q4_0, q4_1, q4_k):
+// Whether `t`'s tiles hold its nibbles as the file does (q4_0, q4_1,
+// iq4_nl, q4_k):
 // about the file's size, so a product of one row streams no more bytes
 // from them than from the file's blocks. REQUIRES row_tiles_type(t).
 bool nibble_tiles(DType t);
@@ -75,8 +79,8 @@ bool nibble_tiles(DType t);
 // Whether this build has a row-tile kernel for `path` and some type: the
 // AVX-512 VNNI path for every row_tiles_type (vpdpbusd multiplies the
 // unsigned tile bytes by signed activations exactly), the AVX2 path for
-// nibble tiles (vpmaddubsw, whose 16-bit sums only nibbles keep from
-// saturating). The AVX-512 path without VNNI has none: its gemv kernels,
+// the nibble tiles of q4_0, q4_1 and q4_k (vpmaddubsw, whose 16-bit sums
+// only raw nibbles keep from saturating). The AVX-512 path without VNNI has none: its gemv kernels,
 // which take up to 8 rows per weight block, measured level with the AVX2
 // tile kernel (qgemv_bench, q4_1 [1536, 576], 1 and 16 rows).
 bool row_tiles_path(CpuPath path);
@@ -86,16 +90,17 @@ bool row_tiles_kernel(CpuPath path, DType t);
 
 // Whether a product of one activation row is faster on `t`'s tiles than on
 // the gemv kernel, on `path`: nibble tiles on AVX-512 VNNI (q4_k's one row
-// 1.8x faster, qgemv_bench [8192, 2048]), q4_0 and q4_1 also on AVX2; not
+// 1.8x faster, qgemv_bench [8192, 2048]; iq4_nl's [1536, 576] 2x), q4_0
+// and q4_1 also on AVX2; not
 // q4_k on AVX2 (1B-shaped Q4_K_M decode, one thread: 9.3-9.5 t/s on tiles
 // against 10.7-12.0 on gemv). The other formats stream more bytes than the
 // file holds. REQUIRES row_tiles_type(t).
 bool row_tiles_from_one_row(CpuPath path, DType t);
 
 enum class TileFormat {
-  kNibbles,       // q4_0, q4_1: 16 + 16 bytes of f16 scales and 256 of nibbles per block
+  kNibbles,       // q4_0, q4_1, iq4_nl: 16 + 16 f16 scales and 256 bytes of nibbles per block
   kSuperNibbles,  // q4_k: per super-block 16 + 16 f16, 128 + 128 scale bytes, 2048 of nibbles
-  kBytes,         // q5_0, q5_1, q8_0, iq4_nl, q5_k: 64 + 64 bytes of f32 scales, 512 of bytes
+  kBytes,         // q5_0, q5_1, q8_0, q5_k: 64 + 64 bytes of f32 scales, 512 of bytes
   kHalves,        // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block) and 512 of bytes
 };
 

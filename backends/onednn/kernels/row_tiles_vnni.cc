@@ -2,7 +2,8 @@
 //
 // For one tile and up to kMaxVectors activation rows at a time: each block's
 // eight 64-byte weight vectors (kBytes: loaded; kNibbles: four loaded and
-// split into their low and high nibbles; kSuperNibbles: eight loaded, each
+// split into their low and high nibbles, for iq4_nl then looked up as its
+// levels + 128 by vpshufb; kSuperNibbles: eight loaded, each
 // the low or the high nibbles) are held in registers and
 // multiplied by every activation row, 4 activation bytes broadcast to all 16
 // lanes per vpdpbusd; the integer sums then take the block's scales with two
@@ -13,9 +14,11 @@
 // Registers: 8 weight vectors, the scales, and two accumulators per
 // activation row.
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
+#include "duet/block_formats.h"
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/qgemv_paths.h"
 
@@ -67,8 +70,24 @@ struct Block {
   __m512i w[kVectorsPerBlock];
 };
 
-// The tile block at p of format F; for q4_0 (kQ4_0) m = -8d.
-template <TileFormat F, bool kQ4_0>
+// What a kNibbles tile's nibbles and m hold (row_tiles.h).
+enum class Nibbles {
+  kWithM,   // q4_1 (and every other format): u is the nibble, m as stored
+  kQ4_0,    // u is the nibble, m = -8d
+  kIQ4_NL,  // u = the nibble's level + 128, m = -128d
+};
+
+// iq4_nl's 16 levels + 128 (1..241): vpshufb's table, in each 128-bit lane.
+alignas(16) constexpr std::array<uint8_t, 16> kIQ4NLBytes = [] {
+  std::array<uint8_t, 16> bytes{};
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<uint8_t>(duet::blocks::kIQ4NLLevels[i] + 128);
+  }
+  return bytes;
+}();
+
+// The tile block at p of format F (kNibbles: holding N).
+template <TileFormat F, Nibbles N>
 Block load_block(const uint8_t* p) {
   Block blk;
   blk.d2 = blk.m2 = _mm512_setzero_ps();  // kHalves' second half; unused by the others
@@ -84,13 +103,21 @@ Block load_block(const uint8_t* p) {
     for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 256 + 64 * j);
   } else {
     blk.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
-    blk.m = kQ4_0 ? _mm512_mul_ps(blk.d, _mm512_set1_ps(-8.0f))
-                  : _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    if constexpr (N == Nibbles::kWithM) {
+      blk.m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    } else {
+      blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(N == Nibbles::kQ4_0 ? -8.0f : -128.0f));
+    }
     const __m512i nibble = _mm512_set1_epi8(0x0f);
     for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
       const __m512i q = _mm512_load_si512(p + 64 + 64 * j);
       blk.w[j] = _mm512_and_si512(q, nibble);  // elements 4j..4j+3
       blk.w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+    }
+    if constexpr (N == Nibbles::kIQ4_NL) {
+      const __m512i levels = _mm512_broadcast_i32x4(
+          _mm_load_si128(reinterpret_cast<const __m128i*>(kIQ4NLBytes.data())));
+      for (__m512i& w : blk.w) w = _mm512_shuffle_epi8(levels, w);
     }
   }
   return blk;
@@ -147,7 +174,7 @@ __m512 halves_product(const Block& blk, const Q8Activations& xq, int64_t b, __m5
 }
 
 // Tile t against activation rows xq[0..NV), all of `Terms` terms.
-template <TileFormat F, bool kQ4_0, int NV, int Terms>
+template <TileFormat F, Nibbles N, int NV, int Terms>
 void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float* y, int64_t ldy) {
   const uint8_t* const tile = tiles.tile(t);  // once: block_bytes() is out of line
   const uint8_t* p = tile;
@@ -165,7 +192,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
     if constexpr (F == TileFormat::kSuperNibbles) {
       blk = load_super_nibbles(tile, b);
     } else {
-      blk = load_block<F, kQ4_0>(p);
+      blk = load_block<F, N>(p);
     }
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
@@ -193,54 +220,54 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
   }
 }
 
-template <TileFormat F, bool kQ4_0, int Terms>
+template <TileFormat F, Nibbles N, int Terms>
 void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int64_t nv, float* y,
                  int64_t ldy) {
   switch (nv) {
     case 1:
-      return tile_rows<F, kQ4_0, 1, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 1, Terms>(tiles, t, xq, y, ldy);
     case 2:
-      return tile_rows<F, kQ4_0, 2, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 2, Terms>(tiles, t, xq, y, ldy);
     case 3:
-      return tile_rows<F, kQ4_0, 3, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 3, Terms>(tiles, t, xq, y, ldy);
     case 4:
-      return tile_rows<F, kQ4_0, 4, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 4, Terms>(tiles, t, xq, y, ldy);
     case 5:
-      return tile_rows<F, kQ4_0, 5, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 5, Terms>(tiles, t, xq, y, ldy);
     case 6:
-      return tile_rows<F, kQ4_0, 6, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 6, Terms>(tiles, t, xq, y, ldy);
     case 7:
-      return tile_rows<F, kQ4_0, 7, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 7, Terms>(tiles, t, xq, y, ldy);
     case 8:
-      return tile_rows<F, kQ4_0, 8, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 8, Terms>(tiles, t, xq, y, ldy);
     case 9:
-      return tile_rows<F, kQ4_0, 9, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 9, Terms>(tiles, t, xq, y, ldy);
     case 10:
-      return tile_rows<F, kQ4_0, 10, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 10, Terms>(tiles, t, xq, y, ldy);
     case 11:
-      return tile_rows<F, kQ4_0, 11, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 11, Terms>(tiles, t, xq, y, ldy);
     case 12:
-      return tile_rows<F, kQ4_0, 12, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 12, Terms>(tiles, t, xq, y, ldy);
     case 13:
-      return tile_rows<F, kQ4_0, 13, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 13, Terms>(tiles, t, xq, y, ldy);
     case 14:
-      return tile_rows<F, kQ4_0, 14, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 14, Terms>(tiles, t, xq, y, ldy);
     case 15:
-      return tile_rows<F, kQ4_0, 15, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, 15, Terms>(tiles, t, xq, y, ldy);
     default:
-      return tile_rows<F, kQ4_0, kMaxVectors, Terms>(tiles, t, xq, y, ldy);
+      return tile_rows<F, N, kMaxVectors, Terms>(tiles, t, xq, y, ldy);
   }
 }
 
 // Tiles [tile_begin, tile_end) against nv rows from xq, all of `terms`.
-template <TileFormat F, bool kQ4_0>
+template <TileFormat F, Nibbles N>
 void tiles_rows(const RowTiles& tiles, int64_t tile_begin, int64_t tile_end,
                 const Q8Activations* xq, int64_t nv, int terms, float* y, int64_t ldy) {
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     if (terms == 2) {
-      tile_rows_n<F, kQ4_0, 2>(tiles, t, xq, nv, y, ldy);
+      tile_rows_n<F, N, 2>(tiles, t, xq, nv, y, ldy);
     } else {
-      tile_rows_n<F, kQ4_0, 1>(tiles, t, xq, nv, y, ldy);
+      tile_rows_n<F, N, 1>(tiles, t, xq, nv, y, ldy);
     }
   }
 }
@@ -249,16 +276,22 @@ void tiles_rows(const RowTiles& tiles, int64_t tile_begin, int64_t tile_end,
 
 void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms,
                            float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end) {
+  constexpr Nibbles kWithM = Nibbles::kWithM;
   if (tiles.format() == TileFormat::kBytes) {
-    tiles_rows<TileFormat::kBytes, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+    tiles_rows<TileFormat::kBytes, kWithM>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   } else if (tiles.format() == TileFormat::kHalves) {
-    tiles_rows<TileFormat::kHalves, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+    tiles_rows<TileFormat::kHalves, kWithM>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   } else if (tiles.format() == TileFormat::kSuperNibbles) {
-    tiles_rows<TileFormat::kSuperNibbles, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+    tiles_rows<TileFormat::kSuperNibbles, kWithM>(tiles, tile_begin, tile_end, xq, n, terms, y,
+                                                  ldy);
   } else if (tiles.type() == DType::kQ4_0) {
-    tiles_rows<TileFormat::kNibbles, true>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+    tiles_rows<TileFormat::kNibbles, Nibbles::kQ4_0>(tiles, tile_begin, tile_end, xq, n, terms, y,
+                                                     ldy);
+  } else if (tiles.type() == DType::kIQ4_NL) {
+    tiles_rows<TileFormat::kNibbles, Nibbles::kIQ4_NL>(tiles, tile_begin, tile_end, xq, n, terms, y,
+                                                       ldy);
   } else {
-    tiles_rows<TileFormat::kNibbles, false>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+    tiles_rows<TileFormat::kNibbles, kWithM>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   }
 }
 
