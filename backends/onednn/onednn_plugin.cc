@@ -30,8 +30,8 @@ std::string summary(duet::onednn::CpuPath path) {
   std::string matmuls = "matmuls on quantized gemv kernels, oneDNN ";
   if (path == duet::onednn::CpuPath::kAvx512Vnni) {
     matmuls =
-        "matmuls on row tiles (16 repacked weight rows per vpdpbusd; q4_0/q4_1/q4_k from 1 row, "
-        "q5_0/q5_1/q8_0/iq4_nl/q2_k/q3_k/q5_k/q6_k from 2), quantized gemv otherwise, oneDNN ";
+        "matmuls on row tiles (16 repacked weight rows per vpdpbusd; q4_0/q4_1/iq4_nl/q4_k from 1 "
+        "row, q5_0/q5_1/q8_0/q2_k/q3_k/q5_k/q6_k from 2), quantized gemv otherwise, oneDNN ";
   } else if (duet::onednn::row_tiles_path(path)) {
     matmuls =
         "matmuls on row tiles for q4_0/q4_1/q4_k (vpmaddubsw), quantized gemv otherwise, oneDNN ";
