@@ -18,10 +18,13 @@
 //           matrix packed into row tiles, one or two activation terms
 //           (t1, t2): per_vector_ns as for batch.
 //   sgemm:  oneDNN's f32 sgemm of n rows against the same matrix expanded to
-//           f32, in panels of 1 MiB as Matmul::gemm runs it from
-//           matmul_min_rows on (less the expansion): per_vector_ns as for
-//           tiles, to set the crossover. oneDNN threads with OpenMP:
-//           OMP_NUM_THREADS=1 makes it one thread like the other cases.
+//           f32 beforehand, in panels of at most 1 MiB (Matmul::gemm, from
+//           matmul_min_rows on, takes smaller panels still, eight tasks per
+//           thread, and expands each just before its sgemm): per_vector_ns
+//           as for tiles, for the kernels' side of the crossover; the model
+//           decides it (duet bench --set backend.options.matmul_min_rows).
+//           oneDNN threads with OpenMP: OMP_NUM_THREADS=1 makes it one
+//           thread like the other cases.
 //
 //   OMP_NUM_THREADS=1 build/backends/onednn/kernels/qgemv_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -165,7 +168,8 @@ void bench_sgemm(benchmark::State& state, Shape s, int64_t n) {
     std::copy(row.begin(), row.end(), x.begin() + i * s.k);
   }
   std::vector<float> y(static_cast<size_t>(n * s.rows));
-  // Matmul::panel_rows: 1 MiB of f32 rows, a multiple of 16.
+  // Matmul::panel_rows: 1 MiB of f32 rows, a multiple of 16 (the cap on
+  // Matmul::gemm's panels).
   const int64_t panel = std::max<int64_t>(16, (int64_t{1} << 20) / (s.k * 4) / 16 * 16);
   for (auto _ : state) {
     for (int64_t r = 0; r < s.rows; r += panel) {

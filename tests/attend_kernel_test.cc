@@ -190,9 +190,22 @@ void check_tiles(const Shape& s, int32_t lane0, bool spike) {
                         << " group " << s.group << " head_dim " << s.head_dim << " n " << s.n;
 }
 
-const Shape kShapes[] = {{1, 1, 16, 1},   {2, 3, 64, 15},  {2, 3, 64, 16},  {3, 3, 64, 17},
-                         {1, 5, 64, 100}, {2, 8, 128, 33}, {1, 4, 128, 64}, {3, 1, 32, 300},
-                         {2, 2, 96, 40},  {1, 7, 96, 33},  {3, 3, 64, 1},   {1, 2, 32, 2}};
+const Shape kShapes[] = {{1, 1, 16, 1},
+                         {2, 3, 64, 15},
+                         {2, 3, 64, 16},
+                         {3, 3, 64, 17},
+                         {1, 5, 64, 100},
+                         {2, 8, 128, 33},
+                         {1, 4, 128, 64},
+                         {3, 1, 32, 300},
+                         {2, 2, 96, 40},
+                         {1, 7, 96, 33},
+                         {3, 3, 64, 1},
+                         {1, 2, 32, 2},
+                         // head_dim past the last 64: 16, 32 or 48 more.
+                         {1, 2, 48, 17},
+                         {2, 2, 80, 33},
+                         {1, 3, 112, 40}};
 
 TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {

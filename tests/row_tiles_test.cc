@@ -288,6 +288,23 @@ TEST(RowTiles, TypesPathsAndSizes) {
   }
 }
 
+TEST(RowTiles, Avx2RefusesIq4NlTiles) {
+  // Their level bytes (up to 241) would saturate vpmaddubsw's 16-bit sums.
+  const Matrix m = random_matrix(DType::kIQ4_NL, 16, 64, 36);
+  const RowTiles tiles = packed(m);
+  Q8Activations xq;
+  const std::vector<float> x = random_activations(64, 37);
+  xq.quantize(x.data(), 64, CpuPath::kScalar, 2);
+  std::vector<float> y(16);
+  try {
+    row_tiles_product(CpuPath::kAvx2, tiles, &xq, 1, y.data(), 16, 0, 1);
+    ADD_FAILURE() << "iq4_nl tiles were accepted on avx2";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    EXPECT_NE(std::string(e.what()).find("iq4_nl"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RowTiles, RefusesAPathWithoutAKernelAndActivationsOfAnotherLength) {
   const Matrix m = random_matrix(DType::kQ8_0, 16, 64, 34);
   const RowTiles tiles = packed(m);

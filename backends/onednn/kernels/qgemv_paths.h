@@ -75,7 +75,7 @@ void fill_half_scales_avx512(const int8_t* q, const int8_t* q_lo, int64_t blocks
 inline constexpr int64_t kRowTilesMaxVectorsVnni = 16;
 void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms,
                            float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end);
-// row_tiles_avx2.cc (nibble tiles):
+// row_tiles_avx2.cc (nibble tiles, but iq4_nl's: row_tiles_kernel):
 inline constexpr int64_t kRowTilesMaxVectorsAvx2 = 4;
 void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
                     int64_t ldy, int64_t tile_begin, int64_t tile_end);

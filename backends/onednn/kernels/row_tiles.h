@@ -90,8 +90,8 @@ bool row_tiles_kernel(CpuPath path, DType t);
 
 // Whether a product of one activation row is faster on `t`'s tiles than on
 // the gemv kernel, on `path`: nibble tiles on AVX-512 VNNI (q4_k's one row
-// 1.8x faster, qgemv_bench [8192, 2048]; iq4_nl's [1536, 576] 2x), q4_0
-// and q4_1 also on AVX2; not
+// 1.8x faster, qgemv_bench [8192, 2048]; iq4_nl's [1536, 576] 2.8x),
+// q4_0 and q4_1 also on AVX2; not
 // q4_k on AVX2 (1B-shaped Q4_K_M decode, one thread: 9.3-9.5 t/s on tiles
 // against 10.7-12.0 on gemv). The other formats stream more bytes than the
 // file holds. REQUIRES row_tiles_type(t).
