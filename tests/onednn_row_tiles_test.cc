@@ -115,5 +115,37 @@ TEST_F(OnednnRowTiles, TiledProductsAgreeWithTheGemvKernels) {
   }
 }
 
+// Whether the first two rows of x[n, k] · wᵀ are bit for bit those of the
+// product of those two rows alone: a tiled product's rows do not depend on
+// the rows beside them (row_tiles.h), while GEMM, which takes the f32
+// activations, differs from the tiles' quantized ones in the last bits.
+bool first_rows_as_tiled_alone(Backend& backend, DType type, int64_t m, int64_t k, int64_t n,
+                               uint32_t seed) {
+  const std::vector<uint8_t> w = random_weight(type, m, k, seed);
+  const std::vector<float> x = testdata::random_floats(n * k, seed + 1);
+  const std::vector<float> all = testing::matmul(backend, type, m, k, w, x);
+  const std::vector<float> two(x.begin(), x.begin() + 2 * k);
+  const std::vector<float> alone = testing::matmul(backend, type, m, k, w, two);
+  return same_bits(std::vector<float>(all.begin(), all.begin() + 2 * m), alone);
+}
+
+// matmul_min_rows' default on the VNNI path: GEMM from 512 rows, but from
+// 4096 for matrices of 2^22 weights or more; a value set holds for all.
+TEST_F(OnednnRowTiles, LargeMatricesKeepTheTilesPastTheDefaultGemmRows) {
+  if (!__builtin_cpu_supports("avx512vnni")) {
+    GTEST_SKIP() << "the size rule is the AVX-512 VNNI path's; this CPU lacks AVX-512 VNNI";
+  }
+  constexpr int64_t kK = 2048, kPrompt = 512;
+  // 2048 x 2048 = 2^22 weights: large, so 512 rows still take the tiles.
+  EXPECT_TRUE(first_rows_as_tiled_alone(*backend_, DType::kQ4_0, 2048, kK, kPrompt, 20));
+  // A matrix one tile short of it goes to GEMM at 512 rows.
+  EXPECT_FALSE(first_rows_as_tiled_alone(*backend_, DType::kQ4_0, 2048 - 16, kK, kPrompt, 22));
+  Options options("backend.options");
+  options.set("threads", "2");
+  options.set("matmul_min_rows", "512");
+  std::shared_ptr<Backend> set = host()->create_backend("onednn", options);
+  EXPECT_FALSE(first_rows_as_tiled_alone(*set, DType::kQ4_0, 2048, kK, kPrompt, 20));
+}
+
 }  // namespace
 }  // namespace duet

@@ -55,6 +55,8 @@ Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOpti
       path_(path),
       min_gemm_rows_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
                                              : options.min_gemm_rows),
+      min_gemm_rows_large_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
+                                                   : options.min_gemm_rows_large),
       min_tile_rows_(options.batch_invariant || !row_tiles_path(path) ? 0 : options.min_tile_rows),
       terms_(options.gemv_terms),
       batch_invariant_(options.batch_invariant),
@@ -71,7 +73,7 @@ int64_t Matmul::panel_rows(int64_t k) {
 void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
   // Nothing to write (and no activation row to quantize, or no tile to make).
   if (x.shape[0] == 0 || w.shape[0] == 0) return;
-  if (takes_tiles(x.shape[0], w.dtype)) {
+  if (takes_tiles(x.shape[0], w)) {
     tiled(x, w, out);
   } else if (x.shape[0] < min_gemm_rows_ && gemv_supports(w.dtype)) {
     gemv(x, w, out);
@@ -126,8 +128,13 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
   });
 }
 
-bool Matmul::takes_tiles(int64_t n, DType wtype) const {
-  if (min_tile_rows_ == 0 || n >= min_gemm_rows_ || !row_tiles_kernel(path_, wtype)) return false;
+bool Matmul::takes_tiles(int64_t n, const TensorView& w) const {
+  const DType wtype = w.dtype;
+  const bool large = w.shape[0] * w.shape[1] >= kLargeMatrixWeights;
+  if (min_tile_rows_ == 0 || n >= (large ? min_gemm_rows_large_ : min_gemm_rows_) ||
+      !row_tiles_kernel(path_, wtype)) {
+    return false;
+  }
   // Nibble tiles hold the file's nibbles, regrouped: about as much to
   // stream as the gemv kernels read, so decode's single row takes them
   // where their kernel is the faster (row_tiles_from_one_row). The byte and

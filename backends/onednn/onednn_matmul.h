@@ -30,9 +30,10 @@
 // q3_k weights, which the gemv kernels lack, go this way where no row tiles
 // take them (one row, or a path without tiles).
 //
-// Row tiles (BackendOptions::min_tile_rows ≤ n, on the AVX-512 VNNI path,
-// for the weight types of row_tiles_type; from one row for q4_0 and q4_1,
-// whose tiles are the file's bytes): the weights are repacked once per
+// Row tiles (BackendOptions::min_tile_rows ≤ n < min_gemm_rows, or <
+// min_gemm_rows_large for a matrix of kLargeMatrixWeights or more, on the
+// AVX-512 VNNI path, for the weight types of row_tiles_type; from one row
+// for the nibble tiles, about the file's bytes): the weights are repacked once per
 // matrix into tiles of 16 rows side by side (kernels/row_tiles.h, kept in a
 // RowTilesCache) and multiplied with the quantized activation rows by
 // integer dot products that advance 16 weight rows at once. This is the
@@ -88,7 +89,8 @@ class Matmul {
   // unless they already hold exactly these rows in that form.
   void quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms);
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
-  bool takes_tiles(int64_t n, DType wtype) const;
+  // Whether x[n, k] · w[m, k]ᵀ takes row tiles.
+  bool takes_tiles(int64_t n, const TensorView& w) const;
   void tiled(const TensorView& x, const TensorView& w, TensorView out);
   // Rows per GEMM panel when m rows are shared out: about kTasksPerThread
   // panels per thread, a multiple of the kernels' grain.
@@ -101,7 +103,8 @@ class Matmul {
   std::shared_ptr<ThreadPool> pool_;
   CpuPath path_;
   int64_t min_gemm_rows_;
-  int64_t min_tile_rows_;  // 0: never
+  int64_t min_gemm_rows_large_;  // for matrices of kLargeMatrixWeights or more, with tiles
+  int64_t min_tile_rows_;        // 0: never
   int terms_;
   bool batch_invariant_;
   const VectorKernels& kernels_;

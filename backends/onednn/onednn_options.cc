@@ -33,6 +33,17 @@ constexpr int64_t kDefaultMinGemmRowsQ8Avx512 = 48;
 // 2,074 against 1,568), so GEMM is left to larger chunks.
 constexpr int64_t kDefaultMinGemmRowsQ8x2Tiles = 512;
 constexpr int64_t kDefaultMinGemmRowsQ8Tiles = 4096;
+// Matrices of kLargeMatrixWeights or more keep the tiles, two terms too, up
+// to the one-term crossover: the 1B-shaped model on the Intel VM of
+// 2026-12-04 (AVX-512 VNNI), `duet bench MODEL.yaml -p 512 --tests pp`, GEMM
+// against tiles for such matrices, two rounds: Q4_K_M pp512 130-137 against
+// 145-150 t/s, pp2048 (one chunk) 113-117 against 134; Q8_0 pp512 123
+// against 159-161. Smaller matrices measured level or behind on tiles at 512
+// rows (SmolLM2's, at most 1536 x 576: 1,020-1,070 against 1,087-1,120 with
+// all tiles; Gemma 3 270M's 2048 x 640 ones 1,074-1,096 against
+// 1,131-1,154): quantizing the activations costs each matrix its rows times
+// k, and a larger matrix shares that over more weights.
+constexpr int64_t kDefaultMinGemmRowsLargeQ8x2Tiles = kDefaultMinGemmRowsQ8Tiles;
 
 int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {
   // On AVX2 only q4_0/q4_1/q4_k have tiles; the other types keep the gemv's
@@ -76,6 +87,11 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
   o.min_gemm_rows =
       options.get_int("matmul_min_rows",
                       default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0), 1, 1 << 20);
+  o.min_gemm_rows_large = o.min_gemm_rows;
+  if (!options.has("matmul_min_rows") && o.min_tile_rows != 0 && o.gemv_terms == 2 &&
+      path == CpuPath::kAvx512Vnni) {
+    o.min_gemm_rows_large = kDefaultMinGemmRowsLargeQ8x2Tiles;
+  }
   if (o.min_tile_rows != 0 && !row_tiles_path(path)) {
     throw Error(ErrorKind::kConfig,
                 at(options) + "row_tiles_min_rows: " + std::to_string(o.min_tile_rows) +

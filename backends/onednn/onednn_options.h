@@ -19,9 +19,12 @@ namespace duet::onednn {
 //   matmul_min_rows   1..2^20: matmuls with at least this many activation
 //                     rows expand weight panels to f32 for oneDNN GEMM.
 //                     Default, the measured crossovers: with row tiles (the
-//                     AVX-512 VNNI path) 512 with q8x2 and 4096 with q8; on
-//                     the other AVX-512 paths (whose gemv kernels take up to
-//                     8 rows at once) 32 and 48; on AVX2 and scalar 16 and 24.
+//                     AVX-512 VNNI path) 512 with q8x2 — 4096 for matrices
+//                     of at least kLargeMatrixWeights weights — and 4096
+//                     with q8; on the other AVX-512 paths (whose gemv
+//                     kernels take up to 8 rows at once) 32 and 48; on AVX2
+//                     and scalar 16 and 24. A value set here holds for
+//                     every matrix.
 //   row_tiles_min_rows  0..2^20: matmuls with at least this many activation
 //                     rows, and fewer than matmul_min_rows, multiply weights
 //                     repacked into row tiles (kernels/row_tiles.h) when
@@ -49,12 +52,17 @@ namespace duet::onednn {
 //                     a q8_0 cache is kept in VNNI tiles only when
 //                     block_tokens is a multiple of 16. Costs prefill speed:
 //                     docs/performance.md, "Batch-invariant mode (onednn)".
+// Weights (rows x k) from which a matrix is large for matmul_min_rows'
+// default: 2^22, a 2048 x 2048 matrix.
+inline constexpr int64_t kLargeMatrixWeights = int64_t{1} << 22;
+
 struct BackendOptions {
-  int threads = 1;               // threads of the pool, the caller included
-  int64_t min_gemm_rows = 1;     // matmuls with at least this many rows use GEMM
-  int gemv_terms = 2;            // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
-  int64_t min_tile_rows = 0;     // matmuls with at least this many rows use row tiles; 0: never
-  bool batch_invariant = false;  // see above; min_gemm_rows and min_tile_rows are then unused
+  int threads = 1;                  // threads of the pool, the caller included
+  int64_t min_gemm_rows = 1;        // matmuls with at least this many rows use GEMM
+  int64_t min_gemm_rows_large = 1;  // the same for matrices of kLargeMatrixWeights or more
+  int gemv_terms = 2;               // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
+  int64_t min_tile_rows = 0;        // matmuls with at least this many rows use row tiles; 0: never
+  bool batch_invariant = false;     // see above; min_gemm_rows and min_tile_rows are then unused
 
   // Reads and validates `options` (calling finish()); defaults that follow
   // the CPU take `path`'s. Throws duet::Error(kConfig) naming the key path
