@@ -118,6 +118,7 @@ if ((INSTALL_ONLY)); then
 fi
 
 # --- Duet's settings ---------------------------------------------------------
+mkdir -p "$ROOT/build/bench-logs"  # with --llama-bench, nothing above has made it
 DUET_SET=()
 if "$DUET" validate -q "$PIPELINE" --set "backend.options.threads=$THREADS" "${DUET_EXTRA[@]}" \
     >/dev/null 2>"$ROOT/build/bench-logs/validate.err"; then
