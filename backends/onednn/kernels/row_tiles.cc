@@ -141,19 +141,18 @@ void pack_nibbles(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out
   uint8_t* q = out + 2 * RowTiles::kRows * sizeof(uint16_t);
   uint16_t d = 0, m = 0;
   const uint8_t* qs = nullptr;
+  // Block b of the row as the block type B: its d and nibbles (and m, if any).
+  auto take = [&]<class B>(const B* blocks) {
+    d = blocks[b].d;
+    qs = blocks[b].qs;
+    if constexpr (requires { blocks[b].m; }) m = blocks[b].m;
+  };
   if (src != nullptr && type == DType::kQ4_0) {
-    const auto& x = reinterpret_cast<const blk::BlockQ4_0*>(src)[b];
-    d = x.d;
-    qs = x.qs;
+    take(reinterpret_cast<const blk::BlockQ4_0*>(src));
   } else if (src != nullptr && type == DType::kIQ4_NL) {
-    const auto& x = reinterpret_cast<const blk::BlockIQ4_NL*>(src)[b];
-    d = x.d;
-    qs = x.qs;
+    take(reinterpret_cast<const blk::BlockIQ4_NL*>(src));
   } else if (src != nullptr) {
-    const auto& x = reinterpret_cast<const blk::BlockQ4_1*>(src)[b];
-    d = x.d;
-    m = x.m;
-    qs = x.qs;
+    take(reinterpret_cast<const blk::BlockQ4_1*>(src));
   }
   half[r] = d;
   half[RowTiles::kRows + r] = m;

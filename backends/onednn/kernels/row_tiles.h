@@ -71,18 +71,19 @@ namespace duet::onednn {
 bool row_tiles_type(DType t);
 
 // Whether `t`'s tiles hold its nibbles as the file does (q4_0, q4_1,
-// iq4_nl, q4_k):
-// about the file's size, so a product of one row streams no more bytes
-// from them than from the file's blocks. REQUIRES row_tiles_type(t).
+// iq4_nl, q4_k): about the file's size, so a product of one row streams no
+// more bytes from them than from the file's blocks. REQUIRES
+// row_tiles_type(t).
 bool nibble_tiles(DType t);
 
 // Whether this build has a row-tile kernel for `path` and some type: the
 // AVX-512 VNNI path for every row_tiles_type (vpdpbusd multiplies the
 // unsigned tile bytes by signed activations exactly), the AVX2 path for
 // the nibble tiles of q4_0, q4_1 and q4_k (vpmaddubsw, whose 16-bit sums
-// only raw nibbles keep from saturating). The AVX-512 path without VNNI has none: its gemv kernels,
-// which take up to 8 rows per weight block, measured level with the AVX2
-// tile kernel (qgemv_bench, q4_1 [1536, 576], 1 and 16 rows).
+// only raw nibbles keep from saturating). The AVX-512 path without VNNI
+// has none: its gemv kernels, which take up to 8 rows per weight block,
+// measured level with the AVX2 tile kernel (qgemv_bench, q4_1 [1536,
+// 576], 1 and 16 rows).
 bool row_tiles_path(CpuPath path);
 
 // Whether `path` has a kernel for `t`'s tiles.
@@ -91,8 +92,8 @@ bool row_tiles_kernel(CpuPath path, DType t);
 // Whether a product of one activation row is faster on `t`'s tiles than on
 // the gemv kernel, on `path`: nibble tiles on AVX-512 VNNI (q4_k's one row
 // 1.8x faster, qgemv_bench [8192, 2048]; iq4_nl's [1536, 576] 2.8x),
-// q4_0 and q4_1 also on AVX2; not
-// q4_k on AVX2 (1B-shaped Q4_K_M decode, one thread: 9.3-9.5 t/s on tiles
+// q4_0 and q4_1 also on AVX2; not q4_k on AVX2 (1B-shaped Q4_K_M decode,
+// one thread: 9.3-9.5 t/s on tiles
 // against 10.7-12.0 on gemv). The other formats stream more bytes than the
 // file holds. REQUIRES row_tiles_type(t).
 bool row_tiles_from_one_row(CpuPath path, DType t);
