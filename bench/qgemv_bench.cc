@@ -17,6 +17,9 @@
 //   tiles:  row_tiles_product (kernels/row_tiles.h) of n vectors on the same
 //           matrix packed into row tiles, one or two activation terms
 //           (t1, t2): per_vector_ns as for batch.
+//   amx:    row_tiles_product_amx (kernels/row_tiles_amx.h) on the same
+//           tiles, packing the activation rows into tile order included
+//           (the matmul packs once per product); CPUs with AMX-INT8 only.
 //   sgemm:  oneDNN's f32 sgemm of n rows against the same matrix expanded to
 //           f32 beforehand, in panels of at most 1 MiB (Matmul::gemm, from
 //           matmul_min_rows on, takes smaller panels still, eight tasks per
@@ -41,6 +44,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/qgemv.h"
 #include "kernels/row_tiles.h"
+#include "kernels/row_tiles_amx.h"
 #include "random_floats.h"
 
 namespace {
@@ -154,6 +158,29 @@ void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, 
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+void bench_row_tiles_amx(benchmark::State& state, Shape s, int64_t n, int terms) {
+  const std::vector<uint8_t> w = make_weights(s, 1);
+  duet::onednn::RowTiles tiles(s.type, s.rows, s.k);
+  tiles.pack(w.data(), 0, tiles.tiles());
+  std::vector<duet::onednn::Q8Activations> xq(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<float> x = random_floats(s.k, static_cast<uint32_t>(10 + i));
+    xq[static_cast<size_t>(i)].quantize(x.data(), s.k, CpuPath::kAvx512Vnni, terms);
+  }
+  duet::onednn::AmxActivations act;
+  std::vector<float> y(static_cast<size_t>(n * s.rows));
+  for (auto _ : state) {
+    act.reset(n, s.k, terms);
+    act.pack(xq.data(), 0, act.groups());
+    duet::onednn::row_tiles_product_amx(tiles, act, y.data(), s.rows, 0, tiles.tiles());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["per_vector_ns"] = benchmark::Counter(
+      static_cast<double>(n) * 1e9,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void bench_sgemm(benchmark::State& state, Shape s, int64_t n) {
   const std::vector<uint8_t> w = make_weights(s, 1);
   const auto row_bytes =
@@ -232,6 +259,19 @@ int main(int argc, char** argv) {
                                           std::to_string(terms) + "/n" + std::to_string(n))
                                              .c_str(),
                                          bench_row_tiles, s, path, n, terms);
+          }
+        }
+      }
+    }
+    if (path == CpuPath::kAvx512Vnni && duet::onednn::amx_int8_usable()) {
+      for (const Shape& s : kShapes) {
+        if (!duet::onednn::row_tiles_type(s.type)) continue;
+        for (int terms : {1, 2}) {
+          for (int64_t n : {4, 8, 16, 64, 128, 512}) {
+            benchmark::RegisterBenchmark(("amx/" + std::string(s.name) + "/t" +
+                                          std::to_string(terms) + "/n" + std::to_string(n))
+                                             .c_str(),
+                                         bench_row_tiles_amx, s, n, terms);
           }
         }
       }

@@ -86,6 +86,9 @@ const BackendCase kCases[] = {
     // Products of several rows through the gemv kernels instead of the row
     // tiles the AVX-512 VNNI path takes by default.
     {"onednn_no_tiles", "onednn", {{"row_tiles_min_rows", "0"}}, {}},
+    // Row tiles on AVX-512 VNNI only, where the CPU has AMX (the default
+    // then multiplies 12 rows or more on the tile unit).
+    {"onednn_no_amx", "onednn", {{"amx", "off"}}, {}},
     // More threads than this machine may have: split decode attention.
     {"onednn_4threads", "onednn", {{"threads", "4"}}, {}},
     // Every row like a decode row, stretches at fixed positions.

@@ -2,6 +2,8 @@
 // for the tests that create onednn backends through the plugin.
 #pragma once
 
+#include <string>
+
 #include "duet/app/plugin_host.h"
 
 namespace duet::testing {
@@ -18,6 +20,18 @@ inline PluginHost* onednn_plugin_host() {
     return p;
   }();
   return h;
+}
+
+// Whether the onednn plugin runs row tiles on AMX here, as its backend's
+// summary says ("AMX-INT8 tiles": the CPU has AMX-INT8 and the OS granted
+// the tile state).
+inline bool onednn_amx_usable() {
+  PluginHost* h = onednn_plugin_host();
+  if (h == nullptr) return false;
+  for (const ComponentInfo& c : h->components(ComponentKind::kBackend)) {
+    if (c.name == "onednn") return c.summary.find("AMX-INT8 tiles") != std::string::npos;
+  }
+  return false;
 }
 
 }  // namespace duet::testing

@@ -129,22 +129,54 @@ bool first_rows_as_tiled_alone(Backend& backend, DType type, int64_t m, int64_t 
   return same_bits(std::vector<float>(all.begin(), all.begin() + 2 * m), alone);
 }
 
-// matmul_min_rows' default on the VNNI path: GEMM from 512 rows, but from
-// 4096 for matrices of 2^22 weights or more; a value set holds for all.
+// The onednn backend with 2 threads and `key` set to `value`.
+std::shared_ptr<Backend> onednn_with(const std::string& key, const std::string& value) {
+  Options options("backend.options");
+  options.set("threads", "2");
+  options.set(key, value);
+  return host()->create_backend("onednn", options);
+}
+
+// matmul_min_rows' default on the VNNI path without AMX: GEMM from 512
+// rows, but from 4096 for matrices of 2^22 weights or more; a value set
+// holds for all.
 TEST_F(OnednnRowTiles, LargeMatricesKeepTheTilesPastTheDefaultGemmRows) {
   if (!__builtin_cpu_supports("avx512vnni")) {
     GTEST_SKIP() << "the size rule is the AVX-512 VNNI path's; this CPU lacks AVX-512 VNNI";
   }
   constexpr int64_t kK = 2048, kPrompt = 512;
+  std::shared_ptr<Backend> vnni = onednn_with("amx", "off");
   // 2048 x 2048 = 2^22 weights: large, so 512 rows still take the tiles.
-  EXPECT_TRUE(first_rows_as_tiled_alone(*backend_, DType::kQ4_0, 2048, kK, kPrompt, 20));
+  EXPECT_TRUE(first_rows_as_tiled_alone(*vnni, DType::kQ4_0, 2048, kK, kPrompt, 20));
   // A matrix one tile short of it goes to GEMM at 512 rows.
-  EXPECT_FALSE(first_rows_as_tiled_alone(*backend_, DType::kQ4_0, 2048 - 16, kK, kPrompt, 22));
-  Options options("backend.options");
-  options.set("threads", "2");
-  options.set("matmul_min_rows", "512");
-  std::shared_ptr<Backend> set = host()->create_backend("onednn", options);
+  EXPECT_FALSE(first_rows_as_tiled_alone(*vnni, DType::kQ4_0, 2048 - 16, kK, kPrompt, 22));
+  std::shared_ptr<Backend> set = onednn_with("matmul_min_rows", "512");
   EXPECT_FALSE(first_rows_as_tiled_alone(*set, DType::kQ4_0, 2048, kK, kPrompt, 20));
+}
+
+// With AMX (where the CPU has it): products of 12 rows or more run on the
+// tile unit with the VNNI kernel's results bit for bit, and GEMM is no
+// longer the default at any size; amx: off and matmul_min_rows undo each.
+TEST_F(OnednnRowTiles, AmxTakesManyRowsWithTheVnniResults) {
+  if (!duet::testing::onednn_amx_usable()) {
+    GTEST_SKIP() << "no AMX-INT8 on this CPU (or the OS does not grant its tile state)";
+  }
+  std::shared_ptr<Backend> amx = onednn_with("amx", "auto");
+  std::shared_ptr<Backend> vnni = onednn_with("amx", "off");
+  for (DType type : {DType::kQ4_1, DType::kQ6_K, DType::kQ8_0}) {
+    const int64_t k = type == DType::kQ6_K ? 512 : 96;
+    for (int64_t n : {11, 12, 40}) {
+      const std::vector<uint8_t> w = random_weight(type, kRows, k, 30);
+      const std::vector<float> x = testdata::random_floats(n * k, 31);
+      EXPECT_TRUE(same_bits(testing::matmul(*amx, type, kRows, k, w, x),
+                            testing::matmul(*vnni, type, kRows, k, w, x)))
+          << dtype_name(type) << ", " << n << " rows";
+    }
+  }
+  // 2032 x 2048 at 512 rows: GEMM without AMX (above), the tiles with it.
+  EXPECT_TRUE(first_rows_as_tiled_alone(*amx, DType::kQ4_0, 2048 - 16, 2048, 512, 22));
+  std::shared_ptr<Backend> set = onednn_with("matmul_min_rows", "512");
+  EXPECT_FALSE(first_rows_as_tiled_alone(*set, DType::kQ4_0, 2048 - 16, 2048, 512, 22));
 }
 
 }  // namespace

@@ -59,6 +59,7 @@ Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOpti
                                                    : options.min_gemm_rows_large),
       min_tile_rows_(options.batch_invariant || !row_tiles_path(path) ? 0 : options.min_tile_rows),
       terms_(options.gemv_terms),
+      amx_(options.amx && !options.batch_invariant),
       batch_invariant_(options.batch_invariant),
       kernels_(vector_kernels(path)),
       tiles_(std::move(tiles)),
@@ -94,6 +95,7 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
     return;
   }
   quantized_.clear();  // until every row is in
+  amx_rows_fresh_ = false;
   if (xq_.size() < static_cast<size_t>(n)) xq_.resize(static_cast<size_t>(n));
   // Rows in parallel once there are several: a 16-sequence decode step's
   // rows otherwise take ~7% of the step on the calling thread while the
@@ -153,6 +155,19 @@ void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
       });
   quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
   float* y = out.as<float>();
+  if (amx_ && n >= kAmxMinRows) {
+    if (!amx_rows_fresh_) {
+      amx_rows_.reset(n, k, terms_);
+      pool_->parallel_for(amx_rows_.groups(), 1, [&](int64_t begin, int64_t end, int) {
+        amx_rows_.pack(xq_.data(), begin, end);
+      });
+      amx_rows_fresh_ = true;
+    }
+    pool_->parallel_for_shared(tiles->tiles(), 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
+      row_tiles_product_amx(*tiles, amx_rows_, y, m, begin, end);
+    });
+    return;
+  }
   pool_->parallel_for_shared(tiles->tiles(), 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
     row_tiles_product(path_, *tiles, xq_.data(), n, y, m, begin, end);
   });

@@ -36,7 +36,10 @@
 // for the nibble tiles, about the file's bytes): the weights are repacked once per
 // matrix into tiles of 16 rows side by side (kernels/row_tiles.h, kept in a
 // RowTilesCache) and multiplied with the quantized activation rows by
-// integer dot products that advance 16 weight rows at once. This is the
+// integer dot products that advance 16 weight rows at once (products of
+// kAmxMinRows rows or more on the AMX tile unit where the CPU has one and
+// BackendOptions::amx allows it: kernels/row_tiles_amx.h, the same results
+// bit for bit). This is the
 // arithmetic of the gemv kernels, without their per-row shuffles and sums:
 // batched decode, speculative verification and prompts take it rather than
 // gemv or GEMM. The threads split the tiles as the gemv splits rows.
@@ -59,6 +62,7 @@
 
 #include "duet/tensor.h"
 #include "kernels/qgemv.h"
+#include "kernels/row_tiles_amx.h"
 #include "onednn_options.h"
 #include "row_tiles_cache.h"
 #include "thread_pool.h"
@@ -106,10 +110,13 @@ class Matmul {
   int64_t min_gemm_rows_large_;  // for matrices of kLargeMatrixWeights or more, with tiles
   int64_t min_tile_rows_;        // 0: never
   int terms_;
+  bool amx_;  // row tiles of kAmxMinRows or more rows on AMX
   bool batch_invariant_;
   const VectorKernels& kernels_;
   std::shared_ptr<RowTilesCache> tiles_;
   std::vector<Q8Activations> xq_;  // one per activation row
+  AmxActivations amx_rows_;        // xq_ in AMX tile order, when amx_rows_fresh_
+  bool amx_rows_fresh_ = false;
   // A copy of the activations xq_ holds (empty when none), compared whole
   // with the next input, so that new values at the same address are never
   // mistaken for them.

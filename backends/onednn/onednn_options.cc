@@ -44,6 +44,12 @@ constexpr int64_t kDefaultMinGemmRowsQ8Tiles = 4096;
 // 1,131-1,154): quantizing the activations costs each matrix its rows times
 // k, and a larger matrix shares that over more weights.
 constexpr int64_t kDefaultMinGemmRowsLargeQ8x2Tiles = kDefaultMinGemmRowsQ8Tiles;
+// With AMX the tiles lead at every size measured, so GEMM is never the
+// default: `duet bench configs/smollm2-onednn.yaml --tests pp -p 512,2048`,
+// 2 threads, Intel Xeon with AMX (2026-12-05), tiles against
+// matmul_min_rows=512: pp512 1,535 against 1,123 t/s, pp2048 1,015 against
+// 830.
+constexpr int64_t kDefaultMinGemmRowsAmx = int64_t{1} << 20;
 
 int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {
   // On AVX2 only q4_0/q4_1/q4_k have tiles; the other types keep the gemv's
@@ -84,11 +90,15 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
   o.threads = static_cast<int>(options.get_int("threads", std::min(available_cpus(), 256), 1, 256));
   o.gemv_terms = options.get_choice("gemv_activations", "q8x2", {"q8x2", "q8"}) == "q8x2" ? 2 : 1;
   o.min_tile_rows = options.get_int("row_tiles_min_rows", default_min_tile_rows(path), 0, 1 << 20);
+  o.amx = options.get_choice("amx", "auto", {"auto", "off"}) == "auto" && o.min_tile_rows != 0 &&
+          path == CpuPath::kAvx512Vnni && amx_int8_usable();
   o.min_gemm_rows =
       options.get_int("matmul_min_rows",
-                      default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0), 1, 1 << 20);
+                      o.amx ? kDefaultMinGemmRowsAmx
+                            : default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0),
+                      1, 1 << 20);
   o.min_gemm_rows_large = o.min_gemm_rows;
-  if (!options.has("matmul_min_rows") && o.min_tile_rows != 0 && o.gemv_terms == 2 &&
+  if (!options.has("matmul_min_rows") && !o.amx && o.min_tile_rows != 0 && o.gemv_terms == 2 &&
       path == CpuPath::kAvx512Vnni) {
     o.min_gemm_rows_large = kDefaultMinGemmRowsLargeQ8x2Tiles;
   }

@@ -40,6 +40,14 @@ namespace duet::onednn {
 //                     paths with a tile kernel — AVX-512 VNNI (every tile
 //                     type) and AVX2 (q4_0, q4_1, q4_k) — and 0 on the
 //                     others (where any other value is an error).
+//   amx               auto (default) or off: where the CPU and OS offer
+//                     AMX-INT8 (amx_int8_usable()) on the AVX-512 VNNI path,
+//                     row-tile products of kAmxMinRows or more activation
+//                     rows run on the tile unit (kernels/row_tiles_amx.h,
+//                     bit-identical to the VNNI kernel), and GEMM is left to
+//                     products of kDefaultMinGemmRowsAmx rows unless
+//                     matmul_min_rows is set. off: the VNNI kernel only.
+//                     Elsewhere, or with row_tiles_min_rows 0, auto is off.
 //   batch_invariant   false (default) or true: each row's results — hence a
 //                     sequence's logits — are bit-identical whatever else
 //                     shares the step (other sequences, how a prompt is cut
@@ -55,6 +63,11 @@ namespace duet::onednn {
 // Weights (rows x k) from which a matrix is large for matmul_min_rows'
 // default: 2^22, a 2048 x 2048 matrix.
 inline constexpr int64_t kLargeMatrixWeights = int64_t{1} << 22;
+// Activation rows from which a row-tile product runs on AMX: a group of 16
+// rows costs the tile unit about as much as one of 12, and at 16 AMX is
+// ahead (qgemv_bench, q4_1 [1536, 576], two terms, one thread, per row:
+// 6.2 us on AMX against 8.7 on VNNI at 16 rows, 11.9 against 9.1 at 8).
+inline constexpr int64_t kAmxMinRows = 12;
 
 struct BackendOptions {
   int threads = 1;                  // threads of the pool, the caller included
@@ -62,6 +75,7 @@ struct BackendOptions {
   int64_t min_gemm_rows_large = 1;  // the same for matrices of kLargeMatrixWeights or more
   int gemv_terms = 2;               // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
   int64_t min_tile_rows = 0;        // matmuls with at least this many rows use row tiles; 0: never
+  bool amx = false;                 // row tiles of kAmxMinRows or more rows on AMX-INT8
   bool batch_invariant = false;     // see above; min_gemm_rows and min_tile_rows are then unused
 
   // Reads and validates `options` (calling finish()); defaults that follow

@@ -4,6 +4,8 @@
 #include "kernels/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -25,6 +27,7 @@ struct Features {
   bool avx512bw = false;
   bool avx512vl = false;
   bool avx512_vnni = false;
+  bool amx_int8 = false;  // AMX-TILE and AMX-INT8, their state enabled in XCR0
 };
 
 struct CpuidRegs {
@@ -69,12 +72,27 @@ Features probe() {
   f.avx512bw = zmm_os && bit(l7.ebx, 30);
   f.avx512vl = zmm_os && bit(l7.ebx, 31);
   f.avx512_vnni = zmm_os && bit(l7.ecx, 11);
+  constexpr uint64_t kTileState = 0x60000;  // XTILECFG and XTILEDATA
+  f.amx_int8 = (xcr0 & kTileState) == kTileState && bit(l7.edx, 24) && bit(l7.edx, 25);
   return f;
 }
 
 const Features& features() {
   static const Features f = probe();
   return f;
+}
+
+// Linux hands out the 8 KiB tile state only to processes that ask
+// (arch_prctl ARCH_REQ_XCOMP_PERM, kernel 5.16 and later); the grant covers
+// every thread of the process, present and future.
+bool request_tile_state() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 constexpr CpuPath kAllPaths[] = {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512,
@@ -87,6 +105,11 @@ CpuPath hardware_cpu_path() {
   if (!(f.avx2 && f.fma && f.f16c)) return CpuPath::kScalar;
   if (!(f.avx512f && f.avx512bw && f.avx512vl)) return CpuPath::kAvx2;
   return f.avx512_vnni ? CpuPath::kAvx512Vnni : CpuPath::kAvx512;
+}
+
+bool amx_int8_usable() {
+  static const bool usable = features().amx_int8 && request_tile_state();
+  return usable;
 }
 
 CpuPath detect_cpu_path() {
@@ -121,7 +144,8 @@ std::string cpu_features_summary() {
       {f.avx2, "avx2"},         {f.fma, "fma"},
       {f.f16c, "f16c"},         {f.avx_vnni, "avx_vnni"},
       {f.avx512f, "avx512f"},   {f.avx512bw, "avx512bw"},
-      {f.avx512vl, "avx512vl"}, {f.avx512_vnni, "avx512_vnni"}};
+      {f.avx512vl, "avx512vl"}, {f.avx512_vnni, "avx512_vnni"},
+      {f.amx_int8, "amx_int8"}};
   std::string out;
   for (const auto& [present, name] : named) {
     if (!present) continue;

@@ -29,11 +29,20 @@ CpuPath hardware_cpu_path();
 // Throws duet::Error(kConfig) when DUET_CPU_PATH is set to another name.
 CpuPath detect_cpu_path();
 
+// Whether the AMX-INT8 tile kernels (row_tiles_amx.h) may run: the CPU has
+// AMX-TILE and AMX-INT8, the OS saves tile state (XCR0), and Linux granted
+// this process that state, which the first call requests (a process-wide,
+// permanent grant). Computed once; safe to call from any thread. The AMX
+// kernels also use AVX-512 VNNI's registers: callers use them only on the
+// kAvx512Vnni path, which every AMX CPU has.
+bool amx_int8_usable();
+
 // "scalar", "avx2", "avx512", "avx512_vnni".
 const char* cpu_path_name(CpuPath path);
 
 // The usable features relevant to the kernels, space-separated, in a fixed
-// order, e.g. "avx2 fma f16c avx_vnni avx512f avx512bw avx512vl avx512_vnni";
+// order, e.g. "avx2 fma f16c avx_vnni avx512f avx512bw avx512vl avx512_vnni
+// amx_int8";
 // a feature the CPU has but the OS does not enable is left out. For logs.
 std::string cpu_features_summary();
 

@@ -12,6 +12,7 @@
 #include "duet/dtype.h"
 #include "kernels/qgemv.h"
 #include "kernels/row_tiles.h"
+#include "kernels/row_tiles_amx.h"
 
 namespace duet::onednn::detail {
 
@@ -79,5 +80,10 @@ void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64
 inline constexpr int64_t kRowTilesMaxVectorsAvx2 = 4;
 void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
                     int64_t ldy, int64_t tile_begin, int64_t tile_end);
+
+// row_tiles_amx_kernel.cc (every tile type; the caller has checked
+// amx_int8_usable()): row_tiles_product_amx's work.
+void row_tiles_amx(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
+                   int64_t tile_begin, int64_t tile_end);
 
 }  // namespace duet::onednn::detail

@@ -1,0 +1,82 @@
+// AmxActivations and row_tiles_product_amx's checks. Built for baseline
+// x86-64: the AMX instructions live in row_tiles_amx_kernel.cc alone.
+#include "kernels/row_tiles_amx.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "duet/error.h"
+#include "duet/byte_size.h"
+#include "kernels/qgemv_paths.h"
+
+namespace duet::onednn {
+
+void AmxActivations::AlignedFree::operator()(int8_t* p) const { std::free(p); }
+
+int64_t AmxActivations::block_bytes() const {
+  return terms_ * kTileBytes + 4 * kRows * int64_t{sizeof(float)};
+}
+
+void AmxActivations::reset(int64_t n, int64_t k, int terms) {
+  n_ = n;
+  k_ = k;
+  terms_ = terms;
+  const int64_t bytes = groups() * blocks() * block_bytes();
+  if (bytes <= capacity_) return;
+  void* p = std::aligned_alloc(64, static_cast<size_t>(bytes));
+  if (p == nullptr) {
+    throw Error(ErrorKind::kOutOfMemory,
+                "onednn: cannot allocate " + format_bytes(static_cast<uint64_t>(bytes)) +
+                    " for " + std::to_string(n) +
+                    " activation rows in AMX tile order; set backend.options.amx: off");
+  }
+  data_.reset(static_cast<int8_t*>(p));
+  capacity_ = bytes;
+}
+
+void AmxActivations::pack(const Q8Activations* xq, int64_t group_begin, int64_t group_end) {
+  constexpr int64_t kBlock = RowTiles::kBlock;
+  for (int64_t g = group_begin; g < group_end; ++g) {
+    for (int64_t b = 0; b < blocks(); ++b) {
+      auto* out = const_cast<int8_t*>(block(g, b));
+      auto* scales = reinterpret_cast<float*>(out + terms_ * kTileBytes);
+      float* half_sums = scales + 2 * kRows;
+      for (int64_t i = 0; i < kRows; ++i) {
+        const int64_t row = g * kRows + i;
+        int8_t* q = out + i * kBlock;
+        if (row >= n_) {
+          for (int t = 0; t < terms_; ++t) std::memset(q + t * kTileBytes, 0, kBlock);
+          scales[2 * i] = scales[2 * i + 1] = half_sums[2 * i] = half_sums[2 * i + 1] = 0.0f;
+          continue;
+        }
+        const Q8Activations& x = xq[row];
+        std::memcpy(q, x.q() + b * kBlock, kBlock);
+        if (terms_ == 2) std::memcpy(q + kTileBytes, x.q_lo() + b * kBlock, kBlock);
+        scales[2 * i] = x.scales()[2 * b];
+        scales[2 * i + 1] = x.scales()[2 * b + 1];
+        half_sums[2 * i] = x.half_scales()[2 * b];
+        half_sums[2 * i + 1] = x.half_scales()[2 * b + 1];
+      }
+    }
+  }
+}
+
+void row_tiles_product_amx(const RowTiles& tiles, const AmxActivations& act, float* y,
+                           int64_t ldy, int64_t tile_begin, int64_t tile_end) {
+  if (!amx_int8_usable() || hardware_cpu_path() != CpuPath::kAvx512Vnni) {
+    throw Error(ErrorKind::kInternal,
+                "row tiles: the AMX-INT8 kernel needs AMX and AVX-512 VNNI, which this CPU or "
+                "OS does not offer (cpu features: " +
+                    cpu_features_summary() + ")");
+  }
+  if (act.k() != tiles.k()) {
+    throw Error(ErrorKind::kInternal, "row tiles: AMX activation rows of " +
+                                          std::to_string(act.k()) +
+                                          " values against k = " + std::to_string(tiles.k()));
+  }
+  if (act.rows() == 0 || tile_begin >= tile_end) return;
+  detail::row_tiles_amx(tiles, act, y, ldy, tile_begin, tile_end);
+}
+
+}  // namespace duet::onednn

@@ -1,0 +1,118 @@
+// kernels/row_tiles_blocks.h — a row tile's block unpacked into AVX-512
+// registers: its rows' scales and the 8 byte vectors whose vector j holds
+// elements 4j..4j+3 of each of the 16 rows (row_tiles.h's kBytes layout).
+// The VNNI kernel multiplies them in registers; the AMX kernel stores them
+// as a B tile, which has that same layout.
+//
+// Internal to the row-tile kernels, and included only by sources compiled
+// with AVX-512 BW: every function has internal linkage, so each of those
+// files keeps its own copy, built with its own flags.
+#pragma once
+
+#include "kernels/avx512_intrinsics.h"
+
+#include <array>
+#include <cstdint>
+
+#include "duet/block_formats.h"
+#include "kernels/row_tiles.h"
+
+namespace duet::onednn::detail {
+namespace {  // NOLINT(google-build-namespaces): see above
+
+constexpr int kVectorsPerBlock = RowTiles::kBlock / 4;  // weight vectors of a block
+
+// One block of a tile, unpacked: its rows' scales (kHalves: d and m of the
+// first half, d2 and m2 of the second) and the 8 weight vectors whose vector
+// j pairs with activation bytes 4j..4j+3.
+struct Block {
+  __m512 d;
+  __m512 m;
+  __m512 d2;
+  __m512 m2;
+  __m512i w[kVectorsPerBlock];
+};
+
+// What a kNibbles tile's nibbles and m hold (row_tiles.h).
+enum class Nibbles {
+  kWithM,   // q4_1 (and every other format): u is the nibble, m as stored
+  kQ4_0,    // u is the nibble, m = -8d
+  kIQ4_NL,  // u = the nibble's level + 128, m = -128d
+};
+
+// iq4_nl's 16 levels + 128 (1..241): vpshufb's table, in each 128-bit lane.
+alignas(16) constexpr std::array<uint8_t, 16> kIQ4NLBytes = [] {
+  std::array<uint8_t, 16> bytes{};
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<uint8_t>(duet::blocks::kIQ4NLLevels[i] + 128);
+  }
+  return bytes;
+}();
+
+// The tile block at p of format F (kNibbles: holding N).
+template <TileFormat F, Nibbles N>
+Block load_block(const uint8_t* p) {
+  Block blk;
+  blk.d2 = blk.m2 = _mm512_setzero_ps();  // kHalves' second half; unused by the others
+  if constexpr (F == TileFormat::kBytes) {
+    blk.d = _mm512_load_ps(p);
+    blk.m = _mm512_load_ps(p + 64);
+    for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 128 + 64 * j);
+  } else if constexpr (F == TileFormat::kHalves) {
+    blk.d = _mm512_load_ps(p);
+    blk.d2 = _mm512_load_ps(p + 64);
+    blk.m = _mm512_load_ps(p + 128);
+    blk.m2 = _mm512_load_ps(p + 192);
+    for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 256 + 64 * j);
+  } else {
+    blk.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+    if constexpr (N == Nibbles::kWithM) {
+      blk.m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    } else {
+      blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(N == Nibbles::kQ4_0 ? -8.0f : -128.0f));
+    }
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
+      const __m512i q = _mm512_load_si512(p + 64 + 64 * j);
+      blk.w[j] = _mm512_and_si512(q, nibble);  // elements 4j..4j+3
+      blk.w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+    }
+    if constexpr (N == Nibbles::kIQ4_NL) {
+      const __m512i levels = _mm512_broadcast_i32x4(
+          _mm_load_si128(reinterpret_cast<const __m128i*>(kIQ4NLBytes.data())));
+      for (__m512i& w : blk.w) w = _mm512_shuffle_epi8(levels, w);
+    }
+  }
+  return blk;
+}
+
+// Block b of the kSuperNibbles tile at `tile`: d = super d * scale and m =
+// -(super dmin * min), both exact in f32 (an 11-bit significand times a
+// 6-bit integer), as the byte tiles of q5_k form theirs.
+[[gnu::always_inline]] inline Block load_super_nibbles(const uint8_t* tile, int64_t b) {
+  constexpr int kRows = RowTiles::kRows;
+  const int64_t s = b % RowTiles::kSubBlocks;
+  const uint8_t* p = RowTiles::super_block(tile, b);
+  auto bytes_as_floats = [](const uint8_t* q) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q))));
+  };
+  Block blk;
+  blk.d2 = blk.m2 = _mm512_setzero_ps();
+  const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
+  blk.d = _mm512_mul_ps(d, bytes_as_floats(p + RowTiles::kSuperScalesAt + s * kRows));
+  const __m512 dm = _mm512_mul_ps(dmin, bytes_as_floats(p + RowTiles::kSuperMinsAt + s * kRows));
+  blk.m = _mm512_castsi512_ps(  // -(dmin * min): the sign flipped, as the other formats store m
+      _mm512_xor_si512(_mm512_castps_si512(dm), _mm512_set1_epi32(INT32_MIN)));
+  const uint8_t* q = RowTiles::super_nibbles(tile, b);
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  for (int j = 0; j < kVectorsPerBlock; ++j) {
+    const __m512i v = _mm512_load_si512(q + 64 * j);
+    blk.w[j] = _mm512_and_si512(s % 2 == 0 ? v : _mm512_srli_epi16(v, 4), nibble);
+  }
+  return blk;
+}
+
+}  // namespace
+}  // namespace duet::onednn::detail
