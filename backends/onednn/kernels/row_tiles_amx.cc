@@ -6,17 +6,13 @@
 #include <cstring>
 #include <string>
 
-#include "duet/error.h"
 #include "duet/byte_size.h"
+#include "duet/error.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn {
 
 void AmxActivations::AlignedFree::operator()(int8_t* p) const { std::free(p); }
-
-int64_t AmxActivations::block_bytes() const {
-  return terms_ * kTileBytes + 4 * kRows * int64_t{sizeof(float)};
-}
 
 void AmxActivations::reset(int64_t n, int64_t k, int terms) {
   n_ = n;
@@ -27,8 +23,8 @@ void AmxActivations::reset(int64_t n, int64_t k, int terms) {
   void* p = std::aligned_alloc(64, static_cast<size_t>(bytes));
   if (p == nullptr) {
     throw Error(ErrorKind::kOutOfMemory,
-                "onednn: cannot allocate " + format_bytes(static_cast<uint64_t>(bytes)) +
-                    " for " + std::to_string(n) +
+                "onednn: cannot allocate " + format_bytes(static_cast<uint64_t>(bytes)) + " for " +
+                    std::to_string(n) +
                     " activation rows in AMX tile order; set backend.options.amx: off");
   }
   data_.reset(static_cast<int8_t*>(p));
@@ -62,8 +58,8 @@ void AmxActivations::pack(const Q8Activations* xq, int64_t group_begin, int64_t 
   }
 }
 
-void row_tiles_product_amx(const RowTiles& tiles, const AmxActivations& act, float* y,
-                           int64_t ldy, int64_t tile_begin, int64_t tile_end) {
+void row_tiles_product_amx(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
+                           int64_t tile_begin, int64_t tile_end) {
   if (!amx_int8_usable() || hardware_cpu_path() != CpuPath::kAvx512Vnni) {
     throw Error(ErrorKind::kInternal,
                 "row tiles: the AMX-INT8 kernel needs AMX and AVX-512 VNNI, which this CPU or "

@@ -36,6 +36,7 @@ namespace duet::onednn {
 class AmxActivations {
  public:
   static constexpr int kRows = 16;  // activation rows per tile
+  static constexpr int64_t kTileBytes = int64_t{kRows} * RowTiles::kBlock;  // one term's tile
 
   // Sizes the buffers for n rows of k values (k a multiple of 32) in
   // `terms` (1 or 2) terms; the contents are undefined until pack().
@@ -52,14 +53,13 @@ class AmxActivations {
   int64_t groups() const { return (n_ + kRows - 1) / kRows; }
   int64_t blocks() const { return k_ / RowTiles::kBlock; }
   // Bytes of one group's block: the terms' tiles, the scales, the half sums.
-  int64_t block_bytes() const;
+  int64_t block_bytes() const { return terms_ * kTileBytes + 4 * kRows * int64_t{sizeof(float)}; }
   // Group g's block b: the first term's tile (rows 32 bytes apart), the
   // second's 512 bytes on, then 2 * kRows floats of scales (dx, dx * Σqx
   // per row) and 2 * kRows of half sums. 64-byte aligned.
   const int8_t* block(int64_t g, int64_t b) const {
     return data_.get() + (g * blocks() + b) * block_bytes();
   }
-  static constexpr int64_t kTileBytes = int64_t{kRows} * RowTiles::kBlock;
 
  private:
   struct AlignedFree {
@@ -78,7 +78,7 @@ class AmxActivations {
 // act.k() == tiles.k(), ldy ≥ tiles.rows(). Throws duet::Error(kInternal)
 // when AMX is not usable or k differs. Thread-safe for disjoint tile
 // ranges; each call configures and releases the calling thread's tiles.
-void row_tiles_product_amx(const RowTiles& tiles, const AmxActivations& act, float* y,
-                           int64_t ldy, int64_t tile_begin, int64_t tile_end);
+void row_tiles_product_amx(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
+                           int64_t tile_begin, int64_t tile_end);
 
 }  // namespace duet::onednn

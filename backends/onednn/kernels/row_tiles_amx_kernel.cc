@@ -8,15 +8,16 @@
 // activation row, with the VNNI kernel's float operations. On the Xeon of
 // 2026-12-05 a tdpbsud takes ~5.3 ns whatever its K (up to 64), a
 // tilestored ~4.8 ns: each block's sums cost about as much to store as to
-// compute, and its fold, ~100 vector instructions, as much again, so the
-// next block's tile work is issued before this one's fold.
+// compute, and its fold, ~100 vector instructions, as much again; see
+// tile_product for how they are interleaved.
 //
 // Tile registers (numbers, as the intrinsics stringify them), for whole
 // blocks (kHalves: half blocks, K = 16):
-//   tmm0, tmm7  weights, K/4 x 64 bytes         tmm3, tmm4  sums of the terms (even blocks;
-//   tmm1        first term, 16 x K bytes                    kHalves: first half)
-//   tmm2        second term, 16 x K bytes       tmm5, tmm6  the same for odd blocks
-//                                                           (kHalves: second half)
+//   tmm0, tmm7  weights, K/4 x 64 bytes (tmm7: kHalves' second half)
+//   tmm1, tmm2  the first and second term, 16 x K bytes
+//   tmm3, tmm4  the terms' sums, 16 x 16 int32, of even blocks (kHalves:
+//               of every block's first half)
+//   tmm5, tmm6  the same of odd blocks (kHalves: of the second halves)
 
 #include <cstdint>
 #include <cstdlib>
@@ -127,16 +128,15 @@ BlockView tile_blocks(const RowTiles& tiles, int64_t t) {
 // dx and sums are 2 floats apart per row.
 template <int Terms>
 [[gnu::always_inline]] inline void fold(const int32_t* c_hi, const int32_t* c_lo, __m512 d,
-                                        __m512 m, const float* dx, const float* sums,
-                                        __m512* acc) {
+                                        __m512 m, const float* dx, const float* sums, __m512* acc) {
 #pragma GCC unroll 16
   for (int i = 0; i < kRows; ++i) {
     __m512i s = _mm512_load_si512(c_hi + kRows * i);
     if constexpr (Terms == 2) {
       s = _mm512_add_epi32(_mm512_slli_epi32(s, 8), _mm512_load_si512(c_lo + kRows * i));
     }
-    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(dx[2 * i])),
-                             acc[i]);
+    acc[i] =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(dx[2 * i])), acc[i]);
     acc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(sums[2 * i]), acc[i]);
   }
 }
@@ -145,68 +145,73 @@ template <int Terms>
 // of its first half; [2] and [3] those of its second).
 using BlockSums = int32_t[4][kRows * kRows];
 
-// Block b of `view` against activation group g, into `sums`. Tiles 3-6 hold
-// the sums; blocks alternate between 3, 4 (Even) and 5, 6, so one block's
-// stores need not wait for the next one's products (kHalves takes all four).
-template <bool Halves, int Terms, bool Even>
-[[gnu::always_inline]] inline void multiply(const BlockView& view, const AmxActivations& act,
-                                            int64_t g, int64_t b, BlockSums& sums) {
-  const int8_t* a = act.block(g, b);
+// Block b of `view` times the activation group's block at `a`: the tile
+// loads and products, into tiles 3 and 4 (Odd: 5 and 6; kHalves: 3, 4 for
+// the first half and 5, 6 for the second, whatever Odd), stored by
+// store_sums with the same Odd.
+template <bool Halves, int Terms, bool Odd>
+[[gnu::always_inline]] inline void products(const BlockView& view, const int8_t* a, int64_t b) {
   const uint8_t* w = view.bytes(b);
-  if constexpr (!Halves) {
-    _tile_loadd(0, w, 64);
-    _tile_loadd(1, a, RowTiles::kBlock);
-    if constexpr (Terms == 2) _tile_loadd(2, a + kTileBytes, RowTiles::kBlock);
-    // Both products before either store, which waits for its product.
-    if constexpr (Even) {
-      _tile_zero(3);
-      _tile_dpbsud(3, 1, 0);
-      if constexpr (Terms == 2) {
-        _tile_zero(4);
-        _tile_dpbsud(4, 2, 0);
-        _tile_stored(4, sums[1], 64);
-      }
-      _tile_stored(3, sums[0], 64);
-    } else {
-      _tile_zero(5);
-      _tile_dpbsud(5, 1, 0);
-      if constexpr (Terms == 2) {
-        _tile_zero(6);
-        _tile_dpbsud(6, 2, 0);
-        _tile_stored(6, sums[1], 64);
-      }
-      _tile_stored(5, sums[0], 64);
-    }
-  } else {
-    _tile_loadd(0, w, 64);
-    _tile_loadd(7, w + 256, 64);
-    _tile_loadd(1, a, RowTiles::kBlock);
+  _tile_loadd(0, w, 64);
+  _tile_loadd(1, a, RowTiles::kBlock);
+  if constexpr (Terms == 2) _tile_loadd(2, a + kTileBytes, RowTiles::kBlock);
+  if constexpr (!Halves && !Odd) {
     _tile_zero(3);
     _tile_dpbsud(3, 1, 0);
+    if constexpr (Terms == 2) {
+      _tile_zero(4);
+      _tile_dpbsud(4, 2, 0);
+    }
+  } else if constexpr (!Halves) {
+    _tile_zero(5);
+    _tile_dpbsud(5, 1, 0);
+    if constexpr (Terms == 2) {
+      _tile_zero(6);
+      _tile_dpbsud(6, 2, 0);
+    }
+  } else {
+    _tile_loadd(7, w + 256, 64);
+    _tile_zero(3);
+    _tile_dpbsud(3, 1, 0);
+    if constexpr (Terms == 2) {
+      _tile_zero(4);
+      _tile_dpbsud(4, 2, 0);
+    }
     _tile_loadd(1, a + 16, RowTiles::kBlock);
     _tile_zero(5);
     _tile_dpbsud(5, 1, 7);
     if constexpr (Terms == 2) {
-      _tile_loadd(2, a + kTileBytes, RowTiles::kBlock);
-      _tile_zero(4);
-      _tile_dpbsud(4, 2, 0);
       _tile_loadd(2, a + kTileBytes + 16, RowTiles::kBlock);
       _tile_zero(6);
       _tile_dpbsud(6, 2, 7);
-      _tile_stored(4, sums[1], 64);
-      _tile_stored(6, sums[3], 64);
     }
-    _tile_stored(3, sums[0], 64);
-    _tile_stored(5, sums[2], 64);
   }
 }
 
-// Block b's sums of group g folded into acc.
+// The sums products() left in the tiles, to `sums`.
+template <bool Halves, int Terms, bool Odd>
+[[gnu::always_inline]] inline void store_sums(BlockSums& sums) {
+  if constexpr (!Halves && !Odd) {
+    _tile_stored(3, sums[0], 64);
+    if constexpr (Terms == 2) _tile_stored(4, sums[1], 64);
+  } else if constexpr (!Halves) {
+    _tile_stored(5, sums[0], 64);
+    if constexpr (Terms == 2) _tile_stored(6, sums[1], 64);
+  } else {
+    _tile_stored(3, sums[0], 64);
+    _tile_stored(5, sums[2], 64);
+    if constexpr (Terms == 2) {
+      _tile_stored(4, sums[1], 64);
+      _tile_stored(6, sums[3], 64);
+    }
+  }
+}
+
+// Block b's sums folded into acc; `a` is the activation group's block b.
 template <bool Halves, int Terms>
-[[gnu::always_inline]] inline void fold_block(const BlockView& view, const AmxActivations& act,
-                                              int64_t g, int64_t b, const BlockSums& sums,
-                                              __m512* acc) {
-  const auto* dx = reinterpret_cast<const float*>(act.block(g, b) + Terms * kTileBytes);
+[[gnu::always_inline]] inline void fold_block(const BlockView& view, const int8_t* a, int64_t b,
+                                              const BlockSums& sums, __m512* acc) {
+  const auto* dx = reinterpret_cast<const float*>(a + Terms * kTileBytes);
   const __m512 d = _mm512_load_ps(view.at(b, view.d));
   const __m512 m = _mm512_load_ps(view.at(b, view.m));
   if constexpr (!Halves) {
@@ -220,24 +225,32 @@ template <bool Halves, int Terms>
 }
 
 // The weight rows [first, first + valid) of one tile, whose blocks `view`
-// shows, against every activation group: block b + 1's products are issued
-// before block b's sums are folded, so that the tile unit and the vector
-// units work at once.
+// shows, against every activation group. A tile store is microcoded: one
+// that waits for its product holds up every instruction behind it, so
+// block b + 1's products are issued, block b's sums folded meanwhile, and
+// only then block b + 1's sums stored; consecutive blocks take alternate
+// sum tiles, so that a block's products need not wait for the store of the
+// block before to read its tiles.
 template <bool Halves, int Terms>
 void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& act, float* y,
                   int64_t ldy, int64_t first, int64_t valid) {
-  alignas(64) BlockSums sums[2];
+  alignas(64) BlockSums sums;
   const auto mask = static_cast<__mmask16>((uint32_t{1} << valid) - 1);
+  const int64_t stride = act.block_bytes();
   for (int64_t g = 0; g < act.groups(); ++g) {
     __m512 acc[kRows];
     for (__m512& a : acc) a = _mm512_setzero_ps();
-    multiply<Halves, Terms, true>(view, act, g, 0, sums[0]);
-    for (int64_t b = 0; b < blocks; b += 2) {
-      if (b + 1 < blocks) multiply<Halves, Terms, false>(view, act, g, b + 1, sums[1]);
-      fold_block<Halves, Terms>(view, act, g, b, sums[0], acc);
+    const int8_t* a = act.block(g, 0);  // block b at a + b * stride
+    products<Halves, Terms, false>(view, a, 0);
+    store_sums<Halves, Terms, false>(sums);
+    for (int64_t b = 0; b < blocks; b += 2) {  // b even: its sums came from tiles 3, 4
+      if (b + 1 < blocks) products<Halves, Terms, true>(view, a + (b + 1) * stride, b + 1);
+      fold_block<Halves, Terms>(view, a + b * stride, b, sums, acc);
       if (b + 1 >= blocks) break;
-      if (b + 2 < blocks) multiply<Halves, Terms, true>(view, act, g, b + 2, sums[0]);
-      fold_block<Halves, Terms>(view, act, g, b + 1, sums[1], acc);
+      store_sums<Halves, Terms, true>(sums);
+      if (b + 2 < blocks) products<Halves, Terms, false>(view, a + (b + 2) * stride, b + 2);
+      fold_block<Halves, Terms>(view, a + (b + 1) * stride, b + 1, sums, acc);
+      if (b + 2 < blocks) store_sums<Halves, Terms, false>(sums);
     }
     const int64_t rows = act.rows() - g * kRows;
     float* out = y + g * kRows * ldy + first;

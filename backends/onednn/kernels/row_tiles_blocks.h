@@ -9,12 +9,11 @@
 // files keeps its own copy, built with its own flags.
 #pragma once
 
-#include "kernels/avx512_intrinsics.h"
-
 #include <array>
 #include <cstdint>
 
 #include "duet/block_formats.h"
+#include "kernels/avx512_intrinsics.h"
 #include "kernels/row_tiles.h"
 
 namespace duet::onednn::detail {
