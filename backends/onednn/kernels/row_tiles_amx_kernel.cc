@@ -231,9 +231,17 @@ template <bool Halves, int Terms>
 // only then block b + 1's sums stored; consecutive blocks take alternate
 // sum tiles, so that a block's products need not wait for the store of the
 // block before to read its tiles.
+//
+// `next` (null for none) is the next tile's stored bytes, block_bytes a
+// block: each block's lines are prefetched while the first group takes
+// that block of this tile, so that the weights keep streaming from memory
+// while the tile unit works (with one activation group, a batched decode
+// step, they would otherwise arrive in bursts, when the next tile is
+// unpacked, with the tile unit idle).
 template <bool Halves, int Terms>
 void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& act, float* y,
-                  int64_t ldy, int64_t first, int64_t valid) {
+                  int64_t ldy, int64_t first, int64_t valid, const uint8_t* next,
+                  int64_t block_bytes) {
   alignas(64) BlockSums sums;
   const auto mask = static_cast<__mmask16>((uint32_t{1} << valid) - 1);
   const int64_t stride = act.block_bytes();
@@ -243,7 +251,15 @@ void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& a
     const int8_t* a = act.block(g, 0);  // block b at a + b * stride
     products<Halves, Terms, false>(view, a, 0);
     store_sums<Halves, Terms, false>(sums);
+    auto prefetch_next = [&](int64_t b) {
+      if (g != 0 || next == nullptr) return;
+      for (int64_t line = 0; line < block_bytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(next + b * block_bytes + line), _MM_HINT_T0);
+      }
+    };
     for (int64_t b = 0; b < blocks; b += 2) {  // b even: its sums came from tiles 3, 4
+      prefetch_next(b);
+      prefetch_next(b + 1);
       if (b + 1 < blocks) products<Halves, Terms, true>(view, a + (b + 1) * stride, b + 1);
       fold_block<Halves, Terms>(view, a + b * stride, b, sums, acc);
       if (b + 1 >= blocks) break;
@@ -269,10 +285,12 @@ void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, i
     const BlockView view = tile_blocks<F, N>(tiles, t);
     const int64_t first = t * kRows;
     const int64_t valid = tiles.rows() - first < kRows ? tiles.rows() - first : kRows;
+    const uint8_t* next = t + 1 < tile_end ? tiles.tile(t + 1) : nullptr;
+    const int64_t block_bytes = tiles.block_bytes();
     if (act.terms() == 2) {
-      tile_product<kHalves, 2>(view, tiles.blocks(), act, y, ldy, first, valid);
+      tile_product<kHalves, 2>(view, tiles.blocks(), act, y, ldy, first, valid, next, block_bytes);
     } else {
-      tile_product<kHalves, 1>(view, tiles.blocks(), act, y, ldy, first, valid);
+      tile_product<kHalves, 1>(view, tiles.blocks(), act, y, ldy, first, valid, next, block_bytes);
     }
   }
 }
