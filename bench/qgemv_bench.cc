@@ -138,18 +138,28 @@ void bench_gemv_batch(benchmark::State& state, Shape s, CpuPath path, int64_t n)
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
-void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, int terms) {
-  const std::vector<uint8_t> w = make_weights(s, 1);
-  duet::onednn::RowTiles tiles(s.type, s.rows, s.k);
-  tiles.pack(w.data(), 0, tiles.tiles());
-  std::vector<duet::onednn::Q8Activations> xq(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const std::vector<float> x = random_floats(s.k, static_cast<uint32_t>(10 + i));
-    xq[static_cast<size_t>(i)].quantize(x.data(), s.k, path, terms);
+// A matrix of shape s packed into row tiles, and n activation rows of
+// `terms` terms quantized on `path`.
+struct TileProduct {
+  duet::onednn::RowTiles tiles;
+  std::vector<duet::onednn::Q8Activations> xq;
+  TileProduct(Shape s, CpuPath path, int64_t n, int terms)
+      : tiles(s.type, s.rows, s.k), xq(static_cast<size_t>(n)) {
+    const std::vector<uint8_t> w = make_weights(s, 1);
+    tiles.pack(w.data(), 0, tiles.tiles());
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<float> x = random_floats(s.k, static_cast<uint32_t>(10 + i));
+      xq[static_cast<size_t>(i)].quantize(x.data(), s.k, path, terms);
+    }
   }
+};
+
+void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, int terms) {
+  const TileProduct p(s, path, n, terms);
   std::vector<float> y(static_cast<size_t>(n * s.rows));
   for (auto _ : state) {
-    duet::onednn::row_tiles_product(path, tiles, xq.data(), n, y.data(), s.rows, 0, tiles.tiles());
+    duet::onednn::row_tiles_product(path, p.tiles, p.xq.data(), n, y.data(), s.rows, 0,
+                                    p.tiles.tiles());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -159,20 +169,13 @@ void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, 
 }
 
 void bench_row_tiles_amx(benchmark::State& state, Shape s, int64_t n, int terms) {
-  const std::vector<uint8_t> w = make_weights(s, 1);
-  duet::onednn::RowTiles tiles(s.type, s.rows, s.k);
-  tiles.pack(w.data(), 0, tiles.tiles());
-  std::vector<duet::onednn::Q8Activations> xq(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const std::vector<float> x = random_floats(s.k, static_cast<uint32_t>(10 + i));
-    xq[static_cast<size_t>(i)].quantize(x.data(), s.k, CpuPath::kAvx512Vnni, terms);
-  }
+  const TileProduct p(s, CpuPath::kAvx512Vnni, n, terms);
   duet::onednn::AmxActivations act;
   std::vector<float> y(static_cast<size_t>(n * s.rows));
   for (auto _ : state) {
     act.reset(n, s.k, terms);
-    act.pack(xq.data(), 0, act.groups());
-    duet::onednn::row_tiles_product_amx(tiles, act, y.data(), s.rows, 0, tiles.tiles());
+    act.pack(p.xq.data(), 0, act.groups());
+    duet::onednn::row_tiles_product_amx(p.tiles, act, y.data(), s.rows, 0, p.tiles.tiles());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }

@@ -1,12 +1,14 @@
 // kernel_test_data.h — random ggml weight matrices and activations, and the
 // double-precision products the onednn kernels' tests (qgemv_test,
-// row_tiles_test) measure against.
+// row_tiles_test, row_tiles_amx_test) measure against.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "duet/dtype.h"
@@ -172,6 +174,20 @@ inline double normalized_error(const std::vector<float>& y, const std::vector<do
     norm += ref[i] * ref[i];
   }
   return std::sqrt(err / norm);
+}
+
+// The row-tile tests' cases: a weight type and a k, every tile format with
+// one to 64 blocks, the K-quants with one super-block and more.
+inline std::vector<std::tuple<DType, int64_t>> row_tile_cases() {
+  return {{DType::kQ4_0, 96},  {DType::kQ4_1, 96},   {DType::kQ4_1, 576}, {DType::kQ5_0, 160},
+          {DType::kQ5_1, 64},  {DType::kQ8_0, 576},  {DType::kQ8_0, 32},  {DType::kQ4_K, 512},
+          {DType::kQ4_K, 256}, {DType::kQ4_K, 1536}, {DType::kQ5_K, 256}, {DType::kQ2_K, 256},
+          {DType::kQ3_K, 512}, {DType::kQ6_K, 512},  {DType::kQ6_K, 256}, {DType::kIQ4_NL, 96}};
+}
+
+// A test name for a row_tile_cases() entry: "q4_k_k512".
+inline std::string type_and_k_name(std::tuple<DType, int64_t> c) {
+  return std::string(dtype_name(std::get<0>(c))) + "_k" + std::to_string(std::get<1>(c));
 }
 
 }  // namespace duet::onednn::testing

@@ -207,23 +207,8 @@ TEST_P(RowTilesTest, ARowsResultDoesNotDependOnTheOtherRows) {
   }
 }
 
-std::string type_and_k_name(const ::testing::TestParamInfo<std::tuple<DType, int64_t>>& p) {
-  return std::string(dtype_name(std::get<0>(p.param))) + "_k" +
-         std::to_string(std::get<1>(p.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Formats, RowTilesTest,
-    ::testing::Values(
-        std::tuple{DType::kQ4_0, int64_t{96}}, std::tuple{DType::kQ4_1, int64_t{96}},
-        std::tuple{DType::kQ4_1, int64_t{576}}, std::tuple{DType::kQ5_0, int64_t{160}},
-        std::tuple{DType::kQ5_1, int64_t{64}}, std::tuple{DType::kQ8_0, int64_t{576}},
-        std::tuple{DType::kQ8_0, int64_t{32}}, std::tuple{DType::kQ4_K, int64_t{512}},
-        std::tuple{DType::kQ4_K, int64_t{256}}, std::tuple{DType::kQ4_K, int64_t{1536}},
-        std::tuple{DType::kQ5_K, int64_t{256}}, std::tuple{DType::kQ2_K, int64_t{256}},
-        std::tuple{DType::kQ3_K, int64_t{512}}, std::tuple{DType::kQ6_K, int64_t{512}},
-        std::tuple{DType::kQ6_K, int64_t{256}}, std::tuple{DType::kIQ4_NL, int64_t{96}}),
-    type_and_k_name);
+INSTANTIATE_TEST_SUITE_P(Formats, RowTilesTest, ::testing::ValuesIn(testing::row_tile_cases()),
+                         [](const auto& p) { return testing::type_and_k_name(p.param); });
 
 TEST(RowTiles, TypesPathsAndSizes) {
   for (DType t :
