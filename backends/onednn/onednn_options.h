@@ -18,7 +18,8 @@ namespace duet::onednn {
 //                     normalised MSE per product).
 //   matmul_min_rows   1..2^20: matmuls with at least this many activation
 //                     rows expand weight panels to f32 for oneDNN GEMM.
-//                     Default, the measured crossovers: with row tiles (the
+//                     Default, the measured crossovers: with AMX (see amx)
+//                     2^20, never; with row tiles (the
 //                     AVX-512 VNNI path) 512 with q8x2 — 4096 for matrices
 //                     of at least kLargeMatrixWeights weights — and 4096
 //                     with q8; on the other AVX-512 paths (whose gemv
