@@ -156,7 +156,8 @@ TEST_F(OnednnRowTiles, LargeMatricesKeepTheTilesPastTheDefaultGemmRows) {
 
 // With AMX (where the CPU has it): products of 12 rows or more run on the
 // tile unit with the VNNI kernel's results bit for bit, and GEMM is no
-// longer the default at any size; amx: off and matmul_min_rows undo each.
+// longer the default at any size for the types with tiles (it still is
+// for the others); amx: off and matmul_min_rows undo each.
 TEST_F(OnednnRowTiles, AmxTakesManyRowsWithTheVnniResults) {
   if (!duet::testing::onednn_amx_usable()) {
     GTEST_SKIP() << "no AMX-INT8 on this CPU (or the OS does not grant its tile state)";
@@ -177,6 +178,10 @@ TEST_F(OnednnRowTiles, AmxTakesManyRowsWithTheVnniResults) {
   EXPECT_TRUE(first_rows_as_tiled_alone(*amx, DType::kQ4_0, 2048 - 16, 2048, 512, 22));
   std::shared_ptr<Backend> set = onednn_with("matmul_min_rows", "512");
   EXPECT_FALSE(first_rows_as_tiled_alone(*set, DType::kQ4_0, 2048 - 16, 2048, 512, 22));
+  // Weights without tiles keep the VNNI path's crossover: GEMM at 512 rows
+  // (whose rows differ from the f16 gemv's in the last bits), gemv below.
+  EXPECT_FALSE(first_rows_as_tiled_alone(*amx, DType::kF16, 256, 512, 512, 24));
+  EXPECT_TRUE(first_rows_as_tiled_alone(*amx, DType::kF16, 256, 512, 511, 24));
 }
 
 }  // namespace

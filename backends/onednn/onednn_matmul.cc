@@ -57,6 +57,8 @@ Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOpti
                                              : options.min_gemm_rows),
       min_gemm_rows_large_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
                                                    : options.min_gemm_rows_large),
+      min_gemm_rows_amx_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
+                                                 : options.min_gemm_rows_amx),
       min_tile_rows_(options.batch_invariant || !row_tiles_path(path) ? 0 : options.min_tile_rows),
       terms_(options.gemv_terms),
       amx_(options.amx && !options.batch_invariant),
@@ -132,9 +134,9 @@ void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
 
 bool Matmul::takes_tiles(int64_t n, const TensorView& w) const {
   const DType wtype = w.dtype;
+  if (min_tile_rows_ == 0 || !row_tiles_kernel(path_, wtype)) return false;
   const bool large = w.shape[0] * w.shape[1] >= kLargeMatrixWeights;
-  if (min_tile_rows_ == 0 || n >= (large ? min_gemm_rows_large_ : min_gemm_rows_) ||
-      !row_tiles_kernel(path_, wtype)) {
+  if (n >= (amx_ ? min_gemm_rows_amx_ : large ? min_gemm_rows_large_ : min_gemm_rows_)) {
     return false;
   }
   // Nibble tiles hold the file's nibbles, regrouped: about as much to
@@ -155,7 +157,7 @@ void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
       });
   quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
   float* y = out.as<float>();
-  if (amx_ && n >= kAmxMinRows) {
+  if (amx_ && n >= (tiles->format() == TileFormat::kHalves ? kAmxMinRowsHalves : kAmxMinRows)) {
     if (!amx_rows_fresh_) {
       amx_rows_.reset(n, k, terms_);
       pool_->parallel_for(amx_rows_.groups(), 1, [&](int64_t begin, int64_t end, int) {

@@ -31,13 +31,14 @@
 // take them (one row, or a path without tiles).
 //
 // Row tiles (BackendOptions::min_tile_rows ≤ n < min_gemm_rows, or <
-// min_gemm_rows_large for a matrix of kLargeMatrixWeights or more, on the
-// AVX-512 VNNI path, for the weight types of row_tiles_type; from one row
-// for the nibble tiles, about the file's bytes): the weights are repacked once per
-// matrix into tiles of 16 rows side by side (kernels/row_tiles.h, kept in a
+// min_gemm_rows_large for a matrix of kLargeMatrixWeights or more, or <
+// min_gemm_rows_amx where AMX runs, on the AVX-512 VNNI path, for the weight types of
+// row_tiles_type; from one row for the nibble tiles, about the file's bytes): the weights are
+// repacked once per matrix into tiles of 16 rows side by side (kernels/row_tiles.h, kept in a
 // RowTilesCache) and multiplied with the quantized activation rows by
 // integer dot products that advance 16 weight rows at once (products of
-// kAmxMinRows rows or more on the AMX tile unit where the CPU has one and
+// kAmxMinRows rows or more (kAmxMinRowsHalves for half-block tiles) on the
+// AMX tile unit where the CPU has one and
 // BackendOptions::amx allows it: kernels/row_tiles_amx.h, the same results
 // bit for bit). This is the
 // arithmetic of the gemv kernels, without their per-row shuffles and sums:
@@ -108,6 +109,7 @@ class Matmul {
   CpuPath path_;
   int64_t min_gemm_rows_;
   int64_t min_gemm_rows_large_;  // for matrices of kLargeMatrixWeights or more, with tiles
+  int64_t min_gemm_rows_amx_;    // for matrices the AMX kernel takes (amx_)
   int64_t min_tile_rows_;        // 0: never
   int terms_;
   bool amx_;  // row tiles of kAmxMinRows or more rows on AMX

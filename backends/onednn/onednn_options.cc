@@ -94,14 +94,14 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
           path == CpuPath::kAvx512Vnni && amx_int8_usable();
   o.min_gemm_rows =
       options.get_int("matmul_min_rows",
-                      o.amx ? kDefaultMinGemmRowsAmx
-                            : default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0),
-                      1, 1 << 20);
+                      default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0), 1, 1 << 20);
   o.min_gemm_rows_large = o.min_gemm_rows;
-  if (!options.has("matmul_min_rows") && !o.amx && o.min_tile_rows != 0 && o.gemv_terms == 2 &&
+  o.min_gemm_rows_amx = o.min_gemm_rows;
+  if (!options.has("matmul_min_rows") && o.min_tile_rows != 0 && o.gemv_terms == 2 &&
       path == CpuPath::kAvx512Vnni) {
     o.min_gemm_rows_large = kDefaultMinGemmRowsLargeQ8x2Tiles;
   }
+  if (!options.has("matmul_min_rows") && o.amx) o.min_gemm_rows_amx = kDefaultMinGemmRowsAmx;
   if (o.min_tile_rows != 0 && !row_tiles_path(path)) {
     throw Error(ErrorKind::kConfig,
                 at(options) + "row_tiles_min_rows: " + std::to_string(o.min_tile_rows) +

@@ -19,7 +19,8 @@ namespace duet::onednn {
 //   matmul_min_rows   1..2^20: matmuls with at least this many activation
 //                     rows expand weight panels to f32 for oneDNN GEMM.
 //                     Default, the measured crossovers: with AMX (see amx)
-//                     2^20, never; with row tiles (the
+//                     2^20, never, for the types with row tiles (the
+//                     others keep the VNNI path's); with row tiles (the
 //                     AVX-512 VNNI path) 512 with q8x2 — 4096 for matrices
 //                     of at least kLargeMatrixWeights weights — and 4096
 //                     with q8; on the other AVX-512 paths (whose gemv
@@ -44,10 +45,12 @@ namespace duet::onednn {
 //   amx               auto (default) or off: where the CPU and OS offer
 //                     AMX-INT8 (amx_int8_usable()) on the AVX-512 VNNI path,
 //                     row-tile products of kAmxMinRows or more activation
-//                     rows run on the tile unit (kernels/row_tiles_amx.h,
-//                     bit-identical to the VNNI kernel), and GEMM is left to
-//                     products of kDefaultMinGemmRowsAmx rows unless
+//                     rows (kAmxMinRowsHalves for q2_k, q3_k, q6_k) run on
+//                     the tile unit (kernels/row_tiles_amx.h,
+//                     bit-identical to the VNNI kernel), and matrices of
+//                     those types leave GEMM to 2^20 rows (never) unless
 //                     matmul_min_rows is set. off: the VNNI kernel only.
+//                     auto asks Linux for the tile state (amx_int8_usable).
 //                     Elsewhere, or with row_tiles_min_rows 0, auto is off.
 //   batch_invariant   false (default) or true: each row's results — hence a
 //                     sequence's logits — are bit-identical whatever else
@@ -64,16 +67,21 @@ namespace duet::onednn {
 // Weights (rows x k) from which a matrix is large for matmul_min_rows'
 // default: 2^22, a 2048 x 2048 matrix.
 inline constexpr int64_t kLargeMatrixWeights = int64_t{1} << 22;
-// Activation rows from which a row-tile product runs on AMX: a group of 16
-// rows costs the tile unit about as much as one of 12, and at 16 AMX is
-// ahead (qgemv_bench, q4_1 [1536, 576], two terms, one thread, per row:
-// 6.2 us on AMX against 8.7 on VNNI at 16 rows, 11.9 against 9.1 at 8).
+// Activation rows from which a row-tile product runs on AMX, where one
+// group of 16 rows costs the tile unit the same for 12 rows as for 16
+// (qgemv_bench, two terms, one thread, per row, two runs; VNNI against AMX):
+// q4_1 [1536, 576] at 8 rows 9.1-9.3 against 11.3-12.6 us, at 12 9.0-9.1
+// against 7.8-8.4, at 16 9.1 against 6.2-6.4; q6_k [576, 1536], whose
+// half-block tiles take twice the tile work, at 12 9.7-11.6 against
+// 11.8-12.5 and at 16 10.3-10.4 against 8.9-9.0.
 inline constexpr int64_t kAmxMinRows = 12;
+inline constexpr int64_t kAmxMinRowsHalves = 16;  // kHalves tiles (q2_k, q3_k, q6_k)
 
 struct BackendOptions {
   int threads = 1;                  // threads of the pool, the caller included
   int64_t min_gemm_rows = 1;        // matmuls with at least this many rows use GEMM
   int64_t min_gemm_rows_large = 1;  // the same for matrices of kLargeMatrixWeights or more
+  int64_t min_gemm_rows_amx = 1;    // the same for matrices the AMX kernel takes (amx)
   int gemv_terms = 2;               // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
   int64_t min_tile_rows = 0;        // matmuls with at least this many rows use row tiles; 0: never
   bool amx = false;                 // row tiles of kAmxMinRows or more rows on AMX-INT8

@@ -32,7 +32,9 @@ std::string summary(duet::onednn::CpuPath path) {
     matmuls =
         "matmuls on row tiles (16 repacked weight rows per vpdpbusd; q4_0/q4_1/iq4_nl/q4_k from 1 "
         "row, q5_0/q5_1/q8_0/q2_k/q3_k/q5_k/q6_k from 2" +
-        std::string(duet::onednn::amx_int8_usable() ? "; AMX-INT8 tiles from 12 rows" : "") +
+        std::string(duet::onednn::amx_int8_present()
+                        ? "; AMX-INT8 tiles from 12 rows, q2_k/q3_k/q6_k from 16"
+                        : "") +
         "), quantized gemv otherwise, oneDNN ";
   } else if (duet::onednn::row_tiles_path(path)) {
     matmuls =

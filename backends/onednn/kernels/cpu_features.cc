@@ -107,6 +107,8 @@ CpuPath hardware_cpu_path() {
   return f.avx512_vnni ? CpuPath::kAvx512Vnni : CpuPath::kAvx512;
 }
 
+bool amx_int8_present() { return features().amx_int8; }
+
 bool amx_int8_usable() {
   static const bool usable = features().amx_int8 && request_tile_state();
   return usable;

@@ -29,12 +29,17 @@ CpuPath hardware_cpu_path();
 // Throws duet::Error(kConfig) when DUET_CPU_PATH is set to another name.
 CpuPath detect_cpu_path();
 
-// Whether the AMX-INT8 tile kernels (row_tiles_amx.h) may run: the CPU has
-// AMX-TILE and AMX-INT8, the OS saves tile state (XCR0), and Linux granted
-// this process that state, which the first call requests (a process-wide,
-// permanent grant). Computed once; safe to call from any thread. The AMX
-// kernels also use AVX-512 VNNI's registers: callers use them only on the
-// kAvx512Vnni path, which every AMX CPU has.
+// Whether the CPU has AMX-TILE and AMX-INT8 and the OS saves their state
+// (XCR0). Asks nothing of the OS; for descriptions.
+bool amx_int8_present();
+
+// Whether the AMX-INT8 tile kernels (row_tiles_amx.h) may run:
+// amx_int8_present() and Linux granted this process the tile state, which
+// the first call requests — a process-wide, permanent grant (after it the
+// kernel refuses alternate signal stacks too small for the tile state), so
+// only code about to use AMX should call this. Computed once; safe to call
+// from any thread. The AMX kernels also use AVX-512 VNNI's registers:
+// callers use them only on the kAvx512Vnni path, which every AMX CPU has.
 bool amx_int8_usable();
 
 // "scalar", "avx2", "avx512", "avx512_vnni".

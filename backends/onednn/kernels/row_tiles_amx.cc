@@ -15,17 +15,21 @@ namespace duet::onednn {
 void AmxActivations::AlignedFree::operator()(int8_t* p) const { std::free(p); }
 
 void AmxActivations::reset(int64_t n, int64_t k, int terms) {
+  const int64_t groups = (n + kRows - 1) / kRows;
+  const int64_t bytes =
+      groups * (k / RowTiles::kBlock) * (terms * kTileBytes + 4 * kRows * int64_t{sizeof(float)});
+  if (bytes > capacity_) grow(bytes);  // first: a throw leaves the object as it was
   n_ = n;
   k_ = k;
   terms_ = terms;
-  const int64_t bytes = groups() * blocks() * block_bytes();
-  if (bytes <= capacity_) return;
+}
+
+void AmxActivations::grow(int64_t bytes) {
   void* p = std::aligned_alloc(64, static_cast<size_t>(bytes));
   if (p == nullptr) {
     throw Error(ErrorKind::kOutOfMemory,
-                "onednn: cannot allocate " + format_bytes(static_cast<uint64_t>(bytes)) + " for " +
-                    std::to_string(n) +
-                    " activation rows in AMX tile order; set backend.options.amx: off");
+                "onednn: cannot allocate " + format_bytes(static_cast<uint64_t>(bytes)) +
+                    " for activation rows in AMX tile order; set backend.options.amx: off");
   }
   data_.reset(static_cast<int8_t*>(p));
   capacity_ = bytes;

@@ -6,9 +6,9 @@
 // integer product to a tile of int32 sums: 8,192 multiply-adds per
 // instruction, where a vpdpbusd does 64. Its weight tile has the layout of
 // a row tile's block exactly — row j of it holds elements 4j..4j+3 of each
-// of the 16 weight rows — so kBytes blocks load as they are and the nibble
-// formats are unpacked once per tile and call into a scratch block of that
-// layout. Each 32-element block keeps its own scales, so the kernel
+// of the 16 weight rows — so kBytes and kHalves blocks load as they are and
+// the nibble formats are unpacked once per tile into a scratch
+// buffer of that layout. Each 32-element block keeps its own scales, so the kernel
 // multiplies one block at a time, stores the 16 x 16 sums and scales them
 // in AVX-512 exactly as the VNNI kernel does its sums (d * dx, plus the
 // offset m times dx * Σqx; two terms as 256 * Σ(u * qa) + Σ(u * qb); kHalves
@@ -40,7 +40,8 @@ class AmxActivations {
 
   // Sizes the buffers for n rows of k values (k a multiple of 32) in
   // `terms` (1 or 2) terms; the contents are undefined until pack().
-  // Throws duet::Error(kOutOfMemory) naming the size.
+  // Throws duet::Error(kOutOfMemory) naming the size, leaving the object
+  // as it was.
   void reset(int64_t n, int64_t k, int terms);
   // Fills groups [group_begin, group_end) from xq[0..n) (rows past n:
   // zeros). REQUIRES reset(n, k, terms) with every xq[i].k() == k and
@@ -65,6 +66,8 @@ class AmxActivations {
   struct AlignedFree {
     void operator()(int8_t* p) const;
   };
+  // Replaces the buffer by one of `bytes` (contents lost).
+  void grow(int64_t bytes);
   int64_t n_ = 0;
   int64_t k_ = 0;
   int terms_ = 1;

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <utility>
 
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/qgemv_paths.h"
@@ -87,8 +88,10 @@ uint8_t* scratch(int64_t bytes) {
   thread_local std::unique_ptr<uint8_t, Free> buffer;
   thread_local int64_t capacity = 0;
   if (bytes > capacity) {
-    buffer.reset(static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
-    if (!buffer) throw std::bad_alloc();
+    std::unique_ptr<uint8_t, Free> bigger(
+        static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
+    if (!bigger) throw std::bad_alloc();
+    buffer = std::move(bigger);
     capacity = bytes;
   }
   return buffer.get();
@@ -119,6 +122,9 @@ BlockView tile_blocks(const RowTiles& tiles, int64_t t) {
       _mm512_store_ps(o + 128, blk.m);
       for (int j = 0; j < kVectorsPerBlock; ++j) _mm512_store_si512(o + 256 + 64 * j, blk.w[j]);
     }
+    // GCC's tileloadd asm declares no memory input: keep these stores
+    // before the tile loads that read them.
+    asm volatile("" ::: "memory");
     return halves_view(out);
   }
 }
@@ -230,7 +236,8 @@ template <bool Halves, int Terms>
 // block b + 1's products are issued, block b's sums folded meanwhile, and
 // only then block b + 1's sums stored; consecutive blocks take alternate
 // sum tiles, so that a block's products need not wait for the store of the
-// block before to read its tiles.
+// block before to read its tiles (kHalves, whose blocks take all four sum
+// tiles, still waits).
 //
 // `next` (null for none) is the next tile's stored bytes, block_bytes a
 // block: each block's lines are prefetched while the first group takes
@@ -301,7 +308,13 @@ void row_tiles_amx(const RowTiles& tiles, const AmxActivations& act, float* y, i
                    int64_t tile_begin, int64_t tile_end) {
   static const TileConfig blocks = tile_config(false);
   static const TileConfig halves = tile_config(true);
-  _tile_loadconfig(tiles.format() == TileFormat::kHalves ? &halves : &blocks);
+  // Released however the call ends (the scratch buffer may throw).
+  struct Tiles {
+    explicit Tiles(const TileConfig* c) { _tile_loadconfig(c); }
+    ~Tiles() { _tile_release(); }
+    Tiles(const Tiles&) = delete;
+    Tiles& operator=(const Tiles&) = delete;
+  } configured(tiles.format() == TileFormat::kHalves ? &halves : &blocks);
   constexpr Nibbles kWithM = Nibbles::kWithM;
   switch (tiles.format()) {
     case TileFormat::kBytes:
@@ -325,7 +338,6 @@ void row_tiles_amx(const RowTiles& tiles, const AmxActivations& act, float* y, i
       }
       break;
   }
-  _tile_release();
 }
 
 }  // namespace duet::onednn::detail
