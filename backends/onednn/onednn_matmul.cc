@@ -157,7 +157,7 @@ void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
       });
   quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
   float* y = out.as<float>();
-  if (amx_ && n >= (tiles->format() == TileFormat::kHalves ? kAmxMinRowsHalves : kAmxMinRows)) {
+  if (amx_ && n >= amx_min_rows(tiles->format())) {
     if (!amx_rows_fresh_) {
       amx_rows_.reset(n, k, terms_);
       pool_->parallel_for(amx_rows_.groups(), 1, [&](int64_t begin, int64_t end, int) {

@@ -5,6 +5,7 @@
 
 #include "duet/options.h"
 #include "kernels/cpu_features.h"
+#include "kernels/row_tiles.h"
 
 namespace duet::onednn {
 
@@ -76,6 +77,11 @@ inline constexpr int64_t kLargeMatrixWeights = int64_t{1} << 22;
 // 11.8-12.5 and at 16 10.3-10.4 against 8.9-9.0.
 inline constexpr int64_t kAmxMinRows = 12;
 inline constexpr int64_t kAmxMinRowsHalves = 16;  // kHalves tiles (q2_k, q3_k, q6_k)
+
+// The rows from which a product on tiles of `format` runs on AMX.
+inline int64_t amx_min_rows(TileFormat format) {
+  return format == TileFormat::kHalves ? kAmxMinRowsHalves : kAmxMinRows;
+}
 
 struct BackendOptions {
   int threads = 1;                  // threads of the pool, the caller included

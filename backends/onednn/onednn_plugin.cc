@@ -11,6 +11,7 @@
 
 #include "duet/plugin.h"
 #include "onednn_backend.h"
+#include "onednn_options.h"
 
 namespace {
 
@@ -32,9 +33,10 @@ std::string summary(duet::onednn::CpuPath path) {
     matmuls =
         "matmuls on row tiles (16 repacked weight rows per vpdpbusd; q4_0/q4_1/iq4_nl/q4_k from 1 "
         "row, q5_0/q5_1/q8_0/q2_k/q3_k/q5_k/q6_k from 2" +
-        std::string(duet::onednn::amx_int8_present()
-                        ? "; AMX-INT8 tiles from 12 rows, q2_k/q3_k/q6_k from 16"
-                        : "") +
+        (duet::onednn::amx_int8_present()
+             ? "; AMX-INT8 tiles from " + std::to_string(duet::onednn::kAmxMinRows) +
+                   " rows, q2_k/q3_k/q6_k from " + std::to_string(duet::onednn::kAmxMinRowsHalves)
+             : std::string()) +
         "), quantized gemv otherwise, oneDNN ";
   } else if (duet::onednn::row_tiles_path(path)) {
     matmuls =

@@ -15,9 +15,7 @@ namespace duet::onednn {
 void AmxActivations::AlignedFree::operator()(int8_t* p) const { std::free(p); }
 
 void AmxActivations::reset(int64_t n, int64_t k, int terms) {
-  const int64_t groups = (n + kRows - 1) / kRows;
-  const int64_t bytes =
-      groups * (k / RowTiles::kBlock) * (terms * kTileBytes + 4 * kRows * int64_t{sizeof(float)});
+  const int64_t bytes = (n + kRows - 1) / kRows * (k / RowTiles::kBlock) * block_bytes(terms);
   if (bytes > capacity_) grow(bytes);  // first: a throw leaves the object as it was
   n_ = n;
   k_ = k;

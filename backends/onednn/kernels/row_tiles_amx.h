@@ -53,8 +53,12 @@ class AmxActivations {
   int terms() const { return terms_; }
   int64_t groups() const { return (n_ + kRows - 1) / kRows; }
   int64_t blocks() const { return k_ / RowTiles::kBlock; }
-  // Bytes of one group's block: the terms' tiles, the scales, the half sums.
-  int64_t block_bytes() const { return terms_ * kTileBytes + 4 * kRows * int64_t{sizeof(float)}; }
+  // Bytes of one group's block with `terms` terms: the terms' tiles, the
+  // scales, the half sums.
+  static constexpr int64_t block_bytes(int terms) {
+    return terms * kTileBytes + 4 * kRows * int64_t{sizeof(float)};
+  }
+  int64_t block_bytes() const { return block_bytes(terms_); }
   // Group g's block b: the first term's tile (rows 32 bytes apart), the
   // second's 512 bytes on, then 2 * kRows floats of scales (dx, dx * Σqx
   // per row) and 2 * kRows of half sums. 64-byte aligned.
