@@ -6,7 +6,8 @@
 // one online-softmax state, held to 1e-10; VectorKernels::attend_tiles over
 // the same q8_0 caches moved into tiles from every slot of a tile (integer
 // arithmetic, held to 1e-8), and the tiles' round trip. Also
-// VectorKernels::quantize_q8_0 against duet::quantize_row, byte for byte.
+// VectorKernels::quantize_q8_0 against duet::quantize_row, byte for byte,
+// and VectorKernels::rope against its definition in double, bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -331,6 +332,45 @@ TEST(QuantizeQ8Kernel, StoresTheBytesOfQuantizeRow) {
     for (size_t b = 0; b < want.size(); b += 34) {
       ASSERT_TRUE(std::equal(want.begin() + b, want.begin() + b + 34, got.begin() + b))
           << cpu_path_name(path) << " block " << b / 34;
+    }
+  }
+}
+
+// Rope on every path, both pairings, for head sizes whose pairs fill whole
+// vectors (64, 128) and leave a tail on every width (80, 6, 2): each element
+// must be its definition — the float products exact in double, one
+// rounding to float — to the bit.
+TEST(RopeKernel, RotatesEveryPairAsItsDefinitionOnEveryPath) {
+  for (int64_t head_dim : {64, 128, 80, 6, 2}) {
+    const int64_t half = head_dim / 2;
+    const std::vector<float> x = random_floats(head_dim, 7, -4.0f, 4.0f);
+    const std::vector<float> angles = random_floats(half, 8, -100.0f, 100.0f);
+    std::vector<float> cs;
+    for (float a : angles) {
+      cs.push_back(std::cos(a));
+      cs.push_back(std::sin(a));
+    }
+    for (bool adjacent : {true, false}) {
+      std::vector<float> want = x;
+      for (int64_t j = 0; j < half; ++j) {
+        float& a = want[static_cast<size_t>(adjacent ? 2 * j : j)];
+        float& b = want[static_cast<size_t>(adjacent ? 2 * j + 1 : j + half)];
+        const double c = cs[static_cast<size_t>(2 * j)], sn = cs[static_cast<size_t>(2 * j + 1)];
+        const double da = a, db = b;
+        a = static_cast<float>(da * c - db * sn);
+        b = static_cast<float>(da * sn + db * c);
+      }
+      for (CpuPath path :
+           {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+        if (path > hardware_cpu_path()) continue;
+        std::vector<float> got = x;
+        vector_kernels(path).rope(got.data(), cs.data(), half, adjacent);
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << cpu_path_name(path) << ", head_dim " << head_dim
+              << (adjacent ? ", adjacent" : ", halves") << ", element " << i;
+        }
+      }
     }
   }
 }

@@ -128,21 +128,12 @@ void OnednnOps::rope(TensorView x, const TensorView& positions, const RopeParams
   const std::vector<float>& table = rope_table(
       params.theta_base, head_dim,
       params.freq_factors.data ? params.freq_factors.as<const float>() : nullptr, max_position);
-  // Element a of pair j sits at `first * j`, element b at `first * j + second`.
   const bool adjacent = params.pairs == RopeParams::Pairs::kAdjacent;
-  const int64_t first = adjacent ? 2 : 1;
-  const int64_t second = adjacent ? 1 : half;
   for_rows(n, heads * head_dim, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float* cs = table.data() + static_cast<int64_t>(pos[i]) * half * 2;
       for (int64_t h = 0; h < heads; ++h) {
-        float* v = x.as<float>() + (i * heads + h) * head_dim;
-        for (int64_t j = 0; j < half; ++j) {
-          const double c = cs[2 * j], s = cs[2 * j + 1];
-          const double a = v[first * j], b = v[first * j + second];
-          v[first * j] = static_cast<float>(a * c - b * s);
-          v[first * j + second] = static_cast<float>(a * s + b * c);
-        }
+        kernels_.rope(x.as<float>() + (i * heads + h) * head_dim, cs, half, adjacent);
       }
     }
   });

@@ -44,6 +44,7 @@ struct Vec;
     using U16 = uint16_t __attribute__((vector_size(2 * W))); \
     using U8 = uint8_t __attribute__((vector_size(W)));       \
     using I8 = int8_t __attribute__((vector_size(W)));        \
+    using D = double __attribute__((vector_size(8 * W)));     \
   };
 DUET_VEC(4)
 DUET_VEC(8)
@@ -464,6 +465,63 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   }
 }
 
+// One pair of rope_body: (a, b) turned by the angle of cosine c, sine s, in
+// double — where the float products are exact, so the one rounding of each
+// sum (fused or not) is the reference's.
+DUET_INLINE void rope_pair(float& a, float& b, double c, double s) {
+  const double x = a, y = b;
+  a = static_cast<float>(x * c - y * s);
+  b = static_cast<float>(x * s + y * c);
+}
+
+template <int W>
+DUET_INLINE void rope_body(float* v, const float* cs, int64_t half, bool adjacent) {
+  using F = typename Vec<W>::F;
+  using I = typename Vec<W>::I;
+  using D = typename Vec<W>::D;
+  auto wide = [](F f) { return __builtin_convertvector(f, D); };
+  const int64_t step = adjacent ? W / 2 : W;  // pairs per vector
+  const int64_t whole = half / step * step;
+  if (adjacent) {
+    // x = (a0, b0, a1, b1, ...), cs = (c0, s0, c1, s1, ...): x · (c0, c0,
+    // c1, c1, ...) + (-b0, a0, -b1, a1, ...) · (s0, s0, s1, s1, ...).
+    I cos_lanes, sin_lanes, swap;
+    F sign;
+    for (int i = 0; i < W; ++i) {
+      cos_lanes[i] = i & ~1;
+      sin_lanes[i] = i | 1;
+      swap[i] = i ^ 1;
+      sign[i] = i % 2 == 0 ? -1.0f : 1.0f;
+    }
+    for (int64_t j = 0; j < whole; j += step) {
+      const F x = load<W>(v + 2 * j);
+      const F t = load<W>(cs + 2 * j);
+      const D r = wide(x) * wide(__builtin_shuffle(t, cos_lanes)) +
+                  wide(sign * __builtin_shuffle(x, swap)) * wide(__builtin_shuffle(t, sin_lanes));
+      store<W>(v + 2 * j, __builtin_convertvector(r, F));
+    }
+    for (int64_t j = whole; j < half; ++j)
+      rope_pair(v[2 * j], v[2 * j + 1], cs[2 * j], cs[2 * j + 1]);
+    return;
+  }
+  // Pairs (v[j], v[j + half]); cs's two vectors deinterleaved.
+  I cos_lanes, sin_lanes;
+  for (int i = 0; i < W; ++i) {
+    cos_lanes[i] = 2 * i;
+    sin_lanes[i] = 2 * i + 1;
+  }
+  for (int64_t j = 0; j < whole; j += step) {
+    const F t0 = load<W>(cs + 2 * j), t1 = load<W>(cs + 2 * j + W);
+    const D c = wide(__builtin_shuffle(t0, t1, cos_lanes));
+    const D s = wide(__builtin_shuffle(t0, t1, sin_lanes));
+    const D a = wide(load<W>(v + j));
+    const D b = wide(load<W>(v + half + j));
+    store<W>(v + j, __builtin_convertvector(a * c - b * s, F));
+    store<W>(v + half + j, __builtin_convertvector(a * s + b * c, F));
+  }
+  for (int64_t j = whole; j < half; ++j) rope_pair(v[j], v[j + half], cs[2 * j], cs[2 * j + 1]);
+}
+
 // The kernels of one instruction set, attend_##NAME defined before it.
 #define DUET_VECTOR_KERNELS(NAME, W, TARGET, EXPAND_KQUANT)                                     \
   TARGET void softmax_##NAME(float* s, int64_t valid, int64_t width) {                          \
@@ -492,10 +550,13 @@ DUET_INLINE void quantize_q8_0_body(const float* src, void* dst, int64_t n) {
   TARGET void quantize_q8_0_##NAME(const float* src, void* dst, int64_t n) {                    \
     quantize_q8_0_body<W>(src, dst, n);                                                         \
   }                                                                                             \
+  TARGET void rope_##NAME(float* v, const float* cs, int64_t half, bool adjacent) {             \
+    rope_body<W>(v, cs, half, adjacent);                                                        \
+  }                                                                                             \
   constexpr VectorKernels k##NAME{softmax_##NAME,       attend_##NAME,    nullptr,              \
                                   merge_##NAME,         swiglu_##NAME,    geglu_##NAME,         \
                                   dequantize_##NAME,    widen_f16_##NAME, narrow_f16_##NAME,    \
-                                  quantize_q8_0_##NAME, EXPAND_KQUANT};
+                                  quantize_q8_0_##NAME, EXPAND_KQUANT,    rope_##NAME};
 
 #define DUET_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define DUET_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))

@@ -85,6 +85,13 @@ struct VectorKernels {
   // Expands n elements of q5_0, q5_1, q4_k, q5_k or q6_k (whole blocks),
   // each value equal to duet::dequantize_row's (kernels/qgemv_kquant.cc).
   void (*expand_kquant)(DType type, const void* src, float* dst, int64_t n);
+  // Rotates the `half` pairs of one head's vector v in place, pair j by the
+  // angle whose cosine and sine are cs[2j] and cs[2j + 1]: pair j is
+  // (v[2j], v[2j + 1]) when `adjacent`, else (v[j], v[j + half]); (a, b)
+  // becomes (a·c − b·s, a·s + b·c), each computed in double (where the
+  // products of floats are exact) and rounded once to float: the same on
+  // every path, fused or not.
+  void (*rope)(float* v, const float* cs, int64_t half, bool adjacent);
 };
 
 // Bytes of one KV head's head_dim elements in a cache slot of `type` (f32,
