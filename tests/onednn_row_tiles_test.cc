@@ -1,10 +1,13 @@
 // The onednn backend's row tiles seen through its plugin (backends/onednn/
 // row_tiles_cache.h): tiles made from a weight matrix are never used for
 // other weights later at the same address — rewritten in place, or freed and
-// allocated again — and the tiled products agree with the gemv kernels'.
+// allocated again — nor are activations quantized for earlier products
+// once their values change in place, and the tiled products agree with the
+// gemv kernels'.
 // On a CPU whose path has no tile kernel the tests skip, saying so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +96,50 @@ TEST_F(OnednnRowTiles, WeightsFreedAndAllocatedAgainAreNotMultipliedByStaleTiles
     const std::vector<uint8_t> w = random_weight(DType::kQ4_1, kRows, kCols, seed);
     DeviceTensor wt = upload(d, DType::kQ4_1, {kRows, kCols}, w);
     EXPECT_TRUE(same_bits(product(*backend_, wt.view, x), fresh_product(w, x))) << seed;
+  }
+}
+
+// The backend keeps the last activation rows' quantization for the next
+// product of the same rows (a layer's q, k and v): rows rewritten in place
+// at the same address, and fewer rows of the same buffer, must be
+// quantized again — on one row, on several, and (where the CPU has it) on
+// the AMX tiles' 12 or more.
+TEST_F(OnednnRowTiles, ActivationsChangedInPlaceAreQuantizedAgain) {
+  const std::vector<uint8_t> w = random_weight(DType::kQ4_1, kRows, kCols, 40);
+  Device& d = backend_->device();
+  DeviceTensor wt = upload(d, DType::kQ4_1, {kRows, kCols}, w);
+  for (int64_t n : {1, 5, 20}) {
+    std::vector<float> x = testdata::random_floats(n * kCols, 41);
+    DeviceTensor xt = upload(d, DType::kF32, {n, kCols}, x);
+    DeviceTensor out = zeros(d, {n, kRows});
+    // The first `rows` rows' product, into an output whose rows past them
+    // must stay as they were (zeros).
+    auto product = [&](int64_t rows) {
+      const std::vector<float> zero(static_cast<size_t>(n * kRows), 0.0f);
+      d.copy_from_host(out.buffer->data(), zero.data(), zero.size() * sizeof(float));
+      TensorView xv = xt.view, ov = out.view;
+      xv.shape = Shape{rows, kCols};
+      ov.shape = Shape{rows, kRows};
+      backend_->ops().matmul(xv, wt.view, ov);
+      std::vector<float> y = download(d, out.view);
+      EXPECT_TRUE(std::all_of(y.begin() + rows * kRows, y.end(), [](float v) { return v == 0.0f; }))
+          << "the product of " << rows << " rows wrote past them";
+      y.resize(static_cast<size_t>(rows * kRows));
+      return y;
+    };
+    auto fresh = [&](int64_t rows) {
+      std::shared_ptr<Backend> b = onednn(2);
+      return testing::matmul(*b, DType::kQ4_1, kRows, kCols, w,
+                             std::vector<float>(x.begin(), x.begin() + rows * kCols));
+    };
+    EXPECT_TRUE(same_bits(product(n), fresh(n))) << n << " rows";
+    EXPECT_TRUE(same_bits(product(n), fresh(n))) << n << " rows, again";
+    x[static_cast<size_t>((n / 2) * kCols + 3)] += 0.5f;  // one value of the middle row
+    d.copy_from_host(xt.buffer->data(), x.data(), x.size() * sizeof(float));
+    EXPECT_TRUE(same_bits(product(n), fresh(n))) << n << " rows, one value changed";
+    if (n > 1) {
+      EXPECT_TRUE(same_bits(product(n - 1), fresh(n - 1))) << n - 1 << " of its rows";
+    }
   }
 }
 

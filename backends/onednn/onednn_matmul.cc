@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -89,25 +90,29 @@ void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
 
 void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms) {
   // The same activations often feed several matrices in a row (a layer's
-  // q, k and v; gate and up): bit-identical input, identical quantization.
-  const auto floats = static_cast<size_t>(n * k);
-  if (quantized_rows_ == n && xq_.front().k() == k &&
-      (!derived_forms || xq_.front().has_derived_forms()) &&
-      std::memcmp(x, quantized_.data(), floats * sizeof(float)) == 0) {
-    return;
-  }
-  quantized_rows_ = 0;  // until every row is in
-  amx_rows_fresh_ = false;
+  // q, k and v; gate and up): a row whose values equal those its
+  // quantization was made from, in the form asked for, is kept. Each row is
+  // compared, quantized and copied in the same task, in parallel once there
+  // are several: a 16-sequence decode step's rows otherwise take ~7% of the
+  // step on the calling thread while the others wait, and a 512-row
+  // prompt's comparisons and copies took 3-4% of prefill there.
   if (xq_.size() < static_cast<size_t>(n)) xq_.resize(static_cast<size_t>(n));
-  if (quantized_.size() < floats) quantized_.resize(floats);
-  // Rows in parallel once there are several: a 16-sequence decode step's
-  // rows otherwise take ~7% of the step on the calling thread while the
-  // others wait. Each row's copy goes with it (a 512-row prompt's copy
-  // alone took 2% of prefill on one thread).
+  if (quantized_.size() < static_cast<size_t>(n * k)) quantized_.resize(static_cast<size_t>(n * k));
+  const int64_t kept_rows = quantized_rows_;
+  quantized_rows_ = 0;  // until every row is in
+  const auto row_bytes = static_cast<size_t>(k) * sizeof(float);
+  std::atomic<bool> changed{false};
   auto rows = [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
-      xq_[static_cast<size_t>(i)].quantize(x + i * k, k, path_, terms_, derived_forms);
-      std::memcpy(quantized_.data() + i * k, x + i * k, static_cast<size_t>(k) * sizeof(float));
+      Q8Activations& xq = xq_[static_cast<size_t>(i)];
+      float* copy = quantized_.data() + i * k;
+      if (i < kept_rows && xq.k() == k && (!derived_forms || xq.has_derived_forms()) &&
+          std::memcmp(x + i * k, copy, row_bytes) == 0) {
+        continue;
+      }
+      xq.quantize(x + i * k, k, path_, terms_, derived_forms);
+      std::memcpy(copy, x + i * k, row_bytes);
+      changed.store(true, std::memory_order_relaxed);
     }
   };
   if (n >= kParallelQuantizeRows) {
@@ -115,6 +120,7 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
   } else {
     rows(0, n, 0);
   }
+  if (changed.load(std::memory_order_relaxed)) amx_rows_fresh_ = false;
   quantized_rows_ = n;
 }
 
@@ -161,7 +167,7 @@ void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
   quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
   float* y = out.as<float>();
   if (amx_ && n >= amx_min_rows(tiles->format())) {
-    if (!amx_rows_fresh_) {
+    if (!amx_rows_fresh_ || amx_rows_.rows() != n || amx_rows_.k() != k) {
       amx_rows_.reset(n, k, terms_);
       pool_->parallel_for(amx_rows_.groups(), 1, [&](int64_t begin, int64_t end, int) {
         amx_rows_.pack(xq_.data(), begin, end);

@@ -117,11 +117,11 @@ class Matmul {
   const VectorKernels& kernels_;
   std::shared_ptr<RowTilesCache> tiles_;
   std::vector<Q8Activations> xq_;  // one per activation row
-  AmxActivations amx_rows_;        // xq_ in AMX tile order, when amx_rows_fresh_
+  AmxActivations amx_rows_;        // xq_ in AMX tile order, when amx_rows_fresh_ and of their size
   bool amx_rows_fresh_ = false;
   // A copy of the quantized_rows_ activation rows xq_ holds (0: none),
-  // compared whole with the next input, so that new values at the same
-  // address are never mistaken for them.
+  // compared row by row with the next input, so that new values at the
+  // same address are never mistaken for them.
   std::vector<float> quantized_;
   int64_t quantized_rows_ = 0;
   std::vector<std::vector<float>> panels_;  // one per thread
