@@ -25,7 +25,7 @@ namespace {
 constexpr int kMaxVectors = kRowTilesMaxVectorsAvx2;
 constexpr int kVectorsPerBlock = RowTiles::kBlock / 4;
 constexpr int kHalfRows = RowTiles::kRows / 2;
-constexpr int64_t kPrefetchAhead = 2048;  // bytes, as row_tiles_vnni.cc
+constexpr int64_t kPrefetchAhead = 2048;  // bytes (row_tiles_vnni.cc's before 2026-12-05)
 
 __m256i broadcast4(const int8_t* p) {
   int32_t v;
