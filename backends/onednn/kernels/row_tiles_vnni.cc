@@ -26,13 +26,16 @@ namespace {
 
 constexpr int kMaxVectors = kRowTilesMaxVectorsVnni;
 // How far ahead of the block being multiplied its thread prefetches, in
-// bytes, with `rows` activation rows. Decode streams each matrix once, in
-// ranges per thread between short serial steps. On the Xeon with AMX of
-// 2026-12-05 (weights in a shared L3), SmolLM2 Q4_1, 2 threads, alternated
-// runs: one row decoded 253 t/s with 8 KiB against 241 with 2 KiB and 236
-// with 16 KiB; 4 and 8 rows (batched decode), whose blocks take longer,
-// were 5-6% slower with 8 KiB than with 2 KiB.
-constexpr int64_t prefetch_ahead(int rows) { return rows == 1 ? 8192 : 2048; }
+// bytes: into L1 kNearAhead on, into L2 kFarAhead on. Decode streams each
+// matrix once, in ranges per thread between short serial steps. On the Xeon
+// with AMX of 2026-12-05, 2 threads, alternated runs: one L1 prefetch 2 KiB
+// ahead decoded SmolLM2 Q4_1 at 246-252 t/s and the 1B-shaped Q4_K_M at
+// 28.1; both levels, 289-308 and 30.9-31.5 (an L2 distance of 16 KiB
+// did as well); one L1 prefetch 8 KiB ahead, 277-285 but 25.4-26.5 on the
+// 1B file, and 5-6% slower batches of 4 and 8 rows. With both levels
+// batches of 2 and 4 rows gained 15-25% and 5%, 8 rows stayed level.
+constexpr int64_t kNearAhead = 2048;
+constexpr int64_t kFarAhead = 8192;
 
 // 4 activation bytes in every 32-bit lane.
 __m512i broadcast4(const int8_t* p) {
@@ -96,10 +99,11 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
   for (int v = 0; v < NV; ++v) acc[v] = _mm512_setzero_ps();
   for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
     // The hardware prefetchers lose the stream at every tile range a thread
-    // claims; a prefetch this far ahead keeps the next blocks coming from
-    // DRAM while this one is multiplied (and past the end never faults).
+    // claims; prefetches this far ahead keep the next blocks coming from L3
+    // or DRAM while this one is multiplied (and past the end never fault).
     for (int64_t line = 0; line < block_bytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead(NV) + line), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + kNearAhead + line), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + kFarAhead + line), _MM_HINT_T1);
     }
     Block blk;
     if constexpr (F == TileFormat::kSuperNibbles) {
