@@ -14,6 +14,7 @@
 // pairs, whose even lanes are broadcast to the lanes holding each block's
 // integer sums.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -157,16 +158,28 @@ Group load_group(const uint8_t* blk, int t, const GroupIndex<T>& index) {
   return g;
 }
 
-// Prefetches the same group R rows on, where the next pass reads. The
-// hardware prefetchers follow one stream well but lag on R interleaved ones;
-// on a matrix streamed from L3 or DRAM this is worth about 40%. A prefetch
+// Prefetches the same group into L1 `near` bytes on and into L2 `far` bytes
+// on, where later passes over R rows read. The hardware prefetchers follow
+// one stream well but lag on R interleaved ones; on a matrix streamed from
+// L3 or DRAM the L1 prefetch one pass ahead is worth about 40%. A prefetch
 // past the end of the matrix is harmless (prefetches never fault).
-template <DType T, int R>
-void prefetch_next_pass(const uint8_t* blk, int64_t row_bytes) {
-  const auto* p = reinterpret_cast<const char*>(blk + R * row_bytes);
+template <DType T>
+void prefetch_ahead(const uint8_t* blk, int64_t near, int64_t far) {
   for (int offset = 0; offset < kGroup * Layout<T>::kBytes; offset += 64) {
-    _mm_prefetch(p + offset, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk + near + offset), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk + far + offset), _MM_HINT_T1);
   }
+}
+// The L2 distance beside an L1 distance of one pass of pass_bytes: whole
+// passes, about 8 KiB, at least two. On the Xeon with AMX of 2026-12-05,
+// 2 threads, alternated tg128 runs: SmolLM2 Q4_1 (its q8_0 LM head, 2,448
+// bytes a pass of 4 rows) decoded 254-275 t/s without it and 276-290 with
+// it; Gemma 3 270M (a 178 MB q8_0 LM head from DRAM) and the 1B-shaped
+// Q4_K_M stayed level. An L1 prefetch three passes ahead instead gained as
+// much on SmolLM2 but cost Gemma 6%.
+int64_t far_prefetch_bytes(int64_t pass_bytes) {
+  constexpr int64_t kFarBytes = 8192;
+  return std::max<int64_t>(2, kFarBytes / pass_bytes) * pass_bytes;
 }
 
 // Broadcasts even lanes of p (each block's dw*dx) to the lanes holding that
@@ -204,6 +217,7 @@ void rows_q4(const GemvArgs& a, int64_t r0) {
     acc[r] = _mm512_setzero_ps();
     acc_min[r] = _mm256_setzero_ps();
   }
+  const int64_t near = R * a.row_bytes, far = far_prefetch_bytes(near);
   const GroupIndex<T> index;
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   // Activations of 4 blocks, [x0 x1 x2 x3] of 32 bytes each, regrouped as the
@@ -230,7 +244,7 @@ void rows_q4(const GemvArgs& a, int64_t r0) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = row[r] + b * Layout<T>::kBytes;
-      prefetch_next_pass<T, R>(blk, a.row_bytes);
+      prefetch_ahead<T>(blk, near, far);
       const Group g = load_group<T>(blk, t, index);
       const __m512i lo = _mm512_and_si512(g.q, nibble);
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(g.q, 4), nibble);
@@ -302,6 +316,7 @@ void rows_q8_0(const GemvArgs& a, int64_t r0) {
     row[r] = a.w + (r0 + r) * a.row_bytes;
     acc[r] = _mm512_setzero_ps();
   }
+  const int64_t near = R * a.row_bytes, far = far_prefetch_bytes(near);
   const GroupIndex<T> index;
   const __m512i scale_index01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
   const __m512i scale_index23 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
@@ -323,7 +338,7 @@ void rows_q8_0(const GemvArgs& a, int64_t r0) {
     for (int r = 0; r < R; ++r) {
       // Blocks past t load as zeros and have zero scales.
       const uint8_t* blk = row[r] + b * Layout<T>::kBytes;
-      prefetch_next_pass<T, R>(blk, a.row_bytes);
+      prefetch_ahead<T>(blk, near, far);
       const Group g = load_group<T>(blk, t, index);
       const Q8Weights w01 = q8_weights(g.q);
       __m512i s01 = dot_q8(w01, x01, bias01);
@@ -435,7 +450,7 @@ void row_q4_many(const GemvArgs& a, int64_t r, int64_t v0) {
 
   auto group = [&](int64_t b, int t) __attribute__((always_inline)) {
     const uint8_t* blk = row + b * Layout<T>::kBytes;
-    prefetch_next_pass<T, 1>(blk, a.row_bytes);
+    prefetch_ahead<T>(blk, a.row_bytes, 2 * a.row_bytes);  // the next rows' passes
     const Group g = load_group<T>(blk, t, index);
     const __m512i lo = _mm512_and_si512(g.q, nibble);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(g.q, 4), nibble);
@@ -487,7 +502,7 @@ void row_q8_0_many(const GemvArgs& a, int64_t r, int64_t v0) {
   };
   auto group = [&](int64_t b, int t) __attribute__((always_inline)) {
     const uint8_t* blk = row + b * Layout<T>::kBytes;
-    prefetch_next_pass<T, 1>(blk, a.row_bytes);
+    prefetch_ahead<T>(blk, a.row_bytes, 2 * a.row_bytes);  // the next rows' passes
     const Group g = load_group<T>(blk, t, index);
     const Q8Weights w01 = q8_weights(g.q);
     const Q8Weights w23 = q8_weights(g.q23);
