@@ -1,7 +1,7 @@
 // Tests of the AMX-INT8 row-tile product (backends/onednn/kernels/
 // row_tiles_amx.h) for every tile type, on random shapes with a partial last
 // weight tile and activation row counts that leave a partial last group of
-// 16, against
+// 16 (and from 1 to 5 groups), against
 //   - the AVX-512 VNNI row-tile product, bit for bit: the same integer sums
 //     and float operations (row_tiles_test checks that one against a double
 //     product and the gemv kernels);
@@ -84,7 +84,9 @@ TEST_P(RowTilesAmxTest, EqualsTheVnniProductBitForBit) {
   const Matrix m = random_matrix(type, kRows, k, 80);
   const RowTiles tiles = packed(m);
   Case c;
-  for (int64_t n : {1, 3, 16, 17, 40}) {
+  // Up to 4 groups of 16 rows unpack nibble tiles block by block into a
+  // ring, more the whole tile once (row_tiles_amx_kernel.cc): both.
+  for (int64_t n : {1, 3, 16, 17, 40, 64, 65, 80}) {
     for (int terms : {1, 2}) {
       SCOPED_TRACE("n " + std::to_string(n) + ", terms " + std::to_string(terms));
       make_case(c, n, k, terms, 90);
