@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
@@ -385,6 +386,48 @@ TEST_F(SamplersTest, LogitBiasAddsAndBans) {
                        {{3, 2, 1, 0}, {1.0f, 1.0f, 1.0f, 1.0f}, -1});
   EXPECT_EQ(c.ids, std::vector<int32_t>({2, 1}));
   EXPECT_EQ(c.logits, std::vector<float>({1.0f, 3.5f}));
+}
+
+// The whole vocabulary in id order (where the link looks ids up at their
+// own index) and a filtered, shuffled list (where some ids sit at their own
+// index by chance and the others are searched for) against the rule done
+// the plain way: bans out, biases added, the others in their order.
+TEST_F(SamplersTest, LogitBiasOnLongListsInAnyOrder) {
+  const OptionList bias = {{"0", "-inf"},   {"5", "1.5"},     {"500", "-inf"}, {"501", "2"},
+                           {"999", "-inf"}, {"1000", "-inf"}, {"77", "-3"}};
+  std::map<int32_t, double> by_id;
+  for (const auto& [id, value] : bias) {
+    by_id[std::stoi(id)] = value == "-inf" ? -INFINITY : std::stod(value);
+  }
+  std::mt19937 rng(5);
+  std::vector<int32_t> in_order(1000);
+  std::iota(in_order.begin(), in_order.end(), 0);
+  std::vector<int32_t> shuffled = in_order;
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  shuffled.resize(700);
+  for (int32_t id : {0, 5, 77, 501}) {  // at their own index
+    const auto at = std::find(shuffled.begin(), shuffled.end(), id);
+    if (at != shuffled.end()) std::iter_swap(at, shuffled.begin() + id);
+  }
+  for (const std::vector<int32_t>& ids : {in_order, shuffled}) {
+    Candidates c{ids, {}, -1};
+    std::uniform_real_distribution<float> logit(-5.0f, 5.0f);
+    for (size_t i = 0; i < ids.size(); ++i) c.logits.push_back(logit(rng));
+    Candidates want{{}, {}, -1};
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const auto it = by_id.find(ids[i]);
+      if (it == by_id.end()) {
+        want.ids.push_back(ids[i]);
+        want.logits.push_back(c.logits[i]);
+      } else if (!std::isinf(it->second)) {
+        want.ids.push_back(ids[i]);
+        want.logits.push_back(static_cast<float>(c.logits[i] + it->second));
+      }
+    }
+    const Candidates got = apply("logit_bias", bias, c);
+    EXPECT_EQ(got.ids, want.ids) << ids.size() << " candidates";
+    EXPECT_EQ(got.logits, want.logits) << ids.size() << " candidates";
+  }
 }
 
 TEST_F(SamplersTest, LogitBiasBanningEveryCandidateIsAnError) {

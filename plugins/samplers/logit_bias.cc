@@ -1,8 +1,11 @@
 #include "logit_bias.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "duet/error.h"
 #include "link_options.h"
@@ -55,28 +58,61 @@ LogitBias::LogitBias(const Options& options) : path_(options.path()) {
 
 void LogitBias::apply(Candidates& c, const SamplingContext&) {
   if (bias_.empty()) return;
-  std::vector<int32_t> ids;
-  std::vector<float> logits;
-  ids.reserve(c.ids.size());
-  logits.reserve(c.ids.size());
-  for (size_t i = 0; i < c.ids.size(); ++i) {
-    auto it = bias_.find(c.ids[i]);
-    if (it == bias_.end()) {
-      ids.push_back(c.ids[i]);
-      logits.push_back(c.logits[i]);
-    } else if (!std::isinf(it->second)) {
-      ids.push_back(c.ids[i]);
-      logits.push_back(static_cast<float>(c.logits[i] + it->second));
+  const auto n = static_cast<int64_t>(c.ids.size());
+  // Where the biased ids sit. Candidate ids are unique, so an id found at
+  // its own index is there alone — the first link of a chain sees the
+  // whole vocabulary in id order, and a few lookups replace a pass over it
+  // (a pass with a hash lookup per candidate took 14% of `duet serve`'s
+  // compute thread with three banned tokens and 16 sequences). Ids not
+  // found so are looked for in one pass over the candidates.
+  std::vector<std::pair<int64_t, double>> hits;  // (position, bias)
+  std::vector<int32_t> unplaced;
+  for (const auto& [id, bias] : bias_) {
+    if (id < n && c.ids[static_cast<size_t>(id)] == id) {
+      hits.emplace_back(id, bias);
+    } else {
+      unplaced.push_back(id);
     }
   }
+  if (!unplaced.empty()) {
+    std::sort(unplaced.begin(), unplaced.end());
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t id = c.ids[static_cast<size_t>(i)];
+      if (id < unplaced.front() || id > unplaced.back() ||
+          !std::binary_search(unplaced.begin(), unplaced.end(), id)) {
+        continue;
+      }
+      hits.emplace_back(i, bias_.at(id));
+    }
+  }
+  std::vector<int64_t> bans;  // positions of banned candidates
+  for (const auto& [at, bias] : hits) {
+    if (std::isinf(bias)) bans.push_back(at);
+  }
   // Checked before touching `c`, so the list is intact when this throws.
-  if (ids.empty())
+  if (static_cast<int64_t>(bans.size()) == n)
     throw Error(ErrorKind::kInputRejected,
-                path_ + ": bans all " + std::to_string(c.ids.size()) +
+                path_ + ": bans all " + std::to_string(n) +
                     " remaining candidates; put logit_bias before filters such as top_k, or ban "
                     "fewer tokens");
-  c.ids = std::move(ids);
-  c.logits = std::move(logits);
+  for (const auto& [at, bias] : hits) {
+    float& logit = c.logits[static_cast<size_t>(at)];
+    if (!std::isinf(bias)) logit = static_cast<float>(logit + bias);
+  }
+  if (bans.empty()) return;
+  // The banned candidates out, the others in their order: each stretch
+  // between two bans moves down once.
+  std::sort(bans.begin(), bans.end());
+  int64_t to = bans.front();
+  for (size_t k = 0; k < bans.size(); ++k) {
+    const int64_t from = bans[k] + 1;
+    const int64_t end = k + 1 < bans.size() ? bans[k + 1] : n;
+    std::copy(c.ids.begin() + from, c.ids.begin() + end, c.ids.begin() + to);
+    std::copy(c.logits.begin() + from, c.logits.begin() + end, c.logits.begin() + to);
+    to += end - from;
+  }
+  c.ids.resize(static_cast<size_t>(to));
+  c.logits.resize(static_cast<size_t>(to));
 }
 
 }  // namespace duet::samplers
