@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -25,20 +26,40 @@ bool ranks_before(float la, int32_t ia, float lb, int32_t ib) {
 size_t best_index(const Candidates& c) {
   assert(!c.ids.empty());
   // A greedy step scans the whole vocabulary while the backend's threads
-  // wait, so the scan reads an id only where the key reaches the best so
-  // far (rarely, after the first few hundred), not at every candidate as a
-  // loop over ranks_before would.
+  // wait. So: the largest key first, 4 candidates at a time; then the
+  // candidates that reach it, found 4 at a time too, the smallest id among
+  // them (almost always one candidate).
+  using V = float __attribute__((vector_size(16)));
+  constexpr size_t kLanes = 4;
   const float* logits = c.logits.data();
-  size_t best = 0;
-  float key = rank_key(logits[0]);
-  for (size_t i = 1; i < c.ids.size(); ++i) {
-    const float k = rank_key(logits[i]);
-    if (k >= key && (k > key || c.ids[i] < c.ids[best])) {
-      key = k;
-      best = i;
-    }
+  const size_t n = c.ids.size();
+  const size_t whole = n / kLanes * kLanes;
+  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  const V lowest = {kLowest, kLowest, kLowest, kLowest};
+  V best = lowest;
+  for (size_t i = 0; i < whole; i += kLanes) {
+    V x;
+    std::memcpy(&x, logits + i, sizeof x);
+    const V key = x == x ? x : lowest;  // NaN ranks lowest
+    best = key > best ? key : best;
   }
-  return best;
+  float top = std::max(std::max(best[0], best[1]), std::max(best[2], best[3]));
+  for (size_t i = whole; i < n; ++i) top = std::max(top, rank_key(logits[i]));
+  size_t found = n;
+  auto consider = [&](size_t i) {
+    if (rank_key(logits[i]) == top && (found == n || c.ids[i] < c.ids[found])) found = i;
+  };
+  const V target = {top, top, top, top};
+  for (size_t i = 0; i < whole; i += kLanes) {
+    V x;
+    std::memcpy(&x, logits + i, sizeof x);
+    const V key = x == x ? x : lowest;
+    const auto hit = key == target;
+    if ((hit[0] | hit[1] | hit[2] | hit[3]) == 0) continue;
+    for (size_t j = i; j < i + kLanes; ++j) consider(j);
+  }
+  for (size_t i = whole; i < n; ++i) consider(i);
+  return found;
 }
 
 std::vector<size_t> best_indices(const Candidates& c, size_t count) {

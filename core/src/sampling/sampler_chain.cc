@@ -34,8 +34,12 @@ int32_t SamplerChain::sample(std::span<const float> logits, std::span<const int3
                                           " logits; a link must keep at least one candidate");
     }
     if (c.selected >= 0) {
+      // Ids are unique: one at its own index (the vocabulary in order, as
+      // greedy first sees it) is there; only otherwise is the list searched.
+      const auto at = static_cast<size_t>(c.selected);
+      const bool in_place = at < c.ids.size() && c.ids[at] == c.selected;
       if (c.selected >= static_cast<int32_t>(logits.size()) ||
-          std::find(c.ids.begin(), c.ids.end(), c.selected) == c.ids.end()) {
+          (!in_place && std::find(c.ids.begin(), c.ids.end(), c.selected) == c.ids.end())) {
         throw Error(ErrorKind::kPlugin, label + " selected token " + std::to_string(c.selected) +
                                             ", which is not a candidate");
       }
