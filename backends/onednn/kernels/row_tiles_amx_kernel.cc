@@ -68,8 +68,8 @@ struct BlockView {
   const uint8_t* base;
   int64_t stride;
   int64_t d, m, d2, m2, w;
-  // All ones, or for a ring of a power of two blocks (block b in slot b %
-  // slots) slots - 1.
+  // Block b sits at base + (b & mask) * stride: mask is all ones for a
+  // whole tile, slots - 1 for a ring of a power-of-two number of slots.
   int64_t mask = -1;
   const uint8_t* block(int64_t b) const { return base + (b & mask) * stride; }
   const float* at(int64_t b, int64_t offset) const {
