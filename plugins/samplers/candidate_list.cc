@@ -36,11 +36,14 @@ size_t best_index(const Candidates& c) {
   const size_t whole = n / kLanes * kLanes;
   constexpr float kLowest = -std::numeric_limits<float>::infinity();
   const V lowest = {kLowest, kLowest, kLowest, kLowest};
-  V best = lowest;
-  for (size_t i = 0; i < whole; i += kLanes) {
+  auto keys = [&](size_t i) {  // rank_key of candidates i..i+3
     V x;
     std::memcpy(&x, logits + i, sizeof x);
-    const V key = x == x ? x : lowest;  // NaN ranks lowest
+    return x == x ? x : lowest;  // NaN ranks lowest
+  };
+  V best = lowest;
+  for (size_t i = 0; i < whole; i += kLanes) {
+    const V key = keys(i);
     best = key > best ? key : best;
   }
   float top = std::max(std::max(best[0], best[1]), std::max(best[2], best[3]));
@@ -51,10 +54,7 @@ size_t best_index(const Candidates& c) {
   };
   const V target = {top, top, top, top};
   for (size_t i = 0; i < whole; i += kLanes) {
-    V x;
-    std::memcpy(&x, logits + i, sizeof x);
-    const V key = x == x ? x : lowest;
-    const auto hit = key == target;
+    const auto hit = keys(i) == target;
     if ((hit[0] | hit[1] | hit[2] | hit[3]) == 0) continue;
     for (size_t j = i; j < i + kLanes; ++j) consider(j);
   }

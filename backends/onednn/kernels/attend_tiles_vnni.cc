@@ -5,6 +5,7 @@
 #include "kernels/attend_tiles.h"
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/kv_tiles.h"
+#include "kernels/prefetch.h"
 #include "kernels/with_heads.h"
 
 namespace duet::onednn::detail {
@@ -27,13 +28,7 @@ TileLanes tile_lanes(int64_t t, int32_t lane0, int64_t n) {
   return {first, static_cast<__mmask16>(lanes)};
 }
 
-// Prefetches the `bytes` at p into L1 (kL1) or L2 (kL2).
-enum Level { kL1 = 3, kL2 = 2 };  // __builtin_prefetch's locality: prefetcht0, prefetcht1
-
-template <Level kLevel>
-void prefetch(const uint8_t* p, int64_t bytes) {
-  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, kLevel);
-}
+constexpr CacheLevel kL1 = CacheLevel::kL1, kL2 = CacheLevel::kL2;
 
 // Below this a scale is treated as 0: its reciprocal would overflow, and
 // what it scales cannot reach a float sum of order 1.
@@ -146,9 +141,9 @@ void attend_tile_scores_vnni(const float* q, int32_t kv_heads, int32_t group, in
   for (int64_t tile = 0; tile < n_tiles; ++tile) {
     const uint8_t* base = tiles + tile * tile_bytes;
     // This task's KV heads of the next tile into L1, and further into L2.
-    if (tile + 1 < n_tiles) prefetch<kL1>(base + tile_bytes, kv_heads * head_bytes);
+    if (tile + 1 < n_tiles) prefetch_lines<kL1>(base + tile_bytes, kv_heads * head_bytes);
     if (tile + kScoresAhead < n_tiles) {
-      prefetch<kL2>(base + kScoresAhead * tile_bytes, kv_heads * head_bytes);
+      prefetch_lines<kL2>(base + kScoresAhead * tile_bytes, kv_heads * head_bytes);
     }
     const TileLanes at = tile_lanes(tile, lane0, n);
     for (int64_t g = 0; g < kv_heads; ++g) {
@@ -180,12 +175,12 @@ namespace {
 
 // Prefetches the values of dimensions [c0, c0 + 32 · blocks) of one KV
 // head's part of a tile, and their scales.
-template <Level kLevel>
+template <CacheLevel kLevel>
 void prefetch_chunk(const uint8_t* head, int32_t head_dim, int64_t c0, int blocks) {
   for (int j = 0; j < kTileSlots / 2; ++j) {
-    prefetch<kLevel>(head + 2 * (head_dim * j + c0), 64 * blocks);
+    prefetch_lines<kLevel>(head + 2 * (head_dim * j + c0), 64 * blocks);
   }
-  prefetch<kLevel>(head + 16 * head_dim + c0, 32 * blocks);
+  prefetch_lines<kLevel>(head + 16 * head_dim + c0, 32 * blocks);
 }
 
 // acc[h][c0 + d] += Σ_i probs[h][i] * v_i[c0 + d], d < 32 · blocks (1 or

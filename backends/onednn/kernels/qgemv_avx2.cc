@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "duet/block_formats.h"
+#include "kernels/prefetch.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn::detail {
@@ -57,10 +58,7 @@ __m256 weight_scale_pairs(const uint8_t* blk, int t) {
 // hardware prefetchers lag on R interleaved streams (see qgemv_avx512.cc).
 template <DType T, int R>
 void prefetch_next_pass(const uint8_t* blk, int64_t row_bytes) {
-  const auto* p = reinterpret_cast<const char*>(blk + R * row_bytes);
-  for (int offset = 0; offset < kGroup * kBlockBytes<T>; offset += 64) {
-    _mm_prefetch(p + offset, _MM_HINT_T0);
-  }
+  prefetch_lines<CacheLevel::kL1>(blk + R * row_bytes, kGroup * kBlockBytes<T>);
 }
 
 // Σ w*x per 32-bit lane over one block (8 lanes of 4 products).

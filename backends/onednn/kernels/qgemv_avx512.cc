@@ -21,6 +21,7 @@
 
 #include "duet/block_formats.h"
 #include "kernels/avx512_intrinsics.h"
+#include "kernels/prefetch.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn::detail {
@@ -161,15 +162,14 @@ Group load_group(const uint8_t* blk, int t, const GroupIndex<T>& index) {
 // Prefetches the same group into L1 `near` bytes on and into L2 `far` bytes
 // on, where later passes over R rows read. The hardware prefetchers follow
 // one stream well but lag on R interleaved ones; on a matrix streamed from
-// L3 or DRAM the L1 prefetch one pass ahead is worth about 40%. A prefetch
-// past the end of the matrix is harmless (prefetches never fault).
+// L3 or DRAM the L1 prefetch one pass ahead is worth about 40%.
 template <DType T>
 void prefetch_ahead(const uint8_t* blk, int64_t near, int64_t far) {
-  for (int offset = 0; offset < kGroup * Layout<T>::kBytes; offset += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(blk + near + offset), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk + far + offset), _MM_HINT_T1);
-  }
+  constexpr int64_t kBytes = kGroup * Layout<T>::kBytes;
+  prefetch_lines<CacheLevel::kL1>(blk + near, kBytes);
+  prefetch_lines<CacheLevel::kL2>(blk + far, kBytes);
 }
+
 // The L2 distance beside an L1 distance of one pass of pass_bytes: whole
 // passes, about 8 KiB, at least two. On the Xeon with AMX of 2026-12-05,
 // 2 threads, alternated tg128 runs: SmolLM2 Q4_1 (its q8_0 LM head, 2,448

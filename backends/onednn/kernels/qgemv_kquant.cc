@@ -36,6 +36,7 @@
 
 #include "duet/block_formats.h"
 #include "duet/quant.h"
+#include "kernels/prefetch.h"
 #include "kernels/qgemv_paths.h"
 
 #if !defined(DUET_KQUANT_ENTRY)
@@ -287,24 +288,6 @@ void unpack_q5(const uint8_t* qs, const uint8_t* qh_bytes, Levels& w) {
 #endif
 }
 
-// Asks for the cache lines `kAhead` bytes past the block at p, which this
-// thread reads next (its rows are back to back): a block's bytes, that far
-// on, into L1, and kFarAhead on into L2. The hardware prefetchers alone
-// left the 1B-shaped Q4_K_M's decode at 14-15 tok/s; 1 KiB ahead gave
-// 17-18, 2-8 KiB 18.6-20.7 (one run each, alternating). The L2 prefetch
-// (2026-12-05, the Xeon with AMX): SmolLM2 Q6_K 168-174 -> 174-176 t/s in
-// three alternated rounds, the 1B file and Gemma 3 level. A prefetch past
-// the matrix never faults.
-#if defined(__AVX2__)
-void prefetch_ahead(const uint8_t* p, size_t block_bytes) {
-  constexpr size_t kAhead = 2048, kFarAhead = 8192;
-  for (size_t at = 0; at < block_bytes; at += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + at), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p + kFarAhead + at), _MM_HINT_T1);
-  }
-}
-#endif
-
 // ---- rows ---------------------------------------------------------------------
 
 #if defined(__AVX2__)
@@ -333,7 +316,7 @@ float row_q5_avx2(const uint8_t* row, const Q8Activations& xq) {
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
     const uint8_t* p = row + b * kBytes;
-    prefetch_ahead(p, 8 * kBytes);
+    prefetch_stream(p, 8 * kBytes);
     alignas(16) uint16_t dh[8];
     alignas(16) uint16_t mh[8] = {};
     for (int i = 0; i < 8; ++i) {
@@ -419,7 +402,7 @@ float row_iq4_nl_avx2(const uint8_t* row, const Q8Activations& xq) {
   int64_t b = 0;
   for (; b + 8 <= nb; b += 8) {
     const uint8_t* p = row + b * kBytes;
-    prefetch_ahead(p, 8 * kBytes);
+    prefetch_stream(p, 8 * kBytes);
     alignas(16) uint16_t dh[8];
     for (int i = 0; i < 8; ++i) {
       std::memcpy(&dh[i], p + i * kBytes + offsetof(Block, d), sizeof(uint16_t));
@@ -509,7 +492,7 @@ float row_k4_avx2(const uint8_t* row, const Q8Activations& xq) {
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
     const int64_t b0 = sb * (blk::kQK_K / kBlock);
-    prefetch_ahead(p, sizeof(Block));
+    prefetch_stream(p, sizeof(Block));
     // k4_scale_min for all eight sub-blocks: 32-bit words of the 12 bytes.
     uint32_t w[3];
     std::memcpy(w, p + offsetof(Block, scales), sizeof w);
@@ -577,7 +560,7 @@ float row_q6_k_avx2(const uint8_t* row, const Q8Activations& xq) {
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
     const int64_t b0 = sb * (blk::kQK_K / kBlock);
-    prefetch_ahead(p, sizeof(Block));
+    prefetch_stream(p, sizeof(Block));
     const __m128i sc8 =
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offsetof(Block, scales)));
     const __m256 sc_first = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc8));
@@ -716,7 +699,7 @@ float row_k2_avx2(const uint8_t* row, const Q8Activations& xq) {
   for (int64_t sb = 0; sb < supers; ++sb) {
     const uint8_t* p = row + sb * static_cast<int64_t>(sizeof(Block));
     const int64_t b0 = sb * (blk::kQK_K / kBlock);
-    prefetch_ahead(p, sizeof(Block));
+    prefetch_stream(p, sizeof(Block));
     const float* hs = xq.half_scales() + 2 * b0;  // one per sub-block
     const __m256 d = _mm256_set1_ps(load_f16(p + offsetof(Block, d)));
     __m256 sc_first, sc_second;  // the scales of sub-blocks 0-7 and 8-15

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/prefetch.h"
 #include "kernels/qgemv_paths.h"
 
 namespace duet::onednn::detail {
@@ -25,7 +26,6 @@ namespace {
 constexpr int kMaxVectors = kRowTilesMaxVectorsAvx2;
 constexpr int kVectorsPerBlock = RowTiles::kBlock / 4;
 constexpr int kHalfRows = RowTiles::kRows / 2;
-constexpr int64_t kPrefetchAhead = 2048;  // bytes (row_tiles_vnni.cc's before 2026-12-05)
 
 __m256i broadcast4(const int8_t* p) {
   int32_t v;
@@ -110,9 +110,9 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
   __m256 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
   for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
-    for (int64_t line = 0; line < block_bytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + line), _MM_HINT_T0);
-    }
+    // L1 only: the L2 prefetch of prefetch_stream() was measured on
+    // AVX-512 hosts alone.
+    prefetch_lines<CacheLevel::kL1>(p + kStreamL1Ahead, block_bytes);
     HalfBlock blk;
     if constexpr (F == TileFormat::kSuperNibbles) {
       blk = load_super_nibbles(tile, b, h);

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "kernels/avx512_intrinsics.h"
+#include "kernels/prefetch.h"
 #include "kernels/qgemv_paths.h"
 #include "kernels/row_tiles_blocks.h"
 
@@ -25,17 +26,6 @@ namespace duet::onednn::detail {
 namespace {
 
 constexpr int kMaxVectors = kRowTilesMaxVectorsVnni;
-// How far ahead of the block being multiplied its thread prefetches, in
-// bytes: into L1 kNearAhead on, into L2 kFarAhead on. Decode streams each
-// matrix once, in ranges per thread between short serial steps. On the Xeon
-// with AMX of 2026-12-05, 2 threads, alternated runs: one L1 prefetch 2 KiB
-// ahead decoded SmolLM2 Q4_1 at 246-252 t/s and the 1B-shaped Q4_K_M at
-// 28.1; both levels, 289-308 and 30.9-31.5 (an L2 distance of 16 KiB
-// did as well); one L1 prefetch 8 KiB ahead, 277-285 but 25.4-26.5 on the
-// 1B file, and 5-6% slower batches of 4 and 8 rows. With both levels
-// batches of 2 and 4 rows gained 15-25% and 5%, 8 rows stayed level.
-constexpr int64_t kNearAhead = 2048;
-constexpr int64_t kFarAhead = 8192;
 
 // 4 activation bytes in every 32-bit lane.
 __m512i broadcast4(const int8_t* p) {
@@ -101,10 +91,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
     // The hardware prefetchers lose the stream at every tile range a thread
     // claims; prefetches this far ahead keep the next blocks coming from L3
     // or DRAM while this one is multiplied (and past the end never fault).
-    for (int64_t line = 0; line < block_bytes; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + kNearAhead + line), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + kFarAhead + line), _MM_HINT_T1);
-    }
+    prefetch_stream(p, block_bytes);
     Block blk;
     if constexpr (F == TileFormat::kSuperNibbles) {
       blk = load_super_nibbles(tile, b);
