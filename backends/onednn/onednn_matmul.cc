@@ -120,7 +120,8 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
   } else {
     rows(0, n, 0);
   }
-  if (changed.load(std::memory_order_relaxed)) amx_rows_fresh_ = false;
+  // The AMX regrouping holds the rows of the last product of its size.
+  if (changed.load(std::memory_order_relaxed) || n != kept_rows) amx_rows_fresh_ = false;
   quantized_rows_ = n;
 }
 
@@ -167,7 +168,7 @@ void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
   quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
   float* y = out.as<float>();
   if (amx_ && n >= amx_min_rows(tiles->format())) {
-    if (!amx_rows_fresh_ || amx_rows_.rows() != n || amx_rows_.k() != k) {
+    if (!amx_rows_fresh_) {
       amx_rows_.reset(n, k, terms_);
       pool_->parallel_for(amx_rows_.groups(), 1, [&](int64_t begin, int64_t end, int) {
         amx_rows_.pack(xq_.data(), begin, end);

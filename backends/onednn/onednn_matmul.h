@@ -117,7 +117,7 @@ class Matmul {
   const VectorKernels& kernels_;
   std::shared_ptr<RowTilesCache> tiles_;
   std::vector<Q8Activations> xq_;  // one per activation row
-  AmxActivations amx_rows_;        // xq_ in AMX tile order, when amx_rows_fresh_ and of their size
+  AmxActivations amx_rows_;        // xq_ in AMX tile order, when amx_rows_fresh_
   bool amx_rows_fresh_ = false;
   // A copy of the quantized_rows_ activation rows xq_ holds (0: none),
   // compared row by row with the next input, so that new values at the
