@@ -174,7 +174,7 @@ void bench_row_tiles_amx(benchmark::State& state, Shape s, int64_t n, int terms)
   std::vector<float> y(static_cast<size_t>(n * s.rows));
   for (auto _ : state) {
     act.reset(n, s.k, terms);
-    act.pack(p.xq.data(), 0, act.groups());
+    act.pack(p.xq.data(), 0, act.units());
     duet::onednn::row_tiles_product_amx(p.tiles, act, y.data(), s.rows, 0, p.tiles.tiles());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();

@@ -22,6 +22,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "duet/dtype.h"
@@ -60,7 +61,7 @@ void make_case(Case& c, int64_t n, int64_t k, int terms, uint32_t seed) {
     c.xq[static_cast<size_t>(i)].quantize(c.x.back().data(), k, CpuPath::kScalar, terms);
   }
   c.act.reset(n, k, terms);
-  c.act.pack(c.xq.data(), 0, c.act.groups());
+  c.act.pack(c.xq.data(), 0, c.act.units());
 }
 
 RowTiles packed(const Matrix& m) {
@@ -139,6 +140,27 @@ TEST_P(RowTilesAmxTest, WritesOnlyItsTilesAndTheActivationRows) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, RowTilesAmxTest, ::testing::ValuesIn(testing::row_tile_cases()),
                          [](const auto& p) { return testing::type_and_k_name(p.param); });
+
+// The matmul splits the packing among threads by group blocks, even within
+// one group: any split must give the bytes of one pass (no AMX needed).
+TEST(RowTilesAmx, PackingInPiecesEqualsPackingAtOnce) {
+  Case c;
+  make_case(c, 37, 96, 2, 93);  // 3 groups, the last partial; 3 blocks each
+  AmxActivations pieces;
+  pieces.reset(37, 96, 2);
+  ASSERT_EQ(pieces.units(), 9);
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{4, 9}, {0, 1}, {1, 4}}) {
+    pieces.pack(c.xq.data(), begin, end);
+  }
+  for (int64_t g = 0; g < c.act.groups(); ++g) {
+    for (int64_t b = 0; b < c.act.blocks(); ++b) {
+      EXPECT_EQ(std::memcmp(pieces.block(g, b), c.act.block(g, b),
+                            static_cast<size_t>(c.act.block_bytes())),
+                0)
+          << "group " << g << ", block " << b;
+    }
+  }
+}
 
 TEST(RowTilesAmx, RefusesWithoutAmxAndActivationsOfAnotherLength) {
   const RowTiles tiles = packed(random_matrix(DType::kQ8_0, 16, 64, 82));

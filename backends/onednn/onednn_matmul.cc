@@ -170,7 +170,9 @@ void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
   if (amx_ && n >= amx_min_rows(tiles->format())) {
     if (!amx_rows_fresh_) {
       amx_rows_.reset(n, k, terms_);
-      pool_->parallel_for(amx_rows_.groups(), 1, [&](int64_t begin, int64_t end, int) {
+      // By group blocks: a decode step's 16 rows are one group, whose
+      // packing would otherwise fall to one thread while the others wait.
+      pool_->parallel_for(amx_rows_.units(), 1, [&](int64_t begin, int64_t end, int) {
         amx_rows_.pack(xq_.data(), begin, end);
       });
       amx_rows_fresh_ = true;

@@ -33,29 +33,29 @@ void AmxActivations::grow(int64_t bytes) {
   capacity_ = bytes;
 }
 
-void AmxActivations::pack(const Q8Activations* xq, int64_t group_begin, int64_t group_end) {
+void AmxActivations::pack(const Q8Activations* xq, int64_t begin, int64_t end) {
   constexpr int64_t kBlock = RowTiles::kBlock;
-  for (int64_t g = group_begin; g < group_end; ++g) {
-    for (int64_t b = 0; b < blocks(); ++b) {
-      auto* out = const_cast<int8_t*>(block(g, b));
-      auto* scales = reinterpret_cast<float*>(out + terms_ * kTileBytes);
-      float* half_sums = scales + 2 * kRows;
-      for (int64_t i = 0; i < kRows; ++i) {
-        const int64_t row = g * kRows + i;
-        int8_t* q = out + i * kBlock;
-        if (row >= n_) {
-          for (int t = 0; t < terms_; ++t) std::memset(q + t * kTileBytes, 0, kBlock);
-          scales[2 * i] = scales[2 * i + 1] = half_sums[2 * i] = half_sums[2 * i + 1] = 0.0f;
-          continue;
-        }
-        const Q8Activations& x = xq[row];
-        std::memcpy(q, x.q() + b * kBlock, kBlock);
-        if (terms_ == 2) std::memcpy(q + kTileBytes, x.q_lo() + b * kBlock, kBlock);
-        scales[2 * i] = x.scales()[2 * b];
-        scales[2 * i + 1] = x.scales()[2 * b + 1];
-        half_sums[2 * i] = x.half_scales()[2 * b];
-        half_sums[2 * i + 1] = x.half_scales()[2 * b + 1];
+  for (int64_t u = begin; u < end; ++u) {
+    const int64_t g = u / blocks();
+    const int64_t b = u % blocks();
+    auto* out = const_cast<int8_t*>(block(g, b));
+    auto* scales = reinterpret_cast<float*>(out + terms_ * kTileBytes);
+    float* half_sums = scales + 2 * kRows;
+    for (int64_t i = 0; i < kRows; ++i) {
+      const int64_t row = g * kRows + i;
+      int8_t* q = out + i * kBlock;
+      if (row >= n_) {
+        for (int t = 0; t < terms_; ++t) std::memset(q + t * kTileBytes, 0, kBlock);
+        scales[2 * i] = scales[2 * i + 1] = half_sums[2 * i] = half_sums[2 * i + 1] = 0.0f;
+        continue;
       }
+      const Q8Activations& x = xq[row];
+      std::memcpy(q, x.q() + b * kBlock, kBlock);
+      if (terms_ == 2) std::memcpy(q + kTileBytes, x.q_lo() + b * kBlock, kBlock);
+      scales[2 * i] = x.scales()[2 * b];
+      scales[2 * i + 1] = x.scales()[2 * b + 1];
+      half_sums[2 * i] = x.half_scales()[2 * b];
+      half_sums[2 * i + 1] = x.half_scales()[2 * b + 1];
     }
   }
 }

@@ -55,7 +55,9 @@ class DUET_API Device {
   // Short name: "cpu", "cuda:0".
   virtual std::string name() const = 0;
 
-  // True when device pointers are ordinary host pointers.
+  // True when device pointers are ordinary host pointers. Then the ops of
+  // such a device's backend are also handed host memory that no Buffer of
+  // it owns: the model file's mapped weights, and the caller's logits.
   virtual bool host_accessible() const = 0;
 
   // Allocates `bytes` (aligned to at least 64 bytes). On failure throws

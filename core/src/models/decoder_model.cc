@@ -55,7 +55,8 @@ std::string weight_type_list() {
 // Activations for one step, grown to the largest step seen so far.
 struct DecoderModel::Scratch {
   int32_t n_rows = 0, n_logit_rows = 0;
-  DeviceTensor ids, positions, x, h, q, k, v, attn, proj, gate, up, final_h, logits;
+  DeviceTensor ids, positions, x, h, q, k, v, attn, proj, gate, up, final_h;
+  DeviceTensor logits;  // on devices outside host memory only (forward)
 };
 
 DecoderModel::DecoderModel(std::shared_ptr<const GgufFile> file, const ModelHParams& hparams,
@@ -196,7 +197,8 @@ void DecoderModel::ensure_scratch(int32_t n_rows, int32_t n_logit_rows) {
   s->gate = allocate(d, DType::kF32, {n, h.n_ff});
   s->up = allocate(d, DType::kF32, {n, h.n_ff});
   s->final_h = allocate(d, DType::kF32, {m, h.n_embd});
-  s->logits = allocate(d, DType::kF32, {m, h.n_vocab});
+  // Host-memory devices write the caller's logits in place (forward).
+  if (!d.host_accessible()) s->logits = allocate(d, DType::kF32, {m, h.n_vocab});
   scratch_ = std::move(s);
 }
 
@@ -270,13 +272,19 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
     ops_.rmsnorm(rows(x, logit_rows[static_cast<size_t>(j)], 1), output_norm_, h.rms_eps,
                  rows(final_h, j, 1));
   }
-  TensorView out = TensorView{s.logits.view.data, DType::kF32, Shape{m, h.n_vocab}};
+  logits.resize(static_cast<size_t>(m) * static_cast<size_t>(h.n_vocab));
+  // A device that works in host memory writes the logits where the caller
+  // reads them (16 sequences' rows are 3 MiB to copy on the calling thread
+  // while the backend's others wait); any other device writes its scratch,
+  // copied back below.
+  const bool in_place = device.host_accessible();
+  TensorView out = TensorView{in_place ? logits.data() : s.logits.view.data, DType::kF32,
+                              Shape{m, h.n_vocab}};
   // A step of prompt chunks that all go on in the next step wants no logits.
   if (m > 0) ops_.matmul(final_h, output_, out);
   backend_.end_forward();
-  logits.resize(static_cast<size_t>(m) * static_cast<size_t>(h.n_vocab));
   // (With no logits row, logits.data() may be null: no copy, not a 0-byte one.)
-  if (m > 0) device.copy_to_host(logits.data(), out.data, out.bytes());
+  if (m > 0 && !in_place) device.copy_to_host(logits.data(), out.data, out.bytes());
   device.synchronize();
 }
 
