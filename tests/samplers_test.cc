@@ -122,7 +122,7 @@ TEST_F(SamplersTest, GreedyOverAWholeVocabularyMatchesThePlainRankOrder) {
   std::mt19937 rng(7);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  for (size_t n : {1, 15, 16, 17, 33, 1000, 49152}) {
+  for (size_t n : {1, 15, 16, 17, 31, 33, 64, 1000, 49152}) {
     for (int variant = 0; variant < 4; ++variant) {
       Candidates c;
       for (size_t i = 0; i < n; ++i) c.ids.push_back(static_cast<int32_t>(i));

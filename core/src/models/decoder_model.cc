@@ -278,8 +278,8 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
   // while the backend's others wait); any other device writes its scratch,
   // copied back below.
   const bool in_place = device.host_accessible();
-  TensorView out = TensorView{in_place ? logits.data() : s.logits.view.data, DType::kF32,
-                              Shape{m, h.n_vocab}};
+  TensorView out =
+      TensorView{in_place ? logits.data() : s.logits.view.data, DType::kF32, Shape{m, h.n_vocab}};
   // A step of prompt chunks that all go on in the next step wants no logits.
   if (m > 0) ops_.matmul(final_h, output_, out);
   backend_.end_forward();
