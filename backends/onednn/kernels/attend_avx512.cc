@@ -7,6 +7,7 @@
 
 #include "duet/block_formats.h"
 #include "kernels/avx512_intrinsics.h"
+#include "kernels/prefetch.h"
 #include "kernels/with_heads.h"
 #include "vector_kernels.h"
 
@@ -44,16 +45,23 @@ __attribute__((always_inline)) inline void q8_block(const uint8_t* block, __m512
 
 // Calls fn(block, first, m) for the blocks of m ≤ kBlock positions of the n rows
 // at base (rows `stride_bytes` apart, of which `row_bytes` are read), each
-// after prefetching the next block.
+// after prefetching the next block into L1 and the one kL2AheadBlocks on
+// into L2. The L2 level, on the Xeon with AMX of 2026-12-05 (SmolLM2, f16
+// cache, 2 threads, alternated plugin builds): decode at 1,919 cached
+// tokens 110-119 -> 115-126 t/s (+3% on average over four pairs), 16
+// sequences decoding level.
 template <class Fn>
 void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_t row_bytes,
                     const Fn& fn) {
+  constexpr int64_t kL2AheadBlocks = 4;
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const uint8_t* block = base + i0 * stride_bytes;
     for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
-      for (int64_t b = 0; b < row_bytes; b += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(block + r * stride_bytes + b), _MM_HINT_T0);
-      }
+      prefetch_lines<CacheLevel::kL1>(block + r * stride_bytes, row_bytes);
+    }
+    for (int64_t r = kL2AheadBlocks * kBlock; r < std::min((kL2AheadBlocks + 1) * kBlock, n - i0);
+         ++r) {
+      prefetch_lines<CacheLevel::kL2>(block + r * stride_bytes, row_bytes);
     }
     fn(block, i0, std::min(kBlock, n - i0));
   }
