@@ -418,6 +418,63 @@ TEST_P(BackendConformance, SwiGLUSmallAndLarge) {
   }
 }
 
+// Ops::matmuls (ABI 1.8), as the model calls it for a layer's q, k and v:
+// every output bit for bit what matmul() gives it alone, on the row counts
+// of decode, batches (the AMX tiles from 12 rows) and prompts; one set of
+// a single format (onednn takes its tiles in one loop from one row), one
+// that mixes it with q8_0 (one row: gemv beside tiles), both against the
+// reference too.
+TEST_P(BackendConformance, MatmulsOfOneInputEqualEachMatmulAlone) {
+  const int64_t k = 576;
+  struct Matrix {
+    DType type;
+    int64_t m;
+  };
+  const std::vector<std::vector<Matrix>> sets = {
+      {{DType::kQ4_1, 576}, {DType::kQ4_1, 192}, {DType::kQ4_1, 192}},
+      {{DType::kQ4_1, 200}, {DType::kQ8_0, 96}}};
+  for (size_t set = 0; set < sets.size(); ++set) {
+    const std::vector<Matrix>& mats = sets[set];
+    std::vector<std::vector<uint8_t>> bytes;
+    int64_t cols = 0;  // the outputs' columns, all matrices together
+    for (const Matrix& mat : mats) {
+      bytes.push_back(random_weight(mat.type, mat.m, k, 41 + static_cast<uint32_t>(bytes.size())));
+      cols += mat.m;
+    }
+    for (int64_t n : {1, 7, 16, 64}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 45);
+      // out: the products of matmuls(), then the same of matmul() alone.
+      auto run = [&](Backend& b) {
+        std::vector<DeviceTensor> w;
+        for (size_t i = 0; i < mats.size(); ++i) {
+          w.push_back(upload(b.device(), mats[i].type, {mats[i].m, k}, bytes[i]));
+        }
+        DeviceTensor xt = upload(b.device(), DType::kF32, {n, k}, x);
+        DeviceTensor out = zeros(b.device(), {2, n * cols});
+        std::vector<TensorView> wv, together, alone;
+        int64_t at = 0;
+        for (size_t i = 0; i < mats.size(); ++i) {
+          wv.push_back(w[i].view);
+          together.push_back(TensorView{out.view.as<float>() + at, DType::kF32, {n, mats[i].m}});
+          alone.push_back(
+              TensorView{out.view.as<float>() + n * cols + at, DType::kF32, {n, mats[i].m}});
+          at += n * mats[i].m;
+        }
+        CheckedOps ops(b);
+        ops.matmuls(xt.view, wv, together);
+        for (size_t i = 0; i < mats.size(); ++i) ops.matmul(xt.view, wv[i], alone[i]);
+        return download(b.device(), out.view);
+      };
+      const std::vector<float> got = run(*backend_);
+      const auto half = static_cast<std::ptrdiff_t>(got.size() / 2);
+      EXPECT_TRUE(std::equal(got.begin(), got.begin() + half, got.begin() + half))
+          << "set " << set << ", n " << n << ": matmuls differs from matmul alone";
+      compare("matmuls set " + std::to_string(set) + " n=" + std::to_string(n),
+              GetParam().quantized_threshold(n), run);
+    }
+  }
+}
+
 TEST_P(BackendConformance, Add) {
   const int64_t d = 576;
   for (int64_t n : {kFewRows, kPromptRows}) {

@@ -505,6 +505,44 @@ TEST_F(ReferenceOpsTest, CheckedOpsRejectBrokenContracts) {
                {"head_dim 5"});
 }
 
+// Ops::matmuls (ABI 1.8): each pair checked as matmul() would check it,
+// named by its index; outputs apart from each other and from every matrix;
+// on a backend built before 1.8, matmul() for each pair, the same values.
+TEST_F(ReferenceOpsTest, CheckedMatmulsNameTheBrokenPairAndRunOnAnOlderBackend) {
+  DeviceTensor x = upload(device_, DType::kF32, {3, 64}, random_floats(3 * 64, 72));
+  const Weight a = make_weight(DType::kQ4_0, 5, 64, 73);
+  const Weight b = make_weight(DType::kQ8_0, 7, 64, 74);
+  DeviceTensor wa = upload(device_, DType::kQ4_0, {5, 64}, a.bytes);
+  DeviceTensor wb = upload(device_, DType::kQ8_0, {7, 64}, b.bytes);
+  DeviceTensor out = zeros(device_, {3 * 5 + 3 * 7});
+  const TensorView oa{out.view.data, DType::kF32, {3, 5}};
+  const TensorView ob{out.view.as<float>() + 15, DType::kF32, {3, 7}};
+  const TensorView w[] = {wa.view, wb.view};
+  const TensorView o[] = {oa, ob};
+  ops_.matmuls(x.view, w, o);
+  const std::vector<float> together = download(device_, out.view);
+  DeviceTensor each = zeros(device_, {3 * 5 + 3 * 7});
+  ops_.matmul(x.view, wa.view, TensorView{each.view.data, DType::kF32, {3, 5}});
+  ops_.matmul(x.view, wb.view, TensorView{each.view.as<float>() + 15, DType::kF32, {3, 7}});
+  EXPECT_EQ(together, download(device_, each.view));
+  CheckedOps old(*backend_, 7);
+  DeviceTensor out7 = zeros(device_, {3 * 5 + 3 * 7});
+  const TensorView o7[] = {TensorView{out7.view.data, DType::kF32, {3, 5}},
+                           TensorView{out7.view.as<float>() + 15, DType::kF32, {3, 7}}};
+  old.matmuls(x.view, w, o7);
+  EXPECT_EQ(download(device_, out7.view), together);
+
+  const TensorView one_out[] = {oa};
+  expect_error([&] { ops_.matmuls(x.view, w, one_out); }, ErrorKind::kInternal,
+               {"2 weight matrices but 1 outputs"});
+  const TensorView wrong_rows[] = {oa, TensorView{ob.data, DType::kF32, {3, 6}}};
+  expect_error([&] { ops_.matmuls(x.view, w, wrong_rows); }, ErrorKind::kInternal,
+               {"out[1] has 6 columns but w[1] has 7 rows"});
+  const TensorView overlapping[] = {oa, TensorView{out.view.as<float>() + 10, DType::kF32, {3, 7}}};
+  expect_error([&] { ops_.matmuls(x.view, w, overlapping); }, ErrorKind::kInternal,
+               {"out[1] overlaps out[0]"});
+}
+
 TEST_F(ReferenceOpsTest, CheckedOpsAllowOnlyExactAliases) {
   DeviceTensor buf = zeros(device_, {9});
   TensorView a{buf.view.data, DType::kF32, {8}};

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "duet/error.h"
@@ -78,7 +79,7 @@ void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
   // Nothing to write (and no activation row to quantize, or no tile to make).
   if (x.shape[0] == 0 || w.shape[0] == 0) return;
   if (takes_tiles(x.shape[0], w)) {
-    tiled(x, w, out);
+    tiled(x, {&w, 1}, {&out, 1});
   } else if (x.shape[0] < min_gemm_rows_ && gemv_supports(w.dtype)) {
     gemv(x, w, out);
   } else if (batch_invariant_) {
@@ -157,33 +158,60 @@ bool Matmul::takes_tiles(int64_t n, const TensorView& w) const {
   return n >= min_tile_rows_ || row_tiles_from_one_row(path_, wtype);
 }
 
-void Matmul::tiled(const TensorView& x, const TensorView& w, TensorView out) {
-  const int64_t n = x.shape[0];
-  const int64_t k = x.shape[1];
-  const int64_t m = w.shape[0];
-  const std::shared_ptr<const RowTiles> tiles =
-      tiles_->get(w, [&](RowTiles& t, const TensorView& weights) {
-        pool_->parallel_tasks(t.tiles(), [&](int64_t i, int) { t.pack(weights.data, i, i + 1); });
-      });
-  quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
-  float* y = out.as<float>();
-  if (amx_ && n >= amx_min_rows(tiles->format())) {
-    if (!amx_rows_fresh_) {
-      amx_rows_.reset(n, k, terms_);
-      // By group blocks: a decode step's 16 rows are one group, whose
-      // packing would otherwise fall to one thread while the others wait.
-      pool_->parallel_for(amx_rows_.units(), 1, [&](int64_t begin, int64_t end, int) {
-        amx_rows_.pack(xq_.data(), begin, end);
-      });
-      amx_rows_fresh_ = true;
-    }
-    pool_->parallel_for_shared(tiles->tiles(), 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
-      row_tiles_product_amx(*tiles, amx_rows_, y, m, begin, end);
-    });
+void Matmul::run_shared(const TensorView& x, std::span<const TensorView> w,
+                        std::span<const TensorView> out) {
+  bool all_tiled = x.shape[0] > 0;
+  for (const TensorView& wi : w) all_tiled = all_tiled && takes_tiles(x.shape[0], wi);
+  if (all_tiled) {
+    tiled(x, w, out);
     return;
   }
-  pool_->parallel_for_shared(tiles->tiles(), 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
-    row_tiles_product(path_, *tiles, xq_.data(), n, y, m, begin, end);
+  for (size_t i = 0; i < w.size(); ++i) run(x, w[i], out[i]);
+}
+
+void Matmul::tiled(const TensorView& x, std::span<const TensorView> w,
+                   std::span<const TensorView> out) {
+  const int64_t n = x.shape[0];
+  const int64_t k = x.shape[1];
+  tiled_products_.clear();
+  int64_t total = 0;  // tiles of all the products
+  bool any_amx = false;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i].shape[0] == 0) continue;
+    std::shared_ptr<const RowTiles> tiles =
+        tiles_->get(w[i], [&](RowTiles& t, const TensorView& weights) {
+          pool_->parallel_tasks(t.tiles(), [&](int64_t j, int) { t.pack(weights.data, j, j + 1); });
+        });
+    const bool amx = amx_ && n >= amx_min_rows(tiles->format());
+    any_amx = any_amx || amx;
+    const int64_t count = tiles->tiles();
+    tiled_products_.push_back(TiledProduct{std::move(tiles), out[i].as<float>(), total, amx});
+    total += count;
+  }
+  quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
+  if (any_amx && !amx_rows_fresh_) {
+    amx_rows_.reset(n, k, terms_);
+    // By group blocks: a decode step's 16 rows are one group, whose
+    // packing would otherwise fall to one thread while the others wait.
+    pool_->parallel_for(amx_rows_.units(), 1, [&](int64_t begin, int64_t end, int) {
+      amx_rows_.pack(xq_.data(), begin, end);
+    });
+    amx_rows_fresh_ = true;
+  }
+  // The tiles of all products in one loop; a claimed range may span two.
+  pool_->parallel_for_shared(total, 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
+    for (const TiledProduct& p : tiled_products_) {
+      const int64_t count = p.tiles->tiles();
+      const int64_t b = std::max(begin, p.first) - p.first;
+      const int64_t e = std::min(end, p.first + count) - p.first;
+      if (b >= e) continue;
+      const int64_t m = p.tiles->rows();
+      if (p.amx) {
+        row_tiles_product_amx(*p.tiles, amx_rows_, p.y, m, b, e);
+      } else {
+        row_tiles_product(path_, *p.tiles, xq_.data(), n, p.y, m, b, e);
+      }
+    }
   });
 }
 

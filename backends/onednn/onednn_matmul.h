@@ -59,6 +59,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "duet/tensor.h"
@@ -83,6 +84,12 @@ class Matmul {
 
   // The op of duet/ops.h; shapes and dtypes are checked by core.
   void run(const TensorView& x, const TensorView& w, TensorView out);
+  // Ops::matmuls: out[i] = x · w[i]ᵀ, as run() would give each. When every
+  // matrix takes row tiles, x is quantized once and all their tiles are one
+  // parallel loop (a decode step's k and v are 12 tiles each, less than the
+  // waking and joining of the pool costs); otherwise run() for each.
+  void run_shared(const TensorView& x, std::span<const TensorView> w,
+                  std::span<const TensorView> out);
 
   // Rows of f32 weights a thread expands at once for `k` columns: panels of
   // about 1 MiB stay in the L2 cache while GEMM reads them n times.
@@ -96,7 +103,9 @@ class Matmul {
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
   // Whether x[n, k] · w[m, k]ᵀ takes row tiles.
   bool takes_tiles(int64_t n, const TensorView& w) const;
-  void tiled(const TensorView& x, const TensorView& w, TensorView out);
+  // The row-tile products out[i] = x · w[i]ᵀ, all in one parallel loop.
+  // REQUIRES takes_tiles(n, w[i]) for each.
+  void tiled(const TensorView& x, std::span<const TensorView> w, std::span<const TensorView> out);
   // Rows per GEMM panel when m rows are shared out: about kTasksPerThread
   // panels per thread, a multiple of the kernels' grain.
   int64_t task_rows(int64_t m) const;
@@ -125,6 +134,14 @@ class Matmul {
   std::vector<float> quantized_;
   int64_t quantized_rows_ = 0;
   std::vector<std::vector<float>> panels_;  // one per thread
+  // tiled()'s products, kept to spare an allocation per call.
+  struct TiledProduct {
+    std::shared_ptr<const RowTiles> tiles;
+    float* y;
+    int64_t first;  // the index of its first tile among all the call's tiles
+    bool amx;
+  };
+  std::vector<TiledProduct> tiled_products_;
 };
 
 }  // namespace duet::onednn

@@ -53,6 +53,11 @@ void OnednnOps::matmul(const TensorView& x, const TensorView& w, TensorView out)
   matmul_.run(x, w, out);
 }
 
+void OnednnOps::matmuls(const TensorView& x, std::span<const TensorView> w,
+                        std::span<const TensorView> out) {
+  matmul_.run_shared(x, w, out);
+}
+
 template <typename Fn>
 void OnednnOps::for_rows(int64_t rows, int64_t row_elements, const Fn& fn) {
   if (rows * row_elements < kParallelElements) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "duet/ops.h"
@@ -33,6 +34,8 @@ class OnednnOps final : public Ops {
   Support supports(const OpDesc& desc) const override;
   void embedding(const TensorView& table, const TensorView& ids, TensorView out) override;
   void matmul(const TensorView& x, const TensorView& w, TensorView out) override;
+  void matmuls(const TensorView& x, std::span<const TensorView> w,
+               std::span<const TensorView> out) override;
   void rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) override;
   void rope(TensorView x, const TensorView& positions, const RopeParams& params) override;
   void swiglu(const TensorView& gate, const TensorView& up, TensorView out) override;

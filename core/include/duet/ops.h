@@ -114,6 +114,18 @@ class DUET_API Ops {
 
   // out = x · factor, elementwise, f32 of one shape. out may alias x.
   virtual void scale(const TensorView& x, float factor, TensorView out);
+
+  // ABI 1.8: out[i] = x · w[i]ᵀ for every i, each with exactly the values
+  // matmul(x, w[i], out[i]) gives (bit for bit): the products of one set of
+  // activation rows (a layer's q, k and v; its gate and up) handed over
+  // together, so that a backend can share what changes no result, such as
+  // quantizing x once or running all of them in one parallel loop. w and
+  // out have the same length; each out[i] is disjoint from x, from every
+  // w[j] and from every other out[j]. The default calls matmul() for each
+  // in order. Core calls it only on backends built against ABI 1.8 or
+  // later, and matmul() for each on older ones.
+  virtual void matmuls(const TensorView& x, std::span<const TensorView> w,
+                       std::span<const TensorView> out);
 };
 
 }  // namespace duet

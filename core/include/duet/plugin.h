@@ -48,7 +48,7 @@
 #include "duet/tokenizer.h"
 
 #define DUET_ABI_MAJOR 1
-#define DUET_ABI_MINOR 7
+#define DUET_ABI_MINOR 8
 
 #define DUET_PLUGIN_STR_(x) #x
 #define DUET_PLUGIN_STR(x) DUET_PLUGIN_STR_(x)
@@ -196,7 +196,9 @@ struct DuetStructLayout {
 // through export_slots/import_slots; on a cache of an older plugin core
 // calls those base versions. ABI 1.5 appended the registrar's
 // add_vocab_sampler and Tokenizer::is_control, which only plugins built
-// against 1.5 or later call.
+// against 1.5 or later call. ABI 1.8 appended Ops::matmuls, called only on
+// backends of plugins built against 1.8 or later (older ones get matmul()
+// for each matrix).
 struct DUET_API DuetPluginDescriptor {
   uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
   uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with

@@ -190,9 +190,10 @@ void CheckedOps::embedding(const TensorView& table, const TensorView& ids, Tenso
   ops_.embedding(table, ids, out);
 }
 
-void CheckedOps::matmul(const TensorView& x, const TensorView& w, TensorView out) {
+void CheckedOps::check_matmul(const TensorView& x, const TensorView& w, const TensorView& out,
+                              const char* w_name, const char* out_name) const {
   const OpKind op = OpKind::kMatmul;
-  const Operand xo{op, "x", x}, wo{op, "w", w}, o{op, "out", out};
+  const Operand xo{op, "x", x}, wo{op, w_name, w}, o{op, out_name, out};
   expect_rank(xo, 2, "[n, k]");
   expect_rank(wo, 2, "[m, k]");
   expect_rank(o, 2, "[n, m]");
@@ -205,7 +206,38 @@ void CheckedOps::matmul(const TensorView& x, const TensorView& w, TensorView out
   expect_dim(o, 1, "columns", wo, 0, "rows");
   expect_disjoint(o, xo);
   expect_disjoint(o, wo);
+}
+
+void CheckedOps::matmul(const TensorView& x, const TensorView& w, TensorView out) {
+  check_matmul(x, w, out, "w", "out");
   ops_.matmul(x, w, out);
+}
+
+void CheckedOps::matmuls(const TensorView& x, std::span<const TensorView> w,
+                         std::span<const TensorView> out) {
+  const OpKind op = OpKind::kMatmul;
+  if (w.size() != out.size()) {
+    fail(op, std::to_string(w.size()) + " weight matrices but " + std::to_string(out.size()) +
+                 " outputs; expected one output per matrix");
+  }
+  std::vector<std::string> w_names, out_names;
+  for (size_t i = 0; i < w.size(); ++i) {
+    w_names.push_back("w[" + std::to_string(i) + "]");
+    out_names.push_back("out[" + std::to_string(i) + "]");
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    check_matmul(x, w[i], out[i], w_names[i].c_str(), out_names[i].c_str());
+    for (size_t j = 0; j < w.size(); ++j) {
+      const Operand o{op, out_names[i].c_str(), out[i]};
+      expect_disjoint(o, Operand{op, w_names[j].c_str(), w[j]});
+      if (j < i) expect_disjoint(o, Operand{op, out_names[j].c_str(), out[j]});
+    }
+  }
+  if (abi_minor_ < 8) {  // no Ops::matmuls in the plugin's vtable
+    for (size_t i = 0; i < w.size(); ++i) ops_.matmul(x, w[i], out[i]);
+    return;
+  }
+  ops_.matmuls(x, w, out);
 }
 
 void CheckedOps::rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out) {

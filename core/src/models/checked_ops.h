@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "duet/backend.h"
@@ -44,6 +45,10 @@ class CheckedOps {
 
   void embedding(const TensorView& table, const TensorView& ids, TensorView out);
   void matmul(const TensorView& x, const TensorView& w, TensorView out);
+  // Ops::matmuls, checked as matmul() for each pair, every output apart
+  // from every other operand; on a backend built before ABI 1.8, matmul()
+  // for each pair.
+  void matmuls(const TensorView& x, std::span<const TensorView> w, std::span<const TensorView> out);
   void rmsnorm(const TensorView& x, const TensorView& weight, float eps, TensorView out);
   void rope(TensorView x, const TensorView& positions, const RopeParams& params);
   void swiglu(const TensorView& gate, const TensorView& up, TensorView out);
@@ -55,6 +60,9 @@ class CheckedOps {
  private:
   // Throws kPlugin unless the backend supports `desc`.
   void require_support(const OpDesc& desc) const;
+  // matmul's checks, naming the operands w and out as given.
+  void check_matmul(const TensorView& x, const TensorView& w, const TensorView& out,
+                    const char* w_name, const char* out_name) const;
   // The checks of a gated activation (swiglu, geglu): three f32 tensors of
   // one shape, out the same as or disjoint from each input.
   void check_gated(OpKind op, const TensorView& gate, const TensorView& up,

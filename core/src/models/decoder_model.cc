@@ -231,9 +231,9 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
     const Layer& w = layers_[static_cast<size_t>(l)];
     const RopeParams& rope = is_local_layer(layout_, l) ? local_rope : global_rope;
     ops_.rmsnorm(x, w.attn_norm, h.rms_eps, hn);
-    ops_.matmul(hn, w.wq, q);
-    ops_.matmul(hn, w.wk, k);
-    ops_.matmul(hn, w.wv, v);
+    const TensorView qkv_w[] = {w.wq, w.wk, w.wv};
+    const TensorView qkv[] = {q, k, v};
+    ops_.matmuls(hn, qkv_w, qkv);
     if (layout_.qkv_bias) {
       ops_.add_bias(q, w.q_bias, q);
       ops_.add_bias(k, w.k_bias, k);
@@ -255,8 +255,9 @@ void DecoderModel::forward(std::span<const int32_t> tokens, const StepBatch& ste
     if (layout_.post_norms) ops_.rmsnorm(proj, w.attn_post_norm, h.rms_eps, proj);
     ops_.add(x, proj, x);
     ops_.rmsnorm(x, w.ffn_norm, h.rms_eps, hn);
-    ops_.matmul(hn, w.w_gate, gate);
-    ops_.matmul(hn, w.w_up, up);
+    const TensorView gate_up_w[] = {w.w_gate, w.w_up};
+    const TensorView gate_up[] = {gate, up};
+    ops_.matmuls(hn, gate_up_w, gate_up);
     if (layout_.ffn == DecoderLayout::Ffn::kGeGLU) {
       ops_.geglu(gate, up, gate);
     } else {

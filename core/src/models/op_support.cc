@@ -49,6 +49,11 @@ void Ops::geglu(const TensorView&, const TensorView&, TensorView) {
 
 void Ops::scale(const TensorView&, float, TensorView) { not_implemented(OpKind::kScale); }
 
+void Ops::matmuls(const TensorView& x, std::span<const TensorView> w,
+                  std::span<const TensorView> out) {
+  for (size_t i = 0; i < w.size(); ++i) matmul(x, w[i], out[i]);
+}
+
 Support weight_op_support(std::string_view backend, const OpDesc& desc,
                           std::span<const DType> weight_types) {
   const std::string type = ggml_type_name(static_cast<uint32_t>(desc.weight_dtype));
