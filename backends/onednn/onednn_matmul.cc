@@ -213,6 +213,7 @@ void Matmul::tiled(const TensorView& x, std::span<const TensorView> w,
       }
     }
   });
+  tiled_products_.clear();  // no tiles kept alive past their use
 }
 
 int64_t Matmul::task_rows(int64_t m) const {

@@ -134,7 +134,8 @@ class Matmul {
   std::vector<float> quantized_;
   int64_t quantized_rows_ = 0;
   std::vector<std::vector<float>> panels_;  // one per thread
-  // tiled()'s products, kept to spare an allocation per call.
+  // tiled()'s products, during a call (the vector is kept, empty, to spare
+  // an allocation per call).
   struct TiledProduct {
     std::shared_ptr<const RowTiles> tiles;
     float* y;
