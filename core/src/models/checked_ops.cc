@@ -220,17 +220,16 @@ void CheckedOps::matmuls(const TensorView& x, std::span<const TensorView> w,
     fail(op, std::to_string(w.size()) + " weight matrices but " + std::to_string(out.size()) +
                  " outputs; expected one output per matrix");
   }
-  std::vector<std::string> w_names, out_names;
-  for (size_t i = 0; i < w.size(); ++i) {
-    w_names.push_back("w[" + std::to_string(i) + "]");
-    out_names.push_back("out[" + std::to_string(i) + "]");
+  for (size_t i = w_names_.size(); i < w.size(); ++i) {
+    w_names_.push_back("w[" + std::to_string(i) + "]");
+    out_names_.push_back("out[" + std::to_string(i) + "]");
   }
   for (size_t i = 0; i < w.size(); ++i) {
-    check_matmul(x, w[i], out[i], w_names[i].c_str(), out_names[i].c_str());
+    check_matmul(x, w[i], out[i], w_names_[i].c_str(), out_names_[i].c_str());
+    const Operand o{op, out_names_[i].c_str(), out[i]};
     for (size_t j = 0; j < w.size(); ++j) {
-      const Operand o{op, out_names[i].c_str(), out[i]};
-      expect_disjoint(o, Operand{op, w_names[j].c_str(), w[j]});
-      if (j < i) expect_disjoint(o, Operand{op, out_names[j].c_str(), out[j]});
+      expect_disjoint(o, Operand{op, w_names_[j].c_str(), w[j]});
+      if (j < i) expect_disjoint(o, Operand{op, out_names_[j].c_str(), out[j]});
     }
   }
   if (abi_minor_ < 8) {  // no Ops::matmuls in the plugin's vtable

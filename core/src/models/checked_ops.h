@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "duet/backend.h"
 #include "duet/ops.h"
@@ -73,6 +74,9 @@ class CheckedOps {
   Backend& backend_;
   Ops& ops_;
   uint32_t abi_minor_;
+  // matmuls' operand names, "w[i]" and "out[i]" at index i: made once per
+  // index, not on every call of the forward pass.
+  std::vector<std::string> w_names_, out_names_;
 };
 
 }  // namespace duet
