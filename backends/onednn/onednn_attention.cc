@@ -11,6 +11,7 @@
 
 #include "duet/error.h"
 #include "kernels/kv_tiles.h"
+#include "kernels/prefetch.h"
 
 namespace duet::onednn {
 namespace {
@@ -30,7 +31,33 @@ constexpr int32_t kMinStretch = 256;
 // rows run as tasks of their own only while the step has fewer (row, KV
 // head) pairs than this many per thread.
 constexpr int32_t kInvariantStretch = 256;
+// The slots of the next run of a decode row's positions prefetched while
+// one run is attended, and to which cache level its keys and values go.
+constexpr int64_t kPrefetchSlots = 16;
+constexpr auto kPrefetchKeys = detail::CacheLevel::kL1;
+constexpr auto kPrefetchValues = detail::CacheLevel::kL2;
 constexpr int64_t kInvariantPairsPerThread = 4;
+
+// A run of cache positions [begin, end) whose slots are consecutive from
+// `slot`.
+struct Run {
+  int32_t begin;
+  int32_t end;
+  int64_t slot;
+};
+
+// The run of [p, end) that starts at p: to the end of p's block and, when
+// `join`, on over the blocks whose slots follow on.
+Run run_from(const std::vector<int32_t>& table, int32_t block, int32_t p, int32_t end, bool join) {
+  const int32_t b = p / block;
+  int32_t run_end = std::min(end, (b + 1) * block);
+  while (join && run_end < end &&
+         table[static_cast<size_t>(run_end / block)] ==
+             table[static_cast<size_t>(b)] + run_end / block - b) {
+    run_end = std::min(end, run_end + block);
+  }
+  return {p, run_end, int64_t{table[static_cast<size_t>(b)]} * block + p % block};
+}
 
 // Calls fn(first_position, end_position, first_slot) for each run of
 // positions in [begin, end) that lie in consecutive cache slots.
@@ -38,28 +65,34 @@ template <typename Fn>
 void for_each_run(const std::vector<int32_t>& table, int32_t block, int32_t begin, int32_t end,
                   const Fn& fn) {
   for (int32_t p = begin; p < end;) {
-    const int32_t b = p / block;
-    int32_t run_end = std::min(end, (b + 1) * block);
-    while (run_end < end && table[static_cast<size_t>(run_end / block)] ==
-                                table[static_cast<size_t>(b)] + run_end / block - b) {
-      run_end = std::min(end, run_end + block);
-    }
-    fn(p, run_end, int64_t{table[static_cast<size_t>(b)]} * block + p % block);
-    p = run_end;
+    const Run r = run_from(table, block, p, end, /*join=*/true);
+    fn(r.begin, r.end, r.slot);
+    p = r.end;
   }
 }
 
-// Calls fn(first_position, end_position, first_slot) for the positions of
-// [begin, end) in each block: cut at every block boundary, wherever the
-// blocks lie (batch-invariant mode).
-template <typename Fn>
-void for_each_block(const std::vector<int32_t>& table, int32_t block, int32_t begin, int32_t end,
-                    const Fn& fn) {
-  for (int32_t p = begin; p < end;) {
-    const int32_t b = p / block;
-    const int32_t block_end = std::min(end, (b + 1) * block);
-    fn(p, block_end, int64_t{table[static_cast<size_t>(b)]} * block + p % block);
-    p = block_end;
+// Calls fn(first_position, end_position, first_slot) for each run of
+// [begin, end) — joined over consecutive slots, or (!join, batch-invariant
+// mode) cut at every block boundary, wherever the blocks lie — calling
+// ahead(next) first with the run after it, if any, so that the next run's
+// cache lines are on their way while fn reads these. (A paged cache's
+// blocks are scattered, so the kernels' own prefetches, which run ahead
+// within a run, never reach the next one.)
+template <typename Ahead, typename Fn>
+void for_each_run_ahead(const std::vector<int32_t>& table, int32_t block, int32_t begin,
+                        int32_t end, bool join, const Ahead& ahead, const Fn& fn) {
+  if (begin >= end) return;
+  Run r = run_from(table, block, begin, end, join);
+  for (;;) {
+    const bool last = r.end >= end;
+    Run next{};
+    if (!last) {
+      next = run_from(table, block, r.end, end, join);
+      ahead(next);
+    }
+    fn(r.begin, r.end, r.slot);
+    if (last) return;
+    r = next;
   }
 }
 
@@ -366,11 +399,40 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   const float* qr = q + task.row * q_row + first_head * hd;
   // Decode is bound by reading the cache: the keys and values are read in
   // place, once, in order, straight from the slots (widened in registers).
-  for_each_run(task.seq->block_table, cache.block_tokens, task.begin, task.end,
-               [&](int32_t p0, int32_t p1, int64_t slot) {
-                 attend_run(task, cache, qr, p0, p1, slot, scores, state);
-               });
+  for_each_run_ahead(
+      task.seq->block_table, cache.block_tokens, task.begin, task.end, /*join=*/true,
+      [&](const Run& next) { prefetch_run(task, cache, next.slot, next.end - next.begin); },
+      [&](int32_t p0, int32_t p1, int64_t slot) {
+        attend_run(task, cache, qr, p0, p1, slot, scores, state);
+      });
   if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row + first_head * hd);
+}
+
+void OnednnAttention::prefetch_run(const Task& task, const LayerCache& cache, int64_t slot,
+                                   int64_t n) const {
+  // The first kPrefetchSlots slots only: the kernels prefetch on ahead of
+  // themselves within a run.
+  n = std::min<int64_t>(n, kPrefetchSlots);
+  const auto* k = static_cast<const uint8_t*>(cache.k);
+  const auto* v = static_cast<const uint8_t*>(cache.v);
+  if (cache.tiled) {
+    const int64_t head_bytes = tile_head_bytes(spec_.head_dim);
+    const int64_t tile_bytes = kTileSlots * cache.slot_bytes;
+    for (int64_t t = tile_offset(slot, cache.slot_bytes),
+                 last = tile_offset(slot + n - 1, cache.slot_bytes);
+         t <= last; t += tile_bytes) {
+      const int64_t first = t + task.kv_head * head_bytes;
+      detail::prefetch_lines<kPrefetchKeys>(k + first, task.kv_heads * head_bytes);
+      detail::prefetch_lines<kPrefetchValues>(v + first, task.kv_heads * head_bytes);
+    }
+    return;
+  }
+  const int64_t head_bytes = cache_head_bytes(cache.dtype, spec_.head_dim);
+  for (int64_t s = slot; s < slot + n; ++s) {
+    const int64_t first = s * cache.slot_bytes + task.kv_head * head_bytes;
+    detail::prefetch_lines<kPrefetchKeys>(k + first, task.kv_heads * head_bytes);
+    detail::prefetch_lines<kPrefetchValues>(v + first, task.kv_heads * head_bytes);
+  }
 }
 
 void OnednnAttention::attend_run(const Task& task, const LayerCache& cache, const float* qr,
@@ -416,10 +478,12 @@ void OnednnAttention::run_invariant(const Task& task, size_t index, const LayerC
     std::fill(state.max, state.max + group, -INFINITY);
     std::fill(state.sum, state.sum + group, 0.0f);
     std::fill(state.acc, state.acc + int64_t{group} * hd, 0.0f);
-    for_each_block(task.seq->block_table, cache.block_tokens, s0, s1,
-                   [&](int32_t p0, int32_t p1, int64_t slot) {
-                     attend_run(task, cache, qr, p0, p1, slot, scores, state);
-                   });
+    for_each_run_ahead(
+        task.seq->block_table, cache.block_tokens, s0, s1, /*join=*/false,
+        [&](const Run& next) { prefetch_run(task, cache, next.slot, next.end - next.begin); },
+        [&](int32_t p0, int32_t p1, int64_t slot) {
+          attend_run(task, cache, qr, p0, p1, slot, scores, state);
+        });
     parts.push_back(state);
     s0 = s1;
   }
