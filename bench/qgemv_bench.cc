@@ -20,6 +20,7 @@
 //   amx:    row_tiles_product_amx (kernels/row_tiles_amx.h) on the same
 //           tiles, packing the activation rows into tile order included
 //           (the matmul packs once per product); CPUs with AMX-INT8 only.
+//           /stream: cycling through copies of the tiles as gemv's stream.
 //   sgemm:  oneDNN's f32 sgemm of n rows against the same matrix expanded to
 //           f32 beforehand, in panels of at most 1 MiB (Matmul::gemm, from
 //           matmul_min_rows on, takes smaller panels still, eight tasks per
@@ -168,16 +169,29 @@ void bench_row_tiles(benchmark::State& state, Shape s, CpuPath path, int64_t n, 
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
-void bench_row_tiles_amx(benchmark::State& state, Shape s, int64_t n, int terms) {
+void bench_row_tiles_amx(benchmark::State& state, Shape s, int64_t n, int terms, bool stream) {
   const TileProduct p(s, CpuPath::kAvx512Vnni, n, terms);
+  // stream: copies of the packed tiles totalling >= kStreamBytes, one per
+  // iteration in turn, so that the weights come from L3/DRAM as in a model.
+  const int64_t copies = stream ? (kStreamBytes + p.tiles.bytes() - 1) / p.tiles.bytes() : 1;
+  std::vector<duet::onednn::RowTiles> extra;
+  const std::vector<uint8_t> w = stream ? make_weights(s, 1) : std::vector<uint8_t>{};
+  for (int64_t c = 1; c < copies; ++c) {
+    extra.emplace_back(s.type, s.rows, s.k);
+    extra.back().pack(w.data(), 0, extra.back().tiles());
+  }
   duet::onednn::AmxActivations act;
   std::vector<float> y(static_cast<size_t>(n * s.rows));
+  int64_t copy = 0;
   for (auto _ : state) {
     act.reset(n, s.k, terms);
     act.pack(p.xq.data(), 0, act.units());
-    duet::onednn::row_tiles_product_amx(p.tiles, act, y.data(), s.rows, 0, p.tiles.tiles());
+    const duet::onednn::RowTiles& tiles =
+        copy == 0 ? p.tiles : extra[static_cast<size_t>(copy - 1)];
+    duet::onednn::row_tiles_product_amx(tiles, act, y.data(), s.rows, 0, tiles.tiles());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
+    copy = copy + 1 == copies ? 0 : copy + 1;
   }
   state.counters["per_vector_ns"] = benchmark::Counter(
       static_cast<double>(n) * 1e9,
@@ -274,7 +288,14 @@ int main(int argc, char** argv) {
             benchmark::RegisterBenchmark(("amx/" + std::string(s.name) + "/t" +
                                           std::to_string(terms) + "/n" + std::to_string(n))
                                              .c_str(),
-                                         bench_row_tiles_amx, s, n, terms);
+                                         bench_row_tiles_amx, s, n, terms, false);
+          }
+          for (int64_t n : {16, 64}) {
+            benchmark::RegisterBenchmark(
+                ("amx/" + std::string(s.name) + "/t" + std::to_string(terms) + "/n" +
+                 std::to_string(n) + "/stream")
+                    .c_str(),
+                bench_row_tiles_amx, s, n, terms, true);
           }
         }
       }
