@@ -254,6 +254,51 @@ TEST(QgemvActivations, ATinyBlockGetsNoSecondTerm) {
   }
 }
 
+// Rows of many blocks — the AVX-512 paths quantize 16 blocks at a time —
+// with a remainder, and blocks of every kind: all zeros, an outlier, one
+// too small for a second term, an inf, a NaN. Every path gives the
+// portable code's bits, with one term and with two, wherever a block is
+// finite.
+TEST(QgemvActivations, LongRowsGiveThePortableBitsOnEveryPath) {
+  const int64_t k = 37 * 32;
+  std::vector<float> x = random_activations(k, 9);
+  std::fill(x.begin() + 32 * 3, x.begin() + 32 * 4, 0.0f);
+  x[32 * 17 + 5] = 90.0f;
+  std::fill(x.begin() + 32 * 20, x.begin() + 32 * 21, 0.0f);
+  x[32 * 20 + 2] = 1e-36f;
+  x[32 * 33 + 9] = std::numeric_limits<float>::infinity();
+  x[32 * 35 + 1] = std::numeric_limits<float>::quiet_NaN();
+  const int64_t blocks = k / 32;
+  for (int terms : {1, 2}) {
+    Q8Activations want;
+    want.quantize(x.data(), k, CpuPath::kScalar, terms);
+    for (CpuPath path : runnable_paths()) {
+      const std::string where = std::string(cpu_path_name(path)) + ", " + std::to_string(terms);
+      Q8Activations other;
+      other.quantize(x.data(), k, path, terms);
+      // The blocks holding an inf or a NaN get whatever each path's
+      // conversion makes of them (their scales too); the blocks around them
+      // must still agree.
+      auto finite_block = [](int64_t b) { return b != 33 && b != 35; };
+      for (int64_t b = 0; b < blocks; ++b) {
+        if (!finite_block(b)) continue;
+        EXPECT_EQ(std::memcmp(other.q() + 32 * b, want.q() + 32 * b, 32), 0) << where << " " << b;
+        if (terms == 2) {
+          EXPECT_EQ(std::memcmp(other.q_lo() + 32 * b, want.q_lo() + 32 * b, 32), 0)
+              << where << " " << b;
+        }
+      }
+      for (int64_t i = 0; i < 2 * blocks; ++i) {
+        if (!finite_block(i / 2)) continue;
+        EXPECT_EQ(std::memcmp(other.scales() + i, want.scales() + i, sizeof(float)), 0)
+            << where << " scale " << i;
+        EXPECT_EQ(std::memcmp(other.half_scales() + i, want.half_scales() + i, sizeof(float)), 0)
+            << where << " half scale " << i;
+      }
+    }
+  }
+}
+
 // The many-vector kernels' inputs: q and q_lo regrouped per 4 blocks (first
 // halves, then second halves) and the -128 * Σ of each 4 values, over the
 // padded length too (zeros there).

@@ -8,6 +8,7 @@
 #include "duet/block_formats.h"
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/prefetch.h"
+#include "kernels/reduce16_avx512.h"
 #include "kernels/with_heads.h"
 #include "vector_kernels.h"
 
@@ -65,32 +66,6 @@ void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_
     }
     fn(block, i0, std::min(kBlock, n - i0));
   }
-}
-
-// Lane j of the result is the sum of the lanes of p[j]. Each level adds
-// the two halves of every position's partial sums, packing two vectors'
-// positions into one: 16 → 8 → 4 → 2 → 1 vectors; the last level leaves
-// position k + 4t in lane 4k + t, which one permute puts in order.
-__attribute__((always_inline)) inline __m512 sum16(const __m512 p[16]) {
-  __m512 a[8];
-  for (int i = 0; i < 8; ++i) {
-    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], 0x44),
-                         _mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], 0xee));
-  }
-  __m512 b[4];
-  for (int i = 0; i < 4; ++i) {
-    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
-                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
-  }
-  __m512 c[2];
-  for (int i = 0; i < 2; ++i) {
-    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
-                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xee));
-  }
-  const __m512 d =
-      _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xdd));
-  return _mm512_permutexvar_ps(
-      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), d);
 }
 
 // acc[h][c0..c0+16·C) += Σ_i p[h][i] * v_i[c0..c0+16·C) for H heads over

@@ -47,7 +47,7 @@ int32_t round_even_127(float v) {
 // The second term of qgemv.h's two-term quantization, from the first (q,
 // scales as quantize_<path> left them): fills q_lo and turns each block's
 // (d, d*Σq) into (d/256, d/256 * Σ(256*q + q_lo)). Portable code, the
-// definition the AVX-512 paths' quantize_second_term_avx512 matches bit for
+// definition the AVX-512 paths' quantize_terms_avx512 matches bit for
 // bit.
 void quantize_second_term(const float* x, int64_t k, const int8_t* q, int8_t* q_lo, float* scales) {
   for (int64_t b = 0; b < k / kBlock; ++b) {
@@ -221,16 +221,14 @@ void Q8Activations::quantize(const float* x, int64_t k, CpuPath path, int terms,
       break;
     case CpuPath::kAvx512:
     case CpuPath::kAvx512Vnni:
-      detail::quantize_avx512(x, k, q_.get(), scales_.get());
+      detail::quantize_terms_avx512(x, k, terms, q_.get(), q_lo_.get(), scales_.get(),
+                                    half_scales_.get());
       break;
   }
-  const int8_t* lo = terms == 2 ? q_lo_.get() : nullptr;
-  if (path >= CpuPath::kAvx512) {
-    if (terms == 2) detail::quantize_second_term_avx512(x, k, q_.get(), q_lo_.get(), scales_.get());
-    detail::fill_half_scales_avx512(q_.get(), lo, blocks, scales_.get(), half_scales_.get());
-  } else {
+  if (path < CpuPath::kAvx512) {
     if (terms == 2) quantize_second_term(x, k, q_.get(), q_lo_.get(), scales_.get());
-    fill_half_scales(q_.get(), lo, blocks, scales_.get(), half_scales_.get());
+    fill_half_scales(q_.get(), terms == 2 ? q_lo_.get() : nullptr, blocks, scales_.get(),
+                     half_scales_.get());
   }
   std::fill(half_scales_.get() + 2 * blocks, half_scales_.get() + 2 * padded, 0.0f);
   derived_forms_ = derived_forms;

@@ -18,11 +18,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "duet/block_formats.h"
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/prefetch.h"
 #include "kernels/qgemv_paths.h"
+#include "kernels/reduce16_avx512.h"
 
 namespace duet::onednn::detail {
 namespace {
@@ -622,74 +624,110 @@ void gemv_avx512(const GemvArgs& a) {
   }
 }
 
-void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales) {
-  for (int64_t b = 0; b < k / kBlock; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + b * kBlock);
-    const __m512 v1 = _mm512_loadu_ps(x + b * kBlock + 16);
-    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    // The same float operations as quantize_scalar, so the same bits.
-    const float d = amax / 127.0f;
-    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kBlock), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kBlock + 16), _mm512_cvtsepi32_epi8(q1));
-    scales[2 * b] = d;
-    scales[2 * b + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
-  }
+namespace {
+
+// out[2j] = a[j], out[2j + 1] = b[j] for j < count (≤ 16).
+void store_pairs(__m512 a, __m512 b, int64_t count, float* out) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+  const int64_t floats = 2 * count;
+  const auto first = static_cast<__mmask16>(floats >= 16 ? 0xffff : (1u << floats) - 1);
+  const auto second = static_cast<__mmask16>(floats <= 16 ? 0 : (1u << (floats - 16)) - 1);
+  _mm512_mask_storeu_ps(out, first, _mm512_permutex2var_ps(a, lo, b));
+  _mm512_mask_storeu_ps(out + 16, second, _mm512_permutex2var_ps(a, hi, b));
 }
 
-// The float steps of qgemv.cc's quantize_second_term one by one, in
-// explicitly rounded instructions (round to nearest, the default mode the
-// portable code runs under) that the compiler cannot fuse into an FMA (it
-// may fuse plain vector * and -), so the bits are the portable code's.
-void quantize_second_term_avx512(const float* x, int64_t k, const int8_t* q, int8_t* q_lo,
-                                 float* scales) {
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  const __m512i lo = _mm512_set1_epi32(-127);
-  const __m512i hi = _mm512_set1_epi32(127);
-  for (int64_t b = 0; b < k / kBlock; ++b) {
-    const float d = scales[2 * b];
-    float id = d != 0.0f ? 256.0f / d : 0.0f;
-    const __m512 x0 = _mm512_loadu_ps(x + b * kBlock);
-    const __m512 x1 = _mm512_loadu_ps(x + b * kBlock + 16);
-    // x * 0 is NaN exactly where x is inf or NaN: such a block, or one whose
-    // id overflowed, gets no second term.
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512 p = _mm512_add_ps(_mm512_mul_ps(x0, zero), _mm512_mul_ps(x1, zero));
-    if (!std::isfinite(id) || _mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) id = 0.0f;
-    const __m512 dv = _mm512_set1_ps(d);
-    const __m512 idv = _mm512_set1_ps(id);
-    __m512i sum = _mm512_setzero_si512();
+// One group of n ≤ 16 blocks from x: qgemv.cc's definitions (quantize_scalar,
+// quantize_second_term, fill_half_scales) in the same float operations, so
+// the same bits, with each block's horizontal maximum and sums taken for
+// the 16 blocks at once (reduce16_avx512.h; a maximum and an integer sum
+// are exact in any order) and the divisions done 16 to a vector.
+template <int Terms>
+void quantize_group(const float* x, int64_t n, int8_t* q, int8_t* q_lo, float* scales,
+                    float* half_scales) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 amax[16];
+  for (int64_t j = 0; j < 16; ++j) {
+    amax[j] = j < n ? _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + j * kBlock)),
+                                    _mm512_abs_ps(_mm512_loadu_ps(x + j * kBlock + 16)))
+                    : zero;
+  }
+  const __m512 d = _mm512_div_ps(max16(amax), _mm512_set1_ps(127.0f));
+  // d != 0 (true for NaN, as in the scalar code).
+  const __mmask16 nonzero = _mm512_cmp_ps_mask(d, zero, _CMP_NEQ_UQ);
+  alignas(64) float ds[16];
+  alignas(64) float ids[16];
+  _mm512_store_ps(ds, d);
+  _mm512_store_ps(ids, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), d));
+  __m512i qv[2][16];
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512 id = _mm512_set1_ps(ids[j]);
     for (int h = 0; h < 2; ++h) {
-      const __m512 xv = h == 0 ? x0 : x1;
-      const __m512i qi = _mm512_cvtepi8_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + b * kBlock + 16 * h)));
-      const __m512 rest =
-          _mm512_sub_round_ps(xv, _mm512_mul_round_ps(dv, _mm512_cvtepi32_ps(qi), kRound), kRound);
-      // vcvtps2dq rounds to nearest even, as the portable code's adder does.
-      const __m512i v = _mm512_min_epi32(
-          _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_round_ps(rest, idv, kRound)), lo), hi);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q_lo + b * kBlock + 16 * h),
-                       _mm512_cvtepi32_epi8(v));
-      sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_slli_epi32(qi, 8), v));
+      qv[h][j] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + j * kBlock + 16 * h), id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + j * kBlock + 16 * h),
+                       _mm512_cvtsepi32_epi8(qv[h][j]));
     }
-    const float unit = d * (1.0f / 256.0f);
-    scales[2 * b] = unit;
-    scales[2 * b + 1] = unit * static_cast<float>(_mm512_reduce_add_epi32(sum));
   }
+  for (int64_t j = n; j < 16; ++j) qv[0][j] = qv[1][j] = _mm512_setzero_si512();
+  __m512 unit = d;
+  if constexpr (Terms == 2) {
+    // 256 / d, or 0 where d is 0, 256 / d is not finite, or the block holds
+    // an inf or NaN (x * 0 is NaN exactly there): no second term.
+    __mmask16 poisoned = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const __m512 p = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j * kBlock), zero),
+                                     _mm512_mul_ps(_mm512_loadu_ps(x + j * kBlock + 16), zero));
+      if (_mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) poisoned |= static_cast<__mmask16>(1u << j);
+    }
+    __m512 id2 = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(256.0f), d);
+    // |id2| ≥ inf or unordered: NaN, +inf or -inf.
+    const __mmask16 not_finite = _mm512_cmp_ps_mask(
+        _mm512_abs_ps(id2), _mm512_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ);
+    id2 = _mm512_maskz_mov_ps(static_cast<__mmask16>(~(poisoned | not_finite)), id2);
+    _mm512_store_ps(ids, id2);
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512i lo = _mm512_set1_epi32(-127);
+    const __m512i hi = _mm512_set1_epi32(127);
+    for (int64_t j = 0; j < n; ++j) {
+      const __m512 dv = _mm512_set1_ps(ds[j]);
+      const __m512 idv = _mm512_set1_ps(ids[j]);
+      for (int h = 0; h < 2; ++h) {
+        // The steps of quantize_second_term one by one, explicitly rounded so
+        // that the compiler cannot fuse them into an FMA.
+        const __m512 rest = _mm512_sub_round_ps(
+            _mm512_loadu_ps(x + j * kBlock + 16 * h),
+            _mm512_mul_round_ps(dv, _mm512_cvtepi32_ps(qv[h][j]), kRound), kRound);
+        // vcvtps2dq rounds to nearest even, as the portable code's adder does.
+        const __m512i v = _mm512_min_epi32(
+            _mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_round_ps(rest, idv, kRound)), lo), hi);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q_lo + j * kBlock + 16 * h),
+                         _mm512_cvtepi32_epi8(v));
+        qv[h][j] = _mm512_add_epi32(_mm512_slli_epi32(qv[h][j], 8), v);
+      }
+    }
+    unit = _mm512_mul_ps(d, _mm512_set1_ps(1.0f / 256.0f));  // exact: a power-of-two scaling
+  }
+  const __m512i first = sum16_epi32(qv[0]);
+  const __m512i second = sum16_epi32(qv[1]);
+  store_pairs(unit, _mm512_mul_ps(unit, _mm512_cvtepi32_ps(_mm512_add_epi32(first, second))), n,
+              scales);
+  store_pairs(_mm512_mul_ps(unit, _mm512_cvtepi32_ps(first)),
+              _mm512_mul_ps(unit, _mm512_cvtepi32_ps(second)), n, half_scales);
 }
 
-void fill_half_scales_avx512(const int8_t* q, const int8_t* q_lo, int64_t blocks,
-                             const float* scales, float* half_scales) {
-  for (int64_t h = 0; h < 2 * blocks; ++h) {
-    __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * h)));
-    if (q_lo != nullptr) {
-      v = _mm512_add_epi32(
-          _mm512_slli_epi32(v, 8),
-          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q_lo + 16 * h))));
+}  // namespace
+
+void quantize_terms_avx512(const float* x, int64_t k, int terms, int8_t* q, int8_t* q_lo,
+                           float* scales, float* half_scales) {
+  for (int64_t b = 0; b < k / kBlock; b += 16) {
+    const int64_t n = std::min<int64_t>(16, k / kBlock - b);
+    if (terms == 2) {
+      quantize_group<2>(x + b * kBlock, n, q + b * kBlock, q_lo + b * kBlock, scales + 2 * b,
+                        half_scales + 2 * b);
+    } else {
+      quantize_group<1>(x + b * kBlock, n, q + b * kBlock, nullptr, scales + 2 * b,
+                        half_scales + 2 * b);
     }
-    half_scales[h] = scales[2 * (h / 2)] * static_cast<float>(_mm512_reduce_add_epi32(v));
   }
 }
 #endif

@@ -61,14 +61,12 @@ bool gemv_many_avx512_vnni(const GemvArgs& a);
 // qgemv.h describes (the padding is the caller's). All bit-identical.
 void quantize_scalar(const float* x, int64_t k, int8_t* q, float* scales);
 void quantize_avx2(const float* x, int64_t k, int8_t* q, float* scales);
-void quantize_avx512(const float* x, int64_t k, int8_t* q, float* scales);
-// The two-term quantization's second term from the first, and the half-block
-// sums (qgemv.cc's quantize_second_term and fill_half_scales, which define
-// them), in AVX-512: bit-identical to those.
-void quantize_second_term_avx512(const float* x, int64_t k, const int8_t* q, int8_t* q_lo,
-                                 float* scales);
-void fill_half_scales_avx512(const int8_t* q, const int8_t* q_lo, int64_t blocks,
-                             const float* scales, float* half_scales);
+// The AVX-512 paths do all of Q8Activations::quantize's work in one pass:
+// q and scales as above and, with two terms, q_lo and the second term's
+// scales (qgemv.cc's quantize_second_term), then half_scales
+// (fill_half_scales) — bit-identical to those definitions.
+void quantize_terms_avx512(const float* x, int64_t k, int terms, int8_t* q, int8_t* q_lo,
+                           float* scales, float* half_scales);
 
 // row_tiles_product's kernels, arguments validated: the n ≤ max activation
 // rows xq[0..n), all of `terms` terms, against tiles [tile_begin, tile_end).
