@@ -185,7 +185,7 @@ void bench_row_tiles_amx(benchmark::State& state, Shape s, int64_t n, int terms,
   int64_t copy = 0;
   for (auto _ : state) {
     act.reset(n, s.k, terms);
-    act.pack(p.xq.data(), 0, act.units());
+    act.pack(p.xq.data());
     const duet::onednn::RowTiles& tiles =
         copy == 0 ? p.tiles : extra[static_cast<size_t>(copy - 1)];
     duet::onednn::row_tiles_product_amx(tiles, act, y.data(), s.rows, 0, tiles.tiles());

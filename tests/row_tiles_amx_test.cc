@@ -61,7 +61,7 @@ void make_case(Case& c, int64_t n, int64_t k, int terms, uint32_t seed) {
     c.xq[static_cast<size_t>(i)].quantize(c.x.back().data(), k, CpuPath::kScalar, terms);
   }
   c.act.reset(n, k, terms);
-  c.act.pack(c.xq.data(), 0, c.act.units());
+  c.act.pack(c.xq.data());
 }
 
 RowTiles packed(const Matrix& m) {
@@ -141,23 +141,55 @@ TEST_P(RowTilesAmxTest, WritesOnlyItsTilesAndTheActivationRows) {
 INSTANTIATE_TEST_SUITE_P(Formats, RowTilesAmxTest, ::testing::ValuesIn(testing::row_tile_cases()),
                          [](const auto& p) { return testing::type_and_k_name(p.param); });
 
-// The matmul splits the packing among threads by group blocks, even within
-// one group: any split must give the bytes of one pass (no AMX needed).
-TEST(RowTilesAmx, PackingInPiecesEqualsPackingAtOnce) {
+// The matmul packs each row on the thread that quantized it, in any order,
+// over a buffer that held other rows: every block must hold, row by row,
+// the row's block of each term, its scales and half sums, and zeros past
+// the last row (no AMX needed).
+TEST(RowTilesAmx, PackingRowByRowFollowsTheLayout) {
   Case c;
   make_case(c, 37, 96, 2, 93);  // 3 groups, the last partial; 3 blocks each
-  AmxActivations pieces;
-  pieces.reset(37, 96, 2);
-  ASSERT_EQ(pieces.units(), 9);
-  for (auto [begin, end] : {std::pair<int64_t, int64_t>{4, 9}, {0, 1}, {1, 4}}) {
-    pieces.pack(c.xq.data(), begin, end);
+  Case other;                   // 48 rows: no padding, so the last group is full of their bytes
+  make_case(other, 48, 96, 2, 94);
+  AmxActivations act;
+  act.reset(48, 96, 2);
+  act.pack(other.xq.data());
+  act.reset(37, 96, 2);  // the same buffer, the same layout
+  act.clear_padding();
+  for (int64_t row : {36, 0, 17, 5, 35, 1, 2, 3, 4})
+    act.pack_row(c.xq[static_cast<size_t>(row)], row);
+  for (int64_t row = 6; row < 35; ++row) {
+    if (row != 17) act.pack_row(c.xq[static_cast<size_t>(row)], row);
   }
-  for (int64_t g = 0; g < c.act.groups(); ++g) {
-    for (int64_t b = 0; b < c.act.blocks(); ++b) {
-      EXPECT_EQ(std::memcmp(pieces.block(g, b), c.act.block(g, b),
-                            static_cast<size_t>(c.act.block_bytes())),
-                0)
-          << "group " << g << ", block " << b;
+  constexpr int64_t kGroupRows = AmxActivations::kRows;
+  for (int64_t g = 0; g < act.groups(); ++g) {
+    for (int64_t b = 0; b < act.blocks(); ++b) {
+      const int8_t* blk = act.block(g, b);
+      const auto* scales = reinterpret_cast<const float*>(blk + 2 * AmxActivations::kTileBytes);
+      for (int64_t i = 0; i < kGroupRows; ++i) {
+        const int64_t row = g * kGroupRows + i;
+        const std::string where = "group " + std::to_string(g) + ", block " + std::to_string(b) +
+                                  ", row " + std::to_string(i);
+        if (row >= 37) {
+          for (int64_t t = 0; t < 2; ++t) {
+            for (int64_t j = 0; j < 32; ++j) {
+              EXPECT_EQ(blk[t * AmxActivations::kTileBytes + i * 32 + j], 0) << where;
+            }
+          }
+          for (int64_t j = 0; j < 2; ++j) {
+            EXPECT_EQ(scales[2 * i + j], 0.0f) << where;
+            EXPECT_EQ(scales[2 * kGroupRows + 2 * i + j], 0.0f) << where;
+          }
+          continue;
+        }
+        const Q8Activations& x = c.xq[static_cast<size_t>(row)];
+        EXPECT_EQ(std::memcmp(blk + i * 32, x.q() + b * 32, 32), 0) << where;
+        EXPECT_EQ(std::memcmp(blk + AmxActivations::kTileBytes + i * 32, x.q_lo() + b * 32, 32), 0)
+            << where;
+        EXPECT_EQ(scales[2 * i], x.scales()[2 * b]) << where;
+        EXPECT_EQ(scales[2 * i + 1], x.scales()[2 * b + 1]) << where;
+        EXPECT_EQ(scales[2 * kGroupRows + 2 * i], x.half_scales()[2 * b]) << where;
+        EXPECT_EQ(scales[2 * kGroupRows + 2 * i + 1], x.half_scales()[2 * b + 1]) << where;
+      }
     }
   }
 }

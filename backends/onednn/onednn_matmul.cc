@@ -89,7 +89,7 @@ void Matmul::run(const TensorView& x, const TensorView& w, TensorView out) {
   }
 }
 
-void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms) {
+void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms, bool for_amx) {
   // The same activations often feed several matrices in a row (a layer's
   // q, k and v; gate and up): a row whose values equal those its
   // quantization was made from, in the form asked for, is kept. Each row is
@@ -101,6 +101,16 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
   if (quantized_.size() < static_cast<size_t>(n * k)) quantized_.resize(static_cast<size_t>(n * k));
   const int64_t kept_rows = quantized_rows_;
   quantized_rows_ = 0;  // until every row is in
+  // amx_rows_ holds xq_'s rows while fresh: then only the rows that change
+  // are packed again, else all of them.
+  const bool repack = for_amx && (!amx_rows_fresh_ || n != kept_rows || amx_rows_.rows() != n ||
+                                  amx_rows_.k() != k || amx_rows_.terms() != terms_);
+  const bool was_fresh = amx_rows_fresh_;
+  amx_rows_fresh_ = false;  // until every row is in
+  if (repack) {
+    amx_rows_.reset(n, k, terms_);
+    amx_rows_.clear_padding();
+  }
   const auto row_bytes = static_cast<size_t>(k) * sizeof(float);
   std::atomic<bool> changed{false};
   auto rows = [&](int64_t begin, int64_t end, int) {
@@ -109,11 +119,13 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
       float* copy = quantized_.data() + i * k;
       if (i < kept_rows && xq.k() == k && (!derived_forms || xq.has_derived_forms()) &&
           std::memcmp(x + i * k, copy, row_bytes) == 0) {
+        if (repack) amx_rows_.pack_row(xq, i);
         continue;
       }
       xq.quantize(x + i * k, k, path_, terms_, derived_forms);
       std::memcpy(copy, x + i * k, row_bytes);
       changed.store(true, std::memory_order_relaxed);
+      if (for_amx) amx_rows_.pack_row(xq, i);
     }
   };
   if (n >= kParallelQuantizeRows) {
@@ -121,8 +133,10 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
   } else {
     rows(0, n, 0);
   }
-  // The AMX regrouping holds the rows of the last product of its size.
-  if (changed.load(std::memory_order_relaxed) || n != kept_rows) amx_rows_fresh_ = false;
+  // The AMX regrouping holds the rows of the last product that asked for
+  // it, as long as no other changes xq_.
+  amx_rows_fresh_ =
+      for_amx || (was_fresh && !changed.load(std::memory_order_relaxed) && n == kept_rows);
   quantized_rows_ = n;
 }
 
@@ -188,16 +202,7 @@ void Matmul::tiled(const TensorView& x, std::span<const TensorView> w,
     tiled_products_.push_back(TiledProduct{std::move(tiles), out[i].as<float>(), total, amx});
     total += count;
   }
-  quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false);
-  if (any_amx && !amx_rows_fresh_) {
-    amx_rows_.reset(n, k, terms_);
-    // By group blocks: a decode step's 16 rows are one group, whose
-    // packing would otherwise fall to one thread while the others wait.
-    pool_->parallel_for(amx_rows_.units(), 1, [&](int64_t begin, int64_t end, int) {
-      amx_rows_.pack(xq_.data(), begin, end);
-    });
-    amx_rows_fresh_ = true;
-  }
+  quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false, /*for_amx=*/any_amx);
   // The tiles of all products in one loop; a claimed range may span two.
   pool_->parallel_for_shared(total, 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
     for (const TiledProduct& p : tiled_products_) {

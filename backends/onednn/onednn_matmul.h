@@ -98,8 +98,11 @@ class Matmul {
  private:
   // Fills xq_[0..n) with the rows of x[n, k], quantized to terms_ terms
   // (with the derived forms gemv_batch of several rows reads, or without),
-  // unless they already hold exactly these rows in that form.
-  void quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms);
+  // unless they already hold exactly these rows in that form; with
+  // `for_amx`, also into amx_rows_ (each row by the thread that quantized
+  // it), unless amx_rows_ already holds it.
+  void quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms,
+                     bool for_amx = false);
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
   // Whether x[n, k] · w[m, k]ᵀ takes row tiles.
   bool takes_tiles(int64_t n, const TensorView& w) const;

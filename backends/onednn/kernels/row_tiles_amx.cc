@@ -2,6 +2,7 @@
 // x86-64: the AMX instructions live in row_tiles_amx_kernel.cc alone.
 #include "kernels/row_tiles_amx.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -33,30 +34,41 @@ void AmxActivations::grow(int64_t bytes) {
   capacity_ = bytes;
 }
 
-void AmxActivations::pack(const Q8Activations* xq, int64_t begin, int64_t end) {
+void AmxActivations::pack(const Q8Activations* xq) {
+  clear_padding();
+  for (int64_t row = 0; row < n_; ++row) pack_row(xq[row], row);
+}
+
+void AmxActivations::pack_row(const Q8Activations& x, int64_t row) {
   constexpr int64_t kBlock = RowTiles::kBlock;
-  for (int64_t u = begin; u < end; ++u) {
-    const int64_t g = u / blocks();
-    const int64_t b = u % blocks();
-    auto* out = const_cast<int8_t*>(block(g, b));
+  const int64_t i = row % kRows;
+  for (int64_t b = 0; b < blocks(); ++b) {
+    auto* out = const_cast<int8_t*>(block(row / kRows, b));
     auto* scales = reinterpret_cast<float*>(out + terms_ * kTileBytes);
     float* half_sums = scales + 2 * kRows;
-    for (int64_t i = 0; i < kRows; ++i) {
-      const int64_t row = g * kRows + i;
-      int8_t* q = out + i * kBlock;
-      if (row >= n_) {
-        for (int t = 0; t < terms_; ++t) std::memset(q + t * kTileBytes, 0, kBlock);
-        scales[2 * i] = scales[2 * i + 1] = half_sums[2 * i] = half_sums[2 * i + 1] = 0.0f;
-        continue;
-      }
-      const Q8Activations& x = xq[row];
-      std::memcpy(q, x.q() + b * kBlock, kBlock);
-      if (terms_ == 2) std::memcpy(q + kTileBytes, x.q_lo() + b * kBlock, kBlock);
-      scales[2 * i] = x.scales()[2 * b];
-      scales[2 * i + 1] = x.scales()[2 * b + 1];
-      half_sums[2 * i] = x.half_scales()[2 * b];
-      half_sums[2 * i + 1] = x.half_scales()[2 * b + 1];
+    std::memcpy(out + i * kBlock, x.q() + b * kBlock, kBlock);
+    if (terms_ == 2) std::memcpy(out + kTileBytes + i * kBlock, x.q_lo() + b * kBlock, kBlock);
+    scales[2 * i] = x.scales()[2 * b];
+    scales[2 * i + 1] = x.scales()[2 * b + 1];
+    half_sums[2 * i] = x.half_scales()[2 * b];
+    half_sums[2 * i + 1] = x.half_scales()[2 * b + 1];
+  }
+}
+
+void AmxActivations::clear_padding() {
+  constexpr int64_t kBlock = RowTiles::kBlock;
+  const int64_t first = n_ % kRows;
+  if (n_ == 0 || first == 0) return;
+  for (int64_t b = 0; b < blocks(); ++b) {
+    auto* out = const_cast<int8_t*>(block(groups() - 1, b));
+    auto* scales = reinterpret_cast<float*>(out + terms_ * kTileBytes);
+    float* half_sums = scales + 2 * kRows;
+    for (int t = 0; t < terms_; ++t) {
+      std::memset(out + t * kTileBytes + first * kBlock, 0,
+                  static_cast<size_t>((kRows - first) * kBlock));
     }
+    std::fill(scales + 2 * first, scales + 2 * kRows, 0.0f);
+    std::fill(half_sums + 2 * first, half_sums + 2 * kRows, 0.0f);
   }
 }
 

@@ -43,19 +43,24 @@ class AmxActivations {
   // Throws duet::Error(kOutOfMemory) naming the size, leaving the object
   // as it was.
   void reset(int64_t n, int64_t k, int terms);
-  // Fills the group blocks [begin, end) of units() from xq[0..n) (rows past
-  // n: zeros); group block u is block u % blocks() of group u / blocks(),
-  // so that even one group's blocks can be split among threads.
+  // Fills every block from xq[0..n) (rows past n: zeros): clear_padding()
+  // and pack_row() of each row.
   // REQUIRES reset(n, k, terms) with every xq[i].k() == k and
-  // xq[i].terms() == terms. Thread-safe for disjoint ranges.
-  void pack(const Q8Activations* xq, int64_t begin, int64_t end);
+  // xq[i].terms() == terms.
+  void pack(const Q8Activations* xq);
+  // Row `row` (< rows()) of every block of its group from x, so that each
+  // row can be packed by the thread that quantized it. REQUIRES as pack()
+  // for x. Thread-safe for distinct rows.
+  void pack_row(const Q8Activations& x, int64_t row);
+  // Zeros the rows of the last group past rows() (their scales and sums
+  // too), so that they add nothing.
+  void clear_padding();
 
   int64_t rows() const { return n_; }
   int64_t k() const { return k_; }
   int terms() const { return terms_; }
   int64_t groups() const { return (n_ + kRows - 1) / kRows; }
   int64_t blocks() const { return k_ / RowTiles::kBlock; }
-  int64_t units() const { return groups() * blocks(); }  // blocks of all groups
   // Bytes of one group's block with `terms` terms: the terms' tiles, the
   // scales, the half sums.
   static constexpr int64_t block_bytes(int terms) {
