@@ -275,7 +275,7 @@ TEST(QgemvActivations, ATinyBlockGetsNoSecondTerm) {
 
 // Rows of many blocks — the AVX-512 paths quantize 16 blocks at a time —
 // with a remainder, and blocks of every kind: all zeros, an outlier, one
-// too small for a second term, an inf, a NaN. Every path gives the
+// too small for a second term, one too small for a first, an inf, a NaN. Every path gives the
 // portable code's bits, with one term and with two, wherever a block is
 // finite.
 TEST(QgemvActivations, LongRowsGiveThePortableBitsOnEveryPath) {
@@ -284,7 +284,9 @@ TEST(QgemvActivations, LongRowsGiveThePortableBitsOnEveryPath) {
   std::fill(x.begin() + 32 * 3, x.begin() + 32 * 4, 0.0f);
   x[32 * 17 + 5] = 90.0f;
   std::fill(x.begin() + 32 * 20, x.begin() + 32 * 21, 0.0f);
-  x[32 * 20 + 2] = 1e-36f;
+  x[32 * 20 + 2] = 1e-36f;  // 256 / d overflows: no second term
+  std::fill(x.begin() + 32 * 22, x.begin() + 32 * 23, 0.0f);
+  x[32 * 22 + 7] = -1e-37f;  // 1 / d overflows too: q = 0
   x[32 * 33 + 9] = std::numeric_limits<float>::infinity();
   x[32 * 35 + 1] = std::numeric_limits<float>::quiet_NaN();
   // The blocks holding an inf or a NaN get whatever each path's conversion

@@ -31,12 +31,12 @@ constexpr int32_t kMinStretch = 256;
 // rows run as tasks of their own only while the step has fewer (row, KV
 // head) pairs than this many per thread.
 constexpr int32_t kInvariantStretch = 256;
+constexpr int64_t kInvariantPairsPerThread = 4;
 // The slots of the next run of a decode row's positions prefetched while
 // one run is attended, and to which cache level its keys and values go.
 constexpr int64_t kPrefetchSlots = 16;
 constexpr auto kPrefetchKeys = detail::CacheLevel::kL1;
 constexpr auto kPrefetchValues = detail::CacheLevel::kL2;
-constexpr int64_t kInvariantPairsPerThread = 4;
 
 // A run of cache positions [begin, end) whose slots are consecutive from
 // `slot`.

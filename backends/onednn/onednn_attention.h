@@ -111,11 +111,11 @@ class OnednnAttention final : public Attention {
                 float* out, int thread);
   void run_stretch(const Task& task, size_t index, const LayerCache& cache, const float* q,
                    float* out, int thread);
-  // Folds positions [p0, p1) of the task's row, in consecutive slots from
-  // `slot`, into `state` (attend, or attend_tiles for a tiled cache).
   // Prefetches the first slots of a run of n from `slot` that `task` will
   // read next: its KV heads' keys and values.
   void prefetch_run(const Task& task, const LayerCache& cache, int64_t slot, int64_t n) const;
+  // Folds positions [p0, p1) of the task's row, in consecutive slots from
+  // `slot`, into `state` (attend, or attend_tiles for a tiled cache).
   void attend_run(const Task& task, const LayerCache& cache, const float* qr, int32_t p0,
                   int32_t p1, int64_t slot, float* scores, const SoftmaxPart& state) const;
   void run_invariant(const Task& task, size_t index, const LayerCache& cache, const float* q,

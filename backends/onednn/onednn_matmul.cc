@@ -129,7 +129,9 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
     }
   };
   if (n >= kParallelQuantizeRows) {
-    pool_->parallel_for(n, 1, rows);
+    // For the tile unit, eight rows a piece: a cache line of its regrouped
+    // rows' scales holds eight rows', and no two threads should write one.
+    pool_->parallel_for(n, for_amx ? 8 : 1, rows);
   } else {
     rows(0, n, 0);
   }

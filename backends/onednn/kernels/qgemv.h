@@ -37,7 +37,8 @@ namespace duet::onednn {
 // An activation vector of k floats (k a multiple of 32) quantized to blocks of
 // 32: q[32b + i] = round(x[32b + i] * (1 / d[b])) with d[b] = max|x in block
 // b| / 127 (round to nearest, ties to even; an all-zero block has d = 0 and
-// q = 0), so |x - d*q| ≤ d/2.
+// q = 0, and so does a block so small that 1 / d overflows, max below
+// ~4e-37), so |x - d*q| ≤ d/2.
 // With two terms, also q_lo[32b + i] = round((x - d*q) * (256 / d)), clamped
 // to ±127, so x ≈ (d/256) * (256*q + q_lo) within d/512 (about 1/65,000 of
 // the block's largest magnitude), or d/256 where the clamp cut a remainder of

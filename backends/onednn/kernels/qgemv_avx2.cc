@@ -5,6 +5,7 @@
 // instruction each, kRows rows per pass.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -218,7 +219,8 @@ void quantize_avx2(const float* x, int64_t k, int8_t* q, float* scales) {
     const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
     // The same float operations as quantize_scalar, so the same bits.
     const float d = amax / 127.0f;
-    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 id = _mm256_set1_ps(std::isfinite(inverse) ? inverse : 0.0f);
     __m256i qi[4];
     for (int i = 0; i < 4; ++i) qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
     const __m256i total =

@@ -3,8 +3,8 @@
 // DUET_QGEMV_VNNI=1 as the kAvx512Vnni path, where they use vpdpbusd. One
 // source, two instruction sets, no function shared between them: everything
 // but the entry points has internal linkage. The activation quantization
-// (quantize_avx512 and the second term) is built in the kAvx512 pass only
-// and serves both paths.
+// (quantize_terms_avx512) is built in the kAvx512 pass only and serves both
+// paths.
 //
 // Shape of every quantized kernel: weight blocks are taken four at a time
 // (a "group", read with whole-vector loads and regrouped by permutes, see
@@ -15,7 +15,6 @@
 // integer sums.
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -637,6 +636,13 @@ void store_pairs(__m512 a, __m512 b, int64_t count, float* out) {
   _mm512_mask_storeu_ps(out + 16, second, _mm512_permutex2var_ps(a, hi, b));
 }
 
+// v where it is finite, else 0 (|v| ≥ inf or unordered: NaN, +inf, -inf).
+__m512 finite_or_zero(__m512 v) {
+  const __mmask16 not_finite = _mm512_cmp_ps_mask(
+      _mm512_abs_ps(v), _mm512_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~not_finite), v);
+}
+
 // One group of n ≤ 16 blocks from x: qgemv.cc's definitions (quantize_scalar,
 // quantize_second_term, fill_half_scales) in the same float operations, so
 // the same bits, with each block's horizontal maximum and sums taken for
@@ -658,7 +664,7 @@ void quantize_group(const float* x, int64_t n, int8_t* q, int8_t* q_lo, float* s
   alignas(64) float ds[16];
   alignas(64) float ids[16];
   _mm512_store_ps(ds, d);
-  _mm512_store_ps(ids, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), d));
+  _mm512_store_ps(ids, finite_or_zero(_mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), d)));
   __m512i qv[2][16];
   for (int64_t j = 0; j < n; ++j) {
     const __m512 id = _mm512_set1_ps(ids[j]);
@@ -679,12 +685,8 @@ void quantize_group(const float* x, int64_t n, int8_t* q, int8_t* q_lo, float* s
                                      _mm512_mul_ps(_mm512_loadu_ps(x + j * kBlock + 16), zero));
       if (_mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) poisoned |= static_cast<__mmask16>(1u << j);
     }
-    __m512 id2 = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(256.0f), d);
-    // |id2| ≥ inf or unordered: NaN, +inf or -inf.
-    const __mmask16 not_finite = _mm512_cmp_ps_mask(
-        _mm512_abs_ps(id2), _mm512_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ);
-    id2 = _mm512_maskz_mov_ps(static_cast<__mmask16>(~(poisoned | not_finite)), id2);
-    _mm512_store_ps(ids, id2);
+    const __m512 id2 = finite_or_zero(_mm512_maskz_div_ps(nonzero, _mm512_set1_ps(256.0f), d));
+    _mm512_store_ps(ids, _mm512_maskz_mov_ps(static_cast<__mmask16>(~poisoned), id2));
     constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     const __m512i lo = _mm512_set1_epi32(-127);
     const __m512i hi = _mm512_set1_epi32(127);

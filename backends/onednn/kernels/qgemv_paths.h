@@ -61,10 +61,11 @@ bool gemv_many_avx512_vnni(const GemvArgs& a);
 // qgemv.h describes (the padding is the caller's). All bit-identical.
 void quantize_scalar(const float* x, int64_t k, int8_t* q, float* scales);
 void quantize_avx2(const float* x, int64_t k, int8_t* q, float* scales);
-// The AVX-512 paths do all of Q8Activations::quantize's work in one pass:
-// q and scales as above and, with two terms, q_lo and the second term's
-// scales (qgemv.cc's quantize_second_term), then half_scales
-// (fill_half_scales) — bit-identical to those definitions.
+// The AVX-512 paths quantize in one pass: q and scales as above and, with
+// two terms, q_lo (unused with one) and the second term's scales (qgemv.cc's
+// quantize_second_term), then half_scales (fill_half_scales) —
+// bit-identical to those definitions; the padding and the derived forms
+// stay the caller's.
 void quantize_terms_avx512(const float* x, int64_t k, int terms, int8_t* q, int8_t* q_lo,
                            float* scales, float* half_scales);
 

@@ -124,7 +124,8 @@ void quantize_scalar(const float* x, int64_t k, int8_t* q, float* scales) {
     float amax = 0.0f;
     for (int j = 0; j < kBlock; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (!std::isfinite(id)) id = 0.0f;  // d so small that 1 / d overflows: q = 0
     int32_t sum = 0;
     for (int j = 0; j < kBlock; ++j) {
       // lrint rounds in the current mode (to nearest, ties to even), as the

@@ -39,12 +39,14 @@ class AmxActivations {
   static constexpr int64_t kTileBytes = int64_t{kRows} * RowTiles::kBlock;  // one term's tile
 
   // Sizes the buffers for n rows of k values (k a multiple of 32) in
-  // `terms` (1 or 2) terms; the contents are undefined until pack().
+  // `terms` (1 or 2) terms; the contents are undefined until pack(), or
+  // clear_padding() and pack_row() of every row.
   // Throws duet::Error(kOutOfMemory) naming the size, leaving the object
   // as it was.
   void reset(int64_t n, int64_t k, int terms);
   // Fills every block from xq[0..n) (rows past n: zeros): clear_padding()
-  // and pack_row() of each row.
+  // and pack_row() of each row (the matmul packs row by row; tests and
+  // benchmarks pack at once).
   // REQUIRES reset(n, k, terms) with every xq[i].k() == k and
   // xq[i].terms() == terms.
   void pack(const Q8Activations* xq);
