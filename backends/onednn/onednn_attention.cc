@@ -399,13 +399,19 @@ void OnednnAttention::run_stretch(const Task& task, size_t index, const LayerCac
   const float* qr = q + task.row * q_row + first_head * hd;
   // Decode is bound by reading the cache: the keys and values are read in
   // place, once, in order, straight from the slots (widened in registers).
+  attend_runs(task, cache, qr, task.begin, task.end, /*join=*/true, scores, state);
+  if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row + first_head * hd);
+}
+
+void OnednnAttention::attend_runs(const Task& task, const LayerCache& cache, const float* qr,
+                                  int32_t begin, int32_t end, bool join, float* scores,
+                                  const SoftmaxPart& state) const {
   for_each_run_ahead(
-      task.seq->block_table, cache.block_tokens, task.begin, task.end, /*join=*/true,
+      task.seq->block_table, cache.block_tokens, begin, end, join,
       [&](const Run& next) { prefetch_run(task, cache, next.slot, next.end - next.begin); },
       [&](int32_t p0, int32_t p1, int64_t slot) {
         attend_run(task, cache, qr, p0, p1, slot, scores, state);
       });
-  if (task.whole) kernels_.merge(&state, 1, heads, hd, out + task.row * q_row + first_head * hd);
 }
 
 void OnednnAttention::prefetch_run(const Task& task, const LayerCache& cache, int64_t slot,
@@ -478,12 +484,7 @@ void OnednnAttention::run_invariant(const Task& task, size_t index, const LayerC
     std::fill(state.max, state.max + group, -INFINITY);
     std::fill(state.sum, state.sum + group, 0.0f);
     std::fill(state.acc, state.acc + int64_t{group} * hd, 0.0f);
-    for_each_run_ahead(
-        task.seq->block_table, cache.block_tokens, s0, s1, /*join=*/false,
-        [&](const Run& next) { prefetch_run(task, cache, next.slot, next.end - next.begin); },
-        [&](int32_t p0, int32_t p1, int64_t slot) {
-          attend_run(task, cache, qr, p0, p1, slot, scores, state);
-        });
+    attend_runs(task, cache, qr, s0, s1, /*join=*/false, scores, state);
     parts.push_back(state);
     s0 = s1;
   }

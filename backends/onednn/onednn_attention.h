@@ -111,6 +111,11 @@ class OnednnAttention final : public Attention {
                 float* out, int thread);
   void run_stretch(const Task& task, size_t index, const LayerCache& cache, const float* q,
                    float* out, int thread);
+  // Folds the task row's positions [begin, end) into `state` run by run
+  // (for_each_run_ahead: runs joined over consecutive slots, or, !join, cut
+  // at every block), prefetching each next run while one is attended.
+  void attend_runs(const Task& task, const LayerCache& cache, const float* qr, int32_t begin,
+                   int32_t end, bool join, float* scores, const SoftmaxPart& state) const;
   // Prefetches the first slots of a run of n from `slot` that `task` will
   // read next: its KV heads' keys and values.
   void prefetch_run(const Task& task, const LayerCache& cache, int64_t slot, int64_t n) const;

@@ -103,8 +103,8 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
   quantized_rows_ = 0;  // until every row is in
   // amx_rows_ holds xq_'s rows while fresh: then only the rows that change
   // are packed again, else all of them.
-  const bool repack = for_amx && (!amx_rows_fresh_ || n != kept_rows || amx_rows_.rows() != n ||
-                                  amx_rows_.k() != k || amx_rows_.terms() != terms_);
+  const bool repack = for_amx && (!amx_rows_fresh_ || amx_rows_.rows() != n || amx_rows_.k() != k ||
+                                  amx_rows_.terms() != terms_);
   const bool was_fresh = amx_rows_fresh_;
   amx_rows_fresh_ = false;  // until every row is in
   if (repack) {

@@ -653,10 +653,21 @@ void quantize_group(const float* x, int64_t n, int8_t* q, int8_t* q_lo, float* s
                     float* half_scales) {
   const __m512 zero = _mm512_setzero_ps();
   __m512 amax[16];
+  // Blocks holding an inf or a NaN (x * 0 is NaN exactly there): with two
+  // terms, they get no second one.
+  __mmask16 poisoned = 0;
   for (int64_t j = 0; j < 16; ++j) {
-    amax[j] = j < n ? _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + j * kBlock)),
-                                    _mm512_abs_ps(_mm512_loadu_ps(x + j * kBlock + 16)))
-                    : zero;
+    if (j >= n) {
+      amax[j] = zero;
+      continue;
+    }
+    const __m512 x0 = _mm512_loadu_ps(x + j * kBlock);
+    const __m512 x1 = _mm512_loadu_ps(x + j * kBlock + 16);
+    amax[j] = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1));
+    if constexpr (Terms == 2) {
+      const __m512 p = _mm512_add_ps(_mm512_mul_ps(x0, zero), _mm512_mul_ps(x1, zero));
+      if (_mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) poisoned |= static_cast<__mmask16>(1u << j);
+    }
   }
   const __m512 d = _mm512_div_ps(max16(amax), _mm512_set1_ps(127.0f));
   // d != 0 (true for NaN, as in the scalar code).
@@ -677,14 +688,8 @@ void quantize_group(const float* x, int64_t n, int8_t* q, int8_t* q_lo, float* s
   for (int64_t j = n; j < 16; ++j) qv[0][j] = qv[1][j] = _mm512_setzero_si512();
   __m512 unit = d;
   if constexpr (Terms == 2) {
-    // 256 / d, or 0 where d is 0, 256 / d is not finite, or the block holds
-    // an inf or NaN (x * 0 is NaN exactly there): no second term.
-    __mmask16 poisoned = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      const __m512 p = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + j * kBlock), zero),
-                                     _mm512_mul_ps(_mm512_loadu_ps(x + j * kBlock + 16), zero));
-      if (_mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) poisoned |= static_cast<__mmask16>(1u << j);
-    }
+    // 256 / d, or 0 where d is 0, 256 / d is not finite, or the block is
+    // poisoned: no second term.
     const __m512 id2 = finite_or_zero(_mm512_maskz_div_ps(nonzero, _mm512_set1_ps(256.0f), d));
     _mm512_store_ps(ids, _mm512_maskz_mov_ps(static_cast<__mmask16>(~poisoned), id2));
     constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;

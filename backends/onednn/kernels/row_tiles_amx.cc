@@ -34,6 +34,12 @@ void AmxActivations::grow(int64_t bytes) {
   capacity_ = bytes;
 }
 
+AmxActivations::Parts AmxActivations::parts(int64_t g, int64_t b) {
+  int8_t* tiles = data_.get() + (g * blocks() + b) * block_bytes();
+  auto* scales = reinterpret_cast<float*>(tiles + terms_ * kTileBytes);
+  return Parts{tiles, scales, scales + 2 * kRows};
+}
+
 void AmxActivations::pack(const Q8Activations* xq) {
   clear_padding();
   for (int64_t row = 0; row < n_; ++row) pack_row(xq[row], row);
@@ -43,15 +49,13 @@ void AmxActivations::pack_row(const Q8Activations& x, int64_t row) {
   constexpr int64_t kBlock = RowTiles::kBlock;
   const int64_t i = row % kRows;
   for (int64_t b = 0; b < blocks(); ++b) {
-    auto* out = const_cast<int8_t*>(block(row / kRows, b));
-    auto* scales = reinterpret_cast<float*>(out + terms_ * kTileBytes);
-    float* half_sums = scales + 2 * kRows;
-    std::memcpy(out + i * kBlock, x.q() + b * kBlock, kBlock);
-    if (terms_ == 2) std::memcpy(out + kTileBytes + i * kBlock, x.q_lo() + b * kBlock, kBlock);
-    scales[2 * i] = x.scales()[2 * b];
-    scales[2 * i + 1] = x.scales()[2 * b + 1];
-    half_sums[2 * i] = x.half_scales()[2 * b];
-    half_sums[2 * i + 1] = x.half_scales()[2 * b + 1];
+    const Parts p = parts(row / kRows, b);
+    std::memcpy(p.tiles + i * kBlock, x.q() + b * kBlock, kBlock);
+    if (terms_ == 2) std::memcpy(p.tiles + kTileBytes + i * kBlock, x.q_lo() + b * kBlock, kBlock);
+    p.scales[2 * i] = x.scales()[2 * b];
+    p.scales[2 * i + 1] = x.scales()[2 * b + 1];
+    p.half_sums[2 * i] = x.half_scales()[2 * b];
+    p.half_sums[2 * i + 1] = x.half_scales()[2 * b + 1];
   }
 }
 
@@ -60,15 +64,13 @@ void AmxActivations::clear_padding() {
   const int64_t first = n_ % kRows;
   if (n_ == 0 || first == 0) return;
   for (int64_t b = 0; b < blocks(); ++b) {
-    auto* out = const_cast<int8_t*>(block(groups() - 1, b));
-    auto* scales = reinterpret_cast<float*>(out + terms_ * kTileBytes);
-    float* half_sums = scales + 2 * kRows;
+    const Parts p = parts(groups() - 1, b);
     for (int t = 0; t < terms_; ++t) {
-      std::memset(out + t * kTileBytes + first * kBlock, 0,
+      std::memset(p.tiles + t * kTileBytes + first * kBlock, 0,
                   static_cast<size_t>((kRows - first) * kBlock));
     }
-    std::fill(scales + 2 * first, scales + 2 * kRows, 0.0f);
-    std::fill(half_sums + 2 * first, half_sums + 2 * kRows, 0.0f);
+    std::fill(p.scales + 2 * first, p.scales + 2 * kRows, 0.0f);
+    std::fill(p.half_sums + 2 * first, p.half_sums + 2 * kRows, 0.0f);
   }
 }
 

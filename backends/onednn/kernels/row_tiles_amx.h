@@ -82,6 +82,13 @@ class AmxActivations {
   };
   // Replaces the buffer by one of `bytes` (contents lost).
   void grow(int64_t bytes);
+  // Group g's block b, writable: the terms' tiles, the scales, the half sums.
+  struct Parts {
+    int8_t* tiles;
+    float* scales;
+    float* half_sums;
+  };
+  Parts parts(int64_t g, int64_t b);
   int64_t n_ = 0;
   int64_t k_ = 0;
   int terms_ = 1;
