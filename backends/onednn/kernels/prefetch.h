@@ -25,6 +25,20 @@ inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, static_cast<int>(kLevel));
 }
 
+// Asks L2 for the first line of each 4 KiB page that starts in
+// [p, p + bytes): the L2 streamer, which follows a stream within a page,
+// then brings in the rest of the page itself. For the decode attention
+// kernels, which read a cache front to back: one prefetch per page a
+// little way ahead instead of one per line, each of which holds a fill
+// buffer until its line arrives (measured in kernels/attend_avx512.cc).
+inline void prefetch_pages(const uint8_t* p, int64_t bytes) {
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  for (uintptr_t page = (begin + kPage - 1) & ~(kPage - 1); page < begin + bytes; page += kPage) {
+    __builtin_prefetch(reinterpret_cast<const void*>(page), 0, static_cast<int>(CacheLevel::kL2));
+  }
+}
+
 // The distances, in bytes, at which a thread reading a weight matrix front
 // to back (row tiles, K-quant rows) prefetches: into L1 kStreamL1Ahead on,
 // into L2 kStreamL2Ahead on. On the Xeon with AMX of 2026-12-05, 2 threads,
