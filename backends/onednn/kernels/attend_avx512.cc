@@ -47,25 +47,28 @@ __attribute__((always_inline)) inline void q8_block(const uint8_t* block, __m512
 // Calls fn(block, first, m) for the blocks of m ≤ kBlock positions of the n rows
 // at base (rows `stride_bytes` apart, of which `row_bytes` are read), each
 // after prefetching the next block into L1 and asking L2 for the pages
-// that begin kL2Ahead bytes further on (prefetch_pages), within the n rows.
-// On the Xeon with AMX of 2026-12-05 (SmolLM2, f16 cache, 2 threads,
-// alternated plugin builds), against an L2 prefetch of every line of the
-// block four on: decode at 1,919 cached tokens +3.4% (six pairs, 134.0 ->
-// 138.6 t/s on average), attend_bench f16 2.75-2.80 -> 2.43-2.49 ms hot,
-// 3.54-3.67 -> 3.09-3.25 streamed. (The L2 level itself, against the L1
-// prefetch alone, was worth +3% the day before.)
+// that start in the next kBlock rows' bytes from kL2Ahead past this block
+// (at least two blocks on), up to the last byte the n rows read
+// (prefetch_pages). On the Xeon with AMX of 2026-12-05 (SmolLM2, f16 cache,
+// 2 threads, alternated plugin builds), against an L2 prefetch of every
+// line of the block four on: decode at 1,919 cached tokens +3.4% (six
+// pairs, 134.0 -> 138.6 t/s on average), attend_bench f16 2.75-2.80 ->
+// 2.44-2.49 ms hot, 3.54-3.67 -> 3.15-3.27 streamed. (The L2 level itself,
+// against the L1 prefetch alone, was worth +3% the day before.)
 template <class Fn>
 void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_t row_bytes,
                     const Fn& fn) {
   constexpr int64_t kL2Ahead = 16384;
-  const int64_t bytes = n * stride_bytes;
+  const int64_t block_bytes = kBlock * stride_bytes;
+  const int64_t distance = std::max(kL2Ahead, 2 * block_bytes);
+  const int64_t extent = n > 0 ? (n - 1) * stride_bytes + row_bytes : 0;
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const uint8_t* block = base + i0 * stride_bytes;
     for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
       prefetch_lines<CacheLevel::kL1>(block + r * stride_bytes, row_bytes);
     }
-    const int64_t ahead = i0 * stride_bytes + kL2Ahead;
-    if (ahead < bytes) prefetch_pages(base + ahead, std::min(kBlock * stride_bytes, bytes - ahead));
+    const int64_t ahead = i0 * stride_bytes + distance;
+    if (ahead < extent) prefetch_pages(base + ahead, std::min(block_bytes, extent - ahead));
     fn(block, i0, std::min(kBlock, n - i0));
   }
 }
