@@ -10,7 +10,8 @@
 // f32 staging area that all query heads of the group read — and the dot
 // products of 16 positions are reduced together (a transposition tree of
 // 15 additions). Positions are taken 16 at a time, all KV heads of a block
-// at once, the next block prefetched into L1 and the pages 16 KiB on into L2.
+// at once, the next block prefetched into L1 and the pages from 16 KiB (at
+// least two blocks) on into L2.
 // (On VNNI CPUs a q8_0 cache is stored in tiles and read by
 // kernels/attend_tiles.h instead.)
 // The online-softmax step between the halves stays in vector_kernels.cc.

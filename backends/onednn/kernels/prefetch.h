@@ -26,11 +26,12 @@ inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
 }
 
 // Asks L2 for the first line of each 4 KiB page that starts in
-// [p, p + bytes), bytes ≥ 0 (none when no page starts there): the L2 streamer, which follows a
-// stream within a page, then brings in the rest of the page itself. For the decode attention
-// kernels, which read a cache front to back: one prefetch per page a
-// little way ahead instead of one per line, each of which holds a fill
-// buffer until its line arrives (measured in kernels/attend_avx512.cc).
+// [p, p + bytes), bytes ≥ 0 (nothing when no page starts there); the L2
+// streamer, which follows a stream within a page, then brings in the rest
+// of the page itself. For the decode attention kernels, which read a cache
+// front to back: one prefetch per page a little way ahead instead of one
+// per line, each of which holds a fill buffer until its line arrives
+// (measured in kernels/attend_avx512.cc).
 inline void prefetch_pages(const uint8_t* p, int64_t bytes) {
   constexpr uintptr_t kPage = 4096;
   const auto begin = reinterpret_cast<uintptr_t>(p);
