@@ -21,6 +21,9 @@
 //           tiles, packing the activation rows into tile order included
 //           (the matmul packs once per product); CPUs with AMX-INT8 only.
 //           /stream: cycling through copies of the tiles as gemv's stream.
+//   amx_bf16: row_tiles_product_amx_bf16 (kernels/row_tiles_amx_bf16.h) on
+//           the same tiles, splitting the rows into bf16 included; CPUs
+//           with AMX-BF16 only.
 //   sgemm:  oneDNN's f32 sgemm of n rows against the same matrix expanded to
 //           f32 beforehand, in panels of at most 1 MiB (Matmul::gemm, from
 //           matmul_min_rows on, takes smaller panels still, eight tasks per
@@ -46,6 +49,7 @@
 #include "kernels/qgemv.h"
 #include "kernels/row_tiles.h"
 #include "kernels/row_tiles_amx.h"
+#include "kernels/row_tiles_amx_bf16.h"
 #include "random_floats.h"
 
 namespace {
@@ -198,6 +202,27 @@ void bench_row_tiles_amx(benchmark::State& state, Shape s, int64_t n, int terms,
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+void bench_row_tiles_amx_bf16(benchmark::State& state, Shape s, int64_t n) {
+  const TileProduct p(s, CpuPath::kAvx512Vnni, 0, 2);
+  std::vector<float> x(static_cast<size_t>(n * s.k));
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<float> row = random_floats(s.k, static_cast<uint32_t>(10 + i));
+    std::copy(row.begin(), row.end(), x.begin() + i * s.k);
+  }
+  duet::onednn::AmxBf16Rows act;
+  std::vector<float> y(static_cast<size_t>(n * s.rows));
+  for (auto _ : state) {
+    act.reset(n, s.k);
+    for (int64_t i = 0; i < n; ++i) act.pack_row(x.data() + i * s.k, i);
+    duet::onednn::row_tiles_product_amx_bf16(p.tiles, act, y.data(), s.rows, 0, p.tiles.tiles());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["per_vector_ns"] = benchmark::Counter(
+      static_cast<double>(n) * 1e9,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 void bench_sgemm(benchmark::State& state, Shape s, int64_t n) {
   const std::vector<uint8_t> w = make_weights(s, 1);
   const auto row_bytes =
@@ -297,6 +322,16 @@ int main(int argc, char** argv) {
                     .c_str(),
                 bench_row_tiles_amx, s, n, terms, true);
           }
+        }
+      }
+    }
+    if (path == CpuPath::kAvx512Vnni && duet::onednn::amx_bf16_usable()) {
+      for (const Shape& s : kShapes) {
+        if (!duet::onednn::row_tiles_type(s.type)) continue;
+        for (int64_t n : {4, 8, 12, 16, 32, 64, 128, 512}) {
+          benchmark::RegisterBenchmark(
+              ("amx_bf16/" + std::string(s.name) + "/n" + std::to_string(n)).c_str(),
+              bench_row_tiles_amx_bf16, s, n);
         }
       }
     }

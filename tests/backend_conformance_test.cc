@@ -89,6 +89,9 @@ const BackendCase kCases[] = {
     // Row tiles on AVX-512 VNNI only, where the CPU has AMX (the default
     // then multiplies 12 rows or more on the tile unit).
     {"onednn_no_amx", "onednn", {{"amx", "off"}}, {}},
+    // The tile unit's int8 products at every row count, where the default
+    // takes its bf16 products from 64 rows (CPUs with AMX-BF16).
+    {"onednn_amx_int8", "onednn", {{"amx", "int8"}}, {}},
     // More threads than this machine may have: split decode attention.
     {"onednn_4threads", "onednn", {{"threads", "4"}}, {}},
     // Every row like a decode row, stretches at fixed positions.

@@ -34,4 +34,15 @@ inline bool onednn_amx_usable() {
   return false;
 }
 
+// Whether it also takes AMX-BF16's products (`amx: auto`), as the summary
+// says ("AMX-BF16 from").
+inline bool onednn_amx_bf16_usable() {
+  PluginHost* h = onednn_plugin_host();
+  if (h == nullptr) return false;
+  for (const ComponentInfo& c : h->components(ComponentKind::kBackend)) {
+    if (c.name == "onednn") return c.summary.find("AMX-BF16 from") != std::string::npos;
+  }
+  return false;
+}
+
 }  // namespace duet::testing

@@ -14,7 +14,9 @@
 
 #include "device_tensor.h"
 #include "duet/app/plugin_host.h"
+#include "duet/dtype.h"
 #include "duet/error.h"
+#include "duet/quant.h"
 #include "onednn_plugin_host.h"
 #include "random_floats.h"
 #include "random_weight.h"
@@ -201,19 +203,19 @@ TEST_F(OnednnRowTiles, LargeMatricesKeepTheTilesPastTheDefaultGemmRows) {
   EXPECT_FALSE(first_rows_as_tiled_alone(*set, DType::kQ4_0, 2048, kK, kPrompt, 20));
 }
 
-// With AMX (where the CPU has it): products of 12 rows or more run on the
-// tile unit with the VNNI kernel's results bit for bit, and GEMM is no
-// longer the default at any size for the types with tiles (it still is
-// for the others); amx: off and matmul_min_rows undo each.
+// With AMX (where the CPU has it) and `amx: int8`: products of 12 rows or
+// more run on the tile unit with the VNNI kernel's results bit for bit, and
+// GEMM is no longer the default at any size for the types with tiles (it
+// still is for the others); amx: off and matmul_min_rows undo each.
 TEST_F(OnednnRowTiles, AmxTakesManyRowsWithTheVnniResults) {
   if (!duet::testing::onednn_amx_usable()) {
     GTEST_SKIP() << "no AMX-INT8 on this CPU (or the OS does not grant its tile state)";
   }
-  std::shared_ptr<Backend> amx = onednn_with("amx", "auto");
+  std::shared_ptr<Backend> amx = onednn_with("amx", "int8");
   std::shared_ptr<Backend> vnni = onednn_with("amx", "off");
   for (DType type : {DType::kQ4_1, DType::kQ6_K, DType::kQ8_0}) {
     const int64_t k = type == DType::kQ6_K ? 512 : 96;
-    for (int64_t n : {11, 12, 40}) {
+    for (int64_t n : {11, 12, 40, 64, 100}) {
       const std::vector<uint8_t> w = random_weight(type, kRows, k, 30);
       const std::vector<float> x = testdata::random_floats(n * k, 31);
       EXPECT_TRUE(same_bits(testing::matmul(*amx, type, kRows, k, w, x),
@@ -229,6 +231,53 @@ TEST_F(OnednnRowTiles, AmxTakesManyRowsWithTheVnniResults) {
   // (whose rows differ from the f16 gemv's in the last bits), gemv below.
   EXPECT_FALSE(first_rows_as_tiled_alone(*amx, DType::kF16, 256, 512, 512, 24));
   EXPECT_TRUE(first_rows_as_tiled_alone(*amx, DType::kF16, 256, 512, 511, 24));
+}
+
+// `amx: auto` where the CPU also has AMX-BF16: below kAmxBf16MinRows (64)
+// rows the int8 products' bits; from it the bf16 products, which are not
+// those bits and lie closer to a double product of the dequantized weights.
+TEST_F(OnednnRowTiles, AutoTakesTheBf16ProductsFromSixtyFourRows) {
+  if (!duet::testing::onednn_amx_bf16_usable()) {
+    GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS does not grant its tile state)";
+  }
+  std::shared_ptr<Backend> bf16 = onednn_with("amx", "auto");
+  std::shared_ptr<Backend> int8 = onednn_with("amx", "int8");
+  constexpr int64_t kM = 40;  // weight rows: two whole tiles and half of one
+  for (DType type : {DType::kQ4_1, DType::kQ6_K, DType::kQ8_0}) {
+    const int64_t k = type == DType::kQ6_K ? 512 : 96;
+    const std::vector<uint8_t> w = random_weight(type, kM, k, 40);
+    std::vector<float> wf(static_cast<size_t>(kM * k));
+    const size_t row_bytes = *dtype_row_bytes(type, static_cast<uint64_t>(k));
+    for (int64_t r = 0; r < kM; ++r) {
+      dequantize_row(type, w.data() + r * row_bytes, wf.data() + r * k, k);
+    }
+    for (int64_t n : {63, 64, 100}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + ", " + std::to_string(n) + " rows");
+      const std::vector<float> x = testdata::random_floats(n * k, 41);
+      const std::vector<float> got = testing::matmul(*bf16, type, kM, k, w, x);
+      const std::vector<float> ints = testing::matmul(*int8, type, kM, k, w, x);
+      if (n < 64) {
+        EXPECT_TRUE(same_bits(got, ints));
+        continue;
+      }
+      EXPECT_FALSE(same_bits(got, ints));
+      double err = 0.0, err_ints = 0.0, norm = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t r = 0; r < kM; ++r) {
+          double ref = 0.0;
+          for (int64_t c = 0; c < k; ++c) {
+            ref += static_cast<double>(wf[r * k + c]) * x[i * k + c];
+          }
+          const size_t at = static_cast<size_t>(i * kM + r);
+          err += (got[at] - ref) * (got[at] - ref);
+          err_ints += (ints[at] - ref) * (ints[at] - ref);
+          norm += ref * ref;
+        }
+      }
+      EXPECT_LT(err, err_ints);
+      EXPECT_LE(err / norm, 1e-10);
+    }
+  }
 }
 
 }  // namespace

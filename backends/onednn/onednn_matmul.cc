@@ -64,6 +64,7 @@ Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOpti
       min_tile_rows_(options.batch_invariant || !row_tiles_path(path) ? 0 : options.min_tile_rows),
       terms_(options.gemv_terms),
       amx_(options.amx && !options.batch_invariant),
+      amx_bf16_(amx_ && options.amx_bf16),
       batch_invariant_(options.batch_invariant),
       kernels_(vector_kernels(path)),
       tiles_(std::move(tiles)),
@@ -142,6 +143,14 @@ void Matmul::quantize_rows(const float* x, int64_t n, int64_t k, bool derived_fo
   quantized_rows_ = n;
 }
 
+void Matmul::split_rows(const float* x, int64_t n, int64_t k) {
+  bf16_rows_.reset(n, k);
+  // Each row writes lines of its own in every tile.
+  pool_->parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) bf16_rows_.pack_row(x + i * k, i);
+  });
+}
+
 void Matmul::gemv(const TensorView& x, const TensorView& w, TensorView out) {
   const int64_t n = x.shape[0];
   const int64_t k = x.shape[1];
@@ -191,7 +200,9 @@ void Matmul::tiled(const TensorView& x, std::span<const TensorView> w,
   const int64_t k = x.shape[1];
   tiled_products_.clear();
   int64_t total = 0;  // tiles of all the products
-  bool any_amx = false;
+  bool any_int8_amx = false;
+  bool any_quantized = false;  // on the int8 products or the VNNI kernel
+  bool any_bf16 = false;
   for (size_t i = 0; i < w.size(); ++i) {
     if (w[i].shape[0] == 0) continue;
     std::shared_ptr<const RowTiles> tiles =
@@ -199,12 +210,18 @@ void Matmul::tiled(const TensorView& x, std::span<const TensorView> w,
           pool_->parallel_tasks(t.tiles(), [&](int64_t j, int) { t.pack(weights.data, j, j + 1); });
         });
     const bool amx = amx_ && n >= amx_min_rows(tiles->format());
-    any_amx = any_amx || amx;
+    const bool bf16 = amx && amx_bf16_ && n >= kAmxBf16MinRows;
+    any_int8_amx = any_int8_amx || (amx && !bf16);
+    any_quantized = any_quantized || !bf16;
+    any_bf16 = any_bf16 || bf16;
     const int64_t count = tiles->tiles();
-    tiled_products_.push_back(TiledProduct{std::move(tiles), out[i].as<float>(), total, amx});
+    tiled_products_.push_back(TiledProduct{std::move(tiles), out[i].as<float>(), total, amx, bf16});
     total += count;
   }
-  quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false, /*for_amx=*/any_amx);
+  if (any_quantized) {
+    quantize_rows(x.as<const float>(), n, k, /*derived_forms=*/false, /*for_amx=*/any_int8_amx);
+  }
+  if (any_bf16) split_rows(x.as<const float>(), n, k);
   // The tiles of all products in one loop; a claimed range may span two.
   pool_->parallel_for_shared(total, 1, kTileChunk, [&](int64_t begin, int64_t end, int) {
     for (const TiledProduct& p : tiled_products_) {
@@ -213,7 +230,9 @@ void Matmul::tiled(const TensorView& x, std::span<const TensorView> w,
       const int64_t e = std::min(end, p.first + count) - p.first;
       if (b >= e) continue;
       const int64_t m = p.tiles->rows();
-      if (p.amx) {
+      if (p.bf16) {
+        row_tiles_product_amx_bf16(*p.tiles, bf16_rows_, p.y, m, b, e);
+      } else if (p.amx) {
         row_tiles_product_amx(*p.tiles, amx_rows_, p.y, m, b, e);
       } else {
         row_tiles_product(path_, *p.tiles, xq_.data(), n, p.y, m, b, e);

@@ -40,7 +40,10 @@
 // kAmxMinRows rows or more (kAmxMinRowsHalves for half-block tiles) on the
 // AMX tile unit where the CPU has one and
 // BackendOptions::amx allows it: kernels/row_tiles_amx.h, the same results
-// bit for bit). This is the
+// bit for bit; from kAmxBf16MinRows rows on its bf16 products instead where
+// the CPU has AMX-BF16 and BackendOptions::amx_bf16 is set:
+// kernels/row_tiles_amx_bf16.h, the activation rows split into bf16, not
+// quantized). This is the
 // arithmetic of the gemv kernels, without their per-row shuffles and sums:
 // batched decode, speculative verification and prompts take it rather than
 // gemv or GEMM. The threads split the tiles as the gemv splits rows.
@@ -65,6 +68,7 @@
 #include "duet/tensor.h"
 #include "kernels/qgemv.h"
 #include "kernels/row_tiles_amx.h"
+#include "kernels/row_tiles_amx_bf16.h"
 #include "onednn_options.h"
 #include "row_tiles_cache.h"
 #include "thread_pool.h"
@@ -103,6 +107,9 @@ class Matmul {
   // it), unless amx_rows_ already holds it.
   void quantize_rows(const float* x, int64_t n, int64_t k, bool derived_forms,
                      bool for_amx = false);
+  // Fills bf16_rows_ with the rows of x[n, k], on every call (the rows are
+  // not compared with the last call's, as quantize_rows compares them).
+  void split_rows(const float* x, int64_t n, int64_t k);
   void gemv(const TensorView& x, const TensorView& w, TensorView out);
   // Whether x[n, k] · w[m, k]ᵀ takes row tiles.
   bool takes_tiles(int64_t n, const TensorView& w) const;
@@ -124,12 +131,14 @@ class Matmul {
   int64_t min_gemm_rows_amx_;    // for matrices the AMX kernel takes (amx_)
   int64_t min_tile_rows_;        // 0: never
   int terms_;
-  bool amx_;  // row tiles of kAmxMinRows or more rows on AMX
+  bool amx_;       // row tiles of kAmxMinRows or more rows on AMX
+  bool amx_bf16_;  // of kAmxBf16MinRows or more on its bf16 products
   bool batch_invariant_;
   const VectorKernels& kernels_;
   std::shared_ptr<RowTilesCache> tiles_;
   std::vector<Q8Activations> xq_;  // one per activation row
   AmxActivations amx_rows_;        // xq_ in AMX tile order, when amx_rows_fresh_
+  AmxBf16Rows bf16_rows_;          // the last tiled() call's rows, for the bf16 products
   bool amx_rows_fresh_ = false;
   // A copy of the quantized_rows_ activation rows xq_ holds (0: none),
   // compared row by row with the next input, so that new values at the
@@ -144,6 +153,7 @@ class Matmul {
     float* y;
     int64_t first;  // the index of its first tile among all the call's tiles
     bool amx;
+    bool bf16;  // amx, on the bf16 products
   };
   std::vector<TiledProduct> tiled_products_;
 };

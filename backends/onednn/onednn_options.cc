@@ -90,8 +90,9 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
   o.threads = static_cast<int>(options.get_int("threads", std::min(available_cpus(), 256), 1, 256));
   o.gemv_terms = options.get_choice("gemv_activations", "q8x2", {"q8x2", "q8"}) == "q8x2" ? 2 : 1;
   o.min_tile_rows = options.get_int("row_tiles_min_rows", default_min_tile_rows(path), 0, 1 << 20);
-  o.amx = options.get_choice("amx", "auto", {"auto", "off"}) == "auto" && o.min_tile_rows != 0 &&
-          path == CpuPath::kAvx512Vnni && amx_int8_usable();
+  const std::string amx = options.get_choice("amx", "auto", {"auto", "int8", "off"});
+  o.amx = amx != "off" && o.min_tile_rows != 0 && path == CpuPath::kAvx512Vnni && amx_int8_usable();
+  o.amx_bf16 = o.amx && amx == "auto" && amx_bf16_usable();
   o.min_gemm_rows =
       options.get_int("matmul_min_rows",
                       default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0), 1, 1 << 20);

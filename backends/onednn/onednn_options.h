@@ -43,16 +43,22 @@ namespace duet::onednn {
 //                     paths with a tile kernel — AVX-512 VNNI (every tile
 //                     type) and AVX2 (q4_0, q4_1, q4_k) — and 0 on the
 //                     others (where any other value is an error).
-//   amx               auto (default) or off: where the CPU and OS offer
+//   amx               auto (default), int8 or off: where the CPU and OS offer
 //                     AMX-INT8 (amx_int8_usable()) on the AVX-512 VNNI path,
 //                     row-tile products of kAmxMinRows or more activation
 //                     rows (kAmxMinRowsHalves for q2_k, q3_k, q6_k) run on
-//                     the tile unit (kernels/row_tiles_amx.h,
-//                     bit-identical to the VNNI kernel), and matrices of
-//                     those types leave GEMM to 2^20 rows (never) unless
-//                     matmul_min_rows is set. off: the VNNI kernel only.
-//                     auto asks Linux for the tile state (amx_int8_usable).
-//                     Elsewhere, or with row_tiles_min_rows 0, auto is off.
+//                     the tile unit, and matrices of those types leave GEMM
+//                     to 2^20 rows (never) unless matmul_min_rows is set.
+//                     auto: from kAmxBf16MinRows rows, where the CPU also
+//                     has AMX-BF16 (amx_bf16_usable()), on its bf16
+//                     products (kernels/row_tiles_amx_bf16.h: weights and
+//                     activations split into two bf16 each, closer to the
+//                     reference than two 8-bit terms), below that on its
+//                     int8 products (kernels/row_tiles_amx.h, bit-identical
+//                     to the VNNI kernel). int8: the int8 products at every
+//                     size. off: the VNNI kernel only. auto and int8 ask
+//                     Linux for the tile state. Elsewhere, or with
+//                     row_tiles_min_rows 0, auto and int8 are off.
 //   batch_invariant   false (default) or true: each row's results — hence a
 //                     sequence's logits — are bit-identical whatever else
 //                     shares the step (other sequences, how a prompt is cut
@@ -78,6 +84,15 @@ inline constexpr int64_t kLargeMatrixWeights = int64_t{1} << 22;
 inline constexpr int64_t kAmxMinRows = 12;
 inline constexpr int64_t kAmxMinRowsHalves = 16;  // kHalves tiles (q2_k, q3_k, q6_k)
 
+// Activation rows from which `amx: auto` takes the bf16 tile products
+// (qgemv_bench, one thread, packing included; int8 two terms against bf16,
+// 2026-12-05): q4_1 [1536, 576] at 64 rows 346 against 397 us, at 128 634
+// against 598, at 512 2,575 against 2,119; q4_k [8192, 2048] at 64 7.4
+// against 6.3 ms, at 512 67 against 49; q8_0 [49152, 576] at 64 15.8
+// against 13.5 ms, at 512 143 against 81. Below 64 rows each weight tile's
+// dequantization and split, once per product, outweighs the faster sums.
+inline constexpr int64_t kAmxBf16MinRows = 64;
+
 // The rows from which a product on tiles of `format` runs on AMX.
 inline int64_t amx_min_rows(TileFormat format) {
   return format == TileFormat::kHalves ? kAmxMinRowsHalves : kAmxMinRows;
@@ -90,7 +105,8 @@ struct BackendOptions {
   int64_t min_gemm_rows_amx = 1;    // the same for matrices the AMX kernel takes (amx)
   int gemv_terms = 2;               // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
   int64_t min_tile_rows = 0;        // matmuls with at least this many rows use row tiles; 0: never
-  bool amx = false;                 // row tiles of kAmxMinRows or more rows on AMX-INT8
+  bool amx = false;                 // row tiles of kAmxMinRows or more rows on AMX
+  bool amx_bf16 = false;            // from kAmxBf16MinRows rows on AMX-BF16 (amx: auto)
   bool batch_invariant = false;     // see above; min_gemm_rows and min_tile_rows are then unused
 
   // Reads and validates `options` (calling finish()); defaults that follow

@@ -35,7 +35,10 @@ std::string summary(duet::onednn::CpuPath path) {
         "row, q5_0/q5_1/q8_0/q2_k/q3_k/q5_k/q6_k from 2" +
         (duet::onednn::amx_int8_present()
              ? "; AMX-INT8 tiles from " + std::to_string(duet::onednn::kAmxMinRows) +
-                   " rows, q2_k/q3_k/q6_k from " + std::to_string(duet::onednn::kAmxMinRowsHalves)
+                   " rows, q2_k/q3_k/q6_k from " + std::to_string(duet::onednn::kAmxMinRowsHalves) +
+                   (duet::onednn::amx_bf16_present()
+                        ? ", AMX-BF16 from " + std::to_string(duet::onednn::kAmxBf16MinRows)
+                        : std::string())
              : std::string()) +
         "), quantized gemv otherwise, oneDNN ";
   } else if (duet::onednn::row_tiles_path(path)) {

@@ -28,6 +28,9 @@ struct Features {
   bool avx512vl = false;
   bool avx512_vnni = false;
   bool amx_int8 = false;  // AMX-TILE and AMX-INT8, their state enabled in XCR0
+  // AMX-TILE and AMX-BF16, their state enabled in XCR0, with the AVX-512
+  // BF16 and VBMI instructions that row_tiles_amx_bf16.h's packing uses.
+  bool amx_bf16 = false;
 };
 
 struct CpuidRegs {
@@ -73,7 +76,9 @@ Features probe() {
   f.avx512vl = zmm_os && bit(l7.ebx, 31);
   f.avx512_vnni = zmm_os && bit(l7.ecx, 11);
   constexpr uint64_t kTileState = 0x60000;  // XTILECFG and XTILEDATA
-  f.amx_int8 = (xcr0 & kTileState) == kTileState && bit(l7.edx, 24) && bit(l7.edx, 25);
+  const bool tiles = (xcr0 & kTileState) == kTileState && bit(l7.edx, 24);
+  f.amx_int8 = tiles && bit(l7.edx, 25);
+  f.amx_bf16 = tiles && bit(l7.edx, 22) && f.avx512bw && bit(l7s1.eax, 5) && bit(l7.ecx, 1);
   return f;
 }
 
@@ -114,6 +119,13 @@ bool amx_int8_usable() {
   return usable;
 }
 
+bool amx_bf16_present() { return features().amx_bf16; }
+
+bool amx_bf16_usable() {
+  static const bool usable = features().amx_bf16 && request_tile_state();
+  return usable;
+}
+
 CpuPath detect_cpu_path() {
   const CpuPath hw = hardware_cpu_path();
   const char* env = std::getenv("DUET_CPU_PATH");
@@ -147,7 +159,7 @@ std::string cpu_features_summary() {
       {f.f16c, "f16c"},         {f.avx_vnni, "avx_vnni"},
       {f.avx512f, "avx512f"},   {f.avx512bw, "avx512bw"},
       {f.avx512vl, "avx512vl"}, {f.avx512_vnni, "avx512_vnni"},
-      {f.amx_int8, "amx_int8"}};
+      {f.amx_int8, "amx_int8"}, {f.amx_bf16, "amx_bf16"}};
   std::string out;
   for (const auto& [present, name] : named) {
     if (!present) continue;

@@ -42,12 +42,19 @@ bool amx_int8_present();
 // callers use them only on the kAvx512Vnni path, which every AMX CPU has.
 bool amx_int8_usable();
 
+// The same for the AMX-BF16 tile kernel (row_tiles_amx_bf16.h), which also
+// needs AVX-512 BF16 and VBMI (every CPU with AMX-BF16 so far has both):
+// whether the CPU has them and the OS saves the tile state, and whether,
+// besides, Linux granted this process that state (requested as above).
+bool amx_bf16_present();
+bool amx_bf16_usable();
+
 // "scalar", "avx2", "avx512", "avx512_vnni".
 const char* cpu_path_name(CpuPath path);
 
 // The usable features relevant to the kernels, space-separated, in a fixed
 // order, e.g. "avx2 fma f16c avx_vnni avx512f avx512bw avx512vl avx512_vnni
-// amx_int8";
+// amx_int8 amx_bf16";
 // a feature the CPU has but the OS does not enable is left out. For logs.
 std::string cpu_features_summary();
 

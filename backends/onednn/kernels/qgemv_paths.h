@@ -13,6 +13,7 @@
 #include "kernels/qgemv.h"
 #include "kernels/row_tiles.h"
 #include "kernels/row_tiles_amx.h"
+#include "kernels/row_tiles_amx_bf16.h"
 
 namespace duet::onednn::detail {
 
@@ -84,5 +85,13 @@ void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, i
 // amx_int8_usable()): row_tiles_product_amx's work.
 void row_tiles_amx(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
                    int64_t tile_begin, int64_t tile_end);
+
+// row_tiles_amx_bf16_kernel.cc (every tile type; the caller has checked
+// amx_bf16_usable()): row_tiles_product_amx_bf16's work, and
+// AmxBf16Rows::pack_row's: row i of its group from x, whose block b is
+// first_block + b * AmxBf16Rows::kBlockBytes.
+void row_tiles_amx_bf16(const RowTiles& tiles, const AmxBf16Rows& act, float* y, int64_t ldy,
+                        int64_t tile_begin, int64_t tile_end);
+void pack_row_amx_bf16(const float* x, int64_t blocks, uint8_t* first_block, int64_t i);
 
 }  // namespace duet::onednn::detail

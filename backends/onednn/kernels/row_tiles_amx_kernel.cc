@@ -21,11 +21,8 @@
 //   tmm5, tmm6  the same of odd blocks (kHalves: of the second halves)
 
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
-#include <new>
-#include <utility>
 
+#include "kernels/amx_tiles.h"
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/qgemv_paths.h"
 #include "kernels/row_tiles_amx.h"
@@ -36,14 +33,6 @@ namespace {
 
 constexpr int kRows = RowTiles::kRows;
 constexpr int64_t kTileBytes = AmxActivations::kTileBytes;
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // Halves: kHalves tiles' configuration (half blocks), else whole blocks.
 TileConfig tile_config(bool halves) {
@@ -85,23 +74,6 @@ constexpr BlockView halves_view(const uint8_t* base) {
 }
 static_assert(kHalvesStride == 768, "row_tiles.h: a kHalves block is 768 bytes");
 
-// A scratch buffer per thread for one tile's unpacked blocks.
-uint8_t* scratch(int64_t bytes) {
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<uint8_t, Free> buffer;
-  thread_local int64_t capacity = 0;
-  if (bytes > capacity) {
-    std::unique_ptr<uint8_t, Free> bigger(
-        static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(bytes))));
-    if (!bigger) throw std::bad_alloc();
-    buffer = std::move(bigger);
-    capacity = bytes;
-  }
-  return buffer.get();
-}
-
 // Block b of nibble-format tile `tile` (block_bytes apart) unpacked to `out`
 // in the kHalves layout (d2 and m2 unused).
 template <TileFormat F, Nibbles N>
@@ -133,7 +105,7 @@ BlockView tile_blocks(const RowTiles& tiles, int64_t t) {
   } else if constexpr (F == TileFormat::kHalves) {
     return halves_view(tile);
   } else {
-    uint8_t* out = scratch(tiles.blocks() * kHalvesStride);
+    uint8_t* out = thread_scratch(tiles.blocks() * kHalvesStride);
     for (int64_t b = 0; b < tiles.blocks(); ++b) {
       unpack_block<F, N>(tile, tiles.block_bytes(), b, out + b * kHalvesStride);
     }
@@ -340,7 +312,7 @@ void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, i
     };
     if constexpr (nibble_format(F)) {
       if (act.groups() <= kRingGroups) {
-        uint8_t* ring = scratch(kRingBlocks * kHalvesStride);
+        uint8_t* ring = thread_scratch(kRingBlocks * kHalvesStride);
         BlockView view = halves_view(ring);
         view.mask = kRingBlocks - 1;
         const uint8_t* tile = tiles.tile(t);
@@ -362,12 +334,7 @@ void row_tiles_amx(const RowTiles& tiles, const AmxActivations& act, float* y, i
   static const TileConfig blocks = tile_config(false);
   static const TileConfig halves = tile_config(true);
   // Released however the call ends (the scratch buffer may throw).
-  struct Tiles {
-    explicit Tiles(const TileConfig* c) { _tile_loadconfig(c); }
-    ~Tiles() { _tile_release(); }
-    Tiles(const Tiles&) = delete;
-    Tiles& operator=(const Tiles&) = delete;
-  } configured(tiles.format() == TileFormat::kHalves ? &halves : &blocks);
+  const ConfiguredTiles configured(tiles.format() == TileFormat::kHalves ? halves : blocks);
   constexpr Nibbles kWithM = Nibbles::kWithM;
   switch (tiles.format()) {
     case TileFormat::kBytes:
