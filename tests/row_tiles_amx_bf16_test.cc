@@ -51,7 +51,8 @@ struct Case {
 // n activation rows of k values, packed last to first.
 void make_case(Case& c, int64_t n, int64_t k, uint32_t seed) {
   c.x.clear();
-  for (int64_t i = 0; i < n; ++i) c.x.push_back(random_activations(k, seed + static_cast<uint32_t>(i)));
+  for (int64_t i = 0; i < n; ++i)
+    c.x.push_back(random_activations(k, seed + static_cast<uint32_t>(i)));
   c.act.reset(n, k);
   for (int64_t i = n - 1; i >= 0; --i) c.act.pack_row(c.x[static_cast<size_t>(i)].data(), i);
 }
@@ -154,9 +155,11 @@ TEST(RowTilesAmxBf16, PackingFollowsTheLayout) {
   Case c;
   c.act = std::move(other.act);
   const int64_t n = 37;
-  for (int64_t i = 0; i < n; ++i) c.x.push_back(random_activations(96, 93 + static_cast<uint32_t>(i)));
+  for (int64_t i = 0; i < n; ++i)
+    c.x.push_back(random_activations(96, 93 + static_cast<uint32_t>(i)));
   c.act.reset(n, 96);
-  for (int64_t row : {36, 0, 17, 5, 35, 1, 2, 3, 4}) c.act.pack_row(c.x[static_cast<size_t>(row)].data(), row);
+  for (int64_t row : {36, 0, 17, 5, 35, 1, 2, 3, 4})
+    c.act.pack_row(c.x[static_cast<size_t>(row)].data(), row);
   for (int64_t row = 6; row < 35; ++row) {
     if (row != 17) c.act.pack_row(c.x[static_cast<size_t>(row)].data(), row);
   }

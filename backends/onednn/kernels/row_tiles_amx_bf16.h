@@ -36,9 +36,9 @@ namespace duet::onednn {
 // Rows past the last are zeros. The buffer grows on demand and is kept.
 class AmxBf16Rows {
  public:
-  static constexpr int kRows = 16;                                      // rows per group
+  static constexpr int kRows = 16;                                              // rows per group
   static constexpr int64_t kTileBytes = int64_t{kRows} * RowTiles::kBlock * 2;  // one bf16 tile
-  static constexpr int64_t kBlockBytes = 2 * kTileBytes;                // hi and lo
+  static constexpr int64_t kBlockBytes = 2 * kTileBytes;                        // hi and lo
 
   // Sizes the buffer for n rows of k values (k a multiple of 32) and zeros
   // the last group's rows past n; the other rows are undefined until
@@ -63,7 +63,9 @@ class AmxBf16Rows {
   struct AlignedFree {
     void operator()(uint8_t* p) const { std::free(p); }
   };
-  uint8_t* mutable_block(int64_t g, int64_t b) { return data_.get() + (g * blocks() + b) * kBlockBytes; }
+  uint8_t* mutable_block(int64_t g, int64_t b) {
+    return data_.get() + (g * blocks() + b) * kBlockBytes;
+  }
   int64_t n_ = 0;
   int64_t k_ = 0;
   int64_t capacity_ = 0;  // bytes
