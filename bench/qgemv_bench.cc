@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
       for (const Shape& s : kShapes) {
         if (!duet::onednn::row_tiles_type(s.type)) continue;
         for (int terms : {1, 2}) {
-          for (int64_t n : {4, 8, 12, 16, 64, 128, 512}) {
+          for (int64_t n : {4, 8, 12, 16, 32, 64, 128, 512}) {
             benchmark::RegisterBenchmark(("amx/" + std::string(s.name) + "/t" +
                                           std::to_string(terms) + "/n" + std::to_string(n))
                                              .c_str(),
