@@ -233,10 +233,11 @@ TEST_F(OnednnRowTiles, AmxTakesManyRowsWithTheVnniResults) {
   EXPECT_TRUE(first_rows_as_tiled_alone(*amx, DType::kF16, 256, 512, 511, 24));
 }
 
-// `amx: auto` where the CPU also has AMX-BF16: below kAmxBf16MinRows (64)
-// rows the int8 products' bits; from it the bf16 products, which are not
-// those bits and lie closer to a double product of the dequantized weights.
-TEST_F(OnednnRowTiles, AutoTakesTheBf16ProductsFromSixtyFourRows) {
+// `amx: auto` where the CPU also has AMX-BF16: below amx_bf16_min_rows (64;
+// 32 for q6_k's half-block tiles) the int8 products' bits; from it the bf16
+// products, which are not those bits and lie closer to a double product of
+// the dequantized weights.
+TEST_F(OnednnRowTiles, AutoTakesTheBf16ProductsFromTheirCrossover) {
   if (!duet::testing::onednn_amx_bf16_usable()) {
     GTEST_SKIP() << "no AMX-BF16 on this CPU (or the OS does not grant its tile state)";
   }
@@ -251,12 +252,13 @@ TEST_F(OnednnRowTiles, AutoTakesTheBf16ProductsFromSixtyFourRows) {
     for (int64_t r = 0; r < kM; ++r) {
       dequantize_row(type, w.data() + r * row_bytes, wf.data() + r * k, k);
     }
-    for (int64_t n : {63, 64, 100}) {
+    const int64_t from = type == DType::kQ6_K ? 32 : 64;
+    for (int64_t n : {from - 1, from, int64_t{100}}) {
       SCOPED_TRACE(std::string(dtype_name(type)) + ", " + std::to_string(n) + " rows");
       const std::vector<float> x = testdata::random_floats(n * k, 41);
       const std::vector<float> got = testing::matmul(*bf16, type, kM, k, w, x);
       const std::vector<float> ints = testing::matmul(*int8, type, kM, k, w, x);
-      if (n < 64) {
+      if (n < from) {
         EXPECT_TRUE(same_bits(got, ints));
         continue;
       }

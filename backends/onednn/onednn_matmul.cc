@@ -210,7 +210,7 @@ void Matmul::tiled(const TensorView& x, std::span<const TensorView> w,
           pool_->parallel_tasks(t.tiles(), [&](int64_t j, int) { t.pack(weights.data, j, j + 1); });
         });
     const bool amx = amx_ && n >= amx_min_rows(tiles->format());
-    const bool bf16 = amx && amx_bf16_ && n >= kAmxBf16MinRows;
+    const bool bf16 = amx && amx_bf16_ && n >= amx_bf16_min_rows(tiles->format());
     any_int8_amx = any_int8_amx || (amx && !bf16);
     any_quantized = any_quantized || !bf16;
     any_bf16 = any_bf16 || bf16;

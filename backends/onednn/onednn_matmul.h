@@ -40,7 +40,7 @@
 // kAmxMinRows rows or more (kAmxMinRowsHalves for half-block tiles) on the
 // AMX tile unit where the CPU has one and
 // BackendOptions::amx allows it: kernels/row_tiles_amx.h, the same results
-// bit for bit; from kAmxBf16MinRows rows on its bf16 products instead where
+// bit for bit; from amx_bf16_min_rows() rows on its bf16 products instead where
 // the CPU has AMX-BF16 and BackendOptions::amx_bf16 is set:
 // kernels/row_tiles_amx_bf16.h, the activation rows split into bf16, not
 // quantized). This is the
@@ -132,7 +132,7 @@ class Matmul {
   int64_t min_tile_rows_;        // 0: never
   int terms_;
   bool amx_;       // row tiles of kAmxMinRows or more rows on AMX
-  bool amx_bf16_;  // of kAmxBf16MinRows or more on its bf16 products
+  bool amx_bf16_;  // of amx_bf16_min_rows() or more on its bf16 products
   bool batch_invariant_;
   const VectorKernels& kernels_;
   std::shared_ptr<RowTilesCache> tiles_;

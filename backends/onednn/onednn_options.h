@@ -49,7 +49,8 @@ namespace duet::onednn {
 //                     rows (kAmxMinRowsHalves for q2_k, q3_k, q6_k) run on
 //                     the tile unit, and matrices of those types leave GEMM
 //                     to 2^20 rows (never) unless matmul_min_rows is set.
-//                     auto: from kAmxBf16MinRows rows, where the CPU also
+//                     auto: from kAmxBf16MinRows rows (kAmxBf16MinRowsHalves
+//                     for q2_k, q3_k, q6_k), where the CPU also
 //                     has AMX-BF16 (amx_bf16_usable()), on its bf16
 //                     products (kernels/row_tiles_amx_bf16.h: weights and
 //                     activations split into two bf16 each, closer to the
@@ -91,7 +92,16 @@ inline constexpr int64_t kAmxMinRowsHalves = 16;  // kHalves tiles (q2_k, q3_k, 
 // against 6.3 ms, at 512 67 against 49; q8_0 [49152, 576] at 64 15.8
 // against 13.5 ms, at 512 143 against 81. Below 64 rows each weight tile's
 // dequantization and split, once per product, outweighs the faster sums.
+// Half-block tiles, whose int8 products take twice the tile work, gain from
+// 32 rows: q6_k [576, 1536] 283 against 260 us, q2_k [8192, 2048] 5.45
+// against 4.94 ms (q4_1 [1536, 576] 204 against 269 us).
 inline constexpr int64_t kAmxBf16MinRows = 64;
+inline constexpr int64_t kAmxBf16MinRowsHalves = 32;  // kHalves tiles (q2_k, q3_k, q6_k)
+
+// The rows from which `amx: auto` takes the bf16 products on tiles of `format`.
+inline int64_t amx_bf16_min_rows(TileFormat format) {
+  return format == TileFormat::kHalves ? kAmxBf16MinRowsHalves : kAmxBf16MinRows;
+}
 
 // The rows from which a product on tiles of `format` runs on AMX.
 inline int64_t amx_min_rows(TileFormat format) {
@@ -106,7 +116,7 @@ struct BackendOptions {
   int gemv_terms = 2;               // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
   int64_t min_tile_rows = 0;        // matmuls with at least this many rows use row tiles; 0: never
   bool amx = false;                 // row tiles of kAmxMinRows or more rows on AMX
-  bool amx_bf16 = false;            // from kAmxBf16MinRows rows on AMX-BF16 (amx: auto)
+  bool amx_bf16 = false;            // from amx_bf16_min_rows() rows on AMX-BF16 (amx: auto)
   bool batch_invariant = false;     // see above; min_gemm_rows and min_tile_rows are then unused
 
   // Reads and validates `options` (calling finish()); defaults that follow

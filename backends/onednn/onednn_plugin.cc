@@ -37,7 +37,9 @@ std::string summary(duet::onednn::CpuPath path) {
              ? "; AMX-INT8 tiles from " + std::to_string(duet::onednn::kAmxMinRows) +
                    " rows, q2_k/q3_k/q6_k from " + std::to_string(duet::onednn::kAmxMinRowsHalves) +
                    (duet::onednn::amx_bf16_present()
-                        ? ", AMX-BF16 from " + std::to_string(duet::onednn::kAmxBf16MinRows)
+                        ? ", AMX-BF16 from " + std::to_string(duet::onednn::kAmxBf16MinRows) +
+                              " rows, q2_k/q3_k/q6_k from " +
+                              std::to_string(duet::onednn::kAmxBf16MinRowsHalves)
                         : std::string())
              : std::string()) +
         "), quantized gemv otherwise, oneDNN ";

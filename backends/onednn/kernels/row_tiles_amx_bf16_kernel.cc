@@ -45,12 +45,12 @@ TileConfig tile_config() {
 // nearest what remains of each to lo (64 bytes each).
 [[gnu::always_inline]] inline void split(__m512 v0, __m512 v1, uint8_t* hi, uint8_t* lo) {
   const auto h = std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
-  const __m512 h0 = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+  const __m512 h0 =
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
   const __m512 h1 = _mm512_castsi512_ps(
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
-  const auto l = std::bit_cast<__m512i>(
-      _mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, h1), _mm512_sub_ps(v0, h0)));
+  const auto l =
+      std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, h1), _mm512_sub_ps(v0, h0)));
   _mm512_store_si512(hi, h);
   _mm512_store_si512(lo, l);
 }
@@ -194,7 +194,7 @@ template <class Store>
 }  // namespace
 
 void row_tiles_amx_bf16(const RowTiles& tiles, const AmxBf16Rows& act, float* y, int64_t ldy,
-             int64_t tile_begin, int64_t tile_end) {
+                        int64_t tile_begin, int64_t tile_end) {
   static const TileConfig config = tile_config();
   // Released however the call ends (the scratch buffer may throw).
   const ConfiguredTiles configured(config);
