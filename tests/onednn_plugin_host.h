@@ -22,27 +22,23 @@ inline PluginHost* onednn_plugin_host() {
   return h;
 }
 
-// Whether the onednn plugin runs row tiles on AMX here, as its backend's
-// summary says ("AMX-INT8 tiles": the CPU has AMX-INT8 and the OS granted
-// the tile state).
-inline bool onednn_amx_usable() {
+// Whether the onednn backend's summary (`duet plugins`) mentions `text`.
+inline bool onednn_summary_mentions(const std::string& text) {
   PluginHost* h = onednn_plugin_host();
   if (h == nullptr) return false;
   for (const ComponentInfo& c : h->components(ComponentKind::kBackend)) {
-    if (c.name == "onednn") return c.summary.find("AMX-INT8 tiles") != std::string::npos;
+    if (c.name == "onednn") return c.summary.find(text) != std::string::npos;
   }
   return false;
 }
 
+// Whether the onednn plugin runs row tiles on AMX here, as its summary says
+// ("AMX-INT8 tiles": the CPU has AMX-INT8 and the OS granted the tile
+// state).
+inline bool onednn_amx_usable() { return onednn_summary_mentions("AMX-INT8 tiles"); }
+
 // Whether it also takes AMX-BF16's products (`amx: auto`), as the summary
 // says ("AMX-BF16 from").
-inline bool onednn_amx_bf16_usable() {
-  PluginHost* h = onednn_plugin_host();
-  if (h == nullptr) return false;
-  for (const ComponentInfo& c : h->components(ComponentKind::kBackend)) {
-    if (c.name == "onednn") return c.summary.find("AMX-BF16 from") != std::string::npos;
-  }
-  return false;
-}
+inline bool onednn_amx_bf16_usable() { return onednn_summary_mentions("AMX-BF16 from"); }
 
 }  // namespace duet::testing

@@ -2,10 +2,10 @@
 // row_tiles_amx_bf16.h) for every tile type, on random shapes with a partial
 // last weight tile, odd and even numbers of weight tiles and activation row
 // counts that leave a partial last group of 16 (1 to 5 groups), against
-//   - a double product of the dequantized weights, within 2e-5 (normalised
-//     squared error, each activation row; random_matrix's offsets m cancel
-//     most of many products, which magnifies every rounding: 1.1e-5 at
-//     worst when written);
+//   - a double product of the dequantized weights, within 2e-5 (relative
+//     error ‖y − ref‖ / ‖ref‖, each activation row; random_matrix's offsets
+//     m cancel most of many products, which magnifies every rounding: 1.1e-5
+//     at worst when written);
 //   - the two-term AVX-512 VNNI row-tile product on the same rows, whose
 //     worst row must be further from the double product (it was 3 to 7
 //     times further when written);
@@ -31,12 +31,15 @@
 #include "kernels/cpu_features.h"
 #include "kernels/qgemv.h"
 #include "kernels/row_tiles.h"
+#include "tile_product_checks.h"
 
 namespace duet::onednn {
 namespace {
 
+using testing::expect_each_tile_writes_only_its_own;
 using testing::Matrix;
 using testing::normalized_error;
+using testing::packed;
 using testing::random_activations;
 using testing::random_matrix;
 using testing::reference_product;
@@ -55,12 +58,6 @@ void make_case(Case& c, int64_t n, int64_t k, uint32_t seed) {
     c.x.push_back(random_activations(k, seed + static_cast<uint32_t>(i)));
   c.act.reset(n, k);
   for (int64_t i = n - 1; i >= 0; --i) c.act.pack_row(c.x[static_cast<size_t>(i)].data(), i);
-}
-
-RowTiles packed(const Matrix& m) {
-  RowTiles tiles(m.type, m.rows, m.k);
-  tiles.pack(m.bytes.data(), 0, tiles.tiles());
-  return tiles;
 }
 
 class RowTilesAmxBf16Test : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {
@@ -119,24 +116,9 @@ TEST_P(RowTilesAmxBf16Test, WritesOnlyItsTilesAndTheActivationRows) {
   const int64_t n = 19;
   make_case(c, n, k, 91);
   const int64_t ldy = kRows + 7;
-  std::vector<float> all((n + 2) * ldy, kNaN);
-  row_tiles_product_amx_bf16(tiles, c.act, all.data(), ldy, 0, tiles.tiles());
-  for (int64_t t = 0; t < tiles.tiles(); ++t) {
-    std::vector<float> part(all.size(), kNaN);
-    row_tiles_product_amx_bf16(tiles, c.act, part.data(), ldy, t, t + 1);
-    const int64_t first = t * RowTiles::kRows;
-    const int64_t last = std::min(first + RowTiles::kRows, kRows);
-    for (int64_t i = 0; i < n + 2; ++i) {
-      for (int64_t r = 0; r < ldy; ++r) {
-        const float v = part[i * ldy + r];
-        if (i < n && r >= first && r < last) {
-          EXPECT_EQ(v, all[i * ldy + r]) << "tile " << t << ", activation row " << i;
-        } else {
-          EXPECT_TRUE(std::isnan(v)) << "tile " << t << " wrote row " << i << ", column " << r;
-        }
-      }
-    }
-  }
+  expect_each_tile_writes_only_its_own(tiles, n, ldy, [&](float* y, int64_t begin, int64_t end) {
+    row_tiles_product_amx_bf16(tiles, c.act, y, ldy, begin, end);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, RowTilesAmxBf16Test,

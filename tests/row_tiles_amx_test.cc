@@ -30,12 +30,15 @@
 #include "kernels/cpu_features.h"
 #include "kernels/qgemv.h"
 #include "kernels/row_tiles.h"
+#include "tile_product_checks.h"
 
 namespace duet::onednn {
 namespace {
 
+using testing::expect_each_tile_writes_only_its_own;
 using testing::Matrix;
 using testing::normalized_error;
+using testing::packed;
 using testing::random_activations;
 using testing::random_matrix;
 using testing::reference_product;
@@ -61,12 +64,6 @@ void make_case(Case& c, int64_t n, int64_t k, int terms, uint32_t seed) {
   }
   c.act.reset(n, k, terms);
   c.act.pack(c.xq.data());
-}
-
-RowTiles packed(const Matrix& m) {
-  RowTiles tiles(m.type, m.rows, m.k);
-  tiles.pack(m.bytes.data(), 0, tiles.tiles());
-  return tiles;
 }
 
 class RowTilesAmxTest : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {
@@ -117,24 +114,9 @@ TEST_P(RowTilesAmxTest, WritesOnlyItsTilesAndTheActivationRows) {
   make_case(c, 19, k, 2, 91);
   const int64_t ldy = kRows + 7;
   const int64_t n = 19;
-  std::vector<float> all((n + 2) * ldy, kNaN);
-  row_tiles_product_amx(tiles, c.act, all.data(), ldy, 0, tiles.tiles());
-  for (int64_t t = 0; t < tiles.tiles(); ++t) {
-    std::vector<float> part(all.size(), kNaN);
-    row_tiles_product_amx(tiles, c.act, part.data(), ldy, t, t + 1);
-    const int64_t first = t * RowTiles::kRows;
-    const int64_t last = std::min(first + RowTiles::kRows, kRows);
-    for (int64_t i = 0; i < n + 2; ++i) {
-      for (int64_t r = 0; r < ldy; ++r) {
-        const float v = part[i * ldy + r];
-        if (i < n && r >= first && r < last) {
-          EXPECT_EQ(v, all[i * ldy + r]) << "tile " << t << ", activation row " << i;
-        } else {
-          EXPECT_TRUE(std::isnan(v)) << "tile " << t << " wrote row " << i << ", column " << r;
-        }
-      }
-    }
-  }
+  expect_each_tile_writes_only_its_own(tiles, n, ldy, [&](float* y, int64_t begin, int64_t end) {
+    row_tiles_product_amx(tiles, c.act, y, ldy, begin, end);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, RowTilesAmxTest, ::testing::ValuesIn(testing::row_tile_cases()),

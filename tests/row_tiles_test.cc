@@ -34,12 +34,14 @@
 #include "kernel_test_data.h"
 #include "kernels/cpu_features.h"
 #include "kernels/qgemv.h"
+#include "tile_product_checks.h"
 
 namespace duet::onednn {
 namespace {
 
 using testing::Matrix;
 using testing::normalized_error;
+using testing::packed;
 using testing::random_activations;
 using testing::random_matrix;
 using testing::reference_product;
@@ -65,12 +67,6 @@ std::vector<Q8Activations> quantized(const std::vector<std::vector<float>>& x, i
     xq[i].quantize(x[i].data(), k, CpuPath::kScalar, t);
   }
   return xq;
-}
-
-RowTiles packed(const Matrix& m) {
-  RowTiles tiles(m.type, m.rows, m.k);
-  tiles.pack(m.bytes.data(), 0, tiles.tiles());
-  return tiles;
 }
 
 // y[i * ldy + r] for all n rows, tiles [begin, end); NaN elsewhere.
