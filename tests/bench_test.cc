@@ -41,10 +41,11 @@ TEST(BenchStats, OneValueHasNoSpreadAndNoneIsAllZero) {
 TEST(BenchSystem, CpuFeaturesComeFromTheFlagsLineInOrder) {
   const char* cpuinfo =
       "processor\t: 0\nmodel\t\t: 143\nmodel name\t: Test CPU @ 2.0GHz\n"
-      "flags\t\t: fpu sse amx_int8 avx512_vnni avx2 avx512fp16 avx512f_x avx512f amx_tile\n\n"
+      "flags\t\t: fpu sse amx_bf16 amx_int8 avx512_vnni avx2 avx512fp16 avx512f_x avx512f "
+      "amx_tile\n\n"
       "processor\t: 1\n";
   EXPECT_EQ(bench::cpu_features_from(cpuinfo),
-            (std::vector<std::string>{"avx2", "avx512f", "avx512_vnni", "amx_int8"}));
+            (std::vector<std::string>{"avx2", "avx512f", "avx512_vnni", "amx_int8", "amx_bf16"}));
   EXPECT_EQ(bench::proc_field(cpuinfo, "model name"), "Test CPU @ 2.0GHz");
   EXPECT_EQ(bench::proc_field(cpuinfo, "model"), "143");
   EXPECT_TRUE(bench::cpu_features_from("flags\t: fpu sse avx\n").empty());

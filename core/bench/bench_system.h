@@ -15,7 +15,8 @@ namespace duet::bench {
 
 // The features bench reports, in this order, when the CPU has them.
 inline const std::vector<std::string>& reported_cpu_features() {
-  static const std::vector<std::string> kFeatures = {"avx2", "avx512f", "avx512_vnni", "amx_int8"};
+  static const std::vector<std::string> kFeatures = {"avx2", "avx512f", "avx512_vnni", "amx_int8",
+                                                     "amx_bf16"};
   return kFeatures;
 }
 
