@@ -2,12 +2,12 @@
 // row_tiles_amx_bf16.h) for every tile type, on random shapes with a partial
 // last weight tile, odd and even numbers of weight tiles and activation row
 // counts that leave a partial last group of 16 (1 to 5 groups), against
-//   - a double product of the dequantized weights, within 2e-5 (relative
+//   - a double product of the dequantized weights, within 4e-5 (relative
 //     error ‖y − ref‖ / ‖ref‖, each activation row; random_matrix's offsets
-//     m cancel most of many products, which magnifies every rounding: 1.1e-5
-//     at worst when written);
+//     m cancel most of many products, which magnifies every rounding: 2.0e-5
+//     at worst when written, 1.1e-5 before the weights' hi was truncated);
 //   - the two-term AVX-512 VNNI row-tile product on the same rows, whose
-//     worst row must be further from the double product (it was 3 to 7
+//     worst row must be further from the double product (it was 2 to 7
 //     times further when written);
 //   - the rows and tiles it may write.
 // On a CPU or OS without AMX-BF16 the suite skips, saying why; the refusal
@@ -99,7 +99,7 @@ TEST_P(RowTilesAmxBf16Test, MatchesTheDoubleProduct) {
           return std::vector<float>(all.begin() + i * rows, all.begin() + (i + 1) * rows);
         };
         const double e = normalized_error(row(y), ref);
-        EXPECT_LE(e, 2e-5) << "activation row " << i;
+        EXPECT_LE(e, 4e-5) << "activation row " << i;
         worst = std::max(worst, e);
         worst_vnni = std::max(worst_vnni, normalized_error(row(vnni), ref));
       }

@@ -6,13 +6,14 @@
 // integer sums are stored and folded into float accumulators one block at a
 // time, and a tile store costs as much as the product. Here each weight is
 // dequantized to f32 (d * u + m, one rounding) and split into two bf16, hi
-// and the rest lo, and each activation likewise, so that the tile unit sums
-// x_hi * w_hi + x_lo * w_hi + x_hi * w_lo over the whole of k in f32 and the
-// sums leave the tile unit once per 16 x 16 outputs. What is dropped — each
-// split's remainder, under 2^-17 of the value, and x_lo * w_lo, under
+// (its upper 16 bits) and the rest lo, and each activation likewise (hi the
+// nearest bf16), so that the tile unit sums x_hi * w_hi + x_lo * w_hi +
+// x_hi * w_lo over the whole of k in f32 and the sums leave the tile unit
+// once per 16 x 16 outputs. What is dropped — the splits' remainders, under
+// 2^-16 of a weight and 2^-17 of an activation, and x_lo * w_lo, under
 // 2^-16 of the product — is below the two 8-bit activation terms' rounding:
-// on random rows of q4_1, q6_k and q8_0 weights the results lie 1.0e-11 to
-// 1.3e-11 (normalised squared error) from a double product of the
+// on random rows of q4_1, q6_k and q8_0 weights the results lie 2.1e-11 to
+// 4.3e-11 (normalised squared error) from a double product of the
 // dequantized weights, the int8 kernels' 2.1e-10 to 2.3e-10
 // (tests/onednn_row_tiles_test.cc). They are not the VNNI kernel's bits.
 //

@@ -55,6 +55,21 @@ TileConfig tile_config() {
   _mm512_store_si512(lo, l);
 }
 
+// As split(), hi by truncation (v's upper 16 bits): six instructions per
+// pair of vectors instead of nine, for the weights, which are split once
+// per product (64 sequences decoding: +3% to +8% tokens/s in three
+// alternated pairs); lo then holds up to 2^-7 of v, rounded to 2^-9 of
+// itself, so that the products' error about doubles (still ~5x below two
+// 8-bit activation terms).
+[[gnu::always_inline]] inline void split_truncated(__m512 v0, __m512 v1, uint8_t* hi, uint8_t* lo) {
+  const __m512i upper = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m512 h0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), upper));
+  const __m512 h1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), upper));
+  _mm512_store_si512(hi, std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(h1, h0)));
+  _mm512_store_si512(lo, std::bit_cast<__m512i>(
+                             _mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, h1), _mm512_sub_ps(v0, h0))));
+}
+
 // vpermb indices that turn a weight vector (bytes 4c..4c+3: elements
 // 4j..4j+3 of weight row c) into the pairs of two B-tile rows: bytes 0..31
 // elements 4j, 4j+1 of rows 0..15 in turn, bytes 32..63 elements 4j+2, 4j+3.
@@ -95,10 +110,10 @@ template <int Q>
       const int j = half * kVectorsPerBlock / 2 + jj;
       const __m512i r = _mm512_permutexvar_epi8(perm, blk.w[j]);
       uint8_t* row = out + 2 * j * 64;
-      split(_mm512_fmadd_ps(quarter<0>(r), d0, m0), _mm512_fmadd_ps(quarter<1>(r), d1, m1), row,
-            row + kTileBytes);
-      split(_mm512_fmadd_ps(quarter<2>(r), d0, m0), _mm512_fmadd_ps(quarter<3>(r), d1, m1),
-            row + 64, row + 64 + kTileBytes);
+      split_truncated(_mm512_fmadd_ps(quarter<0>(r), d0, m0),
+                      _mm512_fmadd_ps(quarter<1>(r), d1, m1), row, row + kTileBytes);
+      split_truncated(_mm512_fmadd_ps(quarter<2>(r), d0, m0),
+                      _mm512_fmadd_ps(quarter<3>(r), d1, m1), row + 64, row + 64 + kTileBytes);
     }
   }
 }
