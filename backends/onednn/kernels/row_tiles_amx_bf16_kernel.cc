@@ -90,7 +90,7 @@ alignas(64) constexpr std::array<uint8_t, 64> kPairBytes = [] {
       upper ? _mm512_add_epi32(lower_rows, _mm512_set1_epi32(8)) : lower_rows, v);
 }
 
-// u bytes 16..31 of r (Q = 1) or 0..15, 32..47, 48..63 as f32.
+// Bytes 16Q..16Q + 15 of r (unsigned), as f32.
 template <int Q>
 [[gnu::always_inline]] inline __m512 quarter(__m512i r) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(r, Q)));
