@@ -136,22 +136,8 @@ void unpack_tile(const RowTiles& tiles, int64_t t, uint8_t* out) {
 using UnpackTile = void (*)(const RowTiles&, int64_t, uint8_t*);
 
 UnpackTile unpacker(const RowTiles& tiles) {
-  constexpr Nibbles kWithM = Nibbles::kWithM;
-  switch (tiles.format()) {
-    case TileFormat::kBytes:
-      return unpack_tile<TileFormat::kBytes, kWithM>;
-    case TileFormat::kHalves:
-      return unpack_tile<TileFormat::kHalves, kWithM>;
-    case TileFormat::kSuperNibbles:
-      return unpack_tile<TileFormat::kSuperNibbles, kWithM>;
-    case TileFormat::kNibbles:
-      if (tiles.type() == DType::kQ4_0) return unpack_tile<TileFormat::kNibbles, Nibbles::kQ4_0>;
-      if (tiles.type() == DType::kIQ4_NL) {
-        return unpack_tile<TileFormat::kNibbles, Nibbles::kIQ4_NL>;
-      }
-      return unpack_tile<TileFormat::kNibbles, kWithM>;
-  }
-  return nullptr;
+  return with_tile_format(
+      tiles, []<TileFormat F, Nibbles N>() -> UnpackTile { return unpack_tile<F, N>; });
 }
 
 // The sums of G activation groups (blocks at a0, a1) and T weight tiles

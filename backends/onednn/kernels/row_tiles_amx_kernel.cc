@@ -335,29 +335,9 @@ void row_tiles_amx(const RowTiles& tiles, const AmxActivations& act, float* y, i
   static const TileConfig halves = tile_config(true);
   // Released however the call ends (the scratch buffer may throw).
   const ConfiguredTiles configured(tiles.format() == TileFormat::kHalves ? halves : blocks);
-  constexpr Nibbles kWithM = Nibbles::kWithM;
-  switch (tiles.format()) {
-    case TileFormat::kBytes:
-      tiles_product<TileFormat::kBytes, kWithM>(tiles, act, y, ldy, tile_begin, tile_end);
-      break;
-    case TileFormat::kHalves:
-      tiles_product<TileFormat::kHalves, kWithM>(tiles, act, y, ldy, tile_begin, tile_end);
-      break;
-    case TileFormat::kSuperNibbles:
-      tiles_product<TileFormat::kSuperNibbles, kWithM>(tiles, act, y, ldy, tile_begin, tile_end);
-      break;
-    case TileFormat::kNibbles:
-      if (tiles.type() == DType::kQ4_0) {
-        tiles_product<TileFormat::kNibbles, Nibbles::kQ4_0>(tiles, act, y, ldy, tile_begin,
-                                                            tile_end);
-      } else if (tiles.type() == DType::kIQ4_NL) {
-        tiles_product<TileFormat::kNibbles, Nibbles::kIQ4_NL>(tiles, act, y, ldy, tile_begin,
-                                                              tile_end);
-      } else {
-        tiles_product<TileFormat::kNibbles, kWithM>(tiles, act, y, ldy, tile_begin, tile_end);
-      }
-      break;
-  }
+  with_tile_format(tiles, [&]<TileFormat F, Nibbles N>() {
+    tiles_product<F, N>(tiles, act, y, ldy, tile_begin, tile_end);
+  });
 }
 
 }  // namespace duet::onednn::detail

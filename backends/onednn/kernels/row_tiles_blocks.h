@@ -48,6 +48,30 @@ alignas(16) constexpr std::array<uint8_t, 16> kIQ4NLBytes = [] {
   return bytes;
 }();
 
+// fn.template operator()<F, N>() for the format F of `tiles` and, for
+// kNibbles, what its nibbles hold (N; kWithM for the other formats): each
+// kernel's one switch from a tile type to its template instance.
+template <class Fn>
+decltype(auto) with_tile_format(const RowTiles& tiles, const Fn& fn) {
+  constexpr Nibbles kWithM = Nibbles::kWithM;
+  switch (tiles.format()) {
+    case TileFormat::kBytes:
+      return fn.template operator()<TileFormat::kBytes, kWithM>();
+    case TileFormat::kHalves:
+      return fn.template operator()<TileFormat::kHalves, kWithM>();
+    case TileFormat::kSuperNibbles:
+      return fn.template operator()<TileFormat::kSuperNibbles, kWithM>();
+    case TileFormat::kNibbles:
+      break;
+  }
+  if (tiles.type() == DType::kQ4_0)
+    return fn.template operator()<TileFormat::kNibbles, Nibbles::kQ4_0>();
+  if (tiles.type() == DType::kIQ4_NL) {
+    return fn.template operator()<TileFormat::kNibbles, Nibbles::kIQ4_NL>();
+  }
+  return fn.template operator()<TileFormat::kNibbles, kWithM>();
+}
+
 // The tile block at p of format F (kNibbles: holding N).
 template <TileFormat F, Nibbles N>
 Block load_block(const uint8_t* p) {

@@ -180,23 +180,9 @@ void tiles_rows(const RowTiles& tiles, int64_t tile_begin, int64_t tile_end,
 
 void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms,
                            float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end) {
-  constexpr Nibbles kWithM = Nibbles::kWithM;
-  if (tiles.format() == TileFormat::kBytes) {
-    tiles_rows<TileFormat::kBytes, kWithM>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
-  } else if (tiles.format() == TileFormat::kHalves) {
-    tiles_rows<TileFormat::kHalves, kWithM>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
-  } else if (tiles.format() == TileFormat::kSuperNibbles) {
-    tiles_rows<TileFormat::kSuperNibbles, kWithM>(tiles, tile_begin, tile_end, xq, n, terms, y,
-                                                  ldy);
-  } else if (tiles.type() == DType::kQ4_0) {
-    tiles_rows<TileFormat::kNibbles, Nibbles::kQ4_0>(tiles, tile_begin, tile_end, xq, n, terms, y,
-                                                     ldy);
-  } else if (tiles.type() == DType::kIQ4_NL) {
-    tiles_rows<TileFormat::kNibbles, Nibbles::kIQ4_NL>(tiles, tile_begin, tile_end, xq, n, terms, y,
-                                                       ldy);
-  } else {
-    tiles_rows<TileFormat::kNibbles, kWithM>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
-  }
+  with_tile_format(tiles, [&]<TileFormat F, Nibbles N>() {
+    tiles_rows<F, N>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
+  });
 }
 
 }  // namespace duet::onednn::detail
