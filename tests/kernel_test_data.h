@@ -177,12 +177,14 @@ inline double normalized_error(const std::vector<float>& y, const std::vector<do
 }
 
 // The row-tile tests' cases: a weight type and a k, every tile format with
-// one to 64 blocks, the K-quants with one super-block and more.
+// one to 64 blocks (the nibble formats with 1, 2 and 3: fewer than the AMX
+// kernel unpacks ahead), the K-quants with one super-block and more.
 inline std::vector<std::tuple<DType, int64_t>> row_tile_cases() {
-  return {{DType::kQ4_0, 96},  {DType::kQ4_1, 96},   {DType::kQ4_1, 576}, {DType::kQ5_0, 160},
-          {DType::kQ5_1, 64},  {DType::kQ8_0, 576},  {DType::kQ8_0, 32},  {DType::kQ4_K, 512},
-          {DType::kQ4_K, 256}, {DType::kQ4_K, 1536}, {DType::kQ5_K, 256}, {DType::kQ2_K, 256},
-          {DType::kQ3_K, 512}, {DType::kQ6_K, 512},  {DType::kQ6_K, 256}, {DType::kIQ4_NL, 96}};
+  return {{DType::kQ4_0, 96},  {DType::kQ4_0, 32},  {DType::kIQ4_NL, 64}, {DType::kQ4_1, 96},
+          {DType::kQ4_1, 576}, {DType::kQ5_0, 160}, {DType::kQ5_1, 64},   {DType::kQ8_0, 576},
+          {DType::kQ8_0, 32},  {DType::kQ4_K, 512}, {DType::kQ4_K, 256},  {DType::kQ4_K, 1536},
+          {DType::kQ5_K, 256}, {DType::kQ2_K, 256}, {DType::kQ3_K, 512},  {DType::kQ6_K, 512},
+          {DType::kQ6_K, 256}, {DType::kIQ4_NL, 96}};
 }
 
 // A test name for a row_tile_cases() entry: "q4_k_k512".

@@ -281,16 +281,22 @@ void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& a
 }
 
 // Products of at most this many activation groups unpack a nibble tile's
-// blocks one at a time, just before their products, into a ring of
-// kRingBlocks that stays in L1 — once per group — instead of the whole tile
-// once into a scratch copy that the groups share. On the Xeon with AMX of
+// blocks one at a time, kUnpackAhead blocks ahead of their products, into a
+// ring of kRingBlocks that stays in L1 — once per group — instead of the
+// whole tile once into a scratch copy that the groups share. A tile load
+// takes nothing from stores still in the store buffer: one right behind the
+// stores that unpacked its block waits for them to reach L1 (on the Xeon of
+// 2026-12-05, `qgemv_bench --benchmark_filter=amx/q4_1_.*/t1/n16`: 77.7-81.3
+// us unpacking each block just before its products, 70.0-75.1 one block
+// ahead, 63.8-66.3 two; 3 and 4 no better). On the Xeon with AMX of
 // 2026-12-05 (SmolLM2 Q4_1, 2 threads, alternated runs of `duet bench
 // configs/smollm2-batch.yaml`): a step of 16 sequences 19.4-19.9 -> 17.9-18.0
 // ms, of 32 36-37 -> 35-35.6 ms (the ring up to 2 groups against 1), 48 and
 // 64 sequences 2-3% faster with the ring up to 4 groups than up to 2; a
 // 512-token prompt 6-8% slower with the ring, 128 tokens level.
 constexpr int64_t kRingGroups = 4;
-constexpr int64_t kRingBlocks = 4;  // a power of two, more than products() runs ahead
+constexpr int64_t kUnpackAhead = 2;
+constexpr int64_t kRingBlocks = 8;  // a power of two, more than kUnpackAhead + 2
 
 template <TileFormat F, Nibbles N>
 void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
@@ -316,8 +322,15 @@ void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, i
         BlockView view = halves_view(ring);
         view.mask = kRingBlocks - 1;
         const uint8_t* tile = tiles.tile(t);
-        run(view, [&](int64_t b) {
+        auto unpack = [&](int64_t b) {
           unpack_block<F, N>(tile, block_bytes, b, ring + (b & view.mask) * kHalvesStride);
+        };
+        run(view, [&](int64_t b) {
+          if (b == 0) {
+            for (int64_t i = 0; i <= kUnpackAhead && i < tiles.blocks(); ++i) unpack(i);
+          } else if (b + kUnpackAhead < tiles.blocks()) {
+            unpack(b + kUnpackAhead);
+          }
           asm volatile("" ::: "memory");  // the stores before the tile loads (tile_blocks)
         });
         continue;
