@@ -77,7 +77,7 @@ constexpr Shape kShapes[] = {
     {"iq4_nl_1536x576", DType::kIQ4_NL, 1536, 576}, {"q8_0_49152x576", DType::kQ8_0, 49152, 576},
     {"q6_k_576x1536", DType::kQ6_K, 576, 1536},     {"q2_k_8192x2048", DType::kQ2_K, 8192, 2048},
     {"q3_k_8192x2048", DType::kQ3_K, 8192, 2048},   {"q4_k_8192x2048", DType::kQ4_K, 8192, 2048},
-    {"q5_k_8192x2048", DType::kQ5_K, 8192, 2048},
+    {"q5_k_8192x2048", DType::kQ5_K, 8192, 2048},   {"q5_0_1536x576", DType::kQ5_0, 1536, 576},
 };
 
 constexpr int64_t kStreamBytes = int64_t{256} << 20;

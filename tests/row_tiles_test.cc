@@ -233,7 +233,18 @@ TEST(RowTiles, TypesPathsAndSizes) {
   EXPECT_EQ(RowTiles(DType::kQ4_1, 32, 64).bytes(), 32 * 2 * 20);
   EXPECT_EQ(RowTiles(DType::kQ4_0, 32, 64).bytes(), 32 * 2 * 20);    // q4_0's 18 + an unused m
   EXPECT_EQ(RowTiles(DType::kIQ4_NL, 32, 64).bytes(), 32 * 2 * 20);  // likewise
-  EXPECT_EQ(RowTiles(DType::kQ8_0, 32, 64).bytes(), 32 * 2 * 40);    // a byte per weight + 2 f32
+  // A byte per weight + d as f32 (m = -128d derived).
+  EXPECT_EQ(RowTiles(DType::kQ8_0, 32, 64).bytes(), 32 * 2 * 36);
+  EXPECT_FALSE(byte_tiles_store_m(DType::kQ8_0));
+  EXPECT_TRUE(byte_tiles_store_m(DType::kQ5_K));
+  // q5_0 and q5_1: the nibble tiles' 20 bytes and the fifth bits' 4 — the
+  // file's 22 and 24 — so that decode's single row takes them.
+  EXPECT_EQ(tile_format(DType::kQ5_0), TileFormat::kFiveBits);
+  EXPECT_EQ(tile_format(DType::kQ5_1), TileFormat::kFiveBits);
+  EXPECT_EQ(RowTiles(DType::kQ5_0, 32, 64).bytes(), 32 * 2 * 24);
+  EXPECT_EQ(RowTiles(DType::kQ5_1, 32, 64).bytes(), 32 * 2 * 24);
+  EXPECT_TRUE(row_tiles_from_one_row(CpuPath::kAvx512Vnni, DType::kQ5_0));
+  EXPECT_FALSE(row_tiles_kernel(CpuPath::kAvx2, DType::kQ5_0));
   // A byte per weight + 4 f32 per 32 (d and m per half).
   EXPECT_EQ(RowTiles(DType::kQ6_K, 32, 256).bytes(), 32 * 8 * 48);
   // q4_k: per row and super-block its 4 bytes of d and dmin, 8 + 8 scale

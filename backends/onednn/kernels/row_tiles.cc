@@ -16,8 +16,12 @@ namespace {
 
 namespace blk = duet::blocks;
 
-// f32 scale arrays (16 each) before a block's bytes: d and m, or d and m per half.
-int scale_count(TileFormat format) { return format == TileFormat::kHalves ? 4 : 2; }
+// f32 scale arrays (16 each) before a block's bytes: d and m per half, d
+// and m, or d alone.
+int scale_count(DType type, TileFormat format) {
+  if (format == TileFormat::kHalves) return 4;
+  return byte_tiles_store_m(type) ? 2 : 1;
+}
 
 // One 32-element block of one row in tile form: x[e] = d[h] * u[e] + m[h]
 // with h = e / 16 (equal halves for formats with one scale per 32).
@@ -123,45 +127,68 @@ void pack_bytes(DType type, TileFormat format, const uint8_t* src, int64_t b, in
   auto* scales = reinterpret_cast<float*>(out);
   if (format == TileFormat::kBytes) {
     scales[r] = tb.d[0];
-    scales[RowTiles::kRows + r] = tb.m[0];
+    if (byte_tiles_store_m(type)) scales[RowTiles::kRows + r] = tb.m[0];
   } else {
     for (int h = 0; h < 2; ++h) {
       scales[h * RowTiles::kRows + r] = tb.d[h];
       scales[(2 + h) * RowTiles::kRows + r] = tb.m[h];
     }
   }
-  uint8_t* u = out + scale_count(format) * RowTiles::kRows * sizeof(float);
+  uint8_t* u = out + scale_count(type, format) * RowTiles::kRows * sizeof(float);
   for (int j = 0; j < RowTiles::kBlock / 4; ++j) std::memcpy(u + 64 * j + 4 * r, tb.u + 4 * j, 4);
 }
 
-// The same for a kNibbles tile: the block's f16 fields and bytes as stored
-// (q4_0 and iq4_nl: m unused, 0).
+// The same for a kNibbles or kFiveBits tile: the block's f16 fields and
+// nibbles as stored (q4_0, iq4_nl and q5_0: m unused, 0), and q5_0's and
+// q5_1's fifth bits regrouped (row_tiles.h).
 void pack_nibbles(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out) {
+  constexpr int kRows = RowTiles::kRows;
   auto* half = reinterpret_cast<uint16_t*>(out);
-  uint8_t* q = out + 2 * RowTiles::kRows * sizeof(uint16_t);
+  uint8_t* q = out + 2 * kRows * sizeof(uint16_t);
   uint16_t d = 0, m = 0;
   const uint8_t* qs = nullptr;
-  // Block b of the row as the block type B: its d and nibbles (and m, if any).
+  uint32_t qh = 0;
+  // Block b of the row as the block type B: its d and nibbles (and m and
+  // fifth bits, if any).
   auto take = [&]<class B>(const B* blocks) {
     d = blocks[b].d;
     qs = blocks[b].qs;
     if constexpr (requires { blocks[b].m; }) m = blocks[b].m;
+    if constexpr (requires { blocks[b].qh; }) std::memcpy(&qh, blocks[b].qh, sizeof qh);
   };
-  if (src != nullptr && type == DType::kQ4_0) {
-    take(reinterpret_cast<const blk::BlockQ4_0*>(src));
-  } else if (src != nullptr && type == DType::kIQ4_NL) {
-    take(reinterpret_cast<const blk::BlockIQ4_NL*>(src));
-  } else if (src != nullptr) {
-    take(reinterpret_cast<const blk::BlockQ4_1*>(src));
+  if (src != nullptr) {
+    switch (type) {
+      case DType::kQ4_0:
+        take(reinterpret_cast<const blk::BlockQ4_0*>(src));
+        break;
+      case DType::kIQ4_NL:
+        take(reinterpret_cast<const blk::BlockIQ4_NL*>(src));
+        break;
+      case DType::kQ5_0:
+        take(reinterpret_cast<const blk::BlockQ5_0*>(src));
+        break;
+      case DType::kQ5_1:
+        take(reinterpret_cast<const blk::BlockQ5_1*>(src));
+        break;
+      default:
+        take(reinterpret_cast<const blk::BlockQ4_1*>(src));
+    }
   }
   half[r] = d;
-  half[RowTiles::kRows + r] = m;
+  half[kRows + r] = m;
   for (int j = 0; j < RowTiles::kBlock / 8; ++j) {
     if (qs != nullptr) {
       std::memcpy(q + 64 * j + 4 * r, qs + 4 * j, 4);
     } else {
       std::memset(q + 64 * j + 4 * r, 0, 4);
     }
+  }
+  if (tile_format(type) != TileFormat::kFiveBits) return;
+  uint8_t* high = q + RowTiles::kBlock / 2 * kRows;
+  for (int i = 0; i < 4; ++i) {
+    uint8_t bits = 0;
+    for (int j = 0; j < 8; ++j) bits |= static_cast<uint8_t>(((qh >> (4 * j + i)) & 1u) << j);
+    high[4 * r + i] = bits;
   }
 }
 
@@ -229,7 +256,9 @@ bool row_tiles_kernel(CpuPath path, DType t) {
 
 bool row_tiles_from_one_row(CpuPath path, DType t) {
   if (!row_tiles_kernel(path, t)) return false;
-  if (path == CpuPath::kAvx512Vnni) return nibble_tiles(t);
+  if (path == CpuPath::kAvx512Vnni) {
+    return nibble_tiles(t) || tile_format(t) == TileFormat::kFiveBits;
+  }
   return tile_format(t) == TileFormat::kNibbles;
 }
 
@@ -237,8 +266,11 @@ bool nibble_tiles(DType t) {
   return tile_format(t) == TileFormat::kNibbles || tile_format(t) == TileFormat::kSuperNibbles;
 }
 
+bool byte_tiles_store_m(DType t) { return t != DType::kQ8_0; }
+
 TileFormat tile_format(DType t) {
   if (t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kIQ4_NL) return TileFormat::kNibbles;
+  if (t == DType::kQ5_0 || t == DType::kQ5_1) return TileFormat::kFiveBits;
   if (t == DType::kQ4_K) return TileFormat::kSuperNibbles;
   if (t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ6_K) return TileFormat::kHalves;
   return TileFormat::kBytes;
@@ -273,10 +305,12 @@ int64_t RowTiles::block_bytes() const {
   switch (format_) {
     case TileFormat::kNibbles:
       return 2 * kRows * 2 + kBlock / 2 * kRows;
+    case TileFormat::kFiveBits:
+      return 2 * kRows * 2 + kBlock / 2 * kRows + kBlock / 8 * kRows;
     case TileFormat::kSuperNibbles:
       return kSuperBytes / kSubBlocks;
     default:
-      return scale_count(format_) * kRows * int64_t{sizeof(float)} + kBlock * kRows;
+      return scale_count(type_, format_) * kRows * int64_t{sizeof(float)} + kBlock * kRows;
   }
 }
 
@@ -298,7 +332,7 @@ void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
       for (int r = 0; r < kRows; ++r) {
         const int64_t row = t * kRows + r;
         const uint8_t* src = row < rows_ ? rows + row * row_bytes : nullptr;
-        if (format_ == TileFormat::kNibbles) {
+        if (format_ == TileFormat::kNibbles || format_ == TileFormat::kFiveBits) {
           pack_nibbles(type_, src, b, r, out);
         } else {
           pack_bytes(type_, format_, src, b, r, out);

@@ -100,13 +100,20 @@ bool row_tiles_from_one_row(CpuPath path, DType t);
 
 enum class TileFormat {
   kNibbles,       // q4_0, q4_1, iq4_nl: 16 + 16 f16 scales and 256 bytes of nibbles per block
+  kFiveBits,      // q5_0, q5_1: kNibbles' block, then 64 bytes of fifth bits
   kSuperNibbles,  // q4_k: per super-block 16 + 16 f16, 128 + 128 scale bytes, 2048 of nibbles
-  kBytes,         // q5_0, q5_1, q8_0, q5_k: 64 + 64 bytes of f32 scales, 512 of bytes
-  kHalves,        // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block) and 512 of bytes
+  kBytes,         // q8_0, q5_k: 64 + 64 bytes of f32 scales (q8_0: 64), 512 of bytes
+  kHalves,        // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block), 512 of bytes
 };
 
 // The format `t`'s tiles take. REQUIRES row_tiles_type(t).
 TileFormat tile_format(DType t);
+
+// Whether t's kBytes tiles keep an m array after d: not q8_0, whose m is
+// -128d (the kernels derive it), so that its blocks are 576 bytes instead
+// of 640 — the LM head of a Q4_1 or Q8_0 file is a q8_0 matrix, read whole
+// by every decode step.
+bool byte_tiles_store_m(DType t);
 
 class RowTiles {
  public:
@@ -134,13 +141,19 @@ class RowTiles {
   //
   // A block of a tile: the rows' d (16 values), then their m, then the
   // quants as 64-byte vectors whose 32-bit lane r belongs to row r:
-  //   kBytes:   f32 scales; 8 vectors, vector j holding u of elements
-  //             4j..4j+3 (one byte each).
+  //   kBytes:   f32 scales (d only where !byte_tiles_store_m(type));
+  //             8 vectors, vector j holding u of elements 4j..4j+3 (one
+  //             byte each).
   //   kHalves:  f32 d of elements 0..15, d of 16..31, then m of each half
   //             (four arrays of 16), then the 8 vectors of kBytes.
   //   kNibbles: f16 scales; 4 vectors, vector j holding the block's bytes
   //             qs[4j..4j+3]: elements 4j..4j+3 in the low nibbles, 16+4j..
   //             16+4j+3 in the high.
+  //   kFiveBits: kNibbles' block, then one vector of the elements' fifth
+  //             bits: bit J of byte i of lane r is that of element 4J + i
+  //             (bit 4J + i of the row's qh), which joins the byte that
+  //             nibble unpacking gives for element 4J + i (J < 4: vector
+  //             J's low nibble; J ≥ 4: vector J - 4's high).
   // kSuperNibbles tiles go by super-blocks of kSubBlocks blocks instead
   // (block_bytes() is an eighth of one): the rows' f16 d, their f16 dmin,
   // then sub-block s's 16 scale bytes for s = 0..7, then the 8 min bytes

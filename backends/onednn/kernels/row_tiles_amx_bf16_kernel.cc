@@ -119,7 +119,7 @@ template <int Q>
 }
 
 // Tile t's blocks into out, kBlockBytes each.
-template <TileFormat F, Nibbles N>
+template <TileFormat F, Offset N>
 void unpack_tile(const RowTiles& tiles, int64_t t, uint8_t* out) {
   const uint8_t* tile = tiles.tile(t);
   for (int64_t b = 0; b < tiles.blocks(); ++b) {
@@ -136,8 +136,8 @@ void unpack_tile(const RowTiles& tiles, int64_t t, uint8_t* out) {
 using UnpackTile = void (*)(const RowTiles&, int64_t, uint8_t*);
 
 UnpackTile unpacker(const RowTiles& tiles) {
-  return with_tile_format(
-      tiles, []<TileFormat F, Nibbles N>() -> UnpackTile { return unpack_tile<F, N>; });
+  return with_tile_format(tiles,
+                          []<TileFormat F, Offset N>() -> UnpackTile { return unpack_tile<F, N>; });
 }
 
 // The sums of G activation groups (blocks at a0, a1) and T weight tiles

@@ -52,11 +52,12 @@ TileConfig tile_config(bool halves) {
 
 // Where a tile's blocks keep their scales and weight bytes: block b at
 // base + b * stride, each array of 16 f32 at its offset (d2 and m2: kHalves'
-// second half).
+// second half; m_per_d, for byte tiles without an m array: m = m_per_d * d).
 struct BlockView {
   const uint8_t* base;
   int64_t stride;
   int64_t d, m, d2, m2, w;
+  float m_per_d = 0.0f;
   // Block b sits at base + (b & mask) * stride: mask is all ones for a
   // whole tile, slots - 1 for a ring of a power-of-two number of slots.
   int64_t mask = -1;
@@ -76,7 +77,7 @@ static_assert(kHalvesStride == 768, "row_tiles.h: a kHalves block is 768 bytes")
 
 // Block b of nibble-format tile `tile` (block_bytes apart) unpacked to `out`
 // in the kHalves layout (d2 and m2 unused).
-template <TileFormat F, Nibbles N>
+template <TileFormat F, Offset N>
 [[gnu::always_inline]] inline void unpack_block(const uint8_t* tile, int64_t block_bytes, int64_t b,
                                                 uint8_t* out) {
   Block blk;
@@ -91,17 +92,19 @@ template <TileFormat F, Nibbles N>
 }
 
 constexpr bool nibble_format(TileFormat f) {
-  return f == TileFormat::kNibbles || f == TileFormat::kSuperNibbles;
+  return f == TileFormat::kNibbles || f == TileFormat::kFiveBits || f == TileFormat::kSuperNibbles;
 }
 
 // Tile t's blocks where the AMX weight tiles can load them: kBytes and
 // kHalves tiles as stored, the nibble formats unpacked into the thread's
 // scratch buffer in the kHalves layout (d2 and m2 unused).
-template <TileFormat F, Nibbles N>
+template <TileFormat F, Offset N>
 BlockView tile_blocks(const RowTiles& tiles, int64_t t) {
   const uint8_t* tile = tiles.tile(t);
-  if constexpr (F == TileFormat::kBytes) {
+  if constexpr (F == TileFormat::kBytes && N == Offset::kStored) {
     return BlockView{tile, tiles.block_bytes(), 0, 64, 0, 64, 128};
+  } else if constexpr (F == TileFormat::kBytes) {
+    return BlockView{tile, tiles.block_bytes(), 0, 0, 0, 0, 64, derived_m(N)};
   } else if constexpr (F == TileFormat::kHalves) {
     return halves_view(tile);
   } else {
@@ -201,12 +204,14 @@ template <bool Halves, int Terms, bool Odd>
 }
 
 // Block b's sums folded into acc; `a` is the activation group's block b.
-template <bool Halves, int Terms>
+// DerivedM: the view has no m array (m_per_d).
+template <bool Halves, int Terms, bool DerivedM>
 [[gnu::always_inline]] inline void fold_block(const BlockView& view, const int8_t* a, int64_t b,
                                               const BlockSums& sums, __m512* acc) {
   const auto* dx = reinterpret_cast<const float*>(a + Terms * kTileBytes);
   const __m512 d = _mm512_load_ps(view.at(b, view.d));
-  const __m512 m = _mm512_load_ps(view.at(b, view.m));
+  const __m512 m = DerivedM ? _mm512_mul_ps(d, _mm512_set1_ps(view.m_per_d))
+                            : _mm512_load_ps(view.at(b, view.m));
   if constexpr (!Halves) {
     fold<Terms>(sums[0], sums[1], d, m, dx, dx + 1, acc);
   } else {
@@ -234,7 +239,7 @@ template <bool Halves, int Terms>
 // while the tile unit works (with one activation group, a batched decode
 // step, they would otherwise arrive in bursts, when the next tile is
 // unpacked, with the tile unit idle).
-template <bool Halves, int Terms, class Unpack>
+template <bool Halves, int Terms, bool DerivedM, class Unpack>
 void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& act, float* y,
                   int64_t ldy, int64_t first, int64_t valid, const uint8_t* next,
                   int64_t block_bytes, const Unpack& unpack) {
@@ -261,14 +266,14 @@ void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& a
         unpack(b + 1);
         products<Halves, Terms, true>(view, a + (b + 1) * stride, b + 1);
       }
-      fold_block<Halves, Terms>(view, a + b * stride, b, sums, acc);
+      fold_block<Halves, Terms, DerivedM>(view, a + b * stride, b, sums, acc);
       if (b + 1 >= blocks) break;
       store_sums<Halves, Terms, true>(sums);
       if (b + 2 < blocks) {
         unpack(b + 2);
         products<Halves, Terms, false>(view, a + (b + 2) * stride, b + 2);
       }
-      fold_block<Halves, Terms>(view, a + (b + 1) * stride, b + 1, sums, acc);
+      fold_block<Halves, Terms, DerivedM>(view, a + (b + 1) * stride, b + 1, sums, acc);
       if (b + 2 < blocks) store_sums<Halves, Terms, false>(sums);
     }
     const int64_t rows = act.rows() - g * kRows;
@@ -298,10 +303,11 @@ constexpr int64_t kRingGroups = 4;
 constexpr int64_t kUnpackAhead = 2;
 constexpr int64_t kRingBlocks = 8;  // a power of two, more than kUnpackAhead + 2
 
-template <TileFormat F, Nibbles N>
+template <TileFormat F, Offset N>
 void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
                    int64_t tile_begin, int64_t tile_end) {
   constexpr bool kHalves = F == TileFormat::kHalves;
+  constexpr bool kDerivedM = F == TileFormat::kBytes && N != Offset::kStored;  // tile_blocks
   const int64_t block_bytes = tiles.block_bytes();
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     const int64_t first = t * kRows;
@@ -309,11 +315,11 @@ void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, i
     const uint8_t* next = t + 1 < tile_end ? tiles.tile(t + 1) : nullptr;
     auto run = [&](const BlockView& view, const auto& unpack) {
       if (act.terms() == 2) {
-        tile_product<kHalves, 2>(view, tiles.blocks(), act, y, ldy, first, valid, next, block_bytes,
-                                 unpack);
+        tile_product<kHalves, 2, kDerivedM>(view, tiles.blocks(), act, y, ldy, first, valid, next,
+                                            block_bytes, unpack);
       } else {
-        tile_product<kHalves, 1>(view, tiles.blocks(), act, y, ldy, first, valid, next, block_bytes,
-                                 unpack);
+        tile_product<kHalves, 1, kDerivedM>(view, tiles.blocks(), act, y, ldy, first, valid, next,
+                                            block_bytes, unpack);
       }
     };
     if constexpr (nibble_format(F)) {
@@ -348,7 +354,7 @@ void row_tiles_amx(const RowTiles& tiles, const AmxActivations& act, float* y, i
   static const TileConfig halves = tile_config(true);
   // Released however the call ends (the scratch buffer may throw).
   const ConfiguredTiles configured(tiles.format() == TileFormat::kHalves ? halves : blocks);
-  with_tile_format(tiles, [&]<TileFormat F, Nibbles N>() {
+  with_tile_format(tiles, [&]<TileFormat F, Offset N>() {
     tiles_product<F, N>(tiles, act, y, ldy, tile_begin, tile_end);
   });
 }

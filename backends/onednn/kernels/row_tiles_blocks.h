@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "duet/block_formats.h"
 #include "kernels/avx512_intrinsics.h"
@@ -32,12 +33,21 @@ struct Block {
   __m512i w[kVectorsPerBlock];
 };
 
-// What a kNibbles tile's nibbles and m hold (row_tiles.h).
-enum class Nibbles {
-  kWithM,   // q4_1 (and every other format): u is the nibble, m as stored
+// Where a tile's m comes from (and, for iq4_nl, what its nibbles index):
+// stored beside d, or d times the constant offset of a format whose
+// quants are centred on one (row_tiles.h).
+enum class Offset {
+  kStored,  // q4_1, q5_1 and the K-quants: m as stored
   kQ4_0,    // u is the nibble, m = -8d
+  kQ5_0,    // u = q (0..31), m = -16d
+  kQ8_0,    // u = q + 128, m = -128d
   kIQ4_NL,  // u = the nibble's level + 128, m = -128d
 };
+
+// m / d for a derived offset.
+constexpr float derived_m(Offset n) {
+  return n == Offset::kQ4_0 ? -8.0f : n == Offset::kQ5_0 ? -16.0f : -128.0f;
+}
 
 // iq4_nl's 16 levels + 128 (1..241): vpshufb's table, in each 128-bit lane.
 alignas(16) constexpr std::array<uint8_t, 16> kIQ4NLBytes = [] {
@@ -48,39 +58,53 @@ alignas(16) constexpr std::array<uint8_t, 16> kIQ4NLBytes = [] {
   return bytes;
 }();
 
-// fn.template operator()<F, N>() for the format F of `tiles` and, for
-// kNibbles, what its nibbles hold (N; kWithM for the other formats): each
-// kernel's one switch from a tile type to its template instance.
+// fn.template operator()<F, N>() for the format F of `tiles` and where its
+// m comes from (N): each kernel's one switch from a tile type to its
+// template instance.
 template <class Fn>
 decltype(auto) with_tile_format(const RowTiles& tiles, const Fn& fn) {
-  constexpr Nibbles kWithM = Nibbles::kWithM;
+  constexpr Offset kStored = Offset::kStored;
   switch (tiles.format()) {
     case TileFormat::kBytes:
-      return fn.template operator()<TileFormat::kBytes, kWithM>();
+      if (tiles.type() == DType::kQ8_0) {
+        return fn.template operator()<TileFormat::kBytes, Offset::kQ8_0>();
+      }
+      return fn.template operator()<TileFormat::kBytes, kStored>();
+    case TileFormat::kFiveBits:
+      if (tiles.type() == DType::kQ5_0) {
+        return fn.template operator()<TileFormat::kFiveBits, Offset::kQ5_0>();
+      }
+      return fn.template operator()<TileFormat::kFiveBits, kStored>();
     case TileFormat::kHalves:
-      return fn.template operator()<TileFormat::kHalves, kWithM>();
+      return fn.template operator()<TileFormat::kHalves, kStored>();
     case TileFormat::kSuperNibbles:
-      return fn.template operator()<TileFormat::kSuperNibbles, kWithM>();
+      return fn.template operator()<TileFormat::kSuperNibbles, kStored>();
     case TileFormat::kNibbles:
       break;
   }
   if (tiles.type() == DType::kQ4_0)
-    return fn.template operator()<TileFormat::kNibbles, Nibbles::kQ4_0>();
+    return fn.template operator()<TileFormat::kNibbles, Offset::kQ4_0>();
   if (tiles.type() == DType::kIQ4_NL) {
-    return fn.template operator()<TileFormat::kNibbles, Nibbles::kIQ4_NL>();
+    return fn.template operator()<TileFormat::kNibbles, Offset::kIQ4_NL>();
   }
-  return fn.template operator()<TileFormat::kNibbles, kWithM>();
+  return fn.template operator()<TileFormat::kNibbles, kStored>();
 }
 
-// The tile block at p of format F (kNibbles: holding N).
-template <TileFormat F, Nibbles N>
+// The tile block at p of format F, its m from N.
+template <TileFormat F, Offset N>
 Block load_block(const uint8_t* p) {
   Block blk;
   blk.d2 = blk.m2 = _mm512_setzero_ps();  // kHalves' second half; unused by the others
   if constexpr (F == TileFormat::kBytes) {
     blk.d = _mm512_load_ps(p);
-    blk.m = _mm512_load_ps(p + 64);
-    for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 128 + 64 * j);
+    const uint8_t* u = p + 64;
+    if constexpr (N == Offset::kStored) {
+      blk.m = _mm512_load_ps(u);
+      u += 64;
+    } else {
+      blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(derived_m(N)));
+    }
+    for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(u + 64 * j);
   } else if constexpr (F == TileFormat::kHalves) {
     blk.d = _mm512_load_ps(p);
     blk.d2 = _mm512_load_ps(p + 64);
@@ -89,10 +113,10 @@ Block load_block(const uint8_t* p) {
     for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 256 + 64 * j);
   } else {
     blk.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
-    if constexpr (N == Nibbles::kWithM) {
+    if constexpr (N == Offset::kStored) {
       blk.m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32)));
     } else {
-      blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(N == Nibbles::kQ4_0 ? -8.0f : -128.0f));
+      blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(derived_m(N)));
     }
     const __m512i nibble = _mm512_set1_epi8(0x0f);
     for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
@@ -100,7 +124,18 @@ Block load_block(const uint8_t* p) {
       blk.w[j] = _mm512_and_si512(q, nibble);  // elements 4j..4j+3
       blk.w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
     }
-    if constexpr (N == Nibbles::kIQ4_NL) {
+    if constexpr (F == TileFormat::kFiveBits) {
+      // Fifth bit J of each byte to bit 4 of vector J's (row_tiles.h).
+      const __m512i high = _mm512_load_si512(p + 64 + 64 * kVectorsPerBlock / 2);
+      const __m512i bit4 = _mm512_set1_epi8(0x10);
+      auto join = [&]<int J>() {
+        const __m512i at4 = J < 4 ? _mm512_slli_epi16(high, 4 - J) : _mm512_srli_epi16(high, J - 4);
+        blk.w[J] = _mm512_ternarylogic_epi32(blk.w[J], at4, bit4, 0xf8);  // w | (at4 & bit4)
+      };
+      [&]<int... J>(std::integer_sequence<int, J...>) { (join.template operator()<J>(), ...); }
+      (std::make_integer_sequence<int, kVectorsPerBlock>());
+    }
+    if constexpr (N == Offset::kIQ4_NL) {
       const __m512i levels = _mm512_broadcast_i32x4(
           _mm_load_si128(reinterpret_cast<const __m128i*>(kIQ4NLBytes.data())));
       for (__m512i& w : blk.w) w = _mm512_shuffle_epi8(levels, w);

@@ -80,7 +80,7 @@ __m512 halves_product(const Block& blk, const Q8Activations& xq, int64_t b, __m5
 }
 
 // Tile t against activation rows xq[0..NV), all of `Terms` terms.
-template <TileFormat F, Nibbles N, int NV, int Terms>
+template <TileFormat F, Offset N, int NV, int Terms>
 void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float* y, int64_t ldy) {
   const uint8_t* const tile = tiles.tile(t);  // once: block_bytes() is out of line
   const uint8_t* p = tile;
@@ -124,7 +124,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
   }
 }
 
-template <TileFormat F, Nibbles N, int Terms>
+template <TileFormat F, Offset N, int Terms>
 void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int64_t nv, float* y,
                  int64_t ldy) {
   switch (nv) {
@@ -164,7 +164,7 @@ void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int6
 }
 
 // Tiles [tile_begin, tile_end) against nv rows from xq, all of `terms`.
-template <TileFormat F, Nibbles N>
+template <TileFormat F, Offset N>
 void tiles_rows(const RowTiles& tiles, int64_t tile_begin, int64_t tile_end,
                 const Q8Activations* xq, int64_t nv, int terms, float* y, int64_t ldy) {
   for (int64_t t = tile_begin; t < tile_end; ++t) {
@@ -180,7 +180,7 @@ void tiles_rows(const RowTiles& tiles, int64_t tile_begin, int64_t tile_end,
 
 void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms,
                            float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end) {
-  with_tile_format(tiles, [&]<TileFormat F, Nibbles N>() {
+  with_tile_format(tiles, [&]<TileFormat F, Offset N>() {
     tiles_rows<F, N>(tiles, tile_begin, tile_end, xq, n, terms, y, ldy);
   });
 }
