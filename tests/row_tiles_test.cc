@@ -243,7 +243,6 @@ TEST(RowTiles, TypesPathsAndSizes) {
   EXPECT_EQ(tile_format(DType::kQ5_1), TileFormat::kFiveBits);
   EXPECT_EQ(RowTiles(DType::kQ5_0, 32, 64).bytes(), 32 * 2 * 24);
   EXPECT_EQ(RowTiles(DType::kQ5_1, 32, 64).bytes(), 32 * 2 * 24);
-  EXPECT_TRUE(row_tiles_from_one_row(CpuPath::kAvx512Vnni, DType::kQ5_0));
   EXPECT_FALSE(row_tiles_kernel(CpuPath::kAvx2, DType::kQ5_0));
   // A byte per weight + 4 f32 per 32 (d and m per half).
   EXPECT_EQ(RowTiles(DType::kQ6_K, 32, 256).bytes(), 32 * 8 * 48);
@@ -268,12 +267,15 @@ TEST(RowTiles, TypesPathsAndSizes) {
     EXPECT_EQ(row_tiles_from_one_row(p, DType::kIQ4_NL), p == CpuPath::kAvx512Vnni)
         << cpu_path_name(p);
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_K)) << cpu_path_name(p);  // nibbles too
-    // One row: nibble tiles where their kernel beats the gemv's.
+    // One row: tiles about the file's size where their kernel beats the
+    // gemv's; not the half-block tiles (1.5 bytes per weight).
     EXPECT_TRUE(row_tiles_from_one_row(p, DType::kQ4_1)) << cpu_path_name(p);
-    EXPECT_EQ(row_tiles_from_one_row(p, DType::kQ4_K), p == CpuPath::kAvx512Vnni)
-        << cpu_path_name(p);
-    EXPECT_FALSE(row_tiles_from_one_row(p, DType::kQ8_0)) << cpu_path_name(p);
+    for (DType t : {DType::kQ4_K, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+      EXPECT_EQ(row_tiles_from_one_row(p, t), p == CpuPath::kAvx512Vnni)
+          << dtype_name(t) << " " << cpu_path_name(p);
+    }
     EXPECT_FALSE(row_tiles_from_one_row(p, DType::kQ6_K)) << cpu_path_name(p);
+    EXPECT_FALSE(row_tiles_from_one_row(p, DType::kQ5_K)) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ5_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ6_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ2_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);

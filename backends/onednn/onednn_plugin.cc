@@ -31,8 +31,8 @@ std::string summary(duet::onednn::CpuPath path) {
   std::string matmuls = "matmuls on quantized gemv kernels, oneDNN ";
   if (path == duet::onednn::CpuPath::kAvx512Vnni) {
     matmuls =
-        "matmuls on row tiles (16 repacked weight rows per vpdpbusd; q4_0/q4_1/iq4_nl/q4_k from 1 "
-        "row, q5_0/q5_1/q8_0/q2_k/q3_k/q5_k/q6_k from 2" +
+        "matmuls on row tiles (16 repacked weight rows per vpdpbusd; "
+        "q4_0/q4_1/iq4_nl/q4_k/q5_0/q5_1/q8_0 from 1 row, q2_k/q3_k/q5_k/q6_k from 2" +
         (duet::onednn::amx_int8_present()
              ? "; AMX-INT8 tiles from " + std::to_string(duet::onednn::kAmxMinRows) +
                    " rows, q2_k/q3_k/q6_k from " + std::to_string(duet::onednn::kAmxMinRowsHalves) +

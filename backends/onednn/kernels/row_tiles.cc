@@ -257,7 +257,7 @@ bool row_tiles_kernel(CpuPath path, DType t) {
 bool row_tiles_from_one_row(CpuPath path, DType t) {
   if (!row_tiles_kernel(path, t)) return false;
   if (path == CpuPath::kAvx512Vnni) {
-    return nibble_tiles(t) || tile_format(t) == TileFormat::kFiveBits;
+    return nibble_tiles(t) || tile_format(t) == TileFormat::kFiveBits || t == DType::kQ8_0;
   }
   return tile_format(t) == TileFormat::kNibbles;
 }

@@ -90,12 +90,16 @@ bool row_tiles_path(CpuPath path);
 bool row_tiles_kernel(CpuPath path, DType t);
 
 // Whether a product of one activation row is faster on `t`'s tiles than on
-// the gemv kernel, on `path`: nibble tiles on AVX-512 VNNI (q4_k's one row
-// 1.8x faster, qgemv_bench [8192, 2048]; iq4_nl's [1536, 576] 2.8x),
-// q4_0 and q4_1 also on AVX2; not q4_k on AVX2 (1B-shaped Q4_K_M decode,
-// one thread: 9.3-9.5 t/s on tiles
-// against 10.7-12.0 on gemv). The other formats stream more bytes than the
-// file holds. REQUIRES row_tiles_type(t).
+// the gemv kernel, on `path`: nibble, fifth-bit and q8_0 tiles on AVX-512
+// VNNI (q4_k's one row 1.8x faster, qgemv_bench [8192, 2048]; iq4_nl's
+// [1536, 576] 2.8x, q5_0's 3.1x; in the model, 2 threads on the Xeon with
+// AMX of 2026-12-05: SmolLM2 Q4_K_M, mostly q5_0, decodes 160 -> 234 t/s,
+// and with q8_0's tiles, 36 bytes per 32 weights against the file's 34,
+// SmolLM2 Q4_1 281 -> 298, Q6_K 154 -> 175, the 1B-shaped Q8_0 20.9 ->
+// 21.8), q4_0 and q4_1 also on AVX2; not q4_k on AVX2 (1B-shaped Q4_K_M
+// decode, one thread: 9.3-9.5 t/s on tiles against 10.7-12.0 on gemv).
+// The half-block and q5_k tiles stream 1.5 and 1.25 bytes per weight,
+// against the file's 0.82 and 0.69. REQUIRES row_tiles_type(t).
 bool row_tiles_from_one_row(CpuPath path, DType t);
 
 enum class TileFormat {
