@@ -92,7 +92,7 @@ decltype(auto) with_tile_format(const RowTiles& tiles, const Fn& fn) {
 
 // The tile block at p of format F, its m from N.
 template <TileFormat F, Offset N>
-Block load_block(const uint8_t* p) {
+[[gnu::always_inline]] inline Block load_block(const uint8_t* p) {
   Block blk;
   blk.d2 = blk.m2 = _mm512_setzero_ps();  // kHalves' second half; unused by the others
   if constexpr (F == TileFormat::kBytes) {
