@@ -227,7 +227,10 @@ TEST(RowTiles, TypesPathsAndSizes) {
     EXPECT_TRUE(nibble_tiles(t)) << dtype_name(t);
   }
   for (DType t : {DType::kQ8_0, DType::kQ5_K, DType::kQ6_K}) EXPECT_FALSE(nibble_tiles(t));
-  EXPECT_EQ(tile_format(DType::kQ6_K), TileFormat::kHalves);
+  EXPECT_EQ(tile_format(DType::kQ6_K), TileFormat::kSixBits);
+  EXPECT_TRUE(half_scales(TileFormat::kSixBits));
+  EXPECT_TRUE(half_scales(TileFormat::kHalves));
+  EXPECT_FALSE(half_scales(TileFormat::kBytes));
   EXPECT_EQ(tile_format(DType::kQ2_K), TileFormat::kHalves);
   EXPECT_EQ(tile_format(DType::kQ3_K), TileFormat::kHalves);
   EXPECT_EQ(RowTiles(DType::kQ4_1, 32, 64).bytes(), 32 * 2 * 20);
@@ -245,7 +248,10 @@ TEST(RowTiles, TypesPathsAndSizes) {
   EXPECT_EQ(RowTiles(DType::kQ5_1, 32, 64).bytes(), 32 * 2 * 24);
   EXPECT_FALSE(row_tiles_kernel(CpuPath::kAvx2, DType::kQ5_0));
   // A byte per weight + 4 f32 per 32 (d and m per half).
-  EXPECT_EQ(RowTiles(DType::kQ6_K, 32, 256).bytes(), 32 * 8 * 48);
+  EXPECT_EQ(RowTiles(DType::kQ3_K, 32, 256).bytes(), 32 * 8 * 48);
+  // q6_k: 6 bits per weight, the f16 d and two int8 scales per 32: the
+  // file's 26.25 bytes per 32 with its d repeated.
+  EXPECT_EQ(RowTiles(DType::kQ6_K, 32, 256).bytes(), 32 * 8 * 28);
   // q4_k: per row and super-block its 4 bytes of d and dmin, 8 + 8 scale
   // and min bytes, 128 of nibbles (the file's 144 with the scales unpacked).
   EXPECT_EQ(RowTiles(DType::kQ4_K, 32, 512).bytes(), 32 * 2 * (4 + 16 + 128));
@@ -268,14 +274,16 @@ TEST(RowTiles, TypesPathsAndSizes) {
         << cpu_path_name(p);
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_K)) << cpu_path_name(p);  // nibbles too
     // One row: tiles about the file's size where their kernel beats the
-    // gemv's; not the half-block tiles (1.5 bytes per weight).
+    // gemv's; not q2_k/q3_k's half-block tiles (1.5 bytes per weight) or
+    // q5_k's byte tiles (1.25).
     EXPECT_TRUE(row_tiles_from_one_row(p, DType::kQ4_1)) << cpu_path_name(p);
-    for (DType t : {DType::kQ4_K, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+    for (DType t : {DType::kQ4_K, DType::kQ5_0, DType::kQ5_1, DType::kQ6_K, DType::kQ8_0}) {
       EXPECT_EQ(row_tiles_from_one_row(p, t), p == CpuPath::kAvx512Vnni)
           << dtype_name(t) << " " << cpu_path_name(p);
     }
-    EXPECT_FALSE(row_tiles_from_one_row(p, DType::kQ6_K)) << cpu_path_name(p);
-    EXPECT_FALSE(row_tiles_from_one_row(p, DType::kQ5_K)) << cpu_path_name(p);
+    for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ5_K}) {
+      EXPECT_FALSE(row_tiles_from_one_row(p, t)) << dtype_name(t) << " " << cpu_path_name(p);
+    }
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ5_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ6_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ2_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);

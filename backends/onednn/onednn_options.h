@@ -35,12 +35,12 @@ namespace duet::onednn {
 //                     (row_tiles_kernel): tiles are built on a matrix's
 //                     first such product and kept on top of the model, 0.625
 //                     bytes per weight for q4_0/q4_1/iq4_nl, 0.75 for
-//                     q5_0/q5_1, 0.578 for q4_k, 1.125 for q8_0, 1.5 for
-//                     q2_k/q3_k/q6_k and 1.25 for q5_k. 0: never. q4_0,
-//                     q4_1, iq4_nl, q4_k, q5_0, q5_1 and q8_0 (tiles about
-//                     the file's size) take them from one row (on AVX2 q4_0
-//                     and q4_1 only, and no iq4_nl or q5 tiles at all:
-//                     row_tiles_from_one_row). Default 2 on the
+//                     q5_0/q5_1, 0.578 for q4_k, 0.875 for q6_k, 1.125 for
+//                     q8_0, 1.5 for q2_k/q3_k and 1.25 for q5_k. 0: never.
+//                     q4_0, q4_1, iq4_nl, q4_k, q5_0, q5_1, q6_k and q8_0
+//                     (tiles about the file's size) take them from one row
+//                     (on AVX2 q4_0 and q4_1 only, and no iq4_nl, q5 or q6_k
+//                     tiles at all: row_tiles_from_one_row). Default 2 on the
 //                     paths with a tile kernel — AVX-512 VNNI (every tile
 //                     type) and AVX2 (q4_0, q4_1, q4_k) — and 0 on the
 //                     others (where any other value is an error).
@@ -101,12 +101,12 @@ inline constexpr int64_t kAmxBf16MinRowsHalves = 32;  // kHalves tiles (q2_k, q3
 
 // The rows from which `amx: auto` takes the bf16 products on tiles of `format`.
 inline int64_t amx_bf16_min_rows(TileFormat format) {
-  return format == TileFormat::kHalves ? kAmxBf16MinRowsHalves : kAmxBf16MinRows;
+  return half_scales(format) ? kAmxBf16MinRowsHalves : kAmxBf16MinRows;
 }
 
 // The rows from which a product on tiles of `format` runs on AMX.
 inline int64_t amx_min_rows(TileFormat format) {
-  return format == TileFormat::kHalves ? kAmxMinRowsHalves : kAmxMinRows;
+  return half_scales(format) ? kAmxMinRowsHalves : kAmxMinRows;
 }
 
 struct BackendOptions {

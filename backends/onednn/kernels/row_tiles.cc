@@ -192,6 +192,46 @@ void pack_nibbles(DType type, const uint8_t* src, int64_t b, int r, uint8_t* out
   }
 }
 
+// Row r's part of block b of a kSixBits tile at `out` (src null: a zero
+// row): q6_k's super-block d, the block's two int8 scales, and its q
+// (0..63) split into the nibble vectors and the planes of high bits
+// (row_tiles.h).
+void pack_six_bits(const uint8_t* src, int64_t b, int r, uint8_t* out) {
+  constexpr int kRows = RowTiles::kRows;
+  constexpr int64_t kSubs = blk::kQK_K / RowTiles::kBlock;  // blocks per super-block
+  auto* half = reinterpret_cast<uint16_t*>(out);
+  auto* scales = reinterpret_cast<int8_t*>(out + kRows * 2);
+  uint8_t* q = out + 2 * kRows * 2;
+  uint8_t* high = q + RowTiles::kBlock / 2 * kRows;
+  int u[RowTiles::kBlock] = {};
+  half[r] = 0;
+  scales[r] = scales[kRows + r] = 0;
+  if (src != nullptr) {
+    const auto& x = reinterpret_cast<const blk::BlockQ6_K*>(src)[b / kSubs];
+    const int64_t s = b % kSubs;
+    half[r] = x.d;
+    scales[r] = x.scales[2 * s];
+    scales[kRows + r] = x.scales[2 * s + 1];
+    for (int e = 0; e < RowTiles::kBlock; ++e) {
+      u[e] = blk::q6_k_quant(x, static_cast<int>(RowTiles::kBlock * s) + e) + 32;
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    for (int i = 0; i < 4; ++i) {
+      q[64 * j + 4 * r + i] =
+          static_cast<uint8_t>((u[4 * j + i] & 15) | (u[16 + 4 * j + i] & 15) << 4);
+    }
+  }
+  for (int v = 0; v < 2; ++v) {
+    for (int i = 0; i < 4; ++i) {
+      uint8_t bits = 0;
+      for (int j = 0; j < 4; ++j)
+        bits |= static_cast<uint8_t>((u[16 * v + 4 * j + i] >> 4) << (2 * j));
+      high[64 * v + 4 * r + i] = bits;
+    }
+  }
+}
+
 // Row r's part of super-block sb of a kSuperNibbles tile at `out` (src
 // null: a zero row): the q4_k block's fields, its scales and minimums
 // unpacked to bytes.
@@ -257,7 +297,8 @@ bool row_tiles_kernel(CpuPath path, DType t) {
 bool row_tiles_from_one_row(CpuPath path, DType t) {
   if (!row_tiles_kernel(path, t)) return false;
   if (path == CpuPath::kAvx512Vnni) {
-    return nibble_tiles(t) || tile_format(t) == TileFormat::kFiveBits || t == DType::kQ8_0;
+    return nibble_tiles(t) || tile_format(t) == TileFormat::kFiveBits ||
+           tile_format(t) == TileFormat::kSixBits || t == DType::kQ8_0;
   }
   return tile_format(t) == TileFormat::kNibbles;
 }
@@ -272,7 +313,8 @@ TileFormat tile_format(DType t) {
   if (t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kIQ4_NL) return TileFormat::kNibbles;
   if (t == DType::kQ5_0 || t == DType::kQ5_1) return TileFormat::kFiveBits;
   if (t == DType::kQ4_K) return TileFormat::kSuperNibbles;
-  if (t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ6_K) return TileFormat::kHalves;
+  if (t == DType::kQ2_K || t == DType::kQ3_K) return TileFormat::kHalves;
+  if (t == DType::kQ6_K) return TileFormat::kSixBits;
   return TileFormat::kBytes;
 }
 
@@ -307,6 +349,8 @@ int64_t RowTiles::block_bytes() const {
       return 2 * kRows * 2 + kBlock / 2 * kRows;
     case TileFormat::kFiveBits:
       return 2 * kRows * 2 + kBlock / 2 * kRows + kBlock / 8 * kRows;
+    case TileFormat::kSixBits:
+      return kRows * 2 + 2 * kRows + kBlock / 2 * kRows + kBlock / 4 * kRows;
     case TileFormat::kSuperNibbles:
       return kSuperBytes / kSubBlocks;
     default:
@@ -334,6 +378,8 @@ void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
         const uint8_t* src = row < rows_ ? rows + row * row_bytes : nullptr;
         if (format_ == TileFormat::kNibbles || format_ == TileFormat::kFiveBits) {
           pack_nibbles(type_, src, b, r, out);
+        } else if (format_ == TileFormat::kSixBits) {
+          pack_six_bits(src, b, r, out);
         } else {
           pack_bytes(type_, format_, src, b, r, out);
         }

@@ -90,16 +90,19 @@ bool row_tiles_path(CpuPath path);
 bool row_tiles_kernel(CpuPath path, DType t);
 
 // Whether a product of one activation row is faster on `t`'s tiles than on
-// the gemv kernel, on `path`: nibble, fifth-bit and q8_0 tiles on AVX-512
-// VNNI (q4_k's one row 1.8x faster, qgemv_bench [8192, 2048]; iq4_nl's
-// [1536, 576] 2.8x, q5_0's 3.1x; in the model, 2 threads on the Xeon with
-// AMX of 2026-12-05: SmolLM2 Q4_K_M, mostly q5_0, decodes 160 -> 234 t/s,
-// and with q8_0's tiles, 36 bytes per 32 weights against the file's 34,
-// SmolLM2 Q4_1 281 -> 298, Q6_K 154 -> 175, the 1B-shaped Q8_0 20.9 ->
-// 21.8), q4_0 and q4_1 also on AVX2; not q4_k on AVX2 (1B-shaped Q4_K_M
-// decode, one thread: 9.3-9.5 t/s on tiles against 10.7-12.0 on gemv).
-// The half-block and q5_k tiles stream 1.5 and 1.25 bytes per weight,
-// against the file's 0.82 and 0.69. REQUIRES row_tiles_type(t).
+// the gemv kernel, on `path`: nibble, fifth-bit, six-bit and q8_0 tiles on
+// AVX-512 VNNI (q4_k's one row 1.8x faster, qgemv_bench [8192, 2048];
+// iq4_nl's [1536, 576] 2.8x, q5_0's 2.6x, q6_k's [576, 1536] 1.4x; in the
+// model, 2 threads on the Xeon with AMX of 2026-12-05: SmolLM2 Q4_K_M,
+// mostly q5_0, decodes 160 -> 234 t/s, and with q8_0's tiles, 36 bytes per
+// 32 weights against the file's 34, SmolLM2 Q4_1 281 -> 298, Q6_K 154 ->
+// 175, the 1B-shaped Q8_0 20.9 -> 21.8; q6_k's tiles, 28 bytes per 32
+// against 26.25, SmolLM2 Q6_K 177 -> 200, Q4_K_M 271 -> 278, the 1B-shaped
+// Q4_K_M 31.7 -> 32.4), q4_0 and q4_1 also on AVX2; not q4_k on AVX2
+// (1B-shaped Q4_K_M decode, one thread: 9.3-9.5 t/s on tiles against
+// 10.7-12.0 on gemv). The half-block (q2_k, q3_k) and q5_k tiles stream
+// 1.5 and 1.25 bytes per weight, against the file's 0.33-0.69.
+// REQUIRES row_tiles_type(t).
 bool row_tiles_from_one_row(CpuPath path, DType t);
 
 enum class TileFormat {
@@ -107,8 +110,15 @@ enum class TileFormat {
   kFiveBits,      // q5_0, q5_1: kNibbles' block, then 64 bytes of fifth bits
   kSuperNibbles,  // q4_k: per super-block 16 + 16 f16, 128 + 128 scale bytes, 2048 of nibbles
   kBytes,         // q8_0, q5_k: 64 + 64 bytes of f32 scales (q8_0: 64), 512 of bytes
-  kHalves,        // q2_k, q3_k, q6_k: 4 * 64 bytes of f32 scales (per half block), 512 of bytes
+  kHalves,        // q2_k, q3_k: 4 * 64 bytes of f32 scales (per half block), 512 of bytes
+  kSixBits,       // q6_k: 16 f16 d, 16 + 16 int8 scales, 256 bytes of nibbles, 128 of 2-bit highs
 };
+
+// Whether `f`'s blocks scale each half (16 elements) on its own: the
+// activations' half sums and the kernels' half-block products.
+constexpr bool half_scales(TileFormat f) {
+  return f == TileFormat::kHalves || f == TileFormat::kSixBits;
+}
 
 // The format `t`'s tiles take. REQUIRES row_tiles_type(t).
 TileFormat tile_format(DType t);
@@ -153,6 +163,13 @@ class RowTiles {
   //   kNibbles: f16 scales; 4 vectors, vector j holding the block's bytes
   //             qs[4j..4j+3]: elements 4j..4j+3 in the low nibbles, 16+4j..
   //             16+4j+3 in the high.
+  //   kSixBits: the rows' f16 super-block d (repeated in each block), the
+  //             int8 scales of the block's first half (16 rows), then of its
+  //             second, the 4 nibble vectors of kNibbles (q's low 4 bits),
+  //             then 2 vectors of q's high 2 bits: bits 2J..2J+1 of byte i
+  //             of lane r in vector 0 are those of element 4J + i (J < 4),
+  //             in vector 1 those of element 16 + 4J + i; m = -32 * d of
+  //             each half (q6_k's offset), derived.
   //   kFiveBits: kNibbles' block, then one vector of the elements' fifth
   //             bits: bit J of byte i of lane r is that of element 4J + i
   //             (bit 4J + i of the row's qh), which joins the byte that

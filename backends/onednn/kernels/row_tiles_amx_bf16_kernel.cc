@@ -129,7 +129,7 @@ void unpack_tile(const RowTiles& tiles, int64_t t, uint8_t* out) {
     } else {
       blk = load_block<F, N>(tile + b * tiles.block_bytes());
     }
-    store_block(blk, F == TileFormat::kHalves, out + b * kBlockBytes);
+    store_block(blk, half_scales(F), out + b * kBlockBytes);
   }
 }
 

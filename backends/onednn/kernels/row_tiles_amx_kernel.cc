@@ -1,9 +1,9 @@
 // The row-tile product on AMX-INT8 (row_tiles_amx.h).
 //
 // Per weight tile: the tile's blocks as AMX weight tiles (kBytes and kHalves
-// as stored; the nibble formats unpacked into the kHalves layout, once per
-// tile into a scratch copy or, for few activation groups, block by block
-// into a small ring), then, for each group of 16 activation rows, the blocks
+// as stored; the nibble, fifth-bit and six-bit formats unpacked into the
+// kHalves layout, once per tile into a scratch copy or, for few activation
+// groups, block by block into a small ring), then, for each group of 16 activation rows, the blocks
 // in order: one tdpbsud per term (kHalves: per half and term) into int32
 // tiles stored to the stack, then folded into 16 f32 accumulators, one per
 // activation row, with the VNNI kernel's float operations. On the Xeon of
@@ -76,7 +76,7 @@ constexpr BlockView halves_view(const uint8_t* base) {
 static_assert(kHalvesStride == 768, "row_tiles.h: a kHalves block is 768 bytes");
 
 // Block b of nibble-format tile `tile` (block_bytes apart) unpacked to `out`
-// in the kHalves layout (d2 and m2 unused).
+// in the kHalves layout (d2 and m2 unused but for kSixBits).
 template <TileFormat F, Offset N>
 [[gnu::always_inline]] inline void unpack_block(const uint8_t* tile, int64_t block_bytes, int64_t b,
                                                 uint8_t* out) {
@@ -88,16 +88,21 @@ template <TileFormat F, Offset N>
   }
   _mm512_store_ps(out, blk.d);
   _mm512_store_ps(out + 128, blk.m);
+  if constexpr (half_scales(F)) {
+    _mm512_store_ps(out + 64, blk.d2);
+    _mm512_store_ps(out + 192, blk.m2);
+  }
   for (int j = 0; j < kVectorsPerBlock; ++j) _mm512_store_si512(out + 256 + 64 * j, blk.w[j]);
 }
 
 constexpr bool nibble_format(TileFormat f) {
-  return f == TileFormat::kNibbles || f == TileFormat::kFiveBits || f == TileFormat::kSuperNibbles;
+  return f == TileFormat::kNibbles || f == TileFormat::kFiveBits ||
+         f == TileFormat::kSuperNibbles || f == TileFormat::kSixBits;
 }
 
 // Tile t's blocks where the AMX weight tiles can load them: kBytes and
-// kHalves tiles as stored, the nibble formats unpacked into the thread's
-// scratch buffer in the kHalves layout (d2 and m2 unused).
+// kHalves tiles as stored, the others unpacked into the thread's scratch
+// buffer in the kHalves layout (unpack_block).
 template <TileFormat F, Offset N>
 BlockView tile_blocks(const RowTiles& tiles, int64_t t) {
   const uint8_t* tile = tiles.tile(t);
@@ -306,7 +311,7 @@ constexpr int64_t kRingBlocks = 8;  // a power of two, more than kUnpackAhead + 
 template <TileFormat F, Offset N>
 void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
                    int64_t tile_begin, int64_t tile_end) {
-  constexpr bool kHalves = F == TileFormat::kHalves;
+  constexpr bool kHalves = half_scales(F);
   constexpr bool kDerivedM = F == TileFormat::kBytes && N != Offset::kStored;  // tile_blocks
   const int64_t block_bytes = tiles.block_bytes();
   for (int64_t t = tile_begin; t < tile_end; ++t) {
@@ -353,7 +358,7 @@ void row_tiles_amx(const RowTiles& tiles, const AmxActivations& act, float* y, i
   static const TileConfig blocks = tile_config(false);
   static const TileConfig halves = tile_config(true);
   // Released however the call ends (the scratch buffer may throw).
-  const ConfiguredTiles configured(tiles.format() == TileFormat::kHalves ? halves : blocks);
+  const ConfiguredTiles configured(half_scales(tiles.format()) ? halves : blocks);
   with_tile_format(tiles, [&]<TileFormat F, Offset N>() {
     tiles_product<F, N>(tiles, act, y, ldy, tile_begin, tile_end);
   });

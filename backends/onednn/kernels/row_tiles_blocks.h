@@ -77,6 +77,8 @@ decltype(auto) with_tile_format(const RowTiles& tiles, const Fn& fn) {
       return fn.template operator()<TileFormat::kFiveBits, kStored>();
     case TileFormat::kHalves:
       return fn.template operator()<TileFormat::kHalves, kStored>();
+    case TileFormat::kSixBits:
+      return fn.template operator()<TileFormat::kSixBits, kStored>();
     case TileFormat::kSuperNibbles:
       return fn.template operator()<TileFormat::kSuperNibbles, kStored>();
     case TileFormat::kNibbles:
@@ -105,6 +107,38 @@ template <TileFormat F, Offset N>
       blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(derived_m(N)));
     }
     for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(u + 64 * j);
+  } else if constexpr (F == TileFormat::kSixBits) {
+    constexpr int kRows = RowTiles::kRows;
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+    auto half_d = [&](int h) {
+      const __m128i sc =
+          _mm_load_si128(reinterpret_cast<const __m128i*>(p + 2 * kRows + kRows * h));
+      return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
+    };
+    blk.d = half_d(0);
+    blk.d2 = half_d(1);
+    blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(-32.0f));  // q6_k's offset
+    blk.m2 = _mm512_mul_ps(blk.d2, _mm512_set1_ps(-32.0f));
+    const uint8_t* nibbles = p + 4 * kRows;
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
+      const __m512i q = _mm512_load_si512(nibbles + 64 * j);
+      blk.w[j] = _mm512_and_si512(q, nibble);
+      blk.w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+    }
+    // High bits 2J..2J+1 to bits 4..5 of vector J's (row_tiles.h).
+    const uint8_t* highs = nibbles + 64 * kVectorsPerBlock / 2;
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    auto join = [&]<int J>() {
+      const __m512i h = _mm512_load_si512(highs + 64 * (J / 4));
+      constexpr int kShift = 4 - 2 * (J % 4);  // bit 2(J % 4) to bit 4
+      const __m512i at4 = kShift > 0   ? _mm512_slli_epi16(h, kShift)
+                          : kShift < 0 ? _mm512_srli_epi16(h, -kShift)
+                                       : h;
+      blk.w[J] = _mm512_ternarylogic_epi32(blk.w[J], at4, bits45, 0xf8);  // w | (at4 & bits45)
+    };
+    [&]<int... J>(std::integer_sequence<int, J...>) { (join.template operator()<J>(), ...); }
+    (std::make_integer_sequence<int, kVectorsPerBlock>());
   } else if constexpr (F == TileFormat::kHalves) {
     blk.d = _mm512_load_ps(p);
     blk.d2 = _mm512_load_ps(p + 64);

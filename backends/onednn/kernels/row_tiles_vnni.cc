@@ -101,7 +101,7 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
       const int64_t at = b * RowTiles::kBlock;
-      if constexpr (F == TileFormat::kHalves) {
+      if constexpr (half_scales(F)) {
         acc[v] = halves_product<Terms>(blk, xq[v], b, acc[v]);
         continue;
       }
