@@ -222,7 +222,12 @@ TEST(RowTiles, TypesPathsAndSizes) {
   EXPECT_EQ(tile_format(DType::kIQ4_NL), TileFormat::kNibbles);  // levels looked up in the kernel
   EXPECT_EQ(tile_format(DType::kQ8_0), TileFormat::kBytes);
   EXPECT_EQ(tile_format(DType::kQ4_K), TileFormat::kSuperNibbles);
-  EXPECT_EQ(tile_format(DType::kQ5_K), TileFormat::kBytes);
+  EXPECT_EQ(tile_format(DType::kQ5_K), TileFormat::kSuperFiveBits);
+  EXPECT_TRUE(super_blocks(TileFormat::kSuperFiveBits));
+  EXPECT_FALSE(nibble_tiles(DType::kQ5_K));  // no AVX2 kernel for its fifth bits
+  // q5_k: q4_k's tiles (144 bytes per row and super-block) and 32 bytes of
+  // fifth bits, the file's 176 with the scales unpacked.
+  EXPECT_EQ(RowTiles(DType::kQ5_K, 32, 256).bytes(), 32 * 180);
   for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kIQ4_NL, DType::kQ4_K}) {
     EXPECT_TRUE(nibble_tiles(t)) << dtype_name(t);
   }
@@ -238,8 +243,6 @@ TEST(RowTiles, TypesPathsAndSizes) {
   EXPECT_EQ(RowTiles(DType::kIQ4_NL, 32, 64).bytes(), 32 * 2 * 20);  // likewise
   // A byte per weight + d as f32 (m = -128d derived).
   EXPECT_EQ(RowTiles(DType::kQ8_0, 32, 64).bytes(), 32 * 2 * 36);
-  EXPECT_FALSE(byte_tiles_store_m(DType::kQ8_0));
-  EXPECT_TRUE(byte_tiles_store_m(DType::kQ5_K));
   // q5_0 and q5_1: the nibble tiles' 20 bytes and the fifth bits' 4 — the
   // file's 22 and 24 — so that decode's single row takes them.
   EXPECT_EQ(tile_format(DType::kQ5_0), TileFormat::kFiveBits);
@@ -274,14 +277,14 @@ TEST(RowTiles, TypesPathsAndSizes) {
         << cpu_path_name(p);
     EXPECT_TRUE(row_tiles_kernel(p, DType::kQ4_K)) << cpu_path_name(p);  // nibbles too
     // One row: tiles about the file's size where their kernel beats the
-    // gemv's; not q2_k/q3_k's half-block tiles (1.5 bytes per weight) or
-    // q5_k's byte tiles (1.25).
+    // gemv's; not q2_k/q3_k's half-block tiles (1.5 bytes per weight).
     EXPECT_TRUE(row_tiles_from_one_row(p, DType::kQ4_1)) << cpu_path_name(p);
-    for (DType t : {DType::kQ4_K, DType::kQ5_0, DType::kQ5_1, DType::kQ6_K, DType::kQ8_0}) {
+    for (DType t :
+         {DType::kQ4_K, DType::kQ5_0, DType::kQ5_1, DType::kQ5_K, DType::kQ6_K, DType::kQ8_0}) {
       EXPECT_EQ(row_tiles_from_one_row(p, t), p == CpuPath::kAvx512Vnni)
           << dtype_name(t) << " " << cpu_path_name(p);
     }
-    for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ5_K}) {
+    for (DType t : {DType::kQ2_K, DType::kQ3_K}) {
       EXPECT_FALSE(row_tiles_from_one_row(p, t)) << dtype_name(t) << " " << cpu_path_name(p);
     }
     EXPECT_EQ(row_tiles_kernel(p, DType::kQ5_K), p == CpuPath::kAvx512Vnni) << cpu_path_name(p);

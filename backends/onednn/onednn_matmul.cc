@@ -178,9 +178,9 @@ bool Matmul::takes_tiles(int64_t n, const TensorView& w) const {
   // Nibble, fifth-bit and six-bit tiles hold the file's bits, regrouped,
   // and q8_0's and q6_k's tiles 6-7% more: about as much to stream as the
   // gemv kernels read, so decode's single row takes them where their
-  // kernel is the faster (row_tiles_from_one_row). The half-block (q2_k,
-  // q3_k) and q5_k tiles stream 1.5 and 1.25 bytes per weight, against
-  // 0.33-0.69 in the file, so one row reads the file's bytes through gemv.
+  // kernel is the faster (row_tiles_from_one_row). The half-block tiles
+  // (q2_k, q3_k) stream 1.5 bytes per weight, against 0.33-0.43 in the
+  // file, so one row reads the file's bytes through gemv.
   return n >= min_tile_rows_ || row_tiles_from_one_row(path_, wtype);
 }
 

@@ -35,12 +35,12 @@ namespace duet::onednn {
 //                     (row_tiles_kernel): tiles are built on a matrix's
 //                     first such product and kept on top of the model, 0.625
 //                     bytes per weight for q4_0/q4_1/iq4_nl, 0.75 for
-//                     q5_0/q5_1, 0.578 for q4_k, 0.875 for q6_k, 1.125 for
-//                     q8_0, 1.5 for q2_k/q3_k and 1.25 for q5_k. 0: never.
-//                     q4_0, q4_1, iq4_nl, q4_k, q5_0, q5_1, q6_k and q8_0
-//                     (tiles about the file's size) take them from one row
-//                     (on AVX2 q4_0 and q4_1 only, and no iq4_nl, q5 or q6_k
-//                     tiles at all: row_tiles_from_one_row). Default 2 on the
+//                     q5_0/q5_1, 0.578 for q4_k, 0.703 for q5_k, 0.875 for
+//                     q6_k, 1.125 for q8_0 and 1.5 for q2_k/q3_k. 0: never.
+//                     All but q2_k and q3_k (tiles about the file's size)
+//                     take them from one row (on AVX2 q4_0 and q4_1 only,
+//                     and no tiles for iq4_nl, q5_*, q6_k, q8_0, q2_k or
+//                     q3_k at all: row_tiles_from_one_row). Default 2 on the
 //                     paths with a tile kernel — AVX-512 VNNI (every tile
 //                     type) and AVX2 (q4_0, q4_1, q4_k) — and 0 on the
 //                     others (where any other value is an error).

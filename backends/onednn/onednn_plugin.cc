@@ -32,7 +32,7 @@ std::string summary(duet::onednn::CpuPath path) {
   if (path == duet::onednn::CpuPath::kAvx512Vnni) {
     matmuls =
         "matmuls on row tiles (16 repacked weight rows per vpdpbusd; "
-        "q4_0/q4_1/iq4_nl/q4_k/q5_0/q5_1/q6_k/q8_0 from 1 row, q2_k/q3_k/q5_k from 2" +
+        "q4_0/q4_1/iq4_nl/q4_k/q5_0/q5_1/q5_k/q6_k/q8_0 from 1 row, q2_k/q3_k from 2" +
         (duet::onednn::amx_int8_present()
              ? "; AMX-INT8 tiles from " + std::to_string(duet::onednn::kAmxMinRows) +
                    " rows, q2_k/q3_k/q6_k from " + std::to_string(duet::onednn::kAmxMinRowsHalves) +

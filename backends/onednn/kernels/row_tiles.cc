@@ -16,12 +16,9 @@ namespace {
 
 namespace blk = duet::blocks;
 
-// f32 scale arrays (16 each) before a block's bytes: d and m per half, d
-// and m, or d alone.
-int scale_count(DType type, TileFormat format) {
-  if (format == TileFormat::kHalves) return 4;
-  return byte_tiles_store_m(type) ? 2 : 1;
-}
+// f32 scale arrays (16 each) before a block's bytes: d and m per half
+// (kHalves), or d alone (kBytes: q8_0, m = -128d).
+int scale_count(TileFormat format) { return format == TileFormat::kHalves ? 4 : 1; }
 
 // One 32-element block of one row in tile form: x[e] = d[h] * u[e] + m[h]
 // with h = e / 16 (equal halves for formats with one scale per 32).
@@ -31,9 +28,9 @@ struct TileBlock {
   float m[2];
 };
 
-// Block b (in 32-element units) of the row at `row`, whose blocks are of
-// type B. Element e of a 32-block of the 32-element formats is nibble(qs, e)
-// (and the fifth bit); of a K-quant super-block, element 32 s + e.
+// Block b (in 32-element units) of the row at `row`, of q8_0 or of the
+// half-block formats: element e of a q8_0 block; of a K-quant super-block,
+// element 32 s + e.
 TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
   TileBlock t{};
   auto fill = [&](auto quant) {
@@ -46,43 +43,10 @@ TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
   constexpr int kSubs = blk::kQK_K / RowTiles::kBlock;  // 32-element blocks per super-block
   const int s = static_cast<int>(b % kSubs);
   switch (type) {
-    case DType::kQ4_0: {
-      const auto& x = reinterpret_cast<const blk::BlockQ4_0*>(row)[b];
-      fill([&](int e) { return blk::nibble(x.qs, e); });
-      scale(f16_to_f32(x.d), -8.0f * f16_to_f32(x.d));
-      break;
-    }
-    case DType::kQ4_1: {
-      const auto& x = reinterpret_cast<const blk::BlockQ4_1*>(row)[b];
-      fill([&](int e) { return blk::nibble(x.qs, e); });
-      scale(f16_to_f32(x.d), f16_to_f32(x.m));
-      break;
-    }
-    case DType::kQ5_0: {
-      const auto& x = reinterpret_cast<const blk::BlockQ5_0*>(row)[b];
-      fill([&](int e) { return blk::q5_0_quant(x, e) + 16; });
-      scale(f16_to_f32(x.d), -16.0f * f16_to_f32(x.d));
-      break;
-    }
-    case DType::kQ5_1: {
-      const auto& x = reinterpret_cast<const blk::BlockQ5_1*>(row)[b];
-      fill([&](int e) { return blk::q5_1_quant(x, e); });
-      scale(f16_to_f32(x.d), f16_to_f32(x.m));
-      break;
-    }
     case DType::kQ8_0: {
       const auto& x = reinterpret_cast<const blk::BlockQ8_0*>(row)[b];
       fill([&](int e) { return x.qs[e] + 128; });
       scale(f16_to_f32(x.d), -128.0f * f16_to_f32(x.d));
-      break;
-    }
-    case DType::kQ5_K: {
-      int sc = 0, mn = 0;
-      const auto& x = reinterpret_cast<const blk::BlockQ5_K*>(row)[b / kSubs];
-      fill([&](int e) { return blk::q5_k_quant(x, 32 * s + e); });
-      blk::k4_scale_min(x.scales, s, sc, mn);
-      scale(f16_to_f32(x.d) * static_cast<float>(sc),
-            -(f16_to_f32(x.dmin) * static_cast<float>(mn)));
       break;
     }
     // Sub-blocks of 16: the 32-element block s holds sub-blocks 2s and 2s + 1.
@@ -104,15 +68,6 @@ TileBlock tile_block(DType type, const uint8_t* row, int64_t b) {
       }
       break;
     }
-    case DType::kQ6_K: {
-      const auto& x = reinterpret_cast<const blk::BlockQ6_K*>(row)[b / kSubs];
-      fill([&](int e) { return blk::q6_k_quant(x, 32 * s + e) + 32; });
-      for (int h = 0; h < 2; ++h) {
-        t.d[h] = f16_to_f32(x.d) * static_cast<float>(x.scales[2 * s + h]);
-        t.m[h] = -32.0f * t.d[h];
-      }
-      break;
-    }
     default:
       throw Error(ErrorKind::kInternal,
                   "row tiles: no packing for dtype " + std::string(dtype_name(type)));
@@ -127,14 +82,13 @@ void pack_bytes(DType type, TileFormat format, const uint8_t* src, int64_t b, in
   auto* scales = reinterpret_cast<float*>(out);
   if (format == TileFormat::kBytes) {
     scales[r] = tb.d[0];
-    if (byte_tiles_store_m(type)) scales[RowTiles::kRows + r] = tb.m[0];
   } else {
     for (int h = 0; h < 2; ++h) {
       scales[h * RowTiles::kRows + r] = tb.d[h];
       scales[(2 + h) * RowTiles::kRows + r] = tb.m[h];
     }
   }
-  uint8_t* u = out + scale_count(type, format) * RowTiles::kRows * sizeof(float);
+  uint8_t* u = out + scale_count(format) * RowTiles::kRows * sizeof(float);
   for (int j = 0; j < RowTiles::kBlock / 4; ++j) std::memcpy(u + 64 * j + 4 * r, tb.u + 4 * j, 4);
 }
 
@@ -232,17 +186,18 @@ void pack_six_bits(const uint8_t* src, int64_t b, int r, uint8_t* out) {
   }
 }
 
-// Row r's part of super-block sb of a kSuperNibbles tile at `out` (src
-// null: a zero row): the q4_k block's fields, its scales and minimums
-// unpacked to bytes.
+// Row r's part of super-block sb of a kSuperNibbles (B = BlockQ4_K) or
+// kSuperFiveBits (BlockQ5_K) tile at `out` (src null: a zero row): the
+// block's fields, its scales and minimums unpacked to bytes, and q5_k's
+// fifth bits regrouped (row_tiles.h).
+template <class B>
 void pack_super_nibbles(const uint8_t* src, int64_t sb, int r, uint8_t* out) {
   constexpr int kRows = RowTiles::kRows;
   auto* half = reinterpret_cast<uint16_t*>(out);
   uint8_t* scales = out + RowTiles::kSuperScalesAt;
   uint8_t* mins = out + RowTiles::kSuperMinsAt;
   uint8_t* q = out + RowTiles::kSuperHeaderBytes;
-  const blk::BlockQ4_K* x =
-      src != nullptr ? &reinterpret_cast<const blk::BlockQ4_K*>(src)[sb] : nullptr;
+  const B* x = src != nullptr ? &reinterpret_cast<const B*>(src)[sb] : nullptr;
   half[r] = x != nullptr ? x->d : 0;
   half[kRows + r] = x != nullptr ? x->dmin : 0;
   for (int s = 0; s < RowTiles::kSubBlocks; ++s) {
@@ -259,6 +214,19 @@ void pack_super_nibbles(const uint8_t* src, int64_t sb, int r, uint8_t* out) {
         std::memcpy(to, x->qs + RowTiles::kBlock * p + 4 * j, 4);
       } else {
         std::memset(to, 0, 4);
+      }
+    }
+  }
+  if constexpr (requires { x->qh; }) {
+    // Element e of block s has its fifth bit at bit s of qh[e].
+    uint8_t* high = out + RowTiles::kSuperBytes;
+    for (int s = 0; s < RowTiles::kSubBlocks; ++s) {
+      for (int i = 0; i < 4; ++i) {
+        uint8_t bits = 0;
+        for (int j = 0; j < 8 && x != nullptr; ++j) {
+          bits |= static_cast<uint8_t>(((x->qh[4 * j + i] >> s) & 1u) << j);
+        }
+        high[64 * s + 4 * r + i] = bits;
       }
     }
   }
@@ -298,7 +266,8 @@ bool row_tiles_from_one_row(CpuPath path, DType t) {
   if (!row_tiles_kernel(path, t)) return false;
   if (path == CpuPath::kAvx512Vnni) {
     return nibble_tiles(t) || tile_format(t) == TileFormat::kFiveBits ||
-           tile_format(t) == TileFormat::kSixBits || t == DType::kQ8_0;
+           tile_format(t) == TileFormat::kSuperFiveBits || tile_format(t) == TileFormat::kSixBits ||
+           t == DType::kQ8_0;
   }
   return tile_format(t) == TileFormat::kNibbles;
 }
@@ -307,12 +276,11 @@ bool nibble_tiles(DType t) {
   return tile_format(t) == TileFormat::kNibbles || tile_format(t) == TileFormat::kSuperNibbles;
 }
 
-bool byte_tiles_store_m(DType t) { return t != DType::kQ8_0; }
-
 TileFormat tile_format(DType t) {
   if (t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kIQ4_NL) return TileFormat::kNibbles;
   if (t == DType::kQ5_0 || t == DType::kQ5_1) return TileFormat::kFiveBits;
   if (t == DType::kQ4_K) return TileFormat::kSuperNibbles;
+  if (t == DType::kQ5_K) return TileFormat::kSuperFiveBits;
   if (t == DType::kQ2_K || t == DType::kQ3_K) return TileFormat::kHalves;
   if (t == DType::kQ6_K) return TileFormat::kSixBits;
   return TileFormat::kBytes;
@@ -353,8 +321,10 @@ int64_t RowTiles::block_bytes() const {
       return kRows * 2 + 2 * kRows + kBlock / 2 * kRows + kBlock / 4 * kRows;
     case TileFormat::kSuperNibbles:
       return kSuperBytes / kSubBlocks;
+    case TileFormat::kSuperFiveBits:
+      return kSuperFiveBytes / kSubBlocks;
     default:
-      return scale_count(type_, format_) * kRows * int64_t{sizeof(float)} + kBlock * kRows;
+      return scale_count(format_) * kRows * int64_t{sizeof(float)} + kBlock * kRows;
   }
 }
 
@@ -363,11 +333,17 @@ void RowTiles::pack(const void* w, int64_t tile_begin, int64_t tile_end) {
   const auto* rows = static_cast<const uint8_t*>(w);
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     uint8_t* out = data_.get() + t * blocks() * block_bytes();
-    if (format_ == TileFormat::kSuperNibbles) {
-      for (int64_t sb = 0; sb < blocks() / kSubBlocks; ++sb, out += kSuperBytes) {
+    if (super_blocks(format_)) {
+      const bool five = format_ == TileFormat::kSuperFiveBits;
+      for (int64_t sb = 0; sb < blocks() / kSubBlocks; ++sb, out += kSubBlocks * block_bytes()) {
         for (int r = 0; r < kRows; ++r) {
           const int64_t row = t * kRows + r;
-          pack_super_nibbles(row < rows_ ? rows + row * row_bytes : nullptr, sb, r, out);
+          const uint8_t* src = row < rows_ ? rows + row * row_bytes : nullptr;
+          if (five) {
+            pack_super_nibbles<blk::BlockQ5_K>(src, sb, r, out);
+          } else {
+            pack_super_nibbles<blk::BlockQ4_K>(src, sb, r, out);
+          }
         }
       }
       continue;

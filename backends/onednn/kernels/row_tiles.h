@@ -100,18 +100,20 @@ bool row_tiles_kernel(CpuPath path, DType t);
 // against 26.25, SmolLM2 Q6_K 177 -> 200, Q4_K_M 271 -> 278, the 1B-shaped
 // Q4_K_M 31.7 -> 32.4), q4_0 and q4_1 also on AVX2; not q4_k on AVX2
 // (1B-shaped Q4_K_M decode, one thread: 9.3-9.5 t/s on tiles against
-// 10.7-12.0 on gemv). The half-block (q2_k, q3_k) and q5_k tiles stream
-// 1.5 and 1.25 bytes per weight, against the file's 0.33-0.69.
-// REQUIRES row_tiles_type(t).
+// 10.7-12.0 on gemv); q5_k's tiles (q4_k's and a plane of fifth bits, 180
+// bytes per 256 against the file's 176): the 1B-shaped Q5_K_M 25.6 ->
+// 27.7 t/s. The half-block tiles (q2_k, q3_k) stream 1.5 bytes per weight,
+// against the file's 0.33-0.43. REQUIRES row_tiles_type(t).
 bool row_tiles_from_one_row(CpuPath path, DType t);
 
 enum class TileFormat {
-  kNibbles,       // q4_0, q4_1, iq4_nl: 16 + 16 f16 scales and 256 bytes of nibbles per block
-  kFiveBits,      // q5_0, q5_1: kNibbles' block, then 64 bytes of fifth bits
-  kSuperNibbles,  // q4_k: per super-block 16 + 16 f16, 128 + 128 scale bytes, 2048 of nibbles
-  kBytes,         // q8_0, q5_k: 64 + 64 bytes of f32 scales (q8_0: 64), 512 of bytes
-  kHalves,        // q2_k, q3_k: 4 * 64 bytes of f32 scales (per half block), 512 of bytes
-  kSixBits,       // q6_k: 16 f16 d, 16 + 16 int8 scales, 256 bytes of nibbles, 128 of 2-bit highs
+  kNibbles,        // q4_0, q4_1, iq4_nl: 16 + 16 f16 scales and 256 bytes of nibbles per block
+  kFiveBits,       // q5_0, q5_1: kNibbles' block, then 64 bytes of fifth bits
+  kSuperNibbles,   // q4_k: per super-block 16 + 16 f16, 128 + 128 scale bytes, 2048 of nibbles
+  kSuperFiveBits,  // q5_k: kSuperNibbles' super-block, then 8 * 64 bytes of fifth bits
+  kBytes,          // q8_0: 64 bytes of f32 scales, 512 of bytes
+  kHalves,         // q2_k, q3_k: 4 * 64 bytes of f32 scales (per half block), 512 of bytes
+  kSixBits,        // q6_k: 16 f16 d, 16 + 16 int8 scales, 256 bytes of nibbles, 128 of 2-bit highs
 };
 
 // Whether `f`'s blocks scale each half (16 elements) on its own: the
@@ -120,14 +122,13 @@ constexpr bool half_scales(TileFormat f) {
   return f == TileFormat::kHalves || f == TileFormat::kSixBits;
 }
 
+// Whether `f`'s tiles go by super-blocks of RowTiles::kSubBlocks blocks.
+constexpr bool super_blocks(TileFormat f) {
+  return f == TileFormat::kSuperNibbles || f == TileFormat::kSuperFiveBits;
+}
+
 // The format `t`'s tiles take. REQUIRES row_tiles_type(t).
 TileFormat tile_format(DType t);
-
-// Whether t's kBytes tiles keep an m array after d: not q8_0, whose m is
-// -128d (the kernels derive it), so that its blocks are 576 bytes instead
-// of 640 — the LM head of a Q4_1 or Q8_0 file is a q8_0 matrix, read whole
-// by every decode step.
-bool byte_tiles_store_m(DType t);
 
 class RowTiles {
  public:
@@ -143,6 +144,10 @@ class RowTiles {
   static constexpr int64_t kSuperBytes = kSuperHeaderBytes + kSubBlocks * kBlock / 2 * kRows;
   static_assert(kSuperHeaderBytes % 64 == 0 && kSuperBytes % 64 == 0 &&
                 kSuperBytes % kSubBlocks == 0);
+  // A kSuperFiveBits super-block: kSuperBytes, then each block's fifth bits
+  // (64 bytes, as kFiveBits').
+  static constexpr int64_t kSuperFiveBytes = kSuperBytes + kSubBlocks * kBlock / 8 * kRows;
+  static_assert(kSuperFiveBytes % kSubBlocks == 0);
 
   // Empty tiles for a [rows, k] matrix of `type`: REQUIRES
   // row_tiles_type(type), rows ≥ 1, k a positive multiple of the type's
@@ -155,9 +160,10 @@ class RowTiles {
   //
   // A block of a tile: the rows' d (16 values), then their m, then the
   // quants as 64-byte vectors whose 32-bit lane r belongs to row r:
-  //   kBytes:   f32 scales (d only where !byte_tiles_store_m(type));
-  //             8 vectors, vector j holding u of elements 4j..4j+3 (one
-  //             byte each).
+  //   kBytes:   f32 d (q8_0's m, -128d, is derived: 576 bytes a block,
+  //             not 640 — the LM head of a Q4_1 or Q8_0 file is a q8_0
+  //             matrix); 8 vectors, vector j holding u of elements
+  //             4j..4j+3 (one byte each).
   //   kHalves:  f32 d of elements 0..15, d of 16..31, then m of each half
   //             (four arrays of 16), then the 8 vectors of kBytes.
   //   kNibbles: f16 scales; 4 vectors, vector j holding the block's bytes
@@ -198,11 +204,15 @@ class RowTiles {
   // In a kSuperNibbles tile at `tile`: block b's super-block, and the 8
   // nibble vectors (64 bytes each) that hold block b in their low (b even)
   // or high (b odd) nibbles.
-  static const uint8_t* super_block(const uint8_t* tile, int64_t b) {
-    return tile + b / kSubBlocks * kSuperBytes;
+  // (super_bytes: kSuperFiveBytes for kSuperFiveBits tiles.)
+  static const uint8_t* super_block(const uint8_t* tile, int64_t b,
+                                    int64_t super_bytes = kSuperBytes) {
+    return tile + b / kSubBlocks * super_bytes;
   }
-  static const uint8_t* super_nibbles(const uint8_t* tile, int64_t b) {
-    return super_block(tile, b) + kSuperHeaderBytes + b % kSubBlocks / 2 * (kBlock * kRows);
+  static const uint8_t* super_nibbles(const uint8_t* tile, int64_t b,
+                                      int64_t super_bytes = kSuperBytes) {
+    return super_block(tile, b, super_bytes) + kSuperHeaderBytes +
+           b % kSubBlocks / 2 * (kBlock * kRows);
   }
 
  private:

@@ -124,8 +124,8 @@ void unpack_tile(const RowTiles& tiles, int64_t t, uint8_t* out) {
   const uint8_t* tile = tiles.tile(t);
   for (int64_t b = 0; b < tiles.blocks(); ++b) {
     Block blk;
-    if constexpr (F == TileFormat::kSuperNibbles) {
-      blk = load_super_nibbles(tile, b);
+    if constexpr (super_blocks(F)) {
+      blk = load_super_nibbles<F>(tile, b);
     } else {
       blk = load_block<F, N>(tile + b * tiles.block_bytes());
     }

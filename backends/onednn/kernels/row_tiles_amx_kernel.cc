@@ -81,8 +81,8 @@ template <TileFormat F, Offset N>
 [[gnu::always_inline]] inline void unpack_block(const uint8_t* tile, int64_t block_bytes, int64_t b,
                                                 uint8_t* out) {
   Block blk;
-  if constexpr (F == TileFormat::kSuperNibbles) {
-    blk = load_super_nibbles(tile, b);
+  if constexpr (super_blocks(F)) {
+    blk = load_super_nibbles<F>(tile, b);
   } else {
     blk = load_block<F, N>(tile + b * block_bytes);
   }
@@ -95,9 +95,10 @@ template <TileFormat F, Offset N>
   for (int j = 0; j < kVectorsPerBlock; ++j) _mm512_store_si512(out + 256 + 64 * j, blk.w[j]);
 }
 
-constexpr bool nibble_format(TileFormat f) {
-  return f == TileFormat::kNibbles || f == TileFormat::kFiveBits ||
-         f == TileFormat::kSuperNibbles || f == TileFormat::kSixBits;
+// Whether f's blocks need unpacking before the tile unit can load them:
+// all but kBytes and kHalves, whose stored vectors are B tiles already.
+constexpr bool unpacked_format(TileFormat f) {
+  return f != TileFormat::kBytes && f != TileFormat::kHalves;
 }
 
 // Tile t's blocks where the AMX weight tiles can load them: kBytes and
@@ -106,9 +107,7 @@ constexpr bool nibble_format(TileFormat f) {
 template <TileFormat F, Offset N>
 BlockView tile_blocks(const RowTiles& tiles, int64_t t) {
   const uint8_t* tile = tiles.tile(t);
-  if constexpr (F == TileFormat::kBytes && N == Offset::kStored) {
-    return BlockView{tile, tiles.block_bytes(), 0, 64, 0, 64, 128};
-  } else if constexpr (F == TileFormat::kBytes) {
+  if constexpr (F == TileFormat::kBytes) {
     return BlockView{tile, tiles.block_bytes(), 0, 0, 0, 0, 64, derived_m(N)};
   } else if constexpr (F == TileFormat::kHalves) {
     return halves_view(tile);
@@ -290,7 +289,7 @@ void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& a
   }
 }
 
-// Products of at most this many activation groups unpack a nibble tile's
+// Products of at most this many activation groups unpack a tile's
 // blocks one at a time, kUnpackAhead blocks ahead of their products, into a
 // ring of kRingBlocks that stays in L1 — once per group — instead of the
 // whole tile once into a scratch copy that the groups share. A tile load
@@ -312,7 +311,7 @@ template <TileFormat F, Offset N>
 void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
                    int64_t tile_begin, int64_t tile_end) {
   constexpr bool kHalves = half_scales(F);
-  constexpr bool kDerivedM = F == TileFormat::kBytes && N != Offset::kStored;  // tile_blocks
+  constexpr bool kDerivedM = F == TileFormat::kBytes;  // tile_blocks
   const int64_t block_bytes = tiles.block_bytes();
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     const int64_t first = t * kRows;
@@ -327,7 +326,7 @@ void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, i
                                             block_bytes, unpack);
       }
     };
-    if constexpr (nibble_format(F)) {
+    if constexpr (unpacked_format(F)) {
       if (act.groups() <= kRingGroups) {
         uint8_t* ring = thread_scratch(kRingBlocks * kHalvesStride);
         BlockView view = halves_view(ring);

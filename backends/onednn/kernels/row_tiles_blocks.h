@@ -37,7 +37,7 @@ struct Block {
 // stored beside d, or d times the constant offset of a format whose
 // quants are centred on one (row_tiles.h).
 enum class Offset {
-  kStored,  // q4_1, q5_1 and the K-quants: m as stored
+  kStored,  // q4_1, q5_1 and the K-quants: m as stored (or from dmin)
   kQ4_0,    // u is the nibble, m = -8d
   kQ5_0,    // u = q (0..31), m = -16d
   kQ8_0,    // u = q + 128, m = -128d
@@ -65,11 +65,8 @@ template <class Fn>
 decltype(auto) with_tile_format(const RowTiles& tiles, const Fn& fn) {
   constexpr Offset kStored = Offset::kStored;
   switch (tiles.format()) {
-    case TileFormat::kBytes:
-      if (tiles.type() == DType::kQ8_0) {
-        return fn.template operator()<TileFormat::kBytes, Offset::kQ8_0>();
-      }
-      return fn.template operator()<TileFormat::kBytes, kStored>();
+    case TileFormat::kBytes:  // q8_0
+      return fn.template operator()<TileFormat::kBytes, Offset::kQ8_0>();
     case TileFormat::kFiveBits:
       if (tiles.type() == DType::kQ5_0) {
         return fn.template operator()<TileFormat::kFiveBits, Offset::kQ5_0>();
@@ -81,6 +78,8 @@ decltype(auto) with_tile_format(const RowTiles& tiles, const Fn& fn) {
       return fn.template operator()<TileFormat::kSixBits, kStored>();
     case TileFormat::kSuperNibbles:
       return fn.template operator()<TileFormat::kSuperNibbles, kStored>();
+    case TileFormat::kSuperFiveBits:
+      return fn.template operator()<TileFormat::kSuperFiveBits, kStored>();
     case TileFormat::kNibbles:
       break;
   }
@@ -92,6 +91,20 @@ decltype(auto) with_tile_format(const RowTiles& tiles, const Fn& fn) {
   return fn.template operator()<TileFormat::kNibbles, kStored>();
 }
 
+// Bit J of each byte of the 64 at `plane` to bit 4 of the same byte of
+// w[J] (kFiveBits and kSuperFiveBits, row_tiles.h).
+[[gnu::always_inline]] inline void join_fifth_bits(const uint8_t* plane,
+                                                   __m512i (&w)[kVectorsPerBlock]) {
+  const __m512i high = _mm512_load_si512(plane);
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  auto join = [&]<int J>() {
+    const __m512i at4 = J < 4 ? _mm512_slli_epi16(high, 4 - J) : _mm512_srli_epi16(high, J - 4);
+    w[J] = _mm512_ternarylogic_epi32(w[J], at4, bit4, 0xf8);  // w | (at4 & bit4)
+  };
+  [&]<int... J>(std::integer_sequence<int, J...>) { (join.template operator()<J>(), ...); }
+  (std::make_integer_sequence<int, kVectorsPerBlock>());
+}
+
 // The tile block at p of format F, its m from N.
 template <TileFormat F, Offset N>
 [[gnu::always_inline]] inline Block load_block(const uint8_t* p) {
@@ -99,14 +112,8 @@ template <TileFormat F, Offset N>
   blk.d2 = blk.m2 = _mm512_setzero_ps();  // kHalves' second half; unused by the others
   if constexpr (F == TileFormat::kBytes) {
     blk.d = _mm512_load_ps(p);
-    const uint8_t* u = p + 64;
-    if constexpr (N == Offset::kStored) {
-      blk.m = _mm512_load_ps(u);
-      u += 64;
-    } else {
-      blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(derived_m(N)));
-    }
-    for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(u + 64 * j);
+    blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(derived_m(N)));
+    for (int j = 0; j < kVectorsPerBlock; ++j) blk.w[j] = _mm512_load_si512(p + 64 + 64 * j);
   } else if constexpr (F == TileFormat::kSixBits) {
     constexpr int kRows = RowTiles::kRows;
     const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
@@ -159,15 +166,7 @@ template <TileFormat F, Offset N>
       blk.w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
     }
     if constexpr (F == TileFormat::kFiveBits) {
-      // Fifth bit J of each byte to bit 4 of vector J's (row_tiles.h).
-      const __m512i high = _mm512_load_si512(p + 64 + 64 * kVectorsPerBlock / 2);
-      const __m512i bit4 = _mm512_set1_epi8(0x10);
-      auto join = [&]<int J>() {
-        const __m512i at4 = J < 4 ? _mm512_slli_epi16(high, 4 - J) : _mm512_srli_epi16(high, J - 4);
-        blk.w[J] = _mm512_ternarylogic_epi32(blk.w[J], at4, bit4, 0xf8);  // w | (at4 & bit4)
-      };
-      [&]<int... J>(std::integer_sequence<int, J...>) { (join.template operator()<J>(), ...); }
-      (std::make_integer_sequence<int, kVectorsPerBlock>());
+      join_fifth_bits(p + 64 + 64 * kVectorsPerBlock / 2, blk.w);
     }
     if constexpr (N == Offset::kIQ4_NL) {
       const __m512i levels = _mm512_broadcast_i32x4(
@@ -178,13 +177,17 @@ template <TileFormat F, Offset N>
   return blk;
 }
 
-// Block b of the kSuperNibbles tile at `tile`: d = super d * scale and m =
-// -(super dmin * min), both exact in f32 (an 11-bit significand times a
-// 6-bit integer), as the byte tiles of q5_k form theirs.
+// Block b of the kSuperNibbles or kSuperFiveBits (F) tile at `tile`: d =
+// super d * scale and m = -(super dmin * min), both exact in f32 (an 11-bit
+// significand times a 6-bit integer).
+template <TileFormat F>
 [[gnu::always_inline]] inline Block load_super_nibbles(const uint8_t* tile, int64_t b) {
+  static_assert(super_blocks(F));
   constexpr int kRows = RowTiles::kRows;
+  constexpr int64_t kSuperBytes =
+      F == TileFormat::kSuperFiveBits ? RowTiles::kSuperFiveBytes : RowTiles::kSuperBytes;
   const int64_t s = b % RowTiles::kSubBlocks;
-  const uint8_t* p = RowTiles::super_block(tile, b);
+  const uint8_t* p = RowTiles::super_block(tile, b, kSuperBytes);
   auto bytes_as_floats = [](const uint8_t* q) {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q))));
@@ -197,11 +200,14 @@ template <TileFormat F, Offset N>
   const __m512 dm = _mm512_mul_ps(dmin, bytes_as_floats(p + RowTiles::kSuperMinsAt + s * kRows));
   blk.m = _mm512_castsi512_ps(  // -(dmin * min): the sign flipped, as the other formats store m
       _mm512_xor_si512(_mm512_castps_si512(dm), _mm512_set1_epi32(INT32_MIN)));
-  const uint8_t* q = RowTiles::super_nibbles(tile, b);
+  const uint8_t* q = RowTiles::super_nibbles(tile, b, kSuperBytes);
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   for (int j = 0; j < kVectorsPerBlock; ++j) {
     const __m512i v = _mm512_load_si512(q + 64 * j);
     blk.w[j] = _mm512_and_si512(s % 2 == 0 ? v : _mm512_srli_epi16(v, 4), nibble);
+  }
+  if constexpr (F == TileFormat::kSuperFiveBits) {
+    join_fifth_bits(p + RowTiles::kSuperBytes + 64 * s, blk.w);
   }
   return blk;
 }

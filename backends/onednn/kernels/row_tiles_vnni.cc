@@ -93,8 +93,8 @@ void tile_rows(const RowTiles& tiles, int64_t t, const Q8Activations* xq, float*
     // or DRAM while this one is multiplied (and past the end never fault).
     prefetch_stream(p, block_bytes);
     Block blk;
-    if constexpr (F == TileFormat::kSuperNibbles) {
-      blk = load_super_nibbles(tile, b);
+    if constexpr (super_blocks(F)) {
+      blk = load_super_nibbles<F>(tile, b);
     } else {
       blk = load_block<F, N>(p);
     }
