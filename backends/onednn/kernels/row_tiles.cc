@@ -264,11 +264,9 @@ bool row_tiles_kernel(CpuPath path, DType t) {
 
 bool row_tiles_from_one_row(CpuPath path, DType t) {
   if (!row_tiles_kernel(path, t)) return false;
-  if (path == CpuPath::kAvx512Vnni) {
-    return nibble_tiles(t) || tile_format(t) == TileFormat::kFiveBits ||
-           tile_format(t) == TileFormat::kSuperFiveBits || tile_format(t) == TileFormat::kSixBits ||
-           t == DType::kQ8_0;
-  }
+  // VNNI: every format whose tiles are about the file's size, i.e. all
+  // but the half-block tiles (row_tiles.h).
+  if (path == CpuPath::kAvx512Vnni) return tile_format(t) != TileFormat::kHalves;
   return tile_format(t) == TileFormat::kNibbles;
 }
 

@@ -52,12 +52,11 @@ TileConfig tile_config(bool halves) {
 
 // Where a tile's blocks keep their scales and weight bytes: block b at
 // base + b * stride, each array of 16 f32 at its offset (d2 and m2: kHalves'
-// second half; m_per_d, for byte tiles without an m array: m = m_per_d * d).
+// second half; unused for kBytes tiles, which derive m from d).
 struct BlockView {
   const uint8_t* base;
   int64_t stride;
   int64_t d, m, d2, m2, w;
-  float m_per_d = 0.0f;
   // Block b sits at base + (b & mask) * stride: mask is all ones for a
   // whole tile, slots - 1 for a ring of a power-of-two number of slots.
   int64_t mask = -1;
@@ -75,8 +74,8 @@ constexpr BlockView halves_view(const uint8_t* base) {
 }
 static_assert(kHalvesStride == 768, "row_tiles.h: a kHalves block is 768 bytes");
 
-// Block b of nibble-format tile `tile` (block_bytes apart) unpacked to `out`
-// in the kHalves layout (d2 and m2 unused but for kSixBits).
+// Block b of tile `tile` (blocks block_bytes apart), of a format that needs
+// unpacking, to `out` in the kHalves layout (d2 and m2 only for kSixBits).
 template <TileFormat F, Offset N>
 [[gnu::always_inline]] inline void unpack_block(const uint8_t* tile, int64_t block_bytes, int64_t b,
                                                 uint8_t* out) {
@@ -108,7 +107,7 @@ template <TileFormat F, Offset N>
 BlockView tile_blocks(const RowTiles& tiles, int64_t t) {
   const uint8_t* tile = tiles.tile(t);
   if constexpr (F == TileFormat::kBytes) {
-    return BlockView{tile, tiles.block_bytes(), 0, 0, 0, 0, 64, derived_m(N)};
+    return BlockView{tile, tiles.block_bytes(), 0, 0, 0, 0, 64};
   } else if constexpr (F == TileFormat::kHalves) {
     return halves_view(tile);
   } else {
@@ -208,14 +207,14 @@ template <bool Halves, int Terms, bool Odd>
 }
 
 // Block b's sums folded into acc; `a` is the activation group's block b.
-// DerivedM: the view has no m array (m_per_d).
-template <bool Halves, int Terms, bool DerivedM>
+// M: kStored where the view holds m, else the offset m derives from.
+template <bool Halves, int Terms, Offset M>
 [[gnu::always_inline]] inline void fold_block(const BlockView& view, const int8_t* a, int64_t b,
                                               const BlockSums& sums, __m512* acc) {
   const auto* dx = reinterpret_cast<const float*>(a + Terms * kTileBytes);
   const __m512 d = _mm512_load_ps(view.at(b, view.d));
-  const __m512 m = DerivedM ? _mm512_mul_ps(d, _mm512_set1_ps(view.m_per_d))
-                            : _mm512_load_ps(view.at(b, view.m));
+  const __m512 m = M == Offset::kStored ? _mm512_load_ps(view.at(b, view.m))
+                                        : _mm512_mul_ps(d, _mm512_set1_ps(derived_m(M)));
   if constexpr (!Halves) {
     fold<Terms>(sums[0], sums[1], d, m, dx, dx + 1, acc);
   } else {
@@ -243,7 +242,7 @@ template <bool Halves, int Terms, bool DerivedM>
 // while the tile unit works (with one activation group, a batched decode
 // step, they would otherwise arrive in bursts, when the next tile is
 // unpacked, with the tile unit idle).
-template <bool Halves, int Terms, bool DerivedM, class Unpack>
+template <bool Halves, int Terms, Offset M, class Unpack>
 void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& act, float* y,
                   int64_t ldy, int64_t first, int64_t valid, const uint8_t* next,
                   int64_t block_bytes, const Unpack& unpack) {
@@ -270,14 +269,14 @@ void tile_product(const BlockView& view, int64_t blocks, const AmxActivations& a
         unpack(b + 1);
         products<Halves, Terms, true>(view, a + (b + 1) * stride, b + 1);
       }
-      fold_block<Halves, Terms, DerivedM>(view, a + b * stride, b, sums, acc);
+      fold_block<Halves, Terms, M>(view, a + b * stride, b, sums, acc);
       if (b + 1 >= blocks) break;
       store_sums<Halves, Terms, true>(sums);
       if (b + 2 < blocks) {
         unpack(b + 2);
         products<Halves, Terms, false>(view, a + (b + 2) * stride, b + 2);
       }
-      fold_block<Halves, Terms, DerivedM>(view, a + (b + 1) * stride, b + 1, sums, acc);
+      fold_block<Halves, Terms, M>(view, a + (b + 1) * stride, b + 1, sums, acc);
       if (b + 2 < blocks) store_sums<Halves, Terms, false>(sums);
     }
     const int64_t rows = act.rows() - g * kRows;
@@ -311,7 +310,8 @@ template <TileFormat F, Offset N>
 void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, int64_t ldy,
                    int64_t tile_begin, int64_t tile_end) {
   constexpr bool kHalves = half_scales(F);
-  constexpr bool kDerivedM = F == TileFormat::kBytes;  // tile_blocks
+  // Unpacked and kHalves views hold m; kBytes (q8_0) tiles derive it.
+  constexpr Offset kM = F == TileFormat::kBytes ? N : Offset::kStored;
   const int64_t block_bytes = tiles.block_bytes();
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     const int64_t first = t * kRows;
@@ -319,11 +319,11 @@ void tiles_product(const RowTiles& tiles, const AmxActivations& act, float* y, i
     const uint8_t* next = t + 1 < tile_end ? tiles.tile(t + 1) : nullptr;
     auto run = [&](const BlockView& view, const auto& unpack) {
       if (act.terms() == 2) {
-        tile_product<kHalves, 2, kDerivedM>(view, tiles.blocks(), act, y, ldy, first, valid, next,
-                                            block_bytes, unpack);
+        tile_product<kHalves, 2, kM>(view, tiles.blocks(), act, y, ldy, first, valid, next,
+                                     block_bytes, unpack);
       } else {
-        tile_product<kHalves, 1, kDerivedM>(view, tiles.blocks(), act, y, ldy, first, valid, next,
-                                            block_bytes, unpack);
+        tile_product<kHalves, 1, kM>(view, tiles.blocks(), act, y, ldy, first, valid, next,
+                                     block_bytes, unpack);
       }
     };
     if constexpr (unpacked_format(F)) {

@@ -91,15 +91,35 @@ decltype(auto) with_tile_format(const RowTiles& tiles, const Fn& fn) {
   return fn.template operator()<TileFormat::kNibbles, kStored>();
 }
 
-// Bit J of each byte of the 64 at `plane` to bit 4 of the same byte of
-// w[J] (kFiveBits and kSuperFiveBits, row_tiles.h).
-[[gnu::always_inline]] inline void join_fifth_bits(const uint8_t* plane,
-                                                   __m512i (&w)[kVectorsPerBlock]) {
-  const __m512i high = _mm512_load_si512(plane);
-  const __m512i bit4 = _mm512_set1_epi8(0x10);
+// The 4 nibble vectors at q (kNibbles' layout) as w's 8 byte vectors:
+// w[j] the low nibbles of vector j (elements 4j..4j+3), w[4 + j] its high.
+[[gnu::always_inline]] inline void unpack_nibbles(const uint8_t* q,
+                                                  __m512i (&w)[kVectorsPerBlock]) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
+    const __m512i v = _mm512_load_si512(q + 64 * j);
+    w[j] = _mm512_and_si512(v, nibble);
+    w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+  }
+}
+
+// The Bits high bits of each element from the planes at `planes` (64 bytes
+// each) into bits 4.. of w's bytes: bits Bits*J.. of each byte of the
+// planes, counted across them, belong to w[J] (kFiveBits and kSuperFiveBits:
+// one plane of fifth bits; kSixBits: two of high pairs; row_tiles.h). A
+// shift and one vpternlogd per vector.
+template <int Bits>
+[[gnu::always_inline]] inline void join_high_bits(const uint8_t* planes,
+                                                  __m512i (&w)[kVectorsPerBlock]) {
+  const __m512i mask = _mm512_set1_epi8(static_cast<char>(((1 << Bits) - 1) << 4));
   auto join = [&]<int J>() {
-    const __m512i at4 = J < 4 ? _mm512_slli_epi16(high, 4 - J) : _mm512_srli_epi16(high, J - 4);
-    w[J] = _mm512_ternarylogic_epi32(w[J], at4, bit4, 0xf8);  // w | (at4 & bit4)
+    const __m512i h = _mm512_load_si512(planes + 64 * (Bits * J / 8));
+    constexpr int kShift = 4 - Bits * J % 8;  // bit Bits*J (of its plane's byte) to bit 4
+    // Within each 16-bit lane: neither byte's bits cross into the other's 4..4+Bits.
+    const __m512i at4 = kShift > 0   ? _mm512_slli_epi16(h, kShift)
+                        : kShift < 0 ? _mm512_srli_epi16(h, -kShift)
+                                     : h;
+    w[J] = _mm512_ternarylogic_epi32(w[J], at4, mask, 0xf8);  // w | (at4 & mask)
   };
   [&]<int... J>(std::integer_sequence<int, J...>) { (join.template operator()<J>(), ...); }
   (std::make_integer_sequence<int, kVectorsPerBlock>());
@@ -126,26 +146,8 @@ template <TileFormat F, Offset N>
     blk.d2 = half_d(1);
     blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(-32.0f));  // q6_k's offset
     blk.m2 = _mm512_mul_ps(blk.d2, _mm512_set1_ps(-32.0f));
-    const uint8_t* nibbles = p + 4 * kRows;
-    const __m512i nibble = _mm512_set1_epi8(0x0f);
-    for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
-      const __m512i q = _mm512_load_si512(nibbles + 64 * j);
-      blk.w[j] = _mm512_and_si512(q, nibble);
-      blk.w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
-    }
-    // High bits 2J..2J+1 to bits 4..5 of vector J's (row_tiles.h).
-    const uint8_t* highs = nibbles + 64 * kVectorsPerBlock / 2;
-    const __m512i bits45 = _mm512_set1_epi8(0x30);
-    auto join = [&]<int J>() {
-      const __m512i h = _mm512_load_si512(highs + 64 * (J / 4));
-      constexpr int kShift = 4 - 2 * (J % 4);  // bit 2(J % 4) to bit 4
-      const __m512i at4 = kShift > 0   ? _mm512_slli_epi16(h, kShift)
-                          : kShift < 0 ? _mm512_srli_epi16(h, -kShift)
-                                       : h;
-      blk.w[J] = _mm512_ternarylogic_epi32(blk.w[J], at4, bits45, 0xf8);  // w | (at4 & bits45)
-    };
-    [&]<int... J>(std::integer_sequence<int, J...>) { (join.template operator()<J>(), ...); }
-    (std::make_integer_sequence<int, kVectorsPerBlock>());
+    unpack_nibbles(p + 4 * kRows, blk.w);
+    join_high_bits<2>(p + 4 * kRows + 64 * kVectorsPerBlock / 2, blk.w);
   } else if constexpr (F == TileFormat::kHalves) {
     blk.d = _mm512_load_ps(p);
     blk.d2 = _mm512_load_ps(p + 64);
@@ -159,14 +161,9 @@ template <TileFormat F, Offset N>
     } else {
       blk.m = _mm512_mul_ps(blk.d, _mm512_set1_ps(derived_m(N)));
     }
-    const __m512i nibble = _mm512_set1_epi8(0x0f);
-    for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
-      const __m512i q = _mm512_load_si512(p + 64 + 64 * j);
-      blk.w[j] = _mm512_and_si512(q, nibble);  // elements 4j..4j+3
-      blk.w[kVectorsPerBlock / 2 + j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
-    }
+    unpack_nibbles(p + 64, blk.w);
     if constexpr (F == TileFormat::kFiveBits) {
-      join_fifth_bits(p + 64 + 64 * kVectorsPerBlock / 2, blk.w);
+      join_high_bits<1>(p + 64 + 64 * kVectorsPerBlock / 2, blk.w);
     }
     if constexpr (N == Offset::kIQ4_NL) {
       const __m512i levels = _mm512_broadcast_i32x4(
@@ -207,7 +204,7 @@ template <TileFormat F>
     blk.w[j] = _mm512_and_si512(s % 2 == 0 ? v : _mm512_srli_epi16(v, 4), nibble);
   }
   if constexpr (F == TileFormat::kSuperFiveBits) {
-    join_fifth_bits(p + RowTiles::kSuperBytes + 64 * s, blk.w);
+    join_high_bits<1>(p + RowTiles::kSuperBytes + 64 * s, blk.w);
   }
   return blk;
 }
