@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -110,6 +111,29 @@ TEST(QgemvCpuPath, SummaryAgreesWithTheHardwarePath) {
   EXPECT_EQ(hw >= CpuPath::kAvx512,
             has("avx2") && has("avx512f") && has("avx512bw") && has("avx512vl"));
   EXPECT_EQ(hw >= CpuPath::kAvx512Vnni, hw >= CpuPath::kAvx512 && has("avx512_vnni"));
+}
+
+// avx512_split_units() against Linux's own reading of cpuid: the first
+// processor's vendor_id, cpu family and flags in /proc/cpuinfo.
+TEST(QgemvCpuPath, SplitUnitsAreZen4Only) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo to compare with";
+  std::string vendor, family, flags, line;
+  const auto value = [&](const char* key, std::string& out) {
+    if (line.rfind(key, 0) == 0 && out.empty()) out = line.substr(line.find(':') + 1);
+  };
+  while (std::getline(cpuinfo, line)) {
+    value("vendor_id", vendor);
+    value("cpu family", family);
+    value("flags", flags);
+  }
+  ASSERT_FALSE(vendor.empty() || family.empty() || flags.empty()) << "/proc/cpuinfo lacks a key";
+  const bool expected = vendor.find("AuthenticAMD") != std::string::npos &&
+                        std::stoi(family) == 25 &&
+                        (flags + " ").find(" avx512f ") != std::string::npos;
+  EXPECT_EQ(avx512_split_units(), expected) << "vendor" << vendor << ", family" << family;
+  const std::string summary = " " + cpu_features_summary() + " ";
+  EXPECT_EQ(summary.find(" avx512_split ") != std::string::npos, expected) << summary;
 }
 
 TEST(QgemvCpuPath, UnsetOverrideGivesTheHardwarePath) {

@@ -50,11 +50,21 @@ constexpr int64_t kDefaultMinGemmRowsLargeQ8x2Tiles = kDefaultMinGemmRowsQ8Tiles
 // matmul_min_rows=512: pp512 1,535 against 1,123 t/s, pp2048 1,015 against
 // 830.
 constexpr int64_t kDefaultMinGemmRowsAmx = int64_t{1} << 20;
+// Where 512-bit operations run on 256-bit units (avx512_split_units(): Zen 4)
+// the f32 GEMM has half the rate of a CPU with 512-bit units while the
+// tiles' byte products do not, so GEMM is never the default there either:
+// `duet bench configs/smollm2-onednn.yaml --tests pp -p 128,512` and `-p
+// 2048`, two rounds alternating matmul_min_rows=512 with 100000 (tiles
+// throughout), 2 threads, AMD EPYC family 25 model 17 (Zen 4), 2026-12-05:
+// pp512 752 / 809 against 1,055 / 1,143 t/s, pp2048 570 / 606 against 792 /
+// 638, pp128 level (tiles either way; 1,038 / 1,305 against 950 / 1,257).
+constexpr int64_t kDefaultMinGemmRowsSplitUnits = int64_t{1} << 20;
 
 int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {
   // On AVX2 only q4_0/q4_1/q4_k have tiles; the other types keep the gemv's
   // crossover, so GEMM does too.
   if (tiles && path == CpuPath::kAvx512Vnni) {
+    if (avx512_split_units()) return kDefaultMinGemmRowsSplitUnits;
     return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Tiles : kDefaultMinGemmRowsQ8Tiles;
   }
   if (path >= CpuPath::kAvx512) {
@@ -100,7 +110,7 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
   o.min_gemm_rows_amx = o.min_gemm_rows;
   if (!options.has("matmul_min_rows") && o.min_tile_rows != 0 && o.gemv_terms == 2 &&
       path == CpuPath::kAvx512Vnni) {
-    o.min_gemm_rows_large = kDefaultMinGemmRowsLargeQ8x2Tiles;
+    o.min_gemm_rows_large = std::max(o.min_gemm_rows, kDefaultMinGemmRowsLargeQ8x2Tiles);
   }
   if (!options.has("matmul_min_rows") && o.amx) o.min_gemm_rows_amx = kDefaultMinGemmRowsAmx;
   if (o.min_tile_rows != 0 && !row_tiles_path(path)) {

@@ -21,7 +21,9 @@ namespace duet::onednn {
 //                     rows expand weight panels to f32 for oneDNN GEMM.
 //                     Default, the measured crossovers: with AMX (see amx)
 //                     2^20, never, for the types with row tiles (the
-//                     others keep the VNNI path's); with row tiles (the
+//                     others keep the VNNI path's); with row tiles where
+//                     512-bit operations run on 256-bit units
+//                     (avx512_split_units(): Zen 4) 2^20; with row tiles (the
 //                     AVX-512 VNNI path) 512 with q8x2 — 4096 for matrices
 //                     of at least kLargeMatrixWeights weights — and 4096
 //                     with q8; on the other AVX-512 paths (whose gemv

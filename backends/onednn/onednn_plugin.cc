@@ -49,7 +49,7 @@ std::string summary(duet::onednn::CpuPath path) {
   }
   return matmuls + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) +
-         " GEMM for long prompts; flash attention; KV cache f32, f16 or q8_0; cpu path: " +
+         " GEMM from matmul_min_rows rows; flash attention; KV cache f32, f16 or q8_0; cpu path: " +
          duet::onednn::cpu_path_name(path) + " (" + duet::onednn::cpu_features_summary() + ")";
 }
 

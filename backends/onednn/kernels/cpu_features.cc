@@ -31,6 +31,9 @@ struct Features {
   // AMX-TILE and AMX-BF16, their state enabled in XCR0, with the AVX-512
   // BF16 and VBMI instructions that row_tiles_amx_bf16.h's packing uses.
   bool amx_bf16 = false;
+  // AVX-512 whose 512-bit operations run as two halves on 256-bit units
+  // (AMD family 0x19, Zen 4): not a cpuid bit, the family's known design.
+  bool avx512_split = false;
 };
 
 struct CpuidRegs {
@@ -44,6 +47,18 @@ CpuidRegs cpuid(unsigned leaf, unsigned subleaf) {
 }
 
 bool bit(unsigned reg, int n) { return ((reg >> n) & 1u) != 0; }
+
+// Whether cpuid's vendor is AMD and its family (with the extended family
+// added, as AMD defines it) is 0x19: Zen 3 and Zen 4, of which only Zen 4
+// has AVX-512.
+bool amd_family_19h(const CpuidRegs& leaf1) {
+  const CpuidRegs l0 = cpuid(0, 0);
+  constexpr unsigned kAuth = 0x68747541, kEnti = 0x69746e65, kCamd = 0x444d4163;  // "AuthenticAMD"
+  if (l0.ebx != kAuth || l0.edx != kEnti || l0.ecx != kCamd) return false;
+  const unsigned base = (leaf1.eax >> 8) & 0xfu;
+  const unsigned family = base == 0xfu ? base + ((leaf1.eax >> 20) & 0xffu) : base;
+  return family == 0x19;
+}
 
 // XCR0: which register states the OS saves. Encoded as bytes so no -mxsave is
 // needed; only called after cpuid reported OSXSAVE, so the instruction exists.
@@ -79,6 +94,7 @@ Features probe() {
   const bool tiles = (xcr0 & kTileState) == kTileState && bit(l7.edx, 24);
   f.amx_int8 = tiles && bit(l7.edx, 25);
   f.amx_bf16 = tiles && bit(l7.edx, 22) && f.avx512bw && bit(l7s1.eax, 5) && bit(l7.ecx, 1);
+  f.avx512_split = f.avx512f && amd_family_19h(l1);
   return f;
 }
 
@@ -126,6 +142,8 @@ bool amx_bf16_usable() {
   return usable;
 }
 
+bool avx512_split_units() { return features().avx512_split; }
+
 CpuPath detect_cpu_path() {
   const CpuPath hw = hardware_cpu_path();
   const char* env = std::getenv("DUET_CPU_PATH");
@@ -154,12 +172,17 @@ const char* cpu_path_name(CpuPath path) {
 
 std::string cpu_features_summary() {
   const Features& f = features();
-  const std::pair<bool, const char*> named[] = {
-      {f.avx2, "avx2"},         {f.fma, "fma"},
-      {f.f16c, "f16c"},         {f.avx_vnni, "avx_vnni"},
-      {f.avx512f, "avx512f"},   {f.avx512bw, "avx512bw"},
-      {f.avx512vl, "avx512vl"}, {f.avx512_vnni, "avx512_vnni"},
-      {f.amx_int8, "amx_int8"}, {f.amx_bf16, "amx_bf16"}};
+  const std::pair<bool, const char*> named[] = {{f.avx2, "avx2"},
+                                                {f.fma, "fma"},
+                                                {f.f16c, "f16c"},
+                                                {f.avx_vnni, "avx_vnni"},
+                                                {f.avx512f, "avx512f"},
+                                                {f.avx512bw, "avx512bw"},
+                                                {f.avx512vl, "avx512vl"},
+                                                {f.avx512_vnni, "avx512_vnni"},
+                                                {f.amx_int8, "amx_int8"},
+                                                {f.amx_bf16, "amx_bf16"},
+                                                {f.avx512_split, "avx512_split"}};
   std::string out;
   for (const auto& [present, name] : named) {
     if (!present) continue;

@@ -49,12 +49,18 @@ bool amx_int8_usable();
 bool amx_bf16_present();
 bool amx_bf16_usable();
 
+// Whether the CPU has AVX-512 and runs its 512-bit operations as two halves on
+// 256-bit units (AMD Zen 4, cpuid family 0x19), so that f32 FMA, and with it
+// oneDNN's f32 GEMM, has half the rate per instruction of CPUs with 512-bit
+// units while the VNNI byte products keep theirs (BackendOptions' GEMM
+// crossover). From the vendor and family: no cpuid bit says it.
+bool avx512_split_units();
 // "scalar", "avx2", "avx512", "avx512_vnni".
 const char* cpu_path_name(CpuPath path);
 
 // The usable features relevant to the kernels, space-separated, in a fixed
 // order, e.g. "avx2 fma f16c avx_vnni avx512f avx512bw avx512vl avx512_vnni
-// amx_int8 amx_bf16";
+// amx_int8 amx_bf16 avx512_split" (the last: avx512_split_units());
 // a feature the CPU has but the OS does not enable is left out. For logs.
 std::string cpu_features_summary();
 
