@@ -41,4 +41,8 @@ inline bool onednn_amx_usable() { return onednn_summary_mentions("AMX-INT8 tiles
 // says ("AMX-BF16 from").
 inline bool onednn_amx_bf16_usable() { return onednn_summary_mentions("AMX-BF16 from"); }
 
+// Whether the plugin found AVX-512 on 256-bit units (Zen 4), as the cpu
+// features at the end of its summary say ("avx512_split").
+inline bool onednn_avx512_split() { return onednn_summary_mentions(" avx512_split"); }
+
 }  // namespace duet::testing
