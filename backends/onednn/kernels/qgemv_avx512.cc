@@ -643,6 +643,17 @@ __m512 finite_or_zero(__m512 v) {
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~not_finite), v);
 }
 
+// Σ of v's 16 lanes, wrapping as vector adds do. (GCC's
+// _mm512_reduce_add_epi32 adds in int, which overflows, undefined, on the
+// values a block holding an inf or a NaN converts to.)
+int32_t sum_lanes_epi32(__m512i v) {
+  const __m256i a = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  __m128i b = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4e));
+  b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0xb1));
+  return _mm_cvtsi128_si32(b);
+}
+
 // One group of n ≤ 16 blocks from x: qgemv.cc's definitions (quantize_scalar,
 // quantize_second_term, fill_half_scales) in the same float operations, so
 // the same bits. Each block is taken whole in registers — its maximum and
@@ -709,7 +720,7 @@ void quantize_group(const float* x, int64_t n, int8_t* q, int8_t* q_lo, float* s
                          _mm512_cvtepi32_epi8(v));
         qv = _mm512_add_epi32(_mm512_slli_epi32(qv, 8), v);
       }
-      sums[h][j] = _mm512_reduce_add_epi32(qv);
+      sums[h][j] = sum_lanes_epi32(qv);
     }
   }
   __m512 unit = d;
