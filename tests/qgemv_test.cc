@@ -127,7 +127,9 @@ TEST(QgemvCpuPath, SplitUnitsAreZen4Only) {
     value("cpu family", family);
     value("flags", flags);
   }
-  ASSERT_FALSE(vendor.empty() || family.empty() || flags.empty()) << "/proc/cpuinfo lacks a key";
+  if (vendor.empty() || family.empty() || flags.empty()) {
+    GTEST_SKIP() << "/proc/cpuinfo lacks vendor_id, cpu family or flags to compare with";
+  }
   const bool expected = vendor.find("AuthenticAMD") != std::string::npos &&
                         std::stoi(family) == 25 &&
                         (flags + " ").find(" avx512f ") != std::string::npos;

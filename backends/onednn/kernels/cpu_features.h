@@ -50,10 +50,12 @@ bool amx_bf16_present();
 bool amx_bf16_usable();
 
 // Whether the CPU has AVX-512 and runs its 512-bit operations as two halves on
-// 256-bit units (AMD Zen 4, cpuid family 0x19), so that f32 FMA, and with it
-// oneDNN's f32 GEMM, has half the rate per instruction of CPUs with 512-bit
-// units while the VNNI byte products keep theirs (BackendOptions' GEMM
-// crossover). From the vendor and family: no cpuid bit says it.
+// 256-bit units (AMD Zen 4, cpuid family 0x19): one 512-bit f32 FMA a cycle,
+// half a CPU with two 512-bit units, so oneDNN's f32 GEMM no longer keeps up
+// with the row tiles' byte products at any prompt size measured
+// (BackendOptions' GEMM crossover). From the vendor and family: no cpuid bit
+// says it. Zen 5's mobile parts, also split, are family 0x1A and not
+// included (not measured).
 bool avx512_split_units();
 // "scalar", "avx2", "avx512", "avx512_vnni".
 const char* cpu_path_name(CpuPath path);

@@ -23,7 +23,6 @@
 #include "kernels/avx512_intrinsics.h"
 #include "kernels/prefetch.h"
 #include "kernels/qgemv_paths.h"
-#include "kernels/reduce16_avx512.h"
 
 namespace duet::onednn::detail {
 namespace {
@@ -654,6 +653,17 @@ int32_t sum_lanes_epi32(__m512i v) {
   return _mm_cvtsi128_si32(b);
 }
 
+// The largest of v's 16 lanes, by vmaxps alone. (Clang's
+// _mm512_reduce_max_ps assumes no NaN, which a block holding one breaks.)
+float max_lanes_ps(__m512 v) {
+  const __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_max_ps(b, _mm_shuffle_ps(b, b, 0x4e));
+  b = _mm_max_ps(b, _mm_shuffle_ps(b, b, 0xb1));
+  return _mm_cvtss_f32(b);
+}
+
 // One group of n ≤ 16 blocks from x: qgemv.cc's definitions (quantize_scalar,
 // quantize_second_term, fill_half_scales) in the same float operations, so
 // the same bits. Each block is taken whole in registers — its maximum and
@@ -674,7 +684,7 @@ void quantize_group(const float* x, int64_t n, int8_t* q, int8_t* q_lo, float* s
   for (int64_t j = 0; j < n; ++j) {
     const __m512 x0 = _mm512_loadu_ps(x + j * kBlock);
     const __m512 x1 = _mm512_loadu_ps(x + j * kBlock + 16);
-    amax[j] = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    amax[j] = max_lanes_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
     if constexpr (Terms == 2) {
       const __m512 p = _mm512_add_ps(_mm512_mul_ps(x0, zero), _mm512_mul_ps(x1, zero));
       if (_mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) poisoned |= static_cast<__mmask16>(1u << j);
