@@ -51,8 +51,9 @@ constexpr int64_t kDefaultMinGemmRowsLargeQ8x2Tiles = kDefaultMinGemmRowsQ8Tiles
 // 830.
 constexpr int64_t kDefaultMinGemmRowsAmx = int64_t{1} << 20;
 // Where 512-bit operations run on 256-bit units (avx512_split_units(): Zen 4)
-// the f32 GEMM has half the rate of a CPU with 512-bit units while the
-// tiles' byte products do not, so GEMM is never the default there either:
+// one 512-bit f32 FMA issues a cycle (16 multiply-adds), while one
+// two-term vpdpbusd does 32, and GEMM fell behind the tiles at every prompt
+// size measured, so it is never the default there either:
 // `duet bench configs/smollm2-onednn.yaml --tests pp -p 128,512` and `-p
 // 2048`, two rounds alternating matmul_min_rows=512 with 100000 (tiles
 // throughout), 2 threads, AMD EPYC family 25 model 17 (Zen 4), 2026-12-05:
