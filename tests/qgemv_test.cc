@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -36,6 +35,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_system.h"
 #include "duet/dtype.h"
 #include "duet/error.h"
 #include "duet/quant.h"
@@ -116,24 +116,16 @@ TEST(QgemvCpuPath, SummaryAgreesWithTheHardwarePath) {
 // avx512_split_units() against Linux's own reading of cpuid: the first
 // processor's vendor_id, cpu family and flags in /proc/cpuinfo.
 TEST(QgemvCpuPath, SplitUnitsAreZen4Only) {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo to compare with";
-  std::string vendor, family, flags, line;
-  const auto value = [&](const char* key, std::string& out) {
-    if (line.rfind(key, 0) == 0 && out.empty()) out = line.substr(line.find(':') + 1);
-  };
-  while (std::getline(cpuinfo, line)) {
-    value("vendor_id", vendor);
-    value("cpu family", family);
-    value("flags", flags);
-  }
+  const std::string cpuinfo = bench::read_text_file("/proc/cpuinfo");
+  const std::string vendor = bench::proc_field(cpuinfo, "vendor_id");
+  const std::string family = bench::proc_field(cpuinfo, "cpu family");
+  const std::string flags = bench::proc_field(cpuinfo, "flags");
   if (vendor.empty() || family.empty() || flags.empty()) {
     GTEST_SKIP() << "/proc/cpuinfo lacks vendor_id, cpu family or flags to compare with";
   }
-  const bool expected = vendor.find("AuthenticAMD") != std::string::npos &&
-                        std::stoi(family) == 25 &&
-                        (flags + " ").find(" avx512f ") != std::string::npos;
-  EXPECT_EQ(avx512_split_units(), expected) << "vendor" << vendor << ", family" << family;
+  const bool expected = vendor == "AuthenticAMD" && std::stoi(family) == 25 &&
+                        (" " + flags + " ").find(" avx512f ") != std::string::npos;
+  EXPECT_EQ(avx512_split_units(), expected) << "vendor " << vendor << ", family " << family;
   const std::string summary = " " + cpu_features_summary() + " ";
   EXPECT_EQ(summary.find(" avx512_split ") != std::string::npos, expected) << summary;
 }
