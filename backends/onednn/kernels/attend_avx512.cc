@@ -45,37 +45,35 @@ __attribute__((always_inline)) inline void q8_block(const uint8_t* block, __m512
   *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d);
 }
 
-// Whether the kernels ask L2 for every cache line ahead of them rather than
-// for the first line of each page (prefetch_pages), which suits a CPU whose
-// L2 streamer carries a page on from its first line. Measured on two CPUs,
-// `attend_bench` f16, one thread, 30 layers of 2,048 positions streamed:
-// on the Xeon with AMX of 2026-12-05, pages 3.15-3.27 ms against every line
-// of the block four on 3.54-3.67; on the Zen 4 EPYC of 2026-12-06 (lscpu
-// family 25 model 17), every line 16 KiB on 4.71-5.17 ms against pages
-// 6.99-7.15 (8 to 64 KiB on measured level, and the L1 prefetch of the next
-// block neither helped nor hurt there). So: every line where 512-bit
-// operations run on split units (avx512_split_units(): the Zen 4 measured),
-// pages elsewhere. In the model on that Zen 4 (2 threads, `duet bench
-// configs/smollm2-onednn.yaml -n 64 --depth 1919 -r 3 --tests tg`, the
-// plugins alternated, four pairs): 132.9-137.8 t/s with pages, 146.6-153.3
-// with every line.
-bool l2_every_line() {
-  static const bool every_line = avx512_split_units();
-  return every_line;
+// How the decode kernels prefetch the cache rows ahead of them. Two schemes:
+//   pages: ask L2 for the first line of each 4 KiB page ahead
+//          (prefetch_pages) and let the L2 streamer bring the rest of the
+//          page, and fetch the next block into L1 line by line;
+//   lines: ask L2 for every line ahead and leave L1 to the hardware.
+// `attend_bench` f16, one thread, 30 layers of 2,048 positions streamed: on
+// the Xeon with AMX of 2026-12-05, pages 3.15-3.27 ms against every line of
+// the block four on (with the L1 prefetch) 3.54-3.67, and in the model
+// (SmolLM2, 2 threads, decode at 1,919 cached tokens, six pairs) +3.4%; on
+// the Zen 4 EPYC of 2026-12-06 (lscpu family 25 model 17), whose L2 does
+// not carry a page on, pages 6.99-7.15 ms, every line 16 KiB on with the
+// L1 prefetch 4.07-5.55, lines 3.53-3.96 (8 to 64 KiB on measured level),
+// and in the model (2 threads, `duet bench configs/smollm2-onednn.yaml -n
+// 64 --depth 1919 -r 3 --tests tg`, plugins alternated) 132.9-137.8 t/s
+// with pages, 146.6-153.3 with every line and the L1 prefetch (four pairs),
+// 149.7 / 170.0 / 167.8 / 152.9 with lines against 143.0 / 163.0 / 148.7 /
+// 157.7 for that. So: lines where 512-bit operations run on split units
+// (avx512_split_units(): the Zen 4 measured), pages elsewhere.
+bool prefetch_lines_ahead() {
+  static const bool lines = avx512_split_units();
+  return lines;
 }
 
 // Calls fn(block, first, m) for the blocks of m ≤ kBlock positions of the n rows
 // at base (rows `stride_bytes` apart, of which `row_bytes` are read), each
-// after prefetching the next block into L1 and asking L2 for the kBlock
-// rows kL2Ahead bytes past this block (at least two blocks on): the
-// `row_bytes` of each of them, or (l2_every_line() false) the first line of
-// each page that starts in their bytes, up to the last byte the n rows
-// read. On the Xeon with AMX of
-// 2026-12-05 (SmolLM2, f16 cache, 2 threads, alternated plugin builds),
-// pages against an L2 prefetch of every line of the block four on: decode
-// at 1,919 cached tokens +3.4% (six pairs, 134.0 -> 138.6 t/s on average).
-// (The L2 level itself, against the L1 prefetch alone, was worth +3% the
-// day before.)
+// after prefetching (prefetch_lines_ahead()) the rows from kL2Ahead bytes
+// past this block (at least two blocks on): every line of kBlock rows'
+// `row_bytes`, or the first line of each page in their bytes up to the
+// last byte the n rows read and the next block into L1.
 template <class Fn>
 void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_t row_bytes,
                     const Fn& fn) {
@@ -83,19 +81,20 @@ void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_
   const int64_t block_bytes = kBlock * stride_bytes;
   const int64_t distance = std::max(kL2Ahead, 2 * block_bytes);
   const int64_t extent = n > 0 ? (n - 1) * stride_bytes + row_bytes : 0;
-  const bool every_line = l2_every_line();
+  const bool lines = prefetch_lines_ahead();
   const int64_t ahead_rows = (distance + stride_bytes - 1) / stride_bytes;
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const uint8_t* block = base + i0 * stride_bytes;
-    for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
-      prefetch_lines<CacheLevel::kL1>(block + r * stride_bytes, row_bytes);
-    }
-    if (every_line) {
+    if (lines) {
       for (int64_t r = i0 + ahead_rows; r < std::min(i0 + ahead_rows + kBlock, n); ++r) {
         prefetch_lines<CacheLevel::kL2>(base + r * stride_bytes, row_bytes);
       }
-    } else if (const int64_t ahead = i0 * stride_bytes + distance; ahead < extent) {
-      prefetch_pages(base + ahead, std::min(block_bytes, extent - ahead));
+    } else {
+      for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
+        prefetch_lines<CacheLevel::kL1>(block + r * stride_bytes, row_bytes);
+      }
+      const int64_t ahead = i0 * stride_bytes + distance;
+      if (ahead < extent) prefetch_pages(base + ahead, std::min(block_bytes, extent - ahead));
     }
     fn(block, i0, std::min(kBlock, n - i0));
   }
