@@ -61,8 +61,16 @@ __attribute__((always_inline)) inline void q8_block(const uint8_t* block, __m512
 // 64 --depth 1919 -r 3 --tests tg`, plugins alternated) 132.9-137.8 t/s
 // with pages, 146.6-153.3 with every line and the L1 prefetch (four pairs),
 // 149.7 / 170.0 / 167.8 / 152.9 with lines against 143.0 / 163.0 / 148.7 /
-// 157.7 for that. So: lines where 512-bit operations run on split units
-// (avx512_split_units(): the Zen 4 measured), pages elsewhere.
+// 157.7 for that. Asking at the start of a pass also for the rows before
+// the distance (a decode row's positions are split into stretches, each a
+// pass of its own) is a small gain: 176.4 / 183.7 / 183.3 / 182.1 against
+// 162.6 / 163.9 / 163.5 / 181.6, then three pairs with depth 0 between
+// them mixed (152-167 against 150-163), and side by side, one thread each
+// (bench/ab_plugins.sh, two rounds), 1.051 / 1.027 / 0.946 / 1.024 times
+// without. (Also asking for the values' first rows before the scores:
+// 157-169 against 166-171, not kept.) So: lines where
+// 512-bit operations run on split units (avx512_split_units(): the Zen 4
+// measured), pages elsewhere.
 bool prefetch_lines_ahead() {
   static const bool lines = avx512_split_units();
   return lines;
@@ -72,8 +80,9 @@ bool prefetch_lines_ahead() {
 // at base (rows `stride_bytes` apart, of which `row_bytes` are read), each
 // after prefetching (prefetch_lines_ahead()) the rows from kL2Ahead bytes
 // past this block (at least two blocks on): every line of kBlock rows'
-// `row_bytes`, or the first line of each page in their bytes up to the
-// last byte the n rows read and the next block into L1.
+// `row_bytes` (and, before the first block, of the rows up to there), or
+// the first line of each page in their bytes up to the last byte the n
+// rows read and the next block into L1.
 template <class Fn>
 void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_t row_bytes,
                     const Fn& fn) {
@@ -83,6 +92,13 @@ void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_
   const int64_t extent = n > 0 ? (n - 1) * stride_bytes + row_bytes : 0;
   const bool lines = prefetch_lines_ahead();
   const int64_t ahead_rows = (distance + stride_bytes - 1) / stride_bytes;
+  if (lines) {
+    // The rows before the first block's prefetch reaches them, all asked
+    // for at once rather than each on demand.
+    for (int64_t r = 0; r < std::min(ahead_rows, n); ++r) {
+      prefetch_lines<CacheLevel::kL2>(base + r * stride_bytes, row_bytes);
+    }
+  }
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const uint8_t* block = base + i0 * stride_bytes;
     if (lines) {
