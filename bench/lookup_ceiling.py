@@ -78,11 +78,34 @@ def replay(prompt, answer, ngram_min, ngram_max, draft_tokens, oracle):
 def parse_costs(text):
     costs = {}
     for item in text.split(","):
-        rows, ms = item.split(":")
-        costs[int(rows)] = float(ms)
+        try:
+            rows, ms = item.split(":")
+            costs[int(rows)] = float(ms)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"'{item}' is not ROWS:MS (e.g. 1:3.37,2:4.58,9:11.57)") from None
+        if int(rows) < 1 or float(ms) <= 0:
+            raise argparse.ArgumentTypeError(f"'{item}': rows must be >= 1 and MS > 0")
     if 1 not in costs:
-        sys.exit("--pass-ms needs the cost of a 1-row pass (1:MS)")
+        raise argparse.ArgumentTypeError("needs the cost of a 1-row pass (1:MS)")
     return costs
+
+
+def load_answer(path):
+    """(prompt ids, answer ids) from a `duet run --json` output, or exit
+    with a one-line error."""
+    try:
+        with open(path) as f:
+            run = json.load(f)
+        prompt, answer = run["prompt_token_ids"], run["generated_token_ids"]
+    except OSError as e:
+        sys.exit(f"lookup_ceiling: cannot read {path}: {e.strerror}")
+    except (ValueError, KeyError, TypeError):
+        sys.exit(f"lookup_ceiling: {path} is not the JSON of `duet run ... --json` "
+                 "(it needs prompt_token_ids and generated_token_ids)")
+    if not answer:
+        sys.exit(f"lookup_ceiling: {path} has no generated tokens")
+    return prompt, answer
 
 
 def cost_of(costs, rows):
@@ -109,9 +132,7 @@ def main():
     if args.ngram_min < 1 or args.ngram_max < args.ngram_min or args.draft_tokens < 1:
         sys.exit("need 1 <= --ngram-min <= --ngram-max and --draft-tokens >= 1")
     for path in args.answers:
-        with open(path) as f:
-            run = json.load(f)
-        prompt, answer = run["prompt_token_ids"], run["generated_token_ids"]
+        prompt, answer = load_answer(path)
         print(f"{path}: {len(answer)} tokens after a {len(prompt)}-token prompt")
         for oracle in ("recent", "best"):
             drafts = replay(prompt, answer, args.ngram_min, args.ngram_max, args.draft_tokens,
