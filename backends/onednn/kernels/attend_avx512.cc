@@ -92,19 +92,19 @@ void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_
   const int64_t extent = n > 0 ? (n - 1) * stride_bytes + row_bytes : 0;
   const bool lines = prefetch_lines_ahead();
   const int64_t ahead_rows = (distance + stride_bytes - 1) / stride_bytes;
-  // Every line of rows [r0, r1) (clipped to n) into L2.
-  const auto rows_to_l2 = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < std::min(r1, n); ++r) {
+  if (lines) {
+    // The rows before the first block's prefetch reaches them, all asked
+    // for at once rather than each on demand.
+    for (int64_t r = 0; r < std::min(ahead_rows, n); ++r) {
       prefetch_lines<CacheLevel::kL2>(base + r * stride_bytes, row_bytes);
     }
-  };
-  // The rows before the first block's prefetch reaches them, all asked for
-  // at once rather than each on demand.
-  if (lines) rows_to_l2(0, ahead_rows);
+  }
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const uint8_t* block = base + i0 * stride_bytes;
     if (lines) {
-      rows_to_l2(i0 + ahead_rows, i0 + ahead_rows + kBlock);
+      for (int64_t r = i0 + ahead_rows; r < std::min(i0 + ahead_rows + kBlock, n); ++r) {
+        prefetch_lines<CacheLevel::kL2>(base + r * stride_bytes, row_bytes);
+      }
     } else {
       for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
         prefetch_lines<CacheLevel::kL1>(block + r * stride_bytes, row_bytes);
