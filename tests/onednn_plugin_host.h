@@ -45,4 +45,10 @@ inline bool onednn_amx_bf16_usable() { return onednn_summary_mentions("AMX-BF16 
 // features at the end of its summary say ("avx512_split").
 inline bool onednn_avx512_split() { return onednn_summary_mentions(" avx512_split"); }
 
+// Whether the plugin's kernels run on `path` ("avx512_vnni", "avx2", ...):
+// the CPU's best path unless DUET_CPU_PATH picked a lower one.
+inline bool onednn_cpu_path_is(const std::string& path) {
+  return onednn_summary_mentions("cpu path: " + path + " ");
+}
+
 }  // namespace duet::testing

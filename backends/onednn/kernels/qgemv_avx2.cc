@@ -55,11 +55,13 @@ __m256 weight_scale_pairs(const uint8_t* blk, int t) {
   }
 }
 
-// Prefetches the same group R rows on, where the next pass reads: the
-// hardware prefetchers lag on R interleaved streams (see qgemv_avx512.cc).
-template <DType T, int R>
-void prefetch_next_pass(const uint8_t* blk, int64_t row_bytes) {
-  prefetch_lines<CacheLevel::kL1>(blk + R * row_bytes, kGroup * kBlockBytes<T>);
+// Prefetches the same group into L1 where the next pass over R rows reads
+// (`near`, one pass on) and into L2 `far` bytes on: the hardware prefetchers
+// lag on R interleaved streams (see qgemv_avx512.cc).
+template <DType T>
+void prefetch_ahead(const uint8_t* blk, int64_t near, int64_t far) {
+  prefetch_lines<CacheLevel::kL1>(blk + near, kGroup * kBlockBytes<T>);
+  prefetch_lines<CacheLevel::kL2>(blk + far, kGroup * kBlockBytes<T>);
 }
 
 // Σ w*x per 32-bit lane over one block (8 lanes of 4 products).
@@ -97,12 +99,13 @@ void rows_quantized(const GemvArgs& a, int64_t r0) {
     acc[r] = _mm256_setzero_ps();
     acc_min[r] = _mm256_setzero_ps();
   }
+  const int64_t near = R * a.row_bytes, far = far_prefetch_bytes(near);
   auto group = [&](int64_t b, int t) __attribute__((always_inline)) {
     const __m256 xs = _mm256_load_ps(sx + 2 * b);
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = row[r] + b * kBlockBytes<T>;
-      prefetch_next_pass<T, R>(blk, a.row_bytes);
+      prefetch_ahead<T>(blk, near, far);
       const __m256 p = _mm256_mul_ps(weight_scale_pairs<T>(blk, t), xs);
       if constexpr (T != DType::kQ8_0) acc_min[r] = _mm256_add_ps(acc_min[r], p);
 #pragma GCC unroll 4

@@ -170,18 +170,6 @@ void prefetch_ahead(const uint8_t* blk, int64_t near, int64_t far) {
   prefetch_lines<CacheLevel::kL2>(blk + far, kBytes);
 }
 
-// The L2 distance beside an L1 distance of one pass of pass_bytes: whole
-// passes, about 8 KiB, at least two. On the Xeon with AMX of 2026-12-05,
-// 2 threads, alternated tg128 runs: SmolLM2 Q4_1 (its q8_0 LM head, 2,448
-// bytes a pass of 4 rows) decoded 254-275 t/s without it and 276-290 with
-// it; Gemma 3 270M (a 178 MB q8_0 LM head from DRAM) and the 1B-shaped
-// Q4_K_M stayed level. An L1 prefetch three passes ahead instead gained as
-// much on SmolLM2 but cost Gemma 6%.
-int64_t far_prefetch_bytes(int64_t pass_bytes) {
-  constexpr int64_t kFarBytes = 8192;
-  return std::max<int64_t>(2, kFarBytes / pass_bytes) * pass_bytes;
-}
-
 // Broadcasts even lanes of p (each block's dw*dx) to the lanes holding that
 // block's integer sums, as `index` maps them.
 __m512 block_scales(__m256 p, __m512i index) {

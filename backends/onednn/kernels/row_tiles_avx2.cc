@@ -110,9 +110,8 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
   __m256 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
   for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
-    // L1 only: the L2 prefetch of prefetch_stream() was measured on
-    // AVX-512 hosts alone.
-    prefetch_lines<CacheLevel::kL1>(p + kStreamL1Ahead, block_bytes);
+    // The first half's pass brings the tile in; the second reads it from L1.
+    if (h == 0) prefetch_stream(p, block_bytes);
     HalfBlock blk;
     if constexpr (F == TileFormat::kSuperNibbles) {
       blk = load_super_nibbles(tile, b, h);
