@@ -12,6 +12,7 @@
 
 #include "duet/block_formats.h"
 #include "duet/quant.h"
+#include "kernels/attend_avx2.h"
 #include "kernels/attend_avx512.h"
 #include "kernels/attend_tiles.h"
 #include "kernels/qgemv_paths.h"
@@ -248,7 +249,8 @@ DUET_INLINE float* key_staging(float* scores, int64_t count) {
 // scores[h * n + i] = scale * q_h · k_i (VectorKernels::attend's first half),
 // each key read (and, from f16 or q8_0, widened into `staging`, head_dim
 // floats) once for all query heads of its group. (Widened once per query
-// head before: `attend_bench` on the AVX2 path of a Zen 4, f16 9.2-9.6 ->
+// head before: `attend_bench` on the AVX2 path of a Zen 4, when this body
+// was that path's too (kernels/attend_avx2.h is now), f16 9.2-9.6 ->
 // 7.2-7.6 ms hot, q8_0 26.9-27.4 -> 17.5-17.9.)
 template <int W, DType T>
 DUET_INLINE void attend_scores_body(const float* q, int32_t kv_heads, int32_t group,
@@ -293,7 +295,8 @@ DUET_INLINE void attend_softmax_body(int64_t heads, int32_t head_dim, int64_t n,
 // each value read once for all query heads of its group, kValuesRun
 // positions at a time from f16 and q8_0 rows: each head's sum is loaded and
 // stored once per run rather than once per position (the same additions in
-// the same order). `attend_bench` on the AVX2 path of a Zen 4, hot /
+// the same order). `attend_bench` on the AVX2 path of a Zen 4 (this body
+// then), hot /
 // streamed, one position a time against four: f16 7.4-7.6 / 7.6 ms
 // against 6.4-6.5 / 7.1, q8_0 17.4 / 17.7-17.8 against 15.6-16.4 / 16.0,
 // but f32 rows (768 bytes) streamed 11.1 ms against 7.6: those stay one a
@@ -618,10 +621,15 @@ void attend_Baseline(const float* q, int32_t kv_heads, int32_t group, int32_t he
 DUET_VECTOR_KERNELS(Baseline, 4, , detail::expand_kquant_scalar)
 
 #if defined(__x86_64__)
+// Attention's memory-bound halves in intrinsics (kernels/attend_avx2.h),
+// the online-softmax step between them from the generic body.
 DUET_TARGET_AVX2 void attend_Avx2(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                                   float scale, const void* k, const void* v, DType type,
                                   int64_t stride, int64_t n, float* scores, SoftmaxPart state) {
-  attend_body<8>(q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
+  detail::attend_scores_avx2(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores,
+                             key_staging(scores, int64_t{kv_heads} * group * n));
+  attend_softmax_body<8>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  detail::attend_values_avx2(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
 }
 DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2, detail::expand_kquant_avx2)
 

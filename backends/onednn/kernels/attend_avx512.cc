@@ -6,9 +6,8 @@
 #include <cstring>
 
 #include "duet/block_formats.h"
+#include "kernels/attend_blocks.h"
 #include "kernels/avx512_intrinsics.h"
-#include "kernels/cpu_features.h"
-#include "kernels/prefetch.h"
 #include "kernels/reduce16_avx512.h"
 #include "kernels/with_heads.h"
 #include "vector_kernels.h"
@@ -43,77 +42,6 @@ __attribute__((always_inline)) inline void q8_block(const uint8_t* block, __m512
   const auto* qs = reinterpret_cast<const __m128i*>(block + kQ8Quants);
   *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs))), d);
   *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(qs + 1))), d);
-}
-
-// How the decode kernels prefetch the cache rows ahead of them. Two schemes:
-//   pages: ask L2 for the first line of each 4 KiB page ahead
-//          (prefetch_pages) and let the L2 streamer bring the rest of the
-//          page, and fetch the next block into L1 line by line;
-//   lines: ask L2 for every line ahead and leave L1 to the hardware.
-// `attend_bench` f16, one thread, 30 layers of 2,048 positions streamed: on
-// the Xeon with AMX of 2026-12-05, pages 3.15-3.27 ms against every line of
-// the block four on (with the L1 prefetch) 3.54-3.67, and in the model
-// (SmolLM2, 2 threads, decode at 1,919 cached tokens, six pairs) +3.4%; on
-// the Zen 4 EPYC of 2026-12-06 (lscpu family 25 model 17), whose L2 does
-// not carry a page on, pages 6.99-7.15 ms, every line 16 KiB on with the
-// L1 prefetch 4.07-5.55, lines 3.53-3.96 (8 to 64 KiB on measured level),
-// and in the model (2 threads, `duet bench configs/smollm2-onednn.yaml -n
-// 64 --depth 1919 -r 3 --tests tg`, plugins alternated) 132.9-137.8 t/s
-// with pages, 146.6-153.3 with every line and the L1 prefetch (four pairs),
-// 149.7 / 170.0 / 167.8 / 152.9 with lines against 143.0 / 163.0 / 148.7 /
-// 157.7 for that. Asking at the start of a pass also for the rows before
-// the distance (a decode row's positions are split into stretches, each a
-// pass of its own) is a small gain: 176.4 / 183.7 / 183.3 / 182.1 against
-// 162.6 / 163.9 / 163.5 / 181.6, then three pairs with depth 0 between
-// them mixed (152-167 against 150-163), and side by side, one thread each
-// (bench/ab_plugins.sh, two rounds), 1.051 / 1.027 / 0.946 / 1.024 times
-// without. (Also asking for the values' first rows before the scores:
-// 157-169 against 166-171, not kept.) So: lines where
-// 512-bit operations run on split units (avx512_split_units(): the Zen 4
-// measured), pages elsewhere.
-bool prefetch_lines_ahead() {
-  static const bool lines = avx512_split_units();
-  return lines;
-}
-
-// Calls fn(block, first, m) for the blocks of m ≤ kBlock positions of the n rows
-// at base (rows `stride_bytes` apart, of which `row_bytes` are read), each
-// after prefetching (prefetch_lines_ahead()) the rows from kL2Ahead bytes
-// past this block (at least two blocks on): every line of kBlock rows'
-// `row_bytes` (and, before the first block, of the rows up to there), or
-// the first line of each page in their bytes up to the last byte the n
-// rows read and the next block into L1.
-template <class Fn>
-void for_each_block(const uint8_t* base, int64_t n, int64_t stride_bytes, int64_t row_bytes,
-                    const Fn& fn) {
-  constexpr int64_t kL2Ahead = 16384;
-  const int64_t block_bytes = kBlock * stride_bytes;
-  const int64_t distance = std::max(kL2Ahead, 2 * block_bytes);
-  const int64_t extent = n > 0 ? (n - 1) * stride_bytes + row_bytes : 0;
-  const bool lines = prefetch_lines_ahead();
-  const int64_t ahead_rows = (distance + stride_bytes - 1) / stride_bytes;
-  if (lines) {
-    // The rows before the first block's prefetch reaches them, all asked
-    // for at once rather than each on demand.
-    for (int64_t r = 0; r < std::min(ahead_rows, n); ++r) {
-      prefetch_lines<CacheLevel::kL2>(base + r * stride_bytes, row_bytes);
-    }
-  }
-  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-    const uint8_t* block = base + i0 * stride_bytes;
-    if (lines) {
-      for (int64_t r = i0 + ahead_rows; r < std::min(i0 + ahead_rows + kBlock, n); ++r) {
-        prefetch_lines<CacheLevel::kL2>(base + r * stride_bytes, row_bytes);
-      }
-    } else {
-      for (int64_t r = kBlock; r < std::min(2 * kBlock, n - i0); ++r) {
-        prefetch_lines<CacheLevel::kL1>(block + r * stride_bytes, row_bytes);
-      }
-      const int64_t ahead = i0 * stride_bytes + distance;
-      if (ahead < extent) prefetch_pages(base + ahead, std::min(block_bytes, extent - ahead));
-    }
-    fn(block, i0, std::min(kBlock, n - i0));
-  }
 }
 
 // acc[h][c0..c0+16·C) += Σ_i p[h][i] * v_i[c0..c0+16·C) for H heads over
@@ -308,35 +236,36 @@ template <DType T>
 void scores_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
                   const void* k, int64_t stride_bytes, int64_t n, float* scores, float* staging) {
   const int64_t head_bytes = cache_head_bytes(T, head_dim);
-  for_each_block(static_cast<const uint8_t*>(k), n, stride_bytes, kv_heads * head_bytes,
-                 [&](const uint8_t* block, int64_t i0, int64_t m) {
-                   scores_block<T>(q, kv_heads, group, head_dim, scale, block, stride_bytes, m,
-                                   scores + i0, n, staging);
-                 });
+  for_each_block<kBlock>(static_cast<const uint8_t*>(k), n, stride_bytes, kv_heads * head_bytes,
+                         [&](const uint8_t* block, int64_t i0, int64_t m) {
+                           scores_block<T>(q, kv_heads, group, head_dim, scale, block, stride_bytes,
+                                           m, scores + i0, n, staging);
+                         });
 }
 
 template <DType T>
 void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
                   int64_t stride_bytes, int64_t n, const float* probs, float* acc) {
   const int64_t head_bytes = cache_head_bytes(T, head_dim);
-  for_each_block(static_cast<const uint8_t*>(v), n, stride_bytes, kv_heads * head_bytes,
-                 [&](const uint8_t* block, int64_t i0, int64_t m) {
-                   for (int64_t g = 0; g < kv_heads; ++g) {
-                     const uint8_t* values = block + g * head_bytes;
-                     // Heads four at a time: four accumulators per 16 dimensions stay in registers.
-                     for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
-                       const float* p = probs + h * n + i0;
-                       float* a = acc + h * head_dim;
-                       with_heads<4>(std::min<int64_t>(4, (g + 1) * group - h), [&]<int H>() {
-                         if constexpr (T == DType::kQ8_0) {
-                           values_block_q8<H>(values, stride_bytes, m, head_dim, p, n, a);
-                         } else {
-                           values_heads<T, H>(values, stride_bytes, m, head_dim, p, n, a);
-                         }
-                       });
-                     }
-                   }
-                 });
+  for_each_block<kBlock>(
+      static_cast<const uint8_t*>(v), n, stride_bytes, kv_heads * head_bytes,
+      [&](const uint8_t* block, int64_t i0, int64_t m) {
+        for (int64_t g = 0; g < kv_heads; ++g) {
+          const uint8_t* values = block + g * head_bytes;
+          // Heads four at a time: four accumulators per 16 dimensions stay in registers.
+          for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
+            const float* p = probs + h * n + i0;
+            float* a = acc + h * head_dim;
+            with_heads<4>(std::min<int64_t>(4, (g + 1) * group - h), [&]<int H>() {
+              if constexpr (T == DType::kQ8_0) {
+                values_block_q8<H>(values, stride_bytes, m, head_dim, p, n, a);
+              } else {
+                values_heads<T, H>(values, stride_bytes, m, head_dim, p, n, a);
+              }
+            });
+          }
+        }
+      });
 }
 
 }  // namespace
