@@ -2,8 +2,8 @@
 // CPU path this machine runs, against attention computed in double: shapes
 // the model tests do not reach (groups of 1, 2, 5, 7 and 8 query heads per
 // KV head, head_dim 16, 32, 96 and 128, position counts around the AVX-512
-// kernel's blocks of 16 and the AVX2 kernel's of 8), f32, f16 and q8_0 caches, and a cache read in two runs folded into
-// one online-softmax state, held to 1e-10; VectorKernels::attend_tiles over
+// kernel's blocks of 16 and the AVX2 kernel's of 8), f32, f16 and q8_0 caches, and a cache read in
+// two runs folded into one online-softmax state, held to 1e-10; VectorKernels::attend_tiles over
 // the same q8_0 caches moved into tiles from every slot of a tile (integer
 // arithmetic, held to 1e-8), and the tiles' round trip. Also
 // VectorKernels::quantize_q8_0 against duet::quantize_row, byte for byte,

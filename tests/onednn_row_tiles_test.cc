@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -204,6 +205,38 @@ TEST_F(OnednnRowTiles, LargeMatricesKeepTheTilesPastTheDefaultGemmRows) {
             testing::onednn_avx512_split());
   std::shared_ptr<Backend> set = onednn_with("matmul_min_rows", "512");
   EXPECT_FALSE(first_rows_as_tiled_alone(*set, DType::kQ4_0, 2048, kK, kPrompt, 20));
+}
+
+// On the AVX2 path the matrices with tiles there (q4_0, q4_1, q4_k, q8_0)
+// keep them up to 63 rows and take GEMM from 64; the path is picked when the
+// plugin registers, so a host of its own loads it with DUET_CPU_PATH=avx2.
+TEST(OnednnRowTilesAvx2, TilesTakeUpTo63RowsThenGemm) {
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))) {
+    GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C: the onednn plugin has no AVX2 path here";
+  }
+  PluginHost avx2_host;
+  {
+    const char* old = std::getenv("DUET_CPU_PATH");
+    const std::string saved = old != nullptr ? old : "";
+    setenv("DUET_CPU_PATH", "avx2", 1);
+    const bool loaded = avx2_host.load(DUET_BUILD_DIR "/plugins/duet-onednn.so").loaded;
+    if (old != nullptr) {
+      setenv("DUET_CPU_PATH", saved.c_str(), 1);
+    } else {
+      unsetenv("DUET_CPU_PATH");
+    }
+    ASSERT_TRUE(loaded);
+  }
+  Options options("backend.options");
+  options.set("threads", "2");
+  std::shared_ptr<Backend> avx2 = avx2_host.create_backend("onednn", options);
+  constexpr int64_t kK = 256;
+  for (DType type : {DType::kQ4_1, DType::kQ8_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    EXPECT_TRUE(first_rows_as_tiled_alone(*avx2, type, 64, kK, 63, 40));
+    EXPECT_FALSE(first_rows_as_tiled_alone(*avx2, type, 64, kK, 64, 41));
+  }
 }
 
 // With AMX (where the CPU has it) and `amx: int8`: products of 12 rows or

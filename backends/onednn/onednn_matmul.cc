@@ -57,6 +57,8 @@ Matmul::Matmul(std::shared_ptr<ThreadPool> pool, CpuPath path, const BackendOpti
       path_(path),
       min_gemm_rows_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
                                              : options.min_gemm_rows),
+      min_gemm_rows_tiles_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
+                                                   : options.min_gemm_rows_tiles),
       min_gemm_rows_large_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
                                                    : options.min_gemm_rows_large),
       min_gemm_rows_amx_(options.batch_invariant ? std::numeric_limits<int64_t>::max()
@@ -172,7 +174,7 @@ bool Matmul::takes_tiles(int64_t n, const TensorView& w) const {
   const DType wtype = w.dtype;
   if (min_tile_rows_ == 0 || !row_tiles_kernel(path_, wtype)) return false;
   const bool large = w.shape[0] * w.shape[1] >= kLargeMatrixWeights;
-  if (n >= (amx_ ? min_gemm_rows_amx_ : large ? min_gemm_rows_large_ : min_gemm_rows_)) {
+  if (n >= (amx_ ? min_gemm_rows_amx_ : large ? min_gemm_rows_large_ : min_gemm_rows_tiles_)) {
     return false;
   }
   // Nibble, fifth-bit and six-bit tiles hold the file's bits, regrouped,

@@ -30,10 +30,11 @@
 // q3_k weights, which the gemv kernels lack, go this way where no row tiles
 // take them (one row, or a path without tiles).
 //
-// Row tiles (BackendOptions::min_tile_rows ≤ n < min_gemm_rows, or <
+// Row tiles (BackendOptions::min_tile_rows ≤ n < min_gemm_rows_tiles, or <
 // min_gemm_rows_large for a matrix of kLargeMatrixWeights or more, or <
-// min_gemm_rows_amx where AMX runs, on the AVX-512 VNNI path, for the weight types of
-// row_tiles_type; from one row for the nibble tiles, about the file's bytes): the weights are
+// min_gemm_rows_amx where AMX runs; on the AVX-512 VNNI path for the weight
+// types of row_tiles_type, on AVX2 for q4_0, q4_1, q4_k and q8_0; from one
+// row where row_tiles_from_one_row says so, about the file's bytes): the weights are
 // repacked once per matrix into tiles of 16 rows side by side (kernels/row_tiles.h, kept in a
 // RowTilesCache) and multiplied with the quantized activation rows by
 // integer dot products that advance 16 weight rows at once (products of
@@ -127,6 +128,7 @@ class Matmul {
   std::shared_ptr<ThreadPool> pool_;
   CpuPath path_;
   int64_t min_gemm_rows_;
+  int64_t min_gemm_rows_tiles_;  // for matrices with tiles
   int64_t min_gemm_rows_large_;  // for matrices of kLargeMatrixWeights or more, with tiles
   int64_t min_gemm_rows_amx_;    // for matrices the AMX kernel takes (amx_)
   int64_t min_tile_rows_;        // 0: never

@@ -33,6 +33,19 @@ constexpr int64_t kDefaultMinGemmRowsQ8Avx512 = 48;
 // 2,074 against 1,568), so GEMM is left to larger chunks.
 constexpr int64_t kDefaultMinGemmRowsQ8x2Tiles = 512;
 constexpr int64_t kDefaultMinGemmRowsQ8Tiles = 4096;
+// AVX2's tiles (q4_0, q4_1, q4_k, q8_0) against GEMM on an AVX2 CPU's
+// oneDNN, approximated on the Zen 4 of 2026-12-06 (AMD EPYC, family 25 model
+// 17: its 512-bit FMA issues one a cycle, as two 256-bit ones do on Zen 2/3)
+// with DUET_CPU_PATH=avx2 DNNL_MAX_CPU_ISA=AVX2, 2 threads, SmolLM2 Q4_1:
+// `duet bench configs/smollm2-onednn.yaml --tests pp -p 32,64,128,256,512`,
+// matmul_min_rows 16 (GEMM) against 100000 (tiles), two rounds: pp32
+// 577 / 496 against 610 / 605 t/s, pp64 720 / 607 against 623 / 627, pp128
+// 838 / 701 against 642 / 648, pp512 775 / 757 against 623 / 632; `duet
+// bench configs/smollm2-batch.yaml --batch 16,64`: 16 sequences 229 against
+// 446 t/s (GEMM expands every matrix to f32 each step), 64 level (487
+// against 476). So GEMM from 64 rows for the matrices with tiles; the
+// others keep the gemv's crossover.
+constexpr int64_t kDefaultMinGemmRowsAvx2Tiles = 64;
 // Matrices of kLargeMatrixWeights or more keep the tiles, two terms too, up
 // to the one-term crossover: the 1B-shaped model on the Intel VM of
 // 2026-12-04 (AVX-512 VNNI), `duet bench MODEL.yaml -p 512 --tests pp`, GEMM
@@ -62,8 +75,8 @@ constexpr int64_t kDefaultMinGemmRowsAmx = int64_t{1} << 20;
 constexpr int64_t kDefaultMinGemmRowsSplitUnits = int64_t{1} << 20;
 
 int64_t default_min_gemm_rows(int gemv_terms, CpuPath path, bool tiles) {
-  // On AVX2 only q4_0/q4_1/q4_k have tiles; the other types keep the gemv's
-  // crossover, so GEMM does too.
+  // On AVX2 the types with tiles have a crossover of their own
+  // (kDefaultMinGemmRowsAvx2Tiles); this is the others', the gemv's.
   if (tiles && path == CpuPath::kAvx512Vnni) {
     if (avx512_split_units()) return kDefaultMinGemmRowsSplitUnits;
     return gemv_terms == 2 ? kDefaultMinGemmRowsQ8x2Tiles : kDefaultMinGemmRowsQ8Tiles;
@@ -107,8 +120,12 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
   o.min_gemm_rows =
       options.get_int("matmul_min_rows",
                       default_min_gemm_rows(o.gemv_terms, path, o.min_tile_rows != 0), 1, 1 << 20);
+  o.min_gemm_rows_tiles = o.min_gemm_rows;
   o.min_gemm_rows_large = o.min_gemm_rows;
   o.min_gemm_rows_amx = o.min_gemm_rows;
+  if (!options.has("matmul_min_rows") && o.min_tile_rows != 0 && path == CpuPath::kAvx2) {
+    o.min_gemm_rows_tiles = o.min_gemm_rows_large = kDefaultMinGemmRowsAvx2Tiles;
+  }
   if (!options.has("matmul_min_rows") && o.min_tile_rows != 0 && o.gemv_terms == 2 &&
       path == CpuPath::kAvx512Vnni) {
     o.min_gemm_rows_large = std::max(o.min_gemm_rows, kDefaultMinGemmRowsLargeQ8x2Tiles);

@@ -114,7 +114,8 @@ inline int64_t amx_min_rows(TileFormat format) {
 struct BackendOptions {
   int threads = 1;                  // threads of the pool, the caller included
   int64_t min_gemm_rows = 1;        // matmuls with at least this many rows use GEMM
-  int64_t min_gemm_rows_large = 1;  // the same for matrices of kLargeMatrixWeights or more
+  int64_t min_gemm_rows_tiles = 1;  // the same for matrices with a row-tile kernel
+  int64_t min_gemm_rows_large = 1;  // ... of kLargeMatrixWeights or more with a row-tile kernel
   int64_t min_gemm_rows_amx = 1;    // the same for matrices the AMX kernel takes (amx)
   int gemv_terms = 2;               // 8-bit terms per activation row in gemv: q8x2 = 2, q8 = 1
   int64_t min_tile_rows = 0;        // matmuls with at least this many rows use row tiles; 0: never

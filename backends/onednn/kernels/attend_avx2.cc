@@ -35,7 +35,8 @@ __m256 load8(const uint8_t* row, int64_t c) {
 
 // 8 int8 values at p as floats.
 __m256 widen8(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
 // The f16 value at p as a float.
@@ -49,10 +50,10 @@ float half_at(const uint8_t* p) {
 __m256 sum8(const __m256 (&part)[kBlock]) {
   // Pairs, then quads, within each 128-bit half: lane k of the halves of
   // quads holds the sum of part[k]'s (and part[4 + k]'s) half.
-  const __m256 q0123 = _mm256_hadd_ps(_mm256_hadd_ps(part[0], part[1]),
-                                      _mm256_hadd_ps(part[2], part[3]));
-  const __m256 q4567 = _mm256_hadd_ps(_mm256_hadd_ps(part[4], part[5]),
-                                      _mm256_hadd_ps(part[6], part[7]));
+  const __m256 q0123 =
+      _mm256_hadd_ps(_mm256_hadd_ps(part[0], part[1]), _mm256_hadd_ps(part[2], part[3]));
+  const __m256 q4567 =
+      _mm256_hadd_ps(_mm256_hadd_ps(part[4], part[5]), _mm256_hadd_ps(part[6], part[7]));
   return _mm256_add_ps(_mm256_permute2f128_ps(q0123, q4567, 0x20),
                        _mm256_permute2f128_ps(q0123, q4567, 0x31));
 }
@@ -129,8 +130,8 @@ void scores_block(const float* q, int32_t kv_heads, int32_t group, int32_t head_
         _mm256_storeu_ps(scores + h * n, _mm256_mul_ps(dots, vscale));
       } else {
         alignas(32) float out[kBlock];
-        _mm256_store_ps(out, _mm256_mul_ps(dots8<false>(rows, row_step, chunk_step, m, qh, head_dim),
-                                           vscale));
+        _mm256_store_ps(
+            out, _mm256_mul_ps(dots8<false>(rows, row_step, chunk_step, m, qh, head_dim), vscale));
         std::memcpy(scores + h * n, out, static_cast<size_t>(m) * sizeof(float));
       }
     }
@@ -143,8 +144,8 @@ void scores_typed(const float* q, int32_t kv_heads, int32_t group, int32_t head_
   const int64_t head_bytes = cache_head_bytes(T, head_dim);
   for_each_block<kBlock>(static_cast<const uint8_t*>(k), n, stride_bytes, kv_heads * head_bytes,
                          [&](const uint8_t* block, int64_t i0, int64_t m) {
-                           scores_block<T>(q, kv_heads, group, head_dim, scale, block,
-                                           stride_bytes, m, scores + i0, n, staging);
+                           scores_block<T>(q, kv_heads, group, head_dim, scale, block, stride_bytes,
+                                           m, scores + i0, n, staging);
                          });
 }
 
@@ -224,20 +225,20 @@ template <DType T>
 void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
                   int64_t stride_bytes, int64_t n, const float* probs, float* acc) {
   const int64_t head_bytes = cache_head_bytes(T, head_dim);
-  for_each_block<kBlock>(
-      static_cast<const uint8_t*>(v), n, stride_bytes, kv_heads * head_bytes,
-      [&](const uint8_t* block, int64_t i0, int64_t m) {
-        for (int64_t g = 0; g < kv_heads; ++g) {
-          const uint8_t* values = block + g * head_bytes;
-          // Heads four at a time: their 8 accumulators stay in registers.
-          for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
-            with_heads<4>(std::min<int64_t>(4, (g + 1) * group - h), [&]<int H>() {
-              values_block<T, H>(values, stride_bytes, m, head_dim, probs + h * n + i0, n,
-                                 acc + h * head_dim);
-            });
-          }
-        }
-      });
+  for_each_block<kBlock>(static_cast<const uint8_t*>(v), n, stride_bytes, kv_heads * head_bytes,
+                         [&](const uint8_t* block, int64_t i0, int64_t m) {
+                           for (int64_t g = 0; g < kv_heads; ++g) {
+                             const uint8_t* values = block + g * head_bytes;
+                             // Heads four at a time: their 8 accumulators stay in registers.
+                             for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
+                               with_heads<4>(
+                                   std::min<int64_t>(4, (g + 1) * group - h), [&]<int H>() {
+                                     values_block<T, H>(values, stride_bytes, m, head_dim,
+                                                        probs + h * n + i0, n, acc + h * head_dim);
+                                   });
+                             }
+                           }
+                         });
 }
 
 }  // namespace

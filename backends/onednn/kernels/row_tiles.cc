@@ -258,8 +258,10 @@ bool row_tiles_path(CpuPath path) { return path == CpuPath::kAvx2 || path == Cpu
 bool row_tiles_kernel(CpuPath path, DType t) {
   if (!row_tiles_type(t)) return false;
   if (path == CpuPath::kAvx512Vnni) return true;
-  // iq4_nl's levels (+128: up to 241) would saturate vpmaddubsw's sums.
-  return row_tiles_path(path) && nibble_tiles(t) && t != DType::kIQ4_NL;
+  // iq4_nl's levels (+128: up to 241) would saturate vpmaddubsw's sums;
+  // q8_0's bytes are taken back to signed ones (row_tiles_avx2.cc).
+  return row_tiles_path(path) &&
+         ((nibble_tiles(t) && t != DType::kIQ4_NL) || tile_format(t) == TileFormat::kBytes);
 }
 
 bool row_tiles_from_one_row(CpuPath path, DType t) {

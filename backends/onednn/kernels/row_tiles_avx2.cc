@@ -1,11 +1,14 @@
 // The row-tile product (row_tiles.h) for nibble tiles (q4_0, q4_1, and
-// q4_k's super-nibbles) on the AVX2 path.
+// q4_k's super-nibbles) and q8_0's byte tiles on the AVX2 path.
 //
 // vpmaddubsw multiplies unsigned by signed bytes into 16-bit sums of pairs,
 // saturating; with nibbles (u ≤ 15) and activations |q| ≤ 127 a whole
 // block's eight products per lane stay below 2^15 (16 × 15 × 127 = 30,480),
 // so they are added in 16 bits and widened once (vpmaddwd by ones). Byte
-// tiles (u up to 255) would saturate, so they have no kernel here.
+// tiles' u = w + 128 (up to 255) would saturate a pair, so they are turned
+// back into the signed w and multiplied as |w| by the activation with w's
+// sign (vpsignb), at most 2 × 128 × 127 < 2^15 a pair, each pair sum
+// widened at once.
 //
 // A 256-bit register holds 8 rows' 4-byte groups: a tile is taken as two
 // halves of 8 rows, each against up to kMaxVectors activation rows with
@@ -100,6 +103,24 @@ HalfBlock load_super_nibbles(const uint8_t* tile, int64_t b, int h) {
   return blk;
 }
 
+// Writes acc[v], rows [8h, 8h + 8) of tile t, to row v of y (ldy floats
+// apart), leaving out rows past the matrix's last.
+template <int NV>
+void store_half(const RowTiles& tiles, int64_t t, int h, const __m256 (&acc)[NV], float* y,
+                int64_t ldy) {
+  const int64_t first = t * RowTiles::kRows + kHalfRows * h;
+  const int64_t valid = tiles.rows() - first;
+  for (int v = 0; v < NV; ++v) {
+    if (valid >= kHalfRows) {
+      _mm256_storeu_ps(y + v * ldy + first, acc[v]);
+    } else if (valid > 0) {
+      alignas(32) float out[kHalfRows];
+      _mm256_store_ps(out, acc[v]);
+      std::memcpy(y + v * ldy + first, out, static_cast<size_t>(valid) * sizeof(float));
+    }
+  }
+}
+
 // Rows [8h, 8h + 8) of tile t against activation rows xq[0..NV).
 template <TileFormat F, bool kQ4_0, int NV, int Terms>
 void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq, float* y,
@@ -134,16 +155,63 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
       acc[v] = _mm256_fmadd_ps(m, _mm256_set1_ps(sx[1]), acc[v]);
     }
   }
-  const int64_t first = t * RowTiles::kRows + kHalfRows * h;
-  const int64_t valid = tiles.rows() - first;
-  for (int v = 0; v < NV; ++v) {
-    if (valid >= kHalfRows) {
-      _mm256_storeu_ps(y + v * ldy + first, acc[v]);
-    } else if (valid > 0) {
-      alignas(32) float out[kHalfRows];
-      _mm256_store_ps(out, acc[v]);
-      std::memcpy(y + v * ldy + first, out, static_cast<size_t>(valid) * sizeof(float));
+  store_half(tiles, t, h, acc, y, ldy);
+}
+
+// Rows [8h, 8h + 8) of q8_0 tile t (kBytes: f32 d[16], then 8 vectors of
+// 64 bytes, vector j holding u = w + 128 of elements 4j..4j+3 of rows
+// 0..15, 4 bytes each) against activation rows xq[0..NV): Σ(w * x) per
+// block in int32 (two terms: 256 * Σ(w * qa) + Σ(w * qb), at most
+// 256 * 32 * 128 * 127 + ... < 2^31), scaled by d and the row's unit.
+template <int NV, int Terms>
+void half_rows_bytes(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq, float* y,
+                     int64_t ldy) {
+  const uint8_t* p = tiles.tile(t);
+  const int64_t block_bytes = tiles.block_bytes();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
+    if (h == 0) prefetch_stream(p, block_bytes);
+    const int64_t at = b * RowTiles::kBlock;
+    __m256i sums[NV];
+    for (int v = 0; v < NV; ++v) sums[v] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < kVectorsPerBlock; ++j) {
+      const __m256i w = _mm256_xor_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 + 64 * j + 32 * h)), flip);
+      const __m256i w_abs = _mm256_abs_epi8(w);
+      for (int v = 0; v < NV; ++v) {
+        auto dot = [&](const int8_t* x) {
+          return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(broadcast4(x), w)),
+                                   ones);
+        };
+        __m256i s = dot(xq[v].q() + at + 4 * j);
+        if constexpr (Terms == 2) {
+          s = _mm256_add_epi32(_mm256_slli_epi32(s, 8), dot(xq[v].q_lo() + at + 4 * j));
+        }
+        sums[v] = _mm256_add_epi32(sums[v], s);
+      }
     }
+    const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + kHalfRows * h);
+    for (int v = 0; v < NV; ++v) {
+      const float unit = xq[v].scales()[2 * b];
+      acc[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[v]), _mm256_mul_ps(d, _mm256_set1_ps(unit)),
+                               acc[v]);
+    }
+  }
+  store_half(tiles, t, h, acc, y, ldy);
+}
+
+// Half h of tile t against NV activation rows, by format.
+template <TileFormat F, bool kQ4_0, int NV, int Terms>
+void half_tile(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq, float* y,
+               int64_t ldy) {
+  if constexpr (F == TileFormat::kBytes) {
+    half_rows_bytes<NV, Terms>(tiles, t, h, xq, y, ldy);
+  } else {
+    half_rows<F, kQ4_0, NV, Terms>(tiles, t, h, xq, y, ldy);
   }
 }
 
@@ -153,16 +221,16 @@ void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int6
   for (int h = 0; h < 2; ++h) {
     switch (nv) {
       case 1:
-        half_rows<F, kQ4_0, 1, Terms>(tiles, t, h, xq, y, ldy);
+        half_tile<F, kQ4_0, 1, Terms>(tiles, t, h, xq, y, ldy);
         break;
       case 2:
-        half_rows<F, kQ4_0, 2, Terms>(tiles, t, h, xq, y, ldy);
+        half_tile<F, kQ4_0, 2, Terms>(tiles, t, h, xq, y, ldy);
         break;
       case 3:
-        half_rows<F, kQ4_0, 3, Terms>(tiles, t, h, xq, y, ldy);
+        half_tile<F, kQ4_0, 3, Terms>(tiles, t, h, xq, y, ldy);
         break;
       default:
-        half_rows<F, kQ4_0, kMaxVectors, Terms>(tiles, t, h, xq, y, ldy);
+        half_tile<F, kQ4_0, kMaxVectors, Terms>(tiles, t, h, xq, y, ldy);
         break;
     }
   }
@@ -186,6 +254,8 @@ void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, i
                     int64_t ldy, int64_t tile_begin, int64_t tile_end) {
   if (tiles.format() == TileFormat::kSuperNibbles) {
     tiles_rows<TileFormat::kSuperNibbles, false>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
+  } else if (tiles.format() == TileFormat::kBytes) {
+    tiles_rows<TileFormat::kBytes, false>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
   } else if (tiles.type() == DType::kQ4_0) {
     tiles_rows<TileFormat::kNibbles, true>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
   } else {
