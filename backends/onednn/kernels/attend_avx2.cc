@@ -246,29 +246,16 @@ void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void*
 void attend_scores_avx2(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                         float scale, const void* k, DType type, int64_t stride, int64_t n,
                         float* scores, float* staging) {
-  switch (type) {
-    case DType::kF16:
-      return scores_typed<DType::kF16>(q, kv_heads, group, head_dim, scale, k, stride, n, scores,
-                                       staging);
-    case DType::kQ8_0:
-      return scores_typed<DType::kQ8_0>(q, kv_heads, group, head_dim, scale, k, stride, n, scores,
-                                        staging);
-    default:
-      return scores_typed<DType::kF32>(q, kv_heads, group, head_dim, scale, k, stride, n, scores,
-                                       staging);
-  }
+  with_cache_type(type, [&]<DType T>() {
+    scores_typed<T>(q, kv_heads, group, head_dim, scale, k, stride, n, scores, staging);
+  });
 }
 
 void attend_values_avx2(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
                         DType type, int64_t stride, int64_t n, const float* probs, float* acc) {
-  switch (type) {
-    case DType::kF16:
-      return values_typed<DType::kF16>(kv_heads, group, head_dim, v, stride, n, probs, acc);
-    case DType::kQ8_0:
-      return values_typed<DType::kQ8_0>(kv_heads, group, head_dim, v, stride, n, probs, acc);
-    default:
-      return values_typed<DType::kF32>(kv_heads, group, head_dim, v, stride, n, probs, acc);
-  }
+  with_cache_type(type, [&]<DType T>() {
+    values_typed<T>(kv_heads, group, head_dim, v, stride, n, probs, acc);
+  });
 }
 
 }  // namespace duet::onednn::detail

@@ -8,10 +8,25 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "duet/dtype.h"
 #include "kernels/cpu_features.h"
 #include "kernels/prefetch.h"
 
 namespace duet::onednn::detail {
+
+// Calls body.template operator()<T>() with T the cache's element type:
+// f16, q8_0, or (any other) f32.
+template <class Body>
+__attribute__((always_inline)) inline void with_cache_type(DType type, const Body& body) {
+  switch (type) {
+    case DType::kF16:
+      return body.template operator()<DType::kF16>();
+    case DType::kQ8_0:
+      return body.template operator()<DType::kQ8_0>();
+    default:
+      return body.template operator()<DType::kF32>();
+  }
+}
 
 // How the decode kernels prefetch the cache rows ahead of them. Two schemes:
 //   pages: ask L2 for the first line of each 4 KiB page ahead
