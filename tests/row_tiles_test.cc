@@ -249,7 +249,8 @@ TEST(RowTiles, TypesPathsAndSizes) {
   EXPECT_EQ(tile_format(DType::kQ5_1), TileFormat::kFiveBits);
   EXPECT_EQ(RowTiles(DType::kQ5_0, 32, 64).bytes(), 32 * 2 * 24);
   EXPECT_EQ(RowTiles(DType::kQ5_1, 32, 64).bytes(), 32 * 2 * 24);
-  EXPECT_FALSE(row_tiles_kernel(CpuPath::kAvx2, DType::kQ5_0));
+  EXPECT_TRUE(row_tiles_kernel(CpuPath::kAvx2, DType::kQ5_0));  // 4 vectors per 16-bit sum
+  EXPECT_TRUE(row_tiles_kernel(CpuPath::kAvx2, DType::kQ5_1));
   // A byte per weight + 4 f32 per 32 (d and m per half).
   EXPECT_EQ(RowTiles(DType::kQ3_K, 32, 256).bytes(), 32 * 8 * 48);
   // q6_k: 6 bits per weight, the f16 d and two int8 scales per 32: the
@@ -260,9 +261,9 @@ TEST(RowTiles, TypesPathsAndSizes) {
   EXPECT_EQ(RowTiles(DType::kQ4_K, 32, 512).bytes(), 32 * 2 * (4 + 16 + 128));
   EXPECT_THROW(RowTiles(DType::kQ6_K, 16, 128), Error);  // not whole super-blocks
   EXPECT_THROW(RowTiles(DType::kQ4_K, 16, 64), Error);   // not whole super-blocks
-  // VNNI multiplies every tile type; AVX2 the nibbles and q8_0's bytes
-  // (taken back to signed bytes: u = w + 128 would saturate its 16-bit
-  // sums); AVX-512 without VNNI and scalar none.
+  // VNNI multiplies every tile type; AVX2 the nibbles, fifth bits and
+  // q8_0's bytes (taken back to signed bytes: u = w + 128 would saturate
+  // its 16-bit sums); AVX-512 without VNNI and scalar none.
   for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx512}) {
     EXPECT_FALSE(row_tiles_path(p)) << cpu_path_name(p);
     EXPECT_FALSE(row_tiles_kernel(p, DType::kQ4_1)) << cpu_path_name(p);

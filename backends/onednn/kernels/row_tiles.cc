@@ -260,8 +260,9 @@ bool row_tiles_kernel(CpuPath path, DType t) {
   if (path == CpuPath::kAvx512Vnni) return true;
   // iq4_nl's levels (+128: up to 241) would saturate vpmaddubsw's sums;
   // q8_0's bytes are taken back to signed ones (row_tiles_avx2.cc).
-  return row_tiles_path(path) &&
-         ((nibble_tiles(t) && t != DType::kIQ4_NL) || tile_format(t) == TileFormat::kBytes);
+  const TileFormat f = tile_format(t);
+  return row_tiles_path(path) && ((nibble_tiles(t) && t != DType::kIQ4_NL) ||
+                                  f == TileFormat::kFiveBits || f == TileFormat::kBytes);
 }
 
 bool row_tiles_from_one_row(CpuPath path, DType t) {

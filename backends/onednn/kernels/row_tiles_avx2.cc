@@ -1,5 +1,6 @@
 // The row-tile product (row_tiles.h) for nibble tiles (q4_0, q4_1, and
-// q4_k's super-nibbles) and q8_0's byte tiles on the AVX2 path.
+// q4_k's super-nibbles), fifth-bit tiles (q5_0, q5_1) and q8_0's byte
+// tiles on the AVX2 path.
 //
 // vpmaddubsw multiplies unsigned by signed bytes into 16-bit sums of pairs,
 // saturating; with nibbles (u ≤ 15) and activations |q| ≤ 127 a whole
@@ -37,14 +38,22 @@ __m256i broadcast4(const int8_t* p) {
 }
 
 // Σ over the block of u * x per 32-bit lane (row): 16-bit pair sums added
-// up (at most 30,480), then widened.
+// up, then widened — all 8 vectors' for nibbles (at most 16 × 15 × 127 =
+// 30,480), 4 at a time for five bits (u ≤ 31: 8 × 31 × 127 = 31,496).
+template <TileFormat F>
 __m256i block_sum(const __m256i* w, const int8_t* x) {
-  __m256i s16 = _mm256_maddubs_epi16(w[0], broadcast4(x));
+  constexpr int kRun = F == TileFormat::kFiveBits ? kVectorsPerBlock / 2 : kVectorsPerBlock;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i sum = _mm256_setzero_si256();
+  for (int j0 = 0; j0 < kVectorsPerBlock; j0 += kRun) {
+    __m256i s16 = _mm256_maddubs_epi16(w[j0], broadcast4(x + 4 * j0));
 #pragma GCC unroll 8
-  for (int j = 1; j < kVectorsPerBlock; ++j) {
-    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[j], broadcast4(x + 4 * j)));
+    for (int j = j0 + 1; j < j0 + kRun; ++j) {
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[j], broadcast4(x + 4 * j)));
+    }
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
   }
-  return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+  return sum;
 }
 
 // Half h's 8 rows of one block: their scales and the 8 weight vectors whose
@@ -56,20 +65,37 @@ struct HalfBlock {
 };
 
 // A kNibbles block at p: f16 d[16], m[16], then 4 vectors of 64 bytes (rows
-// 0..15, 4 bytes each); q4_0 (kQ4_0) has m = -8d.
-template <bool kQ4_0>
+// 0..15, 4 bytes each); kFiveBits, then a vector of fifth bits, bit J of
+// each byte joining w[J] (row_tiles.h). m = kM * d where kM ≠ 0 (q4_0 -8,
+// q5_0 -16), else stored.
+template <TileFormat F, int kM>
 HalfBlock load_nibbles(const uint8_t* p, int h) {
   HalfBlock blk;
   blk.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kHalfRows * h)));
-  blk.m = kQ4_0 ? _mm256_mul_ps(blk.d, _mm256_set1_ps(-8.0f))
-                : _mm256_cvtph_ps(_mm_loadu_si128(
-                      reinterpret_cast<const __m128i*>(p + 32 + 2 * kHalfRows * h)));
+  blk.m = kM != 0 ? _mm256_mul_ps(blk.d, _mm256_set1_ps(static_cast<float>(kM)))
+                  : _mm256_cvtph_ps(_mm_loadu_si128(
+                        reinterpret_cast<const __m128i*>(p + 32 + 2 * kHalfRows * h)));
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int j = 0; j < kVectorsPerBlock / 2; ++j) {
     const __m256i q =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 + 64 * j + 32 * h));
     blk.w[j] = _mm256_and_si256(q, nibble);
     blk.w[kVectorsPerBlock / 2 + j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
+  }
+  if constexpr (F == TileFormat::kFiveBits) {
+    const __m256i bits = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(p + 64 + 64 * kVectorsPerBlock / 2 + 32 * h));
+    const __m256i fifth = _mm256_set1_epi8(0x10);
+    // Bit J of each byte to bit 4: shifts of 16-bit lanes, whose bytes'
+    // bits 4 never come from the other byte.
+    blk.w[0] = _mm256_or_si256(blk.w[0], _mm256_and_si256(_mm256_slli_epi16(bits, 4), fifth));
+    blk.w[1] = _mm256_or_si256(blk.w[1], _mm256_and_si256(_mm256_slli_epi16(bits, 3), fifth));
+    blk.w[2] = _mm256_or_si256(blk.w[2], _mm256_and_si256(_mm256_slli_epi16(bits, 2), fifth));
+    blk.w[3] = _mm256_or_si256(blk.w[3], _mm256_and_si256(_mm256_slli_epi16(bits, 1), fifth));
+    blk.w[4] = _mm256_or_si256(blk.w[4], _mm256_and_si256(bits, fifth));
+    blk.w[5] = _mm256_or_si256(blk.w[5], _mm256_and_si256(_mm256_srli_epi16(bits, 1), fifth));
+    blk.w[6] = _mm256_or_si256(blk.w[6], _mm256_and_si256(_mm256_srli_epi16(bits, 2), fifth));
+    blk.w[7] = _mm256_or_si256(blk.w[7], _mm256_and_si256(_mm256_srli_epi16(bits, 3), fifth));
   }
   return blk;
 }
@@ -122,7 +148,7 @@ void store_half(const RowTiles& tiles, int64_t t, int h, const __m256 (&acc)[NV]
 }
 
 // Rows [8h, 8h + 8) of tile t against activation rows xq[0..NV).
-template <TileFormat F, bool kQ4_0, int NV, int Terms>
+template <TileFormat F, int kM, int NV, int Terms>
 void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq, float* y,
                int64_t ldy) {
   const uint8_t* const tile = tiles.tile(t);  // once: block_bytes() is out of line
@@ -137,17 +163,17 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
     if constexpr (F == TileFormat::kSuperNibbles) {
       blk = load_super_nibbles(tile, b, h);
     } else {
-      blk = load_nibbles<kQ4_0>(p, h);
+      blk = load_nibbles<F, kM>(p, h);
     }
     const __m256 d = blk.d;
     const __m256 m = blk.m;
     const __m256i* w = blk.w;
     for (int v = 0; v < NV; ++v) {
       const int64_t at = b * RowTiles::kBlock;
-      __m256i s = block_sum(w, xq[v].q() + at);
-      // Two terms: 256 * Σ(u * qa) + Σ(u * qb), far below 2^31 for nibbles.
+      __m256i s = block_sum<F>(w, xq[v].q() + at);
+      // Two terms: 256 * Σ(u * qa) + Σ(u * qb), far below 2^31 for u ≤ 31.
       if constexpr (Terms == 2) {
-        s = _mm256_add_epi32(_mm256_slli_epi32(s, 8), block_sum(w, xq[v].q_lo() + at));
+        s = _mm256_add_epi32(_mm256_slli_epi32(s, 8), block_sum<F>(w, xq[v].q_lo() + at));
       }
       const float* sx = xq[v].scales() + 2 * b;
       acc[v] =
@@ -205,45 +231,45 @@ void half_rows_bytes(const RowTiles& tiles, int64_t t, int h, const Q8Activation
 }
 
 // Half h of tile t against NV activation rows, by format.
-template <TileFormat F, bool kQ4_0, int NV, int Terms>
+template <TileFormat F, int kM, int NV, int Terms>
 void half_tile(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq, float* y,
                int64_t ldy) {
   if constexpr (F == TileFormat::kBytes) {
     half_rows_bytes<NV, Terms>(tiles, t, h, xq, y, ldy);
   } else {
-    half_rows<F, kQ4_0, NV, Terms>(tiles, t, h, xq, y, ldy);
+    half_rows<F, kM, NV, Terms>(tiles, t, h, xq, y, ldy);
   }
 }
 
-template <TileFormat F, bool kQ4_0, int Terms>
+template <TileFormat F, int kM, int Terms>
 void tile_rows_n(const RowTiles& tiles, int64_t t, const Q8Activations* xq, int64_t nv, float* y,
                  int64_t ldy) {
   for (int h = 0; h < 2; ++h) {
     switch (nv) {
       case 1:
-        half_tile<F, kQ4_0, 1, Terms>(tiles, t, h, xq, y, ldy);
+        half_tile<F, kM, 1, Terms>(tiles, t, h, xq, y, ldy);
         break;
       case 2:
-        half_tile<F, kQ4_0, 2, Terms>(tiles, t, h, xq, y, ldy);
+        half_tile<F, kM, 2, Terms>(tiles, t, h, xq, y, ldy);
         break;
       case 3:
-        half_tile<F, kQ4_0, 3, Terms>(tiles, t, h, xq, y, ldy);
+        half_tile<F, kM, 3, Terms>(tiles, t, h, xq, y, ldy);
         break;
       default:
-        half_tile<F, kQ4_0, kMaxVectors, Terms>(tiles, t, h, xq, y, ldy);
+        half_tile<F, kM, kMaxVectors, Terms>(tiles, t, h, xq, y, ldy);
         break;
     }
   }
 }
 
-template <TileFormat F, bool kQ4_0>
+template <TileFormat F, int kM>
 void tiles_rows(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
                 int64_t ldy, int64_t tile_begin, int64_t tile_end) {
   for (int64_t t = tile_begin; t < tile_end; ++t) {
     if (terms == 2) {
-      tile_rows_n<F, kQ4_0, 2>(tiles, t, xq, n, y, ldy);
+      tile_rows_n<F, kM, 2>(tiles, t, xq, n, y, ldy);
     } else {
-      tile_rows_n<F, kQ4_0, 1>(tiles, t, xq, n, y, ldy);
+      tile_rows_n<F, kM, 1>(tiles, t, xq, n, y, ldy);
     }
   }
 }
@@ -252,14 +278,21 @@ void tiles_rows(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int t
 
 void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
                     int64_t ldy, int64_t tile_begin, int64_t tile_end) {
-  if (tiles.format() == TileFormat::kSuperNibbles) {
-    tiles_rows<TileFormat::kSuperNibbles, false>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
-  } else if (tiles.format() == TileFormat::kBytes) {
-    tiles_rows<TileFormat::kBytes, false>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
-  } else if (tiles.type() == DType::kQ4_0) {
-    tiles_rows<TileFormat::kNibbles, true>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
-  } else {
-    tiles_rows<TileFormat::kNibbles, false>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
+  auto run = [&]<TileFormat F, int kM>() {
+    tiles_rows<F, kM>(tiles, xq, n, terms, y, ldy, tile_begin, tile_end);
+  };
+  switch (tiles.format()) {
+    case TileFormat::kSuperNibbles:
+      return run.template operator()<TileFormat::kSuperNibbles, 0>();
+    case TileFormat::kBytes:
+      return run.template operator()<TileFormat::kBytes, 0>();
+    case TileFormat::kFiveBits:
+      if (tiles.type() == DType::kQ5_0)
+        return run.template operator()<TileFormat::kFiveBits, -16>();
+      return run.template operator()<TileFormat::kFiveBits, 0>();
+    default:
+      if (tiles.type() == DType::kQ4_0) return run.template operator()<TileFormat::kNibbles, -8>();
+      return run.template operator()<TileFormat::kNibbles, 0>();
   }
 }
 
