@@ -45,7 +45,8 @@ std::string summary(duet::onednn::CpuPath path) {
         "), quantized gemv otherwise, oneDNN ";
   } else if (duet::onednn::row_tiles_path(path)) {
     matmuls =
-        "matmuls on row tiles for q4_0/q4_1/q4_k (vpmaddubsw), quantized gemv otherwise, oneDNN ";
+        "matmuls on row tiles for q4_0/q4_1/q4_k/q5_0/q5_1/q8_0 (vpmaddubsw; q4_0/q4_1/q5_0/q5_1 "
+        "from 1 row, the others from 2), quantized gemv otherwise, oneDNN ";
   }
   return matmuls + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) +

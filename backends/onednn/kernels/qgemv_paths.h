@@ -76,7 +76,8 @@ void quantize_terms_avx512(const float* x, int64_t k, int terms, int8_t* q, int8
 inline constexpr int64_t kRowTilesMaxVectorsVnni = 16;
 void row_tiles_avx512_vnni(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms,
                            float* y, int64_t ldy, int64_t tile_begin, int64_t tile_end);
-// row_tiles_avx2.cc (nibble tiles, but iq4_nl's: row_tiles_kernel):
+// row_tiles_avx2.cc (nibble tiles but iq4_nl's, fifth-bit tiles and q8_0's
+// bytes: row_tiles_kernel):
 inline constexpr int64_t kRowTilesMaxVectorsAvx2 = 4;
 void row_tiles_avx2(const RowTiles& tiles, const Q8Activations* xq, int64_t n, int terms, float* y,
                     int64_t ldy, int64_t tile_begin, int64_t tile_end);

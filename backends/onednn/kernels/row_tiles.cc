@@ -270,7 +270,7 @@ bool row_tiles_from_one_row(CpuPath path, DType t) {
   // VNNI: every format whose tiles are about the file's size, i.e. all
   // but the half-block tiles (row_tiles.h).
   if (path == CpuPath::kAvx512Vnni) return tile_format(t) != TileFormat::kHalves;
-  return tile_format(t) == TileFormat::kNibbles;
+  return tile_format(t) == TileFormat::kNibbles || tile_format(t) == TileFormat::kFiveBits;
 }
 
 bool nibble_tiles(DType t) {

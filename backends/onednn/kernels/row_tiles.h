@@ -98,7 +98,9 @@ bool row_tiles_kernel(CpuPath path, DType t);
 // 32 weights against the file's 34, SmolLM2 Q4_1 281 -> 298, Q6_K 154 ->
 // 175, the 1B-shaped Q8_0 20.9 -> 21.8; q6_k's tiles, 28 bytes per 32
 // against 26.25, SmolLM2 Q6_K 177 -> 200, Q4_K_M 271 -> 278, the 1B-shaped
-// Q4_K_M 31.7 -> 32.4), q4_0 and q4_1 also on AVX2; not q4_k on AVX2
+// Q4_K_M 31.7 -> 32.4), q4_0, q4_1, q5_0 and q5_1 also on AVX2 (SmolLM2
+// Q5_0 with DUET_CPU_PATH=avx2 on a Zen 4, 2 threads: 132-134 -> 168-198
+// t/s; Q4_K_M, mostly q5_0, 123-142 -> 179-201); not q4_k on AVX2
 // (1B-shaped Q4_K_M decode, one thread: 9.3-9.5 t/s on tiles against
 // 10.7-12.0 on gemv); q5_k's tiles (q4_k's and a plane of fifth bits, 180
 // bytes per 256 against the file's 176): the 1B-shaped Q5_K_M 25.6 ->

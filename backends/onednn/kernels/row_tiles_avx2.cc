@@ -157,7 +157,8 @@ void half_rows(const RowTiles& tiles, int64_t t, int h, const Q8Activations* xq,
   __m256 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
   for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
-    // The first half's pass brings the tile in; the second reads it from L1.
+    // The first half's pass brings the tile in; the second reads it from L1,
+    // or from L2 where the tile outgrows L1 (long rows).
     if (h == 0) prefetch_stream(p, block_bytes);
     HalfBlock blk;
     if constexpr (F == TileFormat::kSuperNibbles) {
@@ -199,7 +200,7 @@ void half_rows_bytes(const RowTiles& tiles, int64_t t, int h, const Q8Activation
   __m256 acc[NV];
   for (int v = 0; v < NV; ++v) acc[v] = _mm256_setzero_ps();
   for (int64_t b = 0; b < tiles.blocks(); ++b, p += block_bytes) {
-    if (h == 0) prefetch_stream(p, block_bytes);
+    if (h == 0) prefetch_stream(p, block_bytes);  // as half_rows'
     const int64_t at = b * RowTiles::kBlock;
     __m256i sums[NV];
     for (int v = 0; v < NV; ++v) sums[v] = _mm256_setzero_si256();
