@@ -69,7 +69,7 @@ struct HalfBlock {
 // each byte joining w[J] (row_tiles.h). m = kM * d where kM ≠ 0 (q4_0 -8,
 // q5_0 -16), else stored.
 template <TileFormat F, int kM>
-HalfBlock load_nibbles(const uint8_t* p, int h) {
+[[gnu::always_inline]] inline HalfBlock load_nibbles(const uint8_t* p, int h) {
   HalfBlock blk;
   blk.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kHalfRows * h)));
   blk.m = kM != 0 ? _mm256_mul_ps(blk.d, _mm256_set1_ps(static_cast<float>(kM)))
@@ -102,7 +102,7 @@ HalfBlock load_nibbles(const uint8_t* p, int h) {
 
 // Block b of the kSuperNibbles tile at `tile` (row_tiles.h): d = super d *
 // scale, m = -(super dmin * min), exact in f32 as on the VNNI path.
-HalfBlock load_super_nibbles(const uint8_t* tile, int64_t b, int h) {
+[[gnu::always_inline]] inline HalfBlock load_super_nibbles(const uint8_t* tile, int64_t b, int h) {
   constexpr int kRows = RowTiles::kRows;
   const int64_t s = b % RowTiles::kSubBlocks;
   const uint8_t* p = RowTiles::super_block(tile, b);
