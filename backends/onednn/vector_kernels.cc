@@ -3,7 +3,10 @@
 // body is compiled once per instruction set, at that set's natural width,
 // while everything else in this file (and any out-of-line helper such as
 // std::exp) stays baseline x86-64. Built with -ffp-contract=fast so that
-// a * b + c becomes one FMA where the target has it.
+// a * b + c becomes one FMA where the target has it. Decode attention's two
+// memory-bound halves have intrinsics kernels on AVX2 and AVX-512
+// (kernels/attend_avx2.h, attend_avx512.h); their generic bodies here serve
+// the baseline path.
 #include "vector_kernels.h"
 
 #include <cmath>
