@@ -48,8 +48,9 @@ float half_at(const uint8_t* p) {
 
 // Lane j: the sum of part[j]'s lanes.
 __m256 sum8(const __m256 (&part)[kBlock]) {
-  // Pairs, then quads, within each 128-bit half: lane k of the halves of
-  // quads holds the sum of part[k]'s (and part[4 + k]'s) half.
+  // Pairs, then quads, within each 128-bit half: lane k (k < 4) of
+  // q0123's low half sums part[k]'s low four lanes, of its high half
+  // part[k]'s high four (q4567: part[4 + k]'s); the halves are then added.
   const __m256 q0123 =
       _mm256_hadd_ps(_mm256_hadd_ps(part[0], part[1]), _mm256_hadd_ps(part[2], part[3]));
   const __m256 q4567 =
