@@ -28,8 +28,10 @@ namespace duet::onednn {
 //                     of at least kLargeMatrixWeights weights — and 4096
 //                     with q8; on the other AVX-512 paths (whose gemv
 //                     kernels take up to 8 rows at once) 32 and 48; on AVX2
-//                     and scalar 16 and 24. A value set here holds for
-//                     every matrix.
+//                     64 for the types with row tiles there (q4_0, q4_1,
+//                     q4_k, q5_0, q5_1, q8_0) and 16 and 24 for the others;
+//                     on scalar 16 and 24. A value set here holds for every
+//                     matrix.
 //   row_tiles_min_rows  0..2^20: matmuls with at least this many activation
 //                     rows, and fewer than matmul_min_rows, multiply weights
 //                     repacked into row tiles (kernels/row_tiles.h) when
