@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "onednn_plugin_host.h"
 #include "random_floats.h"
 #include "random_weight.h"
+#include "scoped_cpu_path_env.h"
 
 namespace duet {
 namespace {
@@ -207,7 +207,8 @@ TEST_F(OnednnRowTiles, LargeMatricesKeepTheTilesPastTheDefaultGemmRows) {
   EXPECT_FALSE(first_rows_as_tiled_alone(*set, DType::kQ4_0, 2048, kK, kPrompt, 20));
 }
 
-// On the AVX2 path the matrices with tiles there (q4_0, q4_1, q4_k, q8_0)
+// On the AVX2 path the matrices with tiles there (q4_0, q4_1, q4_k, q5_0,
+// q5_1, q8_0)
 // keep them up to 63 rows and take GEMM from 64; the path is picked when the
 // plugin registers, so a host of its own loads it with DUET_CPU_PATH=avx2.
 TEST(OnednnRowTilesAvx2, TilesTakeUpTo63RowsThenGemm) {
@@ -217,16 +218,8 @@ TEST(OnednnRowTilesAvx2, TilesTakeUpTo63RowsThenGemm) {
   }
   PluginHost avx2_host;
   {
-    const char* old = std::getenv("DUET_CPU_PATH");
-    const std::string saved = old != nullptr ? old : "";
-    setenv("DUET_CPU_PATH", "avx2", 1);
-    const bool loaded = avx2_host.load(DUET_BUILD_DIR "/plugins/duet-onednn.so").loaded;
-    if (old != nullptr) {
-      setenv("DUET_CPU_PATH", saved.c_str(), 1);
-    } else {
-      unsetenv("DUET_CPU_PATH");
-    }
-    ASSERT_TRUE(loaded);
+    testing::ScopedCpuPathEnv env("avx2");
+    ASSERT_TRUE(avx2_host.load(DUET_BUILD_DIR "/plugins/duet-onednn.so").loaded);
   }
   Options options("backend.options");
   options.set("threads", "2");

@@ -27,7 +27,6 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
-#include <optional>
 #include <ostream>
 #include <random>
 #include <stdexcept>
@@ -41,6 +40,7 @@
 #include "duet/quant.h"
 #include "kernel_test_data.h"
 #include "kernels/cpu_features.h"
+#include "scoped_cpu_path_env.h"
 
 namespace duet {
 
@@ -58,27 +58,7 @@ using testing::runnable_paths;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// Sets DUET_CPU_PATH for one scope and restores the previous value.
-class ScopedCpuPathEnv {
- public:
-  explicit ScopedCpuPathEnv(const char* value) {
-    if (const char* old = std::getenv("DUET_CPU_PATH")) old_ = old;
-    set(value);
-  }
-  ~ScopedCpuPathEnv() { set(old_ ? old_->c_str() : nullptr); }
-  ScopedCpuPathEnv(const ScopedCpuPathEnv&) = delete;
-  ScopedCpuPathEnv& operator=(const ScopedCpuPathEnv&) = delete;
-
- private:
-  static void set(const char* value) {
-    if (value == nullptr) {
-      unsetenv("DUET_CPU_PATH");
-    } else {
-      setenv("DUET_CPU_PATH", value, 1);
-    }
-  }
-  std::optional<std::string> old_;
-};
+using duet::testing::ScopedCpuPathEnv;
 
 // y over all rows with the given path: NaN outside [row_begin, row_end).
 std::vector<float> product(CpuPath path, const Matrix& m, const std::vector<float>& x,

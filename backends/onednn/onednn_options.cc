@@ -33,7 +33,8 @@ constexpr int64_t kDefaultMinGemmRowsQ8Avx512 = 48;
 // 2,074 against 1,568), so GEMM is left to larger chunks.
 constexpr int64_t kDefaultMinGemmRowsQ8x2Tiles = 512;
 constexpr int64_t kDefaultMinGemmRowsQ8Tiles = 4096;
-// AVX2's tiles (q4_0, q4_1, q4_k, q8_0) against GEMM on an AVX2 CPU's
+// AVX2's tiles (q4_0, q4_1, q4_k, q8_0; q5_0 and q5_1 since, not measured
+// apart) against GEMM on an AVX2 CPU's
 // oneDNN, approximated on the Zen 4 of 2026-12-06 (AMD EPYC, family 25 model
 // 17: its 512-bit FMA issues one a cycle, as two 256-bit ones do on Zen 2/3)
 // with DUET_CPU_PATH=avx2 DNNL_MAX_CPU_ISA=AVX2, 2 threads, SmolLM2 Q4_1:
