@@ -624,28 +624,33 @@ void attend_Baseline(const float* q, int32_t kv_heads, int32_t group, int32_t he
 DUET_VECTOR_KERNELS(Baseline, 4, , detail::expand_kquant_scalar)
 
 #if defined(__x86_64__)
-// Attention's memory-bound halves in intrinsics (kernels/attend_avx2.h),
-// the online-softmax step between them from the generic body.
+// VectorKernels::attend from an instruction set's intrinsics kernels for the
+// memory-bound halves (kernels/attend_avx2.h, attend_avx512.h) and the
+// generic online-softmax step between them, at width W.
+template <int W, auto kScores, auto kValues>
+DUET_INLINE void attend_halves(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
+                               float scale, const void* k, const void* v, DType type,
+                               int64_t stride, int64_t n, float* scores, SoftmaxPart state) {
+  kScores(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores,
+          key_staging(scores, int64_t{kv_heads} * group * n));
+  attend_softmax_body<W>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  kValues(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
+}
+
 DUET_TARGET_AVX2 void attend_Avx2(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                                   float scale, const void* k, const void* v, DType type,
                                   int64_t stride, int64_t n, float* scores, SoftmaxPart state) {
-  detail::attend_scores_avx2(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores,
-                             key_staging(scores, int64_t{kv_heads} * group * n));
-  attend_softmax_body<8>(int64_t{kv_heads} * group, head_dim, n, scores, state);
-  detail::attend_values_avx2(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
+  attend_halves<8, detail::attend_scores_avx2, detail::attend_values_avx2>(
+      q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
 }
 DUET_VECTOR_KERNELS(Avx2, 8, DUET_TARGET_AVX2, detail::expand_kquant_avx2)
 
-// Attention's memory-bound halves in intrinsics (kernels/attend_avx512.h),
-// the online-softmax step between them from the generic body.
 DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t group,
                                       int32_t head_dim, float scale, const void* k, const void* v,
                                       DType type, int64_t stride, int64_t n, float* scores,
                                       SoftmaxPart state) {
-  detail::attend_scores_avx512(q, kv_heads, group, head_dim, scale, k, type, stride, n, scores,
-                               key_staging(scores, int64_t{kv_heads} * group * n));
-  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
-  detail::attend_values_avx512(kv_heads, group, head_dim, v, type, stride, n, scores, state.acc);
+  attend_halves<16, detail::attend_scores_avx512, detail::attend_values_avx512>(
+      q, kv_heads, group, head_dim, scale, k, v, type, stride, n, scores, state);
 }
 DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512, detail::expand_kquant_avx512)
 
