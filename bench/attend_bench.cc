@@ -2,7 +2,8 @@
 // backends/onednn/vector_kernels.h) for SmolLM2-135M's geometry — 3 KV
 // heads, 3 query heads per KV head, head_dim 64 — over 2,048 cached
 // positions, per KV-cache dtype and CPU path (q8_0-tiles: the VNNI path's
-// tiled q8_0 cache, kernels/kv_tiles.h, read by attend_tiles). One iteration is one decode
+// tiled q8_0 cache, kernels/kv_tiles.h, read by attend_tiles; f16-tiles:
+// the AVX-512 paths' tiled f16 cache, backend option f16_cache_tiles). One iteration is one decode
 // token's attention: all 30 layers, each over its own cache. The figure of
 // merit is bytes_per_second, cache bytes read per second; best_ms is the
 // fastest token (on a shared machine the average includes preemption).
@@ -38,13 +39,13 @@ constexpr int32_t kKvHeads = 3, kGroup = 3, kHeadDim = 64, kLayers = 30;
 constexpr int64_t kPositions = 2048;
 constexpr int64_t kRow = int64_t{kKvHeads} * kHeadDim;  // elements per cache slot
 
-// `tiles`: a q8_0 cache in the VNNI path's tiles (kernels/kv_tiles.h),
-// read by attend_tiles; otherwise slot rows, read by attend.
+// `tiles`: a q8_0 or f16 cache in tiles (kernels/kv_tiles.h), read by
+// attend_tiles; otherwise slot rows, read by attend.
 void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream, bool tiles) {
   const int64_t layers = stream ? kLayers : 1;
   const auto slot_bytes = static_cast<int64_t>(*duet::dtype_row_bytes(type, kRow));
   const int64_t layer_bytes = slot_bytes * kPositions;
-  const int64_t tile_bytes = kKvHeads * duet::onednn::tile_head_bytes(kHeadDim);
+  const int64_t tile_bytes = kKvHeads * duet::onednn::tile_head_bytes(type, kHeadDim);
   // [layer][k|v][position] as the onednn cache lays them out, stored by core.
   std::vector<uint8_t> cache(static_cast<size_t>(2 * layers * layer_bytes));
   const std::vector<float> x = random_floats(kRow * kPositions, 1);
@@ -58,7 +59,7 @@ void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream
       }
       duet::quantize_row(type, x.data() + p * kRow, row.data(), kRow);
       duet::onednn::put_tile_row(
-          part % 2 == 0 ? duet::onednn::TilePart::kKeys : duet::onednn::TilePart::kValues,
+          type, part % 2 == 0 ? duet::onednn::TilePart::kKeys : duet::onednn::TilePart::kValues,
           row.data(), kKvHeads, kHeadDim,
           cache.data() + part * layer_bytes + p / duet::onednn::kTileSlots * tile_bytes,
           static_cast<int32_t>(p % duet::onednn::kTileSlots));
@@ -80,7 +81,7 @@ void bench_attend(benchmark::State& state, DType type, CpuPath path, bool stream
       std::fill(part.sum, part.sum + heads, 0.0f);
       std::fill(part.acc, part.acc + int64_t{heads} * kHeadDim, 0.0f);
       if (tiles) {
-        kernels.attend_tiles(q.data(), kKvHeads, kGroup, kHeadDim, 0.125f, k, k + layer_bytes,
+        kernels.attend_tiles(q.data(), kKvHeads, kGroup, kHeadDim, 0.125f, type, k, k + layer_bytes,
                              tile_bytes, 0, kPositions, scores.data(), part);
       } else {
         kernels.attend(q.data(), kKvHeads, kGroup, kHeadDim, 0.125f, k, k + layer_bytes, type,
@@ -108,8 +109,10 @@ int main(int argc, char** argv) {
     const std::string p = duet::onednn::cpu_path_name(path);
     for (DType type : {DType::kF32, DType::kF16, DType::kQ8_0}) {
       for (bool tiles : {false, true}) {
-        if (tiles && (type != DType::kQ8_0 || !duet::onednn::vector_kernels(path).attend_tiles))
-          continue;
+        const bool tiled = type == DType::kF16
+                               ? path >= CpuPath::kAvx512
+                               : type == DType::kQ8_0 && path == CpuPath::kAvx512Vnni;
+        if (tiles && !tiled) continue;
         for (bool stream : {false, true}) {
           benchmark::RegisterBenchmark(
               ("attend/" + std::string(duet::dtype_name(type)) + (tiles ? "-tiles/" : "/") + p +

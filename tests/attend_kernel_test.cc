@@ -5,7 +5,8 @@
 // kernel's blocks of 16 and the AVX2 kernel's of 8), f32, f16 and q8_0 caches, and a cache read in
 // two runs folded into one online-softmax state, held to 1e-10; VectorKernels::attend_tiles over
 // the same q8_0 caches moved into tiles from every slot of a tile (integer
-// arithmetic, held to 1e-8), and the tiles' round trip. Also
+// arithmetic, held to 1e-8) and the f16 caches likewise (f32 arithmetic,
+// 1e-10), and the tiles' round trip. Also
 // VectorKernels::quantize_q8_0 against duet::quantize_row, byte for byte,
 // and VectorKernels::rope against its definition in double, bit for bit.
 #include <gtest/gtest.h>
@@ -146,16 +147,17 @@ void check(const Shape& s, DType type, CpuPath path) {
                          << " n " << s.n;
 }
 
-// The same q8_0 cache moved into tiles (kernels/kv_tiles.h) from slot
-// `lane0` on, read by attend_tiles. The tiles hold one more KV head in
-// front (random), which the kernel is pointed past, and lie 64 bytes
-// further apart than they need; the unused slots and the padding are
-// random bytes.
-void check_tiles(const Shape& s, int32_t lane0, bool spike) {
-  const Case c = make_case(s, DType::kQ8_0, spike);
-  const VectorKernels& kernels = vector_kernels(CpuPath::kAvx512Vnni);
+// The same q8_0 or f16 cache moved into tiles (kernels/kv_tiles.h) from
+// slot `lane0` on, read by `path`'s attend_tiles. The tiles hold one more
+// KV head in front (random), which the kernel is pointed past, and lie 64
+// bytes further apart than they need; the unused slots and the padding are
+// random bytes (for f16 some of them NaN or infinite, which must not reach
+// the results).
+void check_tiles(const Shape& s, DType type, CpuPath path, int32_t lane0, bool spike) {
+  const Case c = make_case(s, type, spike);
+  const VectorKernels& kernels = vector_kernels(path);
   const int32_t tile_heads = s.kv_heads + 1;
-  const int64_t head_bytes = tile_head_bytes(s.head_dim);
+  const int64_t head_bytes = tile_head_bytes(type, s.head_dim);
   const int64_t tile_bytes = tile_heads * head_bytes + 64;
   const int64_t n_tiles = (lane0 + s.n + kTileSlots - 1) / kTileSlots;
   std::vector<uint8_t> k_tiles(static_cast<size_t>(n_tiles * tile_bytes));
@@ -166,29 +168,32 @@ void check_tiles(const Shape& s, int32_t lane0, bool spike) {
     v_tiles[i] = static_cast<uint8_t>(bytes());
   }
   // A slot's row: a random first head, then the case's heads.
-  const int64_t first_head = head_bytes / kTileSlots;  // q8_0 bytes of one head
+  const int64_t first_head = head_bytes / kTileSlots;  // row bytes of one head
   std::vector<uint8_t> row(static_cast<size_t>(tile_heads * first_head));
   const std::vector<float> junk = random_floats(static_cast<size_t>(s.head_dim), 6);
-  quantize_row(DType::kQ8_0, junk.data(), row.data(), s.head_dim);
+  quantize_row(type, junk.data(), row.data(), s.head_dim);
   for (int64_t i = 0; i < s.n; ++i) {
     const int64_t at = tile_offset(lane0 + i, tile_bytes / kTileSlots);
     for (auto [part, from, tiles] : {std::tuple{TilePart::kKeys, c.k_bytes.data(), &k_tiles},
                                      std::tuple{TilePart::kValues, c.v_bytes.data(), &v_tiles}}) {
       std::copy_n(from + i * c.stride_bytes, row.size() - first_head, row.begin() + first_head);
-      put_tile_row(part, row.data(), tile_heads, s.head_dim, tiles->data() + at,
+      put_tile_row(type, part, row.data(), tile_heads, s.head_dim, tiles->data() + at,
                    tile_lane(lane0 + i));
     }
   }
   const double nmse =
       run_and_compare(c, kernels, [&](int64_t begin, int64_t end, float* scores, SoftmaxPart st) {
         const int64_t at = tile_offset(lane0 + begin, tile_bytes / kTileSlots) + head_bytes;
-        kernels.attend_tiles(c.q.data(), s.kv_heads, s.group, s.head_dim, scale_of(s),
+        kernels.attend_tiles(c.q.data(), s.kv_heads, s.group, s.head_dim, scale_of(s), type,
                              k_tiles.data() + at, v_tiles.data() + at, tile_bytes,
                              tile_lane(lane0 + begin), end - begin, scores, st);
       });
-  // Queries in two int8 terms (~16 bits) and probabilities in 15 bits.
-  EXPECT_LE(nmse, 1e-8) << "lane0 " << lane0 << " spike " << spike << " kv_heads " << s.kv_heads
-                        << " group " << s.group << " head_dim " << s.head_dim << " n " << s.n;
+  // q8_0: queries in two int8 terms (~16 bits) and probabilities in 15
+  // bits; f16: f32 arithmetic, as the rows.
+  EXPECT_LE(nmse, type == DType::kQ8_0 ? 1e-8 : 1e-10)
+      << cpu_path_name(path) << " " << dtype_name(type) << " lane0 " << lane0 << " spike " << spike
+      << " kv_heads " << s.kv_heads << " group " << s.group << " head_dim " << s.head_dim << " n "
+      << s.n;
 }
 
 const Shape kShapes[] = {{1, 1, 16, 1},
@@ -222,74 +227,84 @@ TEST(AttendKernel, MatchesDoubleAttentionOnEveryPath) {
 }
 
 TEST(AttendKernel, TilesMatchDoubleAttentionFromEverySlot) {
-  if (hardware_cpu_path() < CpuPath::kAvx512Vnni) {
-    GTEST_SKIP() << "attend_tiles needs AVX-512 VNNI, which this CPU lacks";
+  if (hardware_cpu_path() < CpuPath::kAvx512) {
+    GTEST_SKIP() << "attend_tiles needs AVX-512, which this CPU lacks";
   }
-  for (const Shape& s : kShapes) {
-    if (s.head_dim % 32 != 0) continue;  // q8_0 blocks would span heads
-    for (int32_t lane0 = 0; lane0 < kTileSlots; ++lane0) {
-      for (bool spike : {false, true}) check_tiles(s, lane0, spike);
+  for (CpuPath path : {CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+    if (path > hardware_cpu_path()) continue;
+    for (DType type : {DType::kF16, DType::kQ8_0}) {
+      if (type == DType::kQ8_0 && path != CpuPath::kAvx512Vnni) continue;  // rows there
+      for (const Shape& s : kShapes) {
+        if (type == DType::kQ8_0 && s.head_dim % 32 != 0) continue;  // blocks would span heads
+        for (int32_t lane0 = 0; lane0 < kTileSlots; ++lane0) {
+          for (bool spike : {false, true}) check_tiles(s, type, path, lane0, spike);
+        }
+      }
     }
   }
 }
 
-// Only the VNNI path reads tiles.
-TEST(AttendKernel, TilesAreReadOnTheVnniPathAlone) {
+// Only the AVX-512 paths read tiles.
+TEST(AttendKernel, TilesAreReadOnTheAvx512PathsAlone) {
   for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
-    EXPECT_EQ(vector_kernels(path).attend_tiles != nullptr, path == CpuPath::kAvx512Vnni)
+    EXPECT_EQ(vector_kernels(path).attend_tiles != nullptr, path >= CpuPath::kAvx512)
         << cpu_path_name(path);
   }
 }
 
-// A q8_0 row put into a tile and got back is the same bytes, in every slot
-// and beside its neighbours, and expands to the floats of the row.
+// A q8_0 or f16 row put into a tile and got back is the same bytes, in
+// every slot and beside its neighbours, and expands to the floats of the
+// row.
 TEST(KvTiles, RowsComeBackAsTheyWentIn) {
-  for (const auto& [kv_heads, head_dim] : {std::pair{3, 64}, {2, 96}, {1, 32}}) {
-    const int64_t row_elements = int64_t{kv_heads} * head_dim;
-    const auto row_bytes =
-        static_cast<int64_t>(*dtype_row_bytes(DType::kQ8_0, static_cast<uint64_t>(row_elements)));
-    for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
-      std::vector<uint8_t> rows(static_cast<size_t>(kTileSlots * row_bytes));
-      const std::vector<float> x = random_floats(static_cast<size_t>(kTileSlots * row_elements), 6);
-      for (int64_t j = 0; j < kTileSlots; ++j) {
-        quantize_row(DType::kQ8_0, x.data() + j * row_elements, rows.data() + j * row_bytes,
-                     row_elements);
-      }
-      std::vector<uint8_t> tile(static_cast<size_t>(kv_heads * tile_head_bytes(head_dim)));
-      ASSERT_EQ(static_cast<int64_t>(tile.size()), kTileSlots * row_bytes);  // no larger
-      for (int32_t j = 0; j < kTileSlots; ++j) {
-        put_tile_row(part, rows.data() + j * row_bytes, kv_heads, head_dim, tile.data(), j);
-      }
-      std::vector<uint8_t> back(static_cast<size_t>(row_bytes));
-      std::vector<float> want(static_cast<size_t>(row_elements)), got(want.size());
-      for (int32_t j = 0; j < kTileSlots; ++j) {
-        get_tile_row(part, tile.data(), j, kv_heads, head_dim, back.data());
-        EXPECT_TRUE(std::equal(back.begin(), back.end(), rows.begin() + j * row_bytes))
-            << "slot " << j << " kv_heads " << kv_heads << " head_dim " << head_dim;
-        // Expanded straight from the tile: the last heads, then all.
-        dequantize_row(DType::kQ8_0, rows.data() + j * row_bytes, want.data(), row_elements);
-        const int32_t first = kv_heads - 1;
-        dequantize_tile_row(part, tile.data(), j, first, 1, head_dim, got.data());
-        EXPECT_TRUE(
-            std::equal(got.begin(), got.begin() + head_dim, want.begin() + first * head_dim))
-            << "slot " << j;
-        dequantize_tile_row(part, tile.data(), j, 0, kv_heads, head_dim, got.data());
-        EXPECT_EQ(got, want) << "slot " << j;
+  for (const auto& [kv_heads, head_dim] : {std::pair{3, 64}, {2, 96}, {1, 32}})
+    for (DType type : {DType::kQ8_0, DType::kF16}) {
+      const int64_t row_elements = int64_t{kv_heads} * head_dim;
+      const auto row_bytes =
+          static_cast<int64_t>(*dtype_row_bytes(type, static_cast<uint64_t>(row_elements)));
+      for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
+        std::vector<uint8_t> rows(static_cast<size_t>(kTileSlots * row_bytes));
+        const std::vector<float> x =
+            random_floats(static_cast<size_t>(kTileSlots * row_elements), 6);
+        for (int64_t j = 0; j < kTileSlots; ++j) {
+          quantize_row(type, x.data() + j * row_elements, rows.data() + j * row_bytes,
+                       row_elements);
+        }
+        std::vector<uint8_t> tile(static_cast<size_t>(kv_heads * tile_head_bytes(type, head_dim)));
+        ASSERT_EQ(static_cast<int64_t>(tile.size()), kTileSlots * row_bytes);  // no larger
+        for (int32_t j = 0; j < kTileSlots; ++j) {
+          put_tile_row(type, part, rows.data() + j * row_bytes, kv_heads, head_dim, tile.data(), j);
+        }
+        std::vector<uint8_t> back(static_cast<size_t>(row_bytes));
+        std::vector<float> want(static_cast<size_t>(row_elements)), got(want.size());
+        for (int32_t j = 0; j < kTileSlots; ++j) {
+          get_tile_row(type, part, tile.data(), j, kv_heads, head_dim, back.data());
+          EXPECT_TRUE(std::equal(back.begin(), back.end(), rows.begin() + j * row_bytes))
+              << dtype_name(type) << " slot " << j << " kv_heads " << kv_heads << " head_dim "
+              << head_dim;
+          // Expanded straight from the tile: the last heads, then all.
+          dequantize_row(type, rows.data() + j * row_bytes, want.data(), row_elements);
+          const int32_t first = kv_heads - 1;
+          dequantize_tile_row(type, part, tile.data(), j, first, 1, head_dim, got.data());
+          EXPECT_TRUE(
+              std::equal(got.begin(), got.begin() + head_dim, want.begin() + first * head_dim))
+              << "slot " << j;
+          dequantize_tile_row(type, part, tile.data(), j, 0, kv_heads, head_dim, got.data());
+          EXPECT_EQ(got, want) << "slot " << j;
+        }
       }
     }
-  }
 }
 
 // One row put into a zeroed tile lands where kv_tiles.h's layout says,
 // byte for byte, and nowhere else.
 TEST(KvTiles, ARowLandsWhereTheLayoutSays) {
   constexpr int32_t kv_heads = 2, head_dim = 64, blocks = head_dim / 32, lane = 5;
-  const int64_t head_bytes = tile_head_bytes(head_dim);
+  const int64_t head_bytes = tile_head_bytes(DType::kQ8_0, head_dim);
   std::vector<uint8_t> row(static_cast<size_t>(kv_heads * blocks * 34));
   for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<uint8_t>(i % 251 + 1);
   for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
     std::vector<uint8_t> tile(static_cast<size_t>(kv_heads * head_bytes), 0);
-    put_tile_row(part, row.data(), kv_heads, head_dim, tile.data(), lane);
+    put_tile_row(DType::kQ8_0, part, row.data(), kv_heads, head_dim, tile.data(), lane);
     EXPECT_EQ(static_cast<size_t>(std::count(tile.begin(), tile.end(), 0)),
               tile.size() - row.size());
     for (int32_t g = 0; g < kv_heads; ++g) {
@@ -305,6 +320,31 @@ TEST(KvTiles, ARowLandsWhereTheLayoutSays) {
                                  : 2 * (int64_t{head_dim} * (lane / 2) + d) + lane % 2;
           ASSERT_EQ(head[at], block[2 + e]) << "head " << g << " element " << d;
         }
+      }
+    }
+  }
+}
+
+// The same for an f16 row: keys dimension-major, values as rows.
+TEST(KvTiles, AnF16RowLandsWhereTheLayoutSays) {
+  constexpr int32_t kv_heads = 2, head_dim = 48, lane = 11;
+  const int64_t head_bytes = tile_head_bytes(DType::kF16, head_dim);
+  ASSERT_EQ(head_bytes, kTileSlots * 2 * head_dim);
+  std::vector<uint8_t> row(static_cast<size_t>(kv_heads * head_dim * 2));
+  for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<uint8_t>(i % 251 + 1);
+  for (TilePart part : {TilePart::kKeys, TilePart::kValues}) {
+    std::vector<uint8_t> tile(static_cast<size_t>(kv_heads * head_bytes), 0);
+    put_tile_row(DType::kF16, part, row.data(), kv_heads, head_dim, tile.data(), lane);
+    EXPECT_EQ(static_cast<size_t>(std::count(tile.begin(), tile.end(), 0)),
+              tile.size() - row.size());
+    for (int32_t g = 0; g < kv_heads; ++g) {
+      const uint8_t* head = tile.data() + g * head_bytes;
+      for (int32_t d = 0; d < head_dim; ++d) {
+        const int64_t at =
+            part == TilePart::kKeys ? 2 * (16 * d + lane) : 2 * (int64_t{head_dim} * lane + d);
+        const uint8_t* element = row.data() + 2 * (g * head_dim + d);
+        ASSERT_EQ(head[at], element[0]) << "head " << g << " element " << d;
+        ASSERT_EQ(head[at + 1], element[1]) << "head " << g << " element " << d;
       }
     }
   }

@@ -1,8 +1,9 @@
 // The onednn backend's KV cache in both its layouts — slot rows, and the
-// q8_0 tiles it keeps on the VNNI path (kernels/kv_tiles.h) — built
-// directly, so that the tiles' conversions are tested on any CPU: the
-// conversions are portable code, only the attention that reads tiles needs
-// VNNI. Both layouts must import, export and copy blocks alike.
+// tiles it keeps for q8_0 on the VNNI path and, with f16_cache_tiles, for
+// f16 on the AVX-512 paths (kernels/kv_tiles.h) — built directly, so that
+// the tiles' conversions are tested on any CPU: the conversions are
+// portable code, only the attention that reads tiles needs AVX-512. Both
+// layouts must write, import, export and copy blocks alike.
 #include "onednn_kv_cache.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "duet/host_device.h"
@@ -40,13 +42,29 @@ std::vector<uint8_t> random_export(const KVCacheSpec& spec, int64_t n) {
   return bytes;
 }
 
-TEST(OnednnKVCache, TilesOnlyForQ8OnTheVnniPath) {
+TEST(OnednnKVCache, TilesForQ8OnTheVnniPathAndF16WhenAsked) {
   HostDevice device{"onednn", HostMemory::kLazyPages};
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kQ8_0), device, CpuPath::kAvx512Vnni).layer(1).tile_slots,
             kTileSlots);
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kQ8_0), device, CpuPath::kAvx512).layer(1).tile_slots, 0);
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, CpuPath::kAvx512Vnni).layer(1).tile_slots,
             0);
+  const KVTileRules f16{false, true};
+  for (CpuPath path : {CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
+    EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, path, f16).layer(1).tile_slots,
+              kTileSlots);
+  }
+  for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2}) {
+    EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, path, f16).layer(1).tile_slots, 0);
+  }
+  EXPECT_EQ(
+      OnednnKVCache(spec_of(DType::kF32), device, CpuPath::kAvx512Vnni, f16).layer(1).tile_slots,
+      0);
+  // Batch-invariant: blocks of 8 cut tiles, so rows; blocks of 16 keep them.
+  EXPECT_EQ(OnednnKVCache::tile_slots(spec_of(DType::kF16, 48, 8), CpuPath::kAvx512, {true, true}),
+            0);
+  EXPECT_EQ(OnednnKVCache::tile_slots(spec_of(DType::kF16, 48, 16), CpuPath::kAvx512, {true, true}),
+            kTileSlots);
   // The tiled storage covers whole tiles: 48 slots for 40.
   const KVCacheSpec spec = spec_of(DType::kQ8_0, 40);
   EXPECT_EQ(OnednnKVCache(spec, device, CpuPath::kAvx512Vnni).memory_bytes(),
@@ -54,14 +72,16 @@ TEST(OnednnKVCache, TilesOnlyForQ8OnTheVnniPath) {
 }
 
 // Blocks of 8 slots cut tiles (copied slot by slot); blocks of 16 are whole
-// tiles (copied as bytes).
-class OnednnKVCacheBlocks : public ::testing::TestWithParam<int32_t> {};
+// tiles (copied as bytes). q8_0 and f16 tiles.
+class OnednnKVCacheBlocks : public ::testing::TestWithParam<std::tuple<int32_t, DType>> {};
 
 TEST_P(OnednnKVCacheBlocks, TilesAndRowsImportExportAndCopyAlike) {
   HostDevice device{"onednn", HostMemory::kLazyPages};
-  const KVCacheSpec spec = spec_of(DType::kQ8_0, 48, GetParam());  // three tiles
+  const auto [block_tokens, dtype] = GetParam();
+  const KVCacheSpec spec = spec_of(dtype, 48, block_tokens);  // three tiles
   OnednnKVCache rows(spec, device, CpuPath::kScalar);
-  OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni);
+  OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni, {false, true});
+  ASSERT_EQ(tiles.layer(0).tile_slots, kTileSlots);
   const std::vector<uint8_t> in = random_export(spec, 40);  // the last 8 slots stay zero
   rows.import_slots(40, in);
   tiles.import_slots(40, in);
@@ -93,7 +113,37 @@ TEST_P(OnednnKVCacheBlocks, TilesAndRowsImportExportAndCopyAlike) {
   EXPECT_EQ(from_tiles, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockSizes, OnednnKVCacheBlocks, ::testing::Values(8, 16));
+INSTANTIATE_TEST_SUITE_P(BlockSizesAndTypes, OnednnKVCacheBlocks,
+                         ::testing::Combine(::testing::Values(8, 16),
+                                            ::testing::Values(DType::kQ8_0, DType::kF16)));
+
+// write() stores a step's rows in either layout as the same bytes:
+// exported, the tiles give what the rows give.
+TEST(OnednnKVCache, TilesAndRowsWriteAlike) {
+  HostDevice device{"onednn", HostMemory::kLazyPages};
+  for (DType dtype : {DType::kQ8_0, DType::kF16}) {
+    const KVCacheSpec spec = spec_of(dtype, 48, 16);
+    OnednnKVCache rows(spec, device, CpuPath::kScalar);
+    OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni, {false, true});
+    // Slots 3, 17 and 30: lanes 3, 1 and 14 of three tiles.
+    StepBatch step;
+    step.n_tokens = 3;
+    step.slot_mapping = {3, 17, 30};
+    const int64_t kv_row = int64_t{spec.n_kv_heads} * spec.head_dim;
+    std::vector<float> k = testdata::random_floats(static_cast<size_t>(3 * kv_row), 11);
+    std::vector<float> v = testdata::random_floats(static_cast<size_t>(3 * kv_row), 12);
+    const TensorView kt{k.data(), DType::kF32, {3, kv_row}};
+    const TensorView vt{v.data(), DType::kF32, {3, kv_row}};
+    for (int32_t l = 0; l < spec.n_layers; ++l) {
+      rows.write(l, step, kt, vt);
+      tiles.write(l, step, kt, vt);
+    }
+    std::vector<uint8_t> from_rows, from_tiles;
+    rows.export_slots(48, from_rows);
+    tiles.export_slots(48, from_tiles);
+    EXPECT_EQ(from_tiles, from_rows) << dtype_name(dtype);
+  }
+}
 
 }  // namespace
 }  // namespace duet::onednn

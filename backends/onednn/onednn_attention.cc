@@ -12,6 +12,7 @@
 #include "duet/error.h"
 #include "kernels/kv_tiles.h"
 #include "kernels/prefetch.h"
+#include "onednn_kv_cache.h"
 
 namespace duet::onednn {
 namespace {
@@ -128,6 +129,7 @@ OnednnAttention::OnednnAttention(const AttentionSpec& spec, std::shared_ptr<Thre
                                  CpuPath path, bool batch_invariant)
     : spec_(spec),
       pool_(std::move(pool)),
+      path_(path),
       kernels_(vector_kernels(path)),
       batch_invariant_(batch_invariant) {}
 
@@ -278,6 +280,18 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
     const int64_t first = slot * kv_row + offset;
     float* kd = k_out + int64_t{p0 - begin} * width;
     float* vd = v_out + int64_t{p0 - begin} * width;
+    if (cache.tiled) {
+      for (int64_t p = 0; p < p1 - p0; ++p) {
+        for (const auto& [part, base, out] : {std::tuple{TilePart::kKeys, cache.k, kd},
+                                              std::tuple{TilePart::kValues, cache.v, vd}}) {
+          dequantize_tile_row(
+              cache.dtype, part,
+              static_cast<const uint8_t*>(base) + tile_offset(slot + p, cache.slot_bytes),
+              tile_lane(slot + p), first_head, heads, spec_.head_dim, out + p * width);
+        }
+      }
+      return;
+    }
     if (cache.dtype == DType::kF16) {
       kernels_.widen_f16(static_cast<const uint16_t*>(cache.k) + first, kv_row, p1 - p0, width, kd);
       kernels_.widen_f16(static_cast<const uint16_t*>(cache.v) + first, kv_row, p1 - p0, width, vd);
@@ -287,18 +301,14 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
       // q8_0 blocks never span heads: the first head starts a block.
       const int64_t head = first_head * cache_head_bytes(cache.dtype, spec_.head_dim);
       for (int64_t p = 0; p < p1 - p0; ++p) {
-        for (const auto& [part, base, out] : {std::tuple{TilePart::kKeys, cache.k, kd},
-                                              std::tuple{TilePart::kValues, cache.v, vd}}) {
-          const auto* bytes = static_cast<const uint8_t*>(base);
-          if (cache.tiled) {
-            dequantize_tile_row(part, bytes + tile_offset(slot + p, cache.slot_bytes),
-                                tile_lane(slot + p), first_head, heads, spec_.head_dim,
-                                out + p * width);
-          } else {
-            kernels_.dequantize(DType::kQ8_0, bytes + (slot + p) * cache.slot_bytes + head,
-                                out + p * width, width);
-          }
-        }
+        kernels_.dequantize(
+            DType::kQ8_0,
+            static_cast<const uint8_t*>(cache.k) + (slot + p) * cache.slot_bytes + head,
+            kd + p * width, width);
+        kernels_.dequantize(
+            DType::kQ8_0,
+            static_cast<const uint8_t*>(cache.v) + (slot + p) * cache.slot_bytes + head,
+            vd + p * width, width);
       }
       return;
     }
@@ -422,7 +432,7 @@ void OnednnAttention::prefetch_run(const Task& task, const LayerCache& cache, in
   const auto* k = static_cast<const uint8_t*>(cache.k);
   const auto* v = static_cast<const uint8_t*>(cache.v);
   if (cache.tiled) {
-    const int64_t head_bytes = tile_head_bytes(spec_.head_dim);
+    const int64_t head_bytes = tile_head_bytes(cache.dtype, spec_.head_dim);
     const int64_t tile_bytes = kTileSlots * cache.slot_bytes;
     for (int64_t t = tile_offset(slot, cache.slot_bytes),
                  last = tile_offset(slot + n - 1, cache.slot_bytes);
@@ -447,9 +457,9 @@ void OnednnAttention::attend_run(const Task& task, const LayerCache& cache, cons
   const int32_t hd = spec_.head_dim;
   const int32_t group = spec_.n_heads / spec_.n_kv_heads;
   if (cache.tiled) {
-    const int64_t first =
-        tile_offset(slot, cache.slot_bytes) + task.kv_head * tile_head_bytes(spec_.head_dim);
-    kernels_.attend_tiles(qr, task.kv_heads, group, hd, spec_.scale,
+    const int64_t first = tile_offset(slot, cache.slot_bytes) +
+                          task.kv_head * tile_head_bytes(cache.dtype, spec_.head_dim);
+    kernels_.attend_tiles(qr, task.kv_heads, group, hd, spec_.scale, cache.dtype,
                           static_cast<const uint8_t*>(cache.k) + first,
                           static_cast<const uint8_t*>(cache.v) + first,
                           kTileSlots * cache.slot_bytes, tile_lane(slot), p1 - p0, scores, state);
@@ -530,13 +540,15 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
   KVLayerView view = kv.layer(layer);
   const auto slot_bytes = static_cast<int64_t>(view.slot_bytes);
   const bool tiled = view.tile_slots != 0;
-  if (tiled && (view.tile_slots != kTileSlots || dtype != DType::kQ8_0 ||
-                kernels_.attend_tiles == nullptr)) {
+  // The tiles OnednnKVCache keeps on this path (f16 only with its option).
+  const bool readable = OnednnKVCache::tile_slots(kv.spec(), path_, {false, true}) == kTileSlots;
+  if (tiled && (view.tile_slots != kTileSlots || !readable)) {
     throw Error(ErrorKind::kPlugin,
                 "the KV cache holds " + std::string(dtype_name(dtype)) + " in tiles of " +
                     std::to_string(view.tile_slots) +
-                    " slots; attention 'full' of backend 'onednn' reads only q8_0 tiles of " +
-                    std::to_string(kTileSlots) + ", on the avx512_vnni path");
+                    " slots; attention 'full' of backend 'onednn' reads tiles of " +
+                    std::to_string(kTileSlots) +
+                    " slots only: f16 on the avx512 paths, q8_0 on the avx512_vnni path");
   }
 
   const LayerCache cache{view.k, view.v, dtype, kv.spec().block_tokens, slot_bytes, tiled};

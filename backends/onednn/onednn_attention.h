@@ -130,6 +130,7 @@ class OnednnAttention final : public Attention {
 
   AttentionSpec spec_;
   std::shared_ptr<ThreadPool> pool_;
+  CpuPath path_;
   const VectorKernels& kernels_;
   bool batch_invariant_;
   std::vector<Task> tasks_;

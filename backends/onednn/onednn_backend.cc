@@ -11,6 +11,7 @@ namespace duet::onednn {
 OnednnBackend::OnednnBackend(const BackendOptions& options, CpuPath path)
     : path_(path),
       batch_invariant_(options.batch_invariant),
+      f16_cache_tiles_(options.f16_cache_tiles),
       pool_(std::make_shared<ThreadPool>(options.threads)),
       tiles_(std::make_shared<RowTilesCache>()),
       device_("onednn", tiles_),
@@ -35,11 +36,11 @@ Support OnednnBackend::check_kv_cache(const KVCacheSpec& spec) const {
 std::unique_ptr<KVCache> OnednnBackend::create_kv_cache(const KVCacheSpec& spec) {
   Support s = OnednnKVCache::check(spec);
   if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
-  return std::make_unique<OnednnKVCache>(spec, device_, path_, batch_invariant_);
+  return std::make_unique<OnednnKVCache>(spec, device_, path_, tile_rules());
 }
 
 int32_t OnednnBackend::kv_cache_tile_slots(const KVCacheSpec& spec) const {
-  return OnednnKVCache::tile_slots(spec, path_, batch_invariant_);
+  return OnednnKVCache::tile_slots(spec, path_, tile_rules());
 }
 
 }  // namespace duet::onednn

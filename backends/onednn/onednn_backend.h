@@ -11,6 +11,7 @@
 #include "duet/host_device.h"
 #include "duet/options.h"
 #include "onednn_device.h"
+#include "onednn_kv_cache.h"
 #include "onednn_ops.h"
 #include "onednn_options.h"
 #include "thread_pool.h"
@@ -35,8 +36,11 @@ class OnednnBackend final : public Backend {
   int32_t kv_cache_tile_slots(const KVCacheSpec& spec) const override;
 
  private:
+  KVTileRules tile_rules() const { return {batch_invariant_, f16_cache_tiles_}; }
+
   CpuPath path_;
   bool batch_invariant_;
+  bool f16_cache_tiles_;
   std::shared_ptr<ThreadPool> pool_;
   std::shared_ptr<RowTilesCache> tiles_;  // the matmuls' repacked weights
   OnednnDevice device_;

@@ -9,18 +9,22 @@ Support OnednnKVCache::check(const KVCacheSpec& spec) {
   return check_contiguous_kv_cache(spec, "onednn", {DType::kF32, DType::kF16, DType::kQ8_0});
 }
 
-int32_t OnednnKVCache::tile_slots(const KVCacheSpec& spec, CpuPath path, bool batch_invariant) {
-  if (batch_invariant && spec.block_tokens % kTileSlots != 0) return 0;
-  return spec.dtype == DType::kQ8_0 && path == CpuPath::kAvx512Vnni ? kTileSlots : 0;
+int32_t OnednnKVCache::tile_slots(const KVCacheSpec& spec, CpuPath path, KVTileRules rules) {
+  if (rules.batch_invariant && spec.block_tokens % kTileSlots != 0) return 0;
+  if (spec.dtype == DType::kQ8_0) return path == CpuPath::kAvx512Vnni ? kTileSlots : 0;
+  if (spec.dtype == DType::kF16 && rules.f16) {
+    return path == CpuPath::kAvx512 || path == CpuPath::kAvx512Vnni ? kTileSlots : 0;
+  }
+  return 0;
 }
 
 OnednnKVCache::OnednnKVCache(const KVCacheSpec& spec, HostDevice& device, CpuPath path,
-                             bool batch_invariant)
+                             KVTileRules rules)
     : RowKVCache(spec, device,
-                 tile_slots(spec, path, batch_invariant) != 0
+                 tile_slots(spec, path, rules) != 0
                      ? (spec.capacity_tokens + kTileSlots - 1) / kTileSlots * kTileSlots
                      : spec.capacity_tokens),
-      tiled_(tile_slots(spec, path, batch_invariant) != 0),
+      tiled_(tile_slots(spec, path, rules) != 0),
       kernels_(vector_kernels(path)) {}
 
 KVLayerView OnednnKVCache::layer(int32_t layer) {
@@ -36,8 +40,8 @@ void OnednnKVCache::read_slot(const uint8_t* base, TilePart part, int64_t slot,
     std::memcpy(row, base + static_cast<uint64_t>(slot) * bytes, bytes);
     return;
   }
-  get_tile_row(part, base + tile_offset(slot, static_cast<int64_t>(bytes)), tile_lane(slot),
-               spec().n_kv_heads, spec().head_dim, row);
+  get_tile_row(spec().dtype, part, base + tile_offset(slot, static_cast<int64_t>(bytes)),
+               tile_lane(slot), spec().n_kv_heads, spec().head_dim, row);
 }
 
 void OnednnKVCache::write_slot(uint8_t* base, TilePart part, int64_t slot,
@@ -47,7 +51,7 @@ void OnednnKVCache::write_slot(uint8_t* base, TilePart part, int64_t slot,
     std::memcpy(base + static_cast<uint64_t>(slot) * bytes, row, bytes);
     return;
   }
-  put_tile_row(part, row, spec().n_kv_heads, spec().head_dim,
+  put_tile_row(spec().dtype, part, row, spec().n_kv_heads, spec().head_dim,
                base + tile_offset(slot, static_cast<int64_t>(bytes)), tile_lane(slot));
 }
 
@@ -66,7 +70,11 @@ void OnednnKVCache::write(int32_t layer, const StepBatch& step, const TensorView
       const float* row = src + i * kv_row;
       auto* storage = static_cast<uint8_t*>(base);
       if (tiled_) {
-        kernels_.quantize_q8_0(row, row_.data(), kv_row);
+        if (dtype == DType::kF16) {
+          kernels_.narrow_f16(row, reinterpret_cast<uint16_t*>(row_.data()), kv_row);
+        } else {
+          kernels_.quantize_q8_0(row, row_.data(), kv_row);
+        }
         write_slot(storage, part, slot, row_.data());
         continue;
       }

@@ -22,25 +22,34 @@ namespace duet::onednn {
 //
 // On the VNNI path a q8_0 cache is kept in tiles of 16 slots instead
 // (kernels/kv_tiles.h; layer() reports tile_slots = 16), the layout its
-// attention multiplies without shuffling bytes; the capacity is rounded up
-// to whole tiles. copy_blocks and the exports and imports (of slots from
-// 0 or of any range) move rows either way, so the two layouts exchange
-// caches.
+// attention multiplies without shuffling bytes, and with the backend option
+// f16_cache_tiles so is an f16 cache on both AVX-512 paths; the capacity is
+// rounded up to whole tiles. copy_blocks and the exports and imports (of
+// slots from 0 or of any range) move rows either way, so the two layouts
+// exchange caches.
+// What besides the dtype and the CPU path decides whether a cache is kept
+// in tiles.
+struct KVTileRules {
+  // Tiles only when block_tokens is a multiple of 16: attention's
+  // arithmetic over a q8_0 tile depends on which of its slots a run covers,
+  // so in batch-invariant mode a position's tile lane must follow from the
+  // position alone, not from where its block lies.
+  bool batch_invariant = false;
+  bool f16 = false;  // f16 in tiles too (backend option f16_cache_tiles)
+};
+
 class OnednnKVCache final : public RowKVCache {
  public:
   // Why `spec` cannot be stored here; empty when it can.
   static Support check(const KVCacheSpec& spec);
-  // The tile_slots layer() reports for a cache of `spec` on `path`. With
-  // `batch_invariant`, 0 (rows) unless block_tokens is a multiple of 16:
-  // attention's arithmetic over a tile depends on which of its slots a run
-  // covers, so a position's tile lane must follow from the position alone,
-  // not from where its block lies.
-  static int32_t tile_slots(const KVCacheSpec& spec, CpuPath path, bool batch_invariant = false);
+  // The tile_slots layer() reports for a cache of `spec` on `path`: 16 for
+  // q8_0 on the VNNI path and, with rules.f16, f16 on the AVX-512 paths;
+  // else 0 (rows).
+  static int32_t tile_slots(const KVCacheSpec& spec, CpuPath path, KVTileRules rules = {});
 
   // REQUIRES: check(spec).ok(). Throws duet::Error(kOutOfMemory) when the
   // host cannot hold it.
-  OnednnKVCache(const KVCacheSpec& spec, HostDevice& device, CpuPath path,
-                bool batch_invariant = false);
+  OnednnKVCache(const KVCacheSpec& spec, HostDevice& device, CpuPath path, KVTileRules rules = {});
 
   KVLayerView layer(int32_t layer) override;
   void write(int32_t layer, const StepBatch& step, const TensorView& k,

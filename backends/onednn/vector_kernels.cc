@@ -654,12 +654,37 @@ DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t 
 }
 DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512, detail::expand_kquant_avx512)
 
-// The AVX-512 kernels, and attention over a tiled q8_0 cache with VNNI
+// Attention over a cache in tiles (kernels/kv_tiles.h): f16 with AVX-512
+// (kernels/attend_avx512.h), and on the VNNI path q8_0 too
 // (kernels/attend_tiles.h).
+DUET_TARGET_AVX512 void attend_tiles_Avx512(const float* q, int32_t kv_heads, int32_t group,
+                                            int32_t head_dim, float scale, DType type,
+                                            const uint8_t* k, const uint8_t* v, int64_t tile_bytes,
+                                            int32_t lane0, int64_t n, float* scores,
+                                            SoftmaxPart state) {
+  (void)type;  // f16: the only type this path keeps in tiles
+  detail::attend_tile_scores_f16_avx512(q, kv_heads, group, head_dim, scale, k, tile_bytes, lane0,
+                                        n, scores);
+  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  detail::attend_tile_values_f16_avx512(kv_heads, group, head_dim, v, tile_bytes, lane0, n, scores,
+                                        state.acc);
+}
+constexpr VectorKernels kAvx512Tiles = [] {
+  VectorKernels kernels = kAvx512;
+  kernels.attend_tiles = attend_tiles_Avx512;
+  return kernels;
+}();
+
 DUET_TARGET_AVX512 void attend_tiles_Avx512Vnni(const float* q, int32_t kv_heads, int32_t group,
-                                                int32_t head_dim, float scale, const uint8_t* k,
-                                                const uint8_t* v, int64_t tile_bytes, int32_t lane0,
-                                                int64_t n, float* scores, SoftmaxPart state) {
+                                                int32_t head_dim, float scale, DType type,
+                                                const uint8_t* k, const uint8_t* v,
+                                                int64_t tile_bytes, int32_t lane0, int64_t n,
+                                                float* scores, SoftmaxPart state) {
+  if (type == DType::kF16) {
+    attend_tiles_Avx512(q, kv_heads, group, head_dim, scale, type, k, v, tile_bytes, lane0, n,
+                        scores, state);
+    return;
+  }
   detail::attend_tile_scores_vnni(q, kv_heads, group, head_dim, scale, k, tile_bytes, lane0, n,
                                   scores, scores + int64_t{kv_heads} * group * n);
   attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
@@ -679,7 +704,7 @@ const VectorKernels& vector_kernels(CpuPath path) {
 #if defined(__x86_64__)
   switch (path) {
     case CpuPath::kAvx512:
-      return kAvx512;
+      return kAvx512Tiles;
     case CpuPath::kAvx512Vnni:
       return kAvx512Vnni;
     case CpuPath::kAvx2:

@@ -50,17 +50,20 @@ struct VectorKernels {
   void (*attend)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
                  const void* k, const void* v, DType type, int64_t stride, int64_t n, float* scores,
                  SoftmaxPart state);
-  // `attend` over a q8_0 cache in tiles (kernels/kv_tiles.h): the n
+  // `attend` over a cache of `type` in tiles (kernels/kv_tiles.h): the n
   // positions from slot lane0 of the tiles at k and v (tile_bytes apart,
-  // each pointing at the first KV head's part), in integer arithmetic
+  // each pointing at the first KV head's part). q8_0 in integer arithmetic
   // (kernels/attend_tiles.h: scores within ~1e-5 relative, probabilities
-  // rounded to 15 bits). Set on the VNNI path only, null on the others.
-  // `scores`: scratch as for attend. REQUIRES: head_dim a multiple of 32,
-  // lane0 in [0, 16), n ≥ 1, the tiles the run touches readable whole,
-  // finite inputs.
+  // rounded to 15 bits), on the VNNI path; f16 in f32 as attend
+  // (kernels/attend_avx512.h), on both AVX-512 paths. Null on the others.
+  // `scores`: scratch as for attend. REQUIRES: type one the path keeps in
+  // tiles (OnednnKVCache::tile_slots), head_dim a multiple of 32, lane0 in
+  // [0, 16), n ≥ 1, the tiles the run touches readable whole, finite
+  // inputs.
   void (*attend_tiles)(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
-                       float scale, const uint8_t* k, const uint8_t* v, int64_t tile_bytes,
-                       int32_t lane0, int64_t n, float* scores, SoftmaxPart state);
+                       float scale, DType type, const uint8_t* k, const uint8_t* v,
+                       int64_t tile_bytes, int32_t lane0, int64_t n, float* scores,
+                       SoftmaxPart state);
   // Writes acc / sum of the merged parts to out[h * head_dim + d].
   // REQUIRES: head_dim a multiple of 16, n_parts ≥ 1.
   void (*merge)(const SoftmaxPart* parts, int64_t n_parts, int32_t heads, int32_t head_dim,

@@ -8,6 +8,7 @@
 #include "duet/block_formats.h"
 #include "kernels/attend_blocks.h"
 #include "kernels/avx512_intrinsics.h"
+#include "kernels/kv_tiles.h"
 #include "kernels/reduce16_avx512.h"
 #include "kernels/with_heads.h"
 #include "vector_kernels.h"
@@ -268,7 +269,94 @@ void values_typed(int32_t kv_heads, int32_t group, int32_t head_dim, const void*
       });
 }
 
+// The scale-free scores of a tile's 16 slots against H query heads (head
+// h at q + h * head_dim) from one KV head's keys of an f16 tile
+// (kernels/kv_tiles.h: element d of the 16 slots at keys + 32 * d): lane j
+// of s[h] is q_h · key j. Two accumulators per head (even and odd d), so
+// that 2H independent FMA chains hide the latency.
+template <int H>
+__attribute__((always_inline)) inline void tile_dots_f16(const uint8_t* keys, const float* q,
+                                                         int32_t head_dim, __m512 (&s)[H]) {
+  __m512 a[H][2];
+  for (int h = 0; h < H; ++h) a[h][0] = a[h][1] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < head_dim; d += 2) {
+    const __m512 k0 =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + 32 * d)));
+    const __m512 k1 =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + 32 * d + 32)));
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      a[h][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * head_dim + d]), k0, a[h][0]);
+      a[h][1] = _mm512_fmadd_ps(_mm512_set1_ps(q[h * head_dim + d + 1]), k1, a[h][1]);
+    }
+  }
+  for (int h = 0; h < H; ++h) s[h] = _mm512_add_ps(a[h][0], a[h][1]);
+}
+
+// Calls fn(tile, first, lo, hi) for each tile of a run of n positions from
+// slot lane0 of the tiles at `tiles` (tile_bytes apart): position first +
+// j is the tile's slot j, and the run covers its slots [lo, hi).
+template <class Fn>
+__attribute__((always_inline)) inline void for_each_tile(const uint8_t* tiles, int64_t tile_bytes,
+                                                         int32_t lane0, int64_t n, const Fn& fn) {
+  const int64_t n_tiles = (lane0 + n + kTileSlots - 1) / kTileSlots;
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    const int64_t first = t * kTileSlots - lane0;
+    fn(tiles + t * tile_bytes, first, std::max<int64_t>(0, -first),
+       std::min<int64_t>(kTileSlots, n - first));
+  }
+}
+
 }  // namespace
+
+void attend_tile_scores_f16_avx512(const float* q, int32_t kv_heads, int32_t group,
+                                   int32_t head_dim, float scale, const uint8_t* tiles,
+                                   int64_t tile_bytes, int32_t lane0, int64_t n, float* scores) {
+  const int64_t head_bytes = tile_head_bytes(DType::kF16, head_dim);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for_each_tile(tiles, tile_bytes, lane0, n,
+                [&](const uint8_t* tile, int64_t first, int64_t lo, int64_t hi) {
+                  for (int64_t g = 0; g < kv_heads; ++g) {
+                    for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += 4) {
+                      with_heads<4>(std::min<int64_t>(4, (g + 1) * group - h0), [&]<int H>() {
+                        __m512 s[H];
+                        tile_dots_f16<H>(tile + g * head_bytes, q + h0 * head_dim, head_dim, s);
+                        for (int h = 0; h < H; ++h) {
+                          float* out = scores + (h0 + h) * n;
+                          if (lo == 0 && hi == kTileSlots) {
+                            _mm512_storeu_ps(out + first, _mm512_mul_ps(s[h], vscale));
+                            continue;
+                          }
+                          alignas(64) float lanes[kTileSlots];
+                          _mm512_store_ps(lanes, _mm512_mul_ps(s[h], vscale));
+                          std::memcpy(out + first + lo, lanes + lo,
+                                      sizeof(float) * static_cast<size_t>(hi - lo));
+                        }
+                      });
+                    }
+                  }
+                });
+}
+
+void attend_tile_values_f16_avx512(int32_t kv_heads, int32_t group, int32_t head_dim,
+                                   const uint8_t* tiles, int64_t tile_bytes, int32_t lane0,
+                                   int64_t n, const float* probs, float* acc) {
+  const int64_t head_bytes = tile_head_bytes(DType::kF16, head_dim);
+  const int64_t row_bytes = 2 * int64_t{head_dim};
+  for_each_tile(
+      tiles, tile_bytes, lane0, n, [&](const uint8_t* tile, int64_t first, int64_t lo, int64_t hi) {
+        for (int64_t g = 0; g < kv_heads; ++g) {
+          // The head's values are 16 rows: slots lo..hi - 1 in a row.
+          const uint8_t* rows = tile + g * head_bytes + lo * row_bytes;
+          for (int64_t h = g * group; h < (g + 1) * group; h += 4) {
+            with_heads<4>(std::min<int64_t>(4, (g + 1) * group - h), [&]<int H>() {
+              values_heads<DType::kF16, H>(rows, row_bytes, hi - lo, head_dim,
+                                           probs + h * n + first + lo, n, acc + h * head_dim);
+            });
+          }
+        }
+      });
+}
 
 void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim,
                           float scale, const void* k, DType type, int64_t stride, int64_t n,

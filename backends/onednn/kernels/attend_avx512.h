@@ -40,4 +40,21 @@ void attend_scores_avx512(const float* q, int32_t kv_heads, int32_t group, int32
 void attend_values_avx512(int32_t kv_heads, int32_t group, int32_t head_dim, const void* v,
                           DType type, int64_t stride, int64_t n, const float* probs, float* acc);
 
+// The same two halves over an f16 cache in tiles (kernels/kv_tiles.h,
+// backend option f16_cache_tiles): the n positions from slot lane0 of the
+// tiles at `tiles`, tile_bytes apart, pointing at the first KV head's
+// part. The keys lie dimension-major, so a tile's 16 scores per query
+// head are head_dim multiply-adds of a broadcast query element against 16
+// widened keys — no reductions, no staging, and streams the hardware
+// prefetchers follow (no software prefetch). Exact f16 widening, f32
+// arithmetic: the row kernels' results up to the order of the additions.
+// REQUIRES, beyond the above: lane0 in [0, 16), n ≥ 1, every tile the run
+// touches readable whole (all 16 slots' keys are read).
+void attend_tile_scores_f16_avx512(const float* q, int32_t kv_heads, int32_t group,
+                                   int32_t head_dim, float scale, const uint8_t* tiles,
+                                   int64_t tile_bytes, int32_t lane0, int64_t n, float* scores);
+void attend_tile_values_f16_avx512(int32_t kv_heads, int32_t group, int32_t head_dim,
+                                   const uint8_t* tiles, int64_t tile_bytes, int32_t lane0,
+                                   int64_t n, const float* probs, float* acc);
+
 }  // namespace duet::onednn::detail

@@ -130,7 +130,7 @@ void attend_tile_scores_vnni(const float* q, int32_t kv_heads, int32_t group, in
                              int64_t n, float* scores, float* staging) {
   const int32_t blocks = head_dim / kQ8;
   const int64_t heads = int64_t{kv_heads} * group;
-  const int64_t head_bytes = tile_head_bytes(head_dim);
+  const int64_t head_bytes = tile_head_bytes(DType::kQ8_0, head_dim);
   auto* bytes = reinterpret_cast<int8_t*>(staging);
   const int64_t terms = heads * head_dim;
   auto* unit = reinterpret_cast<float*>(bytes + 2 * terms);
@@ -265,7 +265,7 @@ void attend_tile_values_vnni(int32_t kv_heads, int32_t group, int32_t head_dim,
                              const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64_t n,
                              const float* probs, float* acc) {
   for (int64_t g = 0; g < kv_heads; ++g) {
-    const uint8_t* head = tiles + g * tile_head_bytes(head_dim);
+    const uint8_t* head = tiles + g * tile_head_bytes(DType::kQ8_0, head_dim);
     // Heads three at a time and 64 dimensions at a time: 12 float and 12
     // integer accumulators in registers.
     for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += 3) {

@@ -24,12 +24,29 @@ int64_t scale_at(int32_t head_dim, int32_t j, int32_t b) {
   return 16 * int64_t{head_dim} + 2 * (16 * b + j);
 }
 
+// Byte offset of element d of slot j within one head's part of an f16 tile.
+int64_t half_at(TilePart part, int32_t head_dim, int32_t j, int32_t d) {
+  return part == TilePart::kKeys ? 2 * (16 * int64_t{d} + j) : 2 * (int64_t{head_dim} * j + d);
+}
+
 // Calls fn(tile_byte, row_byte) for every byte of slot `lane`'s row.
 template <class Fn>
-void for_each_byte(TilePart part, int32_t kv_heads, int32_t head_dim, int32_t lane, const Fn& fn) {
+void for_each_byte(DType type, TilePart part, int32_t kv_heads, int32_t head_dim, int32_t lane,
+                   const Fn& fn) {
+  if (type == DType::kF16) {
+    for (int32_t g = 0; g < kv_heads; ++g) {
+      const int64_t head = g * tile_head_bytes(type, head_dim);
+      for (int32_t d = 0; d < head_dim; ++d) {
+        const int64_t from = 2 * (int64_t{g} * head_dim + d);
+        fn(head + half_at(part, head_dim, lane, d), from);
+        fn(head + half_at(part, head_dim, lane, d) + 1, from + 1);
+      }
+    }
+    return;
+  }
   const int32_t blocks = head_dim / kQ8Block;
   for (int32_t g = 0; g < kv_heads; ++g) {
-    const int64_t head = g * tile_head_bytes(head_dim);
+    const int64_t head = g * tile_head_bytes(type, head_dim);
     for (int32_t b = 0; b < blocks; ++b) {
       const int64_t block = (int64_t{g} * blocks + b) * kQ8BlockBytes;
       fn(head + scale_at(head_dim, lane, b), block);
@@ -43,22 +60,45 @@ void for_each_byte(TilePart part, int32_t kv_heads, int32_t head_dim, int32_t la
 
 }  // namespace
 
-void put_tile_row(TilePart part, const uint8_t* row, int32_t kv_heads, int32_t head_dim,
+void put_tile_row(DType type, TilePart part, const uint8_t* row, int32_t kv_heads, int32_t head_dim,
                   uint8_t* tile, int32_t lane) {
-  for_each_byte(part, kv_heads, head_dim, lane,
+  if (type == DType::kF16) {  // every decode step writes rows: elements, not bytes
+    for (int32_t g = 0; g < kv_heads; ++g) {
+      uint8_t* head = tile + g * tile_head_bytes(type, head_dim);
+      const uint8_t* from = row + 2 * int64_t{g} * head_dim;
+      if (part == TilePart::kValues) {
+        std::memcpy(head + half_at(part, head_dim, lane, 0), from,
+                    2 * static_cast<size_t>(head_dim));
+        continue;
+      }
+      for (int32_t d = 0; d < head_dim; ++d) {
+        std::memcpy(head + half_at(part, head_dim, lane, d), from + 2 * d, 2);
+      }
+    }
+    return;
+  }
+  for_each_byte(type, part, kv_heads, head_dim, lane,
                 [&](int64_t at, int64_t from) { tile[at] = row[from]; });
 }
 
-void get_tile_row(TilePart part, const uint8_t* tile, int32_t lane, int32_t kv_heads,
+void get_tile_row(DType type, TilePart part, const uint8_t* tile, int32_t lane, int32_t kv_heads,
                   int32_t head_dim, uint8_t* row) {
-  for_each_byte(part, kv_heads, head_dim, lane,
+  for_each_byte(type, part, kv_heads, head_dim, lane,
                 [&](int64_t at, int64_t from) { row[from] = tile[at]; });
 }
 
-void dequantize_tile_row(TilePart part, const uint8_t* tile, int32_t lane, int32_t first_head,
-                         int32_t heads, int32_t head_dim, float* out) {
+void dequantize_tile_row(DType type, TilePart part, const uint8_t* tile, int32_t lane,
+                         int32_t first_head, int32_t heads, int32_t head_dim, float* out) {
   for (int32_t g = first_head; g < first_head + heads; ++g) {
-    const uint8_t* head = tile + g * tile_head_bytes(head_dim);
+    const uint8_t* head = tile + g * tile_head_bytes(type, head_dim);
+    if (type == DType::kF16) {
+      for (int32_t d = 0; d < head_dim; ++d, ++out) {
+        uint16_t bits;
+        std::memcpy(&bits, head + half_at(part, head_dim, lane, d), sizeof bits);
+        *out = f16_to_f32(bits);
+      }
+      continue;
+    }
     for (int32_t b = 0; b < head_dim / kQ8Block; ++b, out += kQ8Block) {
       uint16_t bits;
       std::memcpy(&bits, head + scale_at(head_dim, lane, b), sizeof bits);
