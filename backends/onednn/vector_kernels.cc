@@ -654,20 +654,35 @@ DUET_TARGET_AVX512 void attend_Avx512(const float* q, int32_t kv_heads, int32_t 
 }
 DUET_VECTOR_KERNELS(Avx512, 16, DUET_TARGET_AVX512, detail::expand_kquant_avx512)
 
-// Attention over a cache in tiles (kernels/kv_tiles.h): f16 with AVX-512
+// Attention over a cache in tiles (kernels/kv_tiles.h) from a kernel's two
+// halves and the online-softmax step between them: f16 with AVX-512
 // (kernels/attend_avx512.h), and on the VNNI path q8_0 too
 // (kernels/attend_tiles.h).
+template <auto kScores, auto kValues>
+DUET_INLINE void attend_tile_halves(const float* q, int32_t kv_heads, int32_t group,
+                                    int32_t head_dim, float scale, const uint8_t* k,
+                                    const uint8_t* v, int64_t tile_bytes, int32_t lane0, int64_t n,
+                                    float* scores, SoftmaxPart state) {
+  kScores(q, kv_heads, group, head_dim, scale, k, tile_bytes, lane0, n, scores);
+  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
+  kValues(kv_heads, group, head_dim, v, tile_bytes, lane0, n, scores, state.acc);
+}
+
+// The q8_0 scores, their query terms staged after the scores.
+void tile_scores_q8(const float* q, int32_t kv_heads, int32_t group, int32_t head_dim, float scale,
+                    const uint8_t* k, int64_t tile_bytes, int32_t lane0, int64_t n, float* scores) {
+  detail::attend_tile_scores_vnni(q, kv_heads, group, head_dim, scale, k, tile_bytes, lane0, n,
+                                  scores, scores + int64_t{kv_heads} * group * n);
+}
+
 DUET_TARGET_AVX512 void attend_tiles_Avx512(const float* q, int32_t kv_heads, int32_t group,
                                             int32_t head_dim, float scale, DType type,
                                             const uint8_t* k, const uint8_t* v, int64_t tile_bytes,
                                             int32_t lane0, int64_t n, float* scores,
                                             SoftmaxPart state) {
   (void)type;  // f16: the only type this path keeps in tiles
-  detail::attend_tile_scores_f16_avx512(q, kv_heads, group, head_dim, scale, k, tile_bytes, lane0,
-                                        n, scores);
-  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
-  detail::attend_tile_values_f16_avx512(kv_heads, group, head_dim, v, tile_bytes, lane0, n, scores,
-                                        state.acc);
+  attend_tile_halves<detail::attend_tile_scores_f16_avx512, detail::attend_tile_values_f16_avx512>(
+      q, kv_heads, group, head_dim, scale, k, v, tile_bytes, lane0, n, scores, state);
 }
 constexpr VectorKernels kAvx512Tiles = [] {
   VectorKernels kernels = kAvx512;
@@ -685,11 +700,8 @@ DUET_TARGET_AVX512 void attend_tiles_Avx512Vnni(const float* q, int32_t kv_heads
                         scores, state);
     return;
   }
-  detail::attend_tile_scores_vnni(q, kv_heads, group, head_dim, scale, k, tile_bytes, lane0, n,
-                                  scores, scores + int64_t{kv_heads} * group * n);
-  attend_softmax_body<16>(int64_t{kv_heads} * group, head_dim, n, scores, state);
-  detail::attend_tile_values_vnni(kv_heads, group, head_dim, v, tile_bytes, lane0, n, scores,
-                                  state.acc);
+  attend_tile_halves<tile_scores_q8, detail::attend_tile_values_vnni>(
+      q, kv_heads, group, head_dim, scale, k, v, tile_bytes, lane0, n, scores, state);
 }
 constexpr VectorKernels kAvx512Vnni = [] {
   VectorKernels kernels = kAvx512;
