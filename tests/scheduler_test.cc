@@ -490,6 +490,24 @@ TEST_P(SchedulerTest, MinNewTokensHoldsTheEndTokenBack) {
   }
 }
 
+// With ignore_end_of_generation an end token is generated and counted but
+// kept out of the text: a stop string equal to its piece (the pipeline's
+// "<|im_end|>") does not end the request, max_new_tokens does.
+TEST_P(SchedulerTest, AnIgnoredEndTokenMeetsNoStopString) {
+  auto pipeline = make({"components.sampler.chain=[{logit_bias: {}}, {top_k: 1}]"});
+  const Tokenizer& tokenizer = pipeline->tokenizer();
+  const std::optional<int32_t> eos = tokenizer.eos_id();
+  ASSERT_TRUE(eos.has_value());
+  Request endless = request(0, prompt(0, 5), 5);
+  endless.settings.sampler["logit_bias"][std::to_string(*eos)] = "100";
+  endless.settings.ignore_end_of_generation = true;
+  endless.settings.stop = std::vector<std::string>{tokenizer.piece(*eos)};
+  const RequestResult got = run_all(*pipeline, {endless}).at("0");
+  EXPECT_EQ(got.generated_tokens, std::vector<int32_t>(5, *eos));
+  EXPECT_EQ(got.finish, FinishReason::kLength);
+  EXPECT_EQ(got.text, "");
+}
+
 TEST_P(SchedulerTest, RefusesWhatItCannotRun) {
   auto pipeline = make();
   Scheduler scheduler(*pipeline);

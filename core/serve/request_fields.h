@@ -81,6 +81,7 @@ std::vector<ChatMessage> read_messages(const nlohmann::json& messages);
 //   seed                          non-negative integer
 //   stop                          string or array of strings
 //   ignore_eos                    boolean: end-of-generation tokens do not end it
+//                                 (nor enter its text, so no stop string meets them)
 //   min_tokens                    non-negative integer, at most max_tokens: no
 //                                 end-of-generation token is drawn and no stop
 //                                 string ends it before it has this many tokens

@@ -887,13 +887,19 @@ int32_t Scheduler::Impl::advance(Sequence& seq, int32_t row) {
   seq.tokens.push_back(token);
   ++stats.generated_tokens;
   if (seq.generated() == 1) seq.first_token_seconds = seconds_between(seq.submitted, Clock::now());
-  if (!seq.ignore_end_of_generation && state.tokenizer->is_end_of_generation(token)) {
-    seq.finish = FinishReason::kStop;
-    return token;
+  TextStream::Pushed pushed;
+  if (state.tokenizer->is_end_of_generation(token)) {
+    if (!seq.ignore_end_of_generation) {
+      seq.finish = FinishReason::kStop;
+      return token;
+    }
+    // Ignored (ignore_eos), it stays out of the text too: its piece (e.g.
+    // "<|im_end|>") would otherwise meet the pipeline's stop string.
+  } else {
+    if (seq.generated() >= seq.min_new_tokens) seq.text_stream->arm();
+    pushed = seq.text_stream->push(state.tokenizer->piece(token));
+    emit(seq, pushed.text);
   }
-  if (seq.generated() >= seq.min_new_tokens) seq.text_stream->arm();
-  TextStream::Pushed pushed = seq.text_stream->push(state.tokenizer->piece(token));
-  emit(seq, pushed.text);
   if (pushed.stopped) {
     seq.finish = FinishReason::kStop;
   } else if (seq.generated() >= seq.max_new_tokens ||
