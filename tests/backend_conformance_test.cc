@@ -96,9 +96,9 @@ const BackendCase kCases[] = {
     {"onednn_4threads", "onednn", {{"threads", "4"}}, {}},
     // Every row like a decode row, stretches at fixed positions.
     {"onednn_batch_invariant", "onednn", {{"batch_invariant", "true"}}, {}},
-    // An f16 cache in tiles, keys dimension-major (the AVX-512 paths; rows
-    // elsewhere).
-    {"onednn_f16_tiles", "onednn", {{"f16_cache_tiles", "true"}}, {}},
+    // An f16 cache in slot rows, where the AVX-512 paths keep it in tiles
+    // by default.
+    {"onednn_f16_rows", "onednn", {{"f16_cache_tiles", "false"}}, {}},
     // The portable and AVX2 paths (lowered to what the CPU has).
     {"onednn_scalar", "onednn", {}, {{"DUET_CPU_PATH", "scalar"}}},
     {"onednn_avx2", "onednn", {}, {{"DUET_CPU_PATH", "avx2"}}},

@@ -141,30 +141,39 @@ TEST_F(Extensions, AListOptionForAPluginStageIsRefusedNotDropped) {
       << message;
 }
 
-// On the VNNI path onednn keeps a q8_0 cache in its own tiles, which an
-// attention from a plugin (reading slot rows) cannot read: refused up
-// front. Elsewhere the same cache is rows, and the pair is accepted.
-TEST_F(Extensions, APluginAttentionIsRefusedACacheKeptInTheBackendsOwnTiles) {
+// onednn keeps q8_0 (VNNI path) and f16 (AVX-512 paths) caches in tiles of
+// its own, which an attention from a plugin (reading slot rows) cannot
+// read: paired with one, the cache is asked for slot rows
+// (KVCacheSpec::slot_rows, ABI 1.9), the backend keeps rows, and the run
+// works. The backend's own attention leaves the layout to the backend.
+TEST_F(Extensions, APluginAttentionIsGivenSlotRowsOfACacheTheBackendWouldTile) {
   if (!fs::exists(fs::path(DUET_BUILD_DIR) / "plugins/duet-onednn.so"))
     GTEST_SKIP() << "the onednn backend is not built";
-  const std::vector<std::string> pair = {"backend.plugin=onednn",
-                                         "components.attention.impl=test_full",
-                                         "components.kv_cache.dtype=q8_0"};
-  const PipelineConfig c = config(pair);
-  auto backend = host_.create_backend("onednn", Options("backend.options"));
-  KVCacheSpec spec;
-  spec.dtype = DType::kQ8_0;
-  if (backend->kv_cache_tile_slots(spec) == 0) {
-    EXPECT_NO_THROW(check_pipeline(c, host_));
-    return;
+  for (const char* dtype : {"q8_0", "f16"}) {
+    SCOPED_TRACE(dtype);
+    const std::string d = std::string("components.kv_cache.dtype=") + dtype;
+    const PipelineCheck plugin = check_pipeline(
+        config({"backend.plugin=onednn", "components.attention.impl=test_full", d}), host_);
+    EXPECT_TRUE(plugin.kv_cache.slot_rows);
+    auto backend =
+        host_.create_backend("onednn", Options("backend.options"));  // loaded by config()
+    EXPECT_EQ(backend->kv_cache_tile_slots(plugin.kv_cache), 0);
+    const PipelineCheck own = check_pipeline(config({"backend.plugin=onednn", d}), host_);
+    EXPECT_FALSE(own.kv_cache.slot_rows);
+    // test_full is the backend's attention, here over rows: the logits of
+    // its own over its own layout, up to the order of additions (q8_0 tiles:
+    // integer arithmetic, ~1e-8).
+    const std::vector<float> got =
+        logits({"backend.plugin=onednn", "components.attention.impl=test_full", d});
+    const std::vector<float> want = logits({"backend.plugin=onednn", d});
+    ASSERT_EQ(got.size(), want.size());
+    double err = 0.0, ref = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+      ref += double{want[i]} * want[i];
+    }
+    EXPECT_LE(err / ref, 1e-6);
   }
-  const auto [kind, message] = refusal(pair);
-  EXPECT_EQ(kind, ErrorKind::kConfig);
-  EXPECT_NE(message.find("attention 'test_full' cannot use this KV cache: it reads KV caches "
-                         "stored as slot rows, but backend 'onednn' keeps a q8_0 cache in its own "
-                         "tiles of 16 slots"),
-            std::string::npos)
-      << message;
 }
 
 // A stage of a plugin built before ABI 1.3 runs under a session as it

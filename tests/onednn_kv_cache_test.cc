@@ -42,13 +42,23 @@ std::vector<uint8_t> random_export(const KVCacheSpec& spec, int64_t n) {
   return bytes;
 }
 
-TEST(OnednnKVCache, TilesForQ8OnTheVnniPathAndF16WhenAsked) {
+TEST(OnednnKVCache, TilesForQ8OnTheVnniPathAndF16OnAvx512) {
   HostDevice device{"onednn", HostMemory::kLazyPages};
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kQ8_0), device, CpuPath::kAvx512Vnni).layer(1).tile_slots,
             kTileSlots);
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kQ8_0), device, CpuPath::kAvx512).layer(1).tile_slots, 0);
-  EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, CpuPath::kAvx512Vnni).layer(1).tile_slots,
+  // f16 tiles turned off (f16_cache_tiles: false).
+  EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, CpuPath::kAvx512Vnni, {false, false})
+                .layer(1)
+                .tile_slots,
             0);
+  // A cache a plugin's attention reads keeps rows, whatever its type.
+  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+    KVCacheSpec rows = spec_of(dtype);
+    rows.slot_rows = true;
+    EXPECT_EQ(OnednnKVCache(rows, device, CpuPath::kAvx512Vnni).layer(1).tile_slots, 0)
+        << dtype_name(dtype);
+  }
   const KVTileRules f16{false, true};
   for (CpuPath path : {CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, path, f16).layer(1).tile_slots,

@@ -139,7 +139,7 @@ BackendOptions BackendOptions::parse(const Options& options, CpuPath path) {
                     cpu_path_name(path) + "; set it to 0 or remove it");
   }
   o.batch_invariant = options.get_bool("batch_invariant", false);
-  o.f16_cache_tiles = options.get_bool("f16_cache_tiles", false);
+  o.f16_cache_tiles = options.get_bool("f16_cache_tiles", true);
   options.finish();
   for (const char* key : {"matmul_min_rows", "row_tiles_min_rows"}) {
     if (o.batch_invariant && options.has(key)) {

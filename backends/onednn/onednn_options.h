@@ -77,15 +77,14 @@ namespace duet::onednn {
 //                     a q8_0 (or f16) cache is kept in tiles only when
 //                     block_tokens is a multiple of 16. Costs prefill speed:
 //                     docs/performance.md, "Batch-invariant mode (onednn)".
-//   f16_cache_tiles   false (default) or true: on the AVX-512 paths an f16 KV
+//   f16_cache_tiles   true (default) or false: on the AVX-512 paths an f16 KV
 //                     cache is kept in tiles of 16 slots, its keys
 //                     dimension-major (kernels/kv_tiles.h), which decode
 //                     attention multiplies with no reductions and streams at
-//                     the memory's rate (kernels/attend_avx512.h); elsewhere
-//                     the cache keeps slot rows. An attention plugin that
-//                     reads slot rows cannot use such a cache (the pipeline
-//                     check says so). Same size, same results up to the
-//                     order of additions.
+//                     the memory's rate (kernels/attend_avx512.h); elsewhere,
+//                     with false, or when a plugin's attention reads the
+//                     cache (KVCacheSpec::slot_rows), slot rows. Same size,
+//                     same results up to the order of additions.
 // Weights (rows x k) from which a matrix is large for matmul_min_rows'
 // default: 2^22, a 2048 x 2048 matrix.
 inline constexpr int64_t kLargeMatrixWeights = int64_t{1} << 22;
@@ -133,7 +132,7 @@ struct BackendOptions {
   bool amx = false;                 // row tiles of kAmxMinRows or more rows on AMX
   bool amx_bf16 = false;            // from amx_bf16_min_rows() rows on AMX-BF16 (amx: auto)
   bool batch_invariant = false;     // see above; min_gemm_rows and min_tile_rows are then unused
-  bool f16_cache_tiles = false;     // an f16 KV cache in tiles on the AVX-512 paths
+  bool f16_cache_tiles = true;      // an f16 KV cache in tiles on the AVX-512 paths
 
   // Reads and validates `options` (calling finish()); defaults that follow
   // the CPU take `path`'s. Throws duet::Error(kConfig) naming the key path
