@@ -347,7 +347,10 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
       host, info, "attention '" + info.name + "'",
       [&](Backend& backend, const KVCacheSpec& spec, const AttentionSpec& geometry) {
         Subject s;
-        s.skip = own_storage_refusal(host, backend, spec);
+        // A plugin's attention reads slot rows, which the backend is asked for.
+        KVCacheSpec rows = spec;
+        rows.slot_rows = true;
+        s.skip = own_storage_refusal(host, backend, rows);
         if (s.skip.empty()) {
           s.skip = window_refusal(
               geometry.window,
@@ -355,7 +358,7 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
         }
         if (!s.skip.empty()) return s;
         s.attention = host.create_attention(backend, info.name, geometry, options);
-        s.kv = backend.create_kv_cache(spec);
+        s.kv = backend.create_kv_cache(rows);
         return s;
       },
       std::nullopt);
