@@ -143,23 +143,20 @@ TEST_F(Extensions, AListOptionForAPluginStageIsRefusedNotDropped) {
 
 // onednn keeps q8_0 (VNNI path) and f16 (AVX-512 paths) caches in tiles of
 // its own, which an attention from a plugin (reading slot rows) cannot
-// read: paired with one, the cache is asked for slot rows
-// (KVCacheSpec::slot_rows, ABI 1.9), the backend keeps rows, and the run
-// works. The backend's own attention leaves the layout to the backend.
+// read: paired with one, the cache is made in slot rows
+// (Backend::create_kv_cache_rows, ABI 1.9) and the run works, with the
+// logits of the backend's own attention over its own layout.
 TEST_F(Extensions, APluginAttentionIsGivenSlotRowsOfACacheTheBackendWouldTile) {
   if (!fs::exists(fs::path(DUET_BUILD_DIR) / "plugins/duet-onednn.so"))
     GTEST_SKIP() << "the onednn backend is not built";
   for (const char* dtype : {"q8_0", "f16"}) {
     SCOPED_TRACE(dtype);
     const std::string d = std::string("components.kv_cache.dtype=") + dtype;
-    const PipelineCheck plugin = check_pipeline(
+    const PipelineCheck checked = check_pipeline(
         config({"backend.plugin=onednn", "components.attention.impl=test_full", d}), host_);
-    EXPECT_TRUE(plugin.kv_cache.slot_rows);
     auto backend =
         host_.create_backend("onednn", Options("backend.options"));  // loaded by config()
-    EXPECT_EQ(backend->kv_cache_tile_slots(plugin.kv_cache), 0);
-    const PipelineCheck own = check_pipeline(config({"backend.plugin=onednn", d}), host_);
-    EXPECT_FALSE(own.kv_cache.slot_rows);
+    EXPECT_EQ(backend->create_kv_cache_rows(checked.kv_cache)->layer(0).tile_slots, 0);
     // test_full is the backend's attention, here over rows: the logits of
     // its own over its own layout, up to the order of additions (q8_0 tiles:
     // integer arithmetic, ~1e-8).

@@ -48,18 +48,19 @@ TEST(OnednnKVCache, TilesForQ8OnTheVnniPathAndF16OnAvx512) {
             kTileSlots);
   EXPECT_EQ(OnednnKVCache(spec_of(DType::kQ8_0), device, CpuPath::kAvx512).layer(1).tile_slots, 0);
   // f16 tiles turned off (f16_cache_tiles: false).
-  EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, CpuPath::kAvx512Vnni, {false, false})
+  EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, CpuPath::kAvx512Vnni, {.f16 = false})
                 .layer(1)
                 .tile_slots,
             0);
   // A cache a plugin's attention reads keeps rows, whatever its type.
   for (DType dtype : {DType::kF16, DType::kQ8_0}) {
-    KVCacheSpec rows = spec_of(dtype);
-    rows.slot_rows = true;
-    EXPECT_EQ(OnednnKVCache(rows, device, CpuPath::kAvx512Vnni).layer(1).tile_slots, 0)
+    EXPECT_EQ(OnednnKVCache(spec_of(dtype), device, CpuPath::kAvx512Vnni, {.rows = true})
+                  .layer(1)
+                  .tile_slots,
+              0)
         << dtype_name(dtype);
   }
-  const KVTileRules f16{false, true};
+  const KVTileRules f16{.f16 = true};
   for (CpuPath path : {CpuPath::kAvx512, CpuPath::kAvx512Vnni}) {
     EXPECT_EQ(OnednnKVCache(spec_of(DType::kF16), device, path, f16).layer(1).tile_slots,
               kTileSlots);
@@ -71,9 +72,11 @@ TEST(OnednnKVCache, TilesForQ8OnTheVnniPathAndF16OnAvx512) {
       OnednnKVCache(spec_of(DType::kF32), device, CpuPath::kAvx512Vnni, f16).layer(1).tile_slots,
       0);
   // Batch-invariant: blocks of 8 cut tiles, so rows; blocks of 16 keep them.
-  EXPECT_EQ(OnednnKVCache::tile_slots(spec_of(DType::kF16, 48, 8), CpuPath::kAvx512, {true, true}),
+  EXPECT_EQ(OnednnKVCache::tile_slots(spec_of(DType::kF16, 48, 8), CpuPath::kAvx512,
+                                      {.batch_invariant = true}),
             0);
-  EXPECT_EQ(OnednnKVCache::tile_slots(spec_of(DType::kF16, 48, 16), CpuPath::kAvx512, {true, true}),
+  EXPECT_EQ(OnednnKVCache::tile_slots(spec_of(DType::kF16, 48, 16), CpuPath::kAvx512,
+                                      {.batch_invariant = true}),
             kTileSlots);
   // The tiled storage covers whole tiles: 48 slots for 40.
   const KVCacheSpec spec = spec_of(DType::kQ8_0, 40);
@@ -90,7 +93,7 @@ TEST_P(OnednnKVCacheBlocks, TilesAndRowsImportExportAndCopyAlike) {
   const auto [block_tokens, dtype] = GetParam();
   const KVCacheSpec spec = spec_of(dtype, 48, block_tokens);  // three tiles
   OnednnKVCache rows(spec, device, CpuPath::kScalar);
-  OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni, {false, true});
+  OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni, {.f16 = true});
   ASSERT_EQ(tiles.layer(0).tile_slots, kTileSlots);
   const std::vector<uint8_t> in = random_export(spec, 40);  // the last 8 slots stay zero
   rows.import_slots(40, in);
@@ -134,7 +137,7 @@ TEST(OnednnKVCache, TilesAndRowsWriteAlike) {
   for (DType dtype : {DType::kQ8_0, DType::kF16}) {
     const KVCacheSpec spec = spec_of(dtype, 48, 16);
     OnednnKVCache rows(spec, device, CpuPath::kScalar);
-    OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni, {false, true});
+    OnednnKVCache tiles(spec, device, CpuPath::kAvx512Vnni, {.f16 = true});
     // Slots 3, 17 and 30: lanes 3, 1 and 14 of three tiles.
     StepBatch step;
     step.n_tokens = 3;

@@ -541,7 +541,7 @@ void OnednnAttention::forward(int32_t layer, const StepBatch& step, const Tensor
   const auto slot_bytes = static_cast<int64_t>(view.slot_bytes);
   const bool tiled = view.tile_slots != 0;
   // The tiles OnednnKVCache keeps on this path (f16 only with its option).
-  const bool readable = OnednnKVCache::tile_slots(kv.spec(), path_, {false, true}) == kTileSlots;
+  const bool readable = OnednnKVCache::tile_slots(kv.spec(), path_, {.f16 = true}) == kTileSlots;
   if (tiled && (view.tile_slots != kTileSlots || !readable)) {
     throw Error(ErrorKind::kPlugin,
                 "the KV cache holds " + std::string(dtype_name(dtype)) + " in tiles of " +

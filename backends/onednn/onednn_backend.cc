@@ -39,6 +39,14 @@ std::unique_ptr<KVCache> OnednnBackend::create_kv_cache(const KVCacheSpec& spec)
   return std::make_unique<OnednnKVCache>(spec, device_, path_, tile_rules());
 }
 
+std::unique_ptr<KVCache> OnednnBackend::create_kv_cache_rows(const KVCacheSpec& spec) {
+  Support s = OnednnKVCache::check(spec);
+  if (!s.ok()) throw Error(ErrorKind::kConfig, s.reasons.front());
+  KVTileRules rules = tile_rules();
+  rules.rows = true;
+  return std::make_unique<OnednnKVCache>(spec, device_, path_, rules);
+}
+
 int32_t OnednnBackend::kv_cache_tile_slots(const KVCacheSpec& spec) const {
   return OnednnKVCache::tile_slots(spec, path_, tile_rules());
 }

@@ -34,9 +34,12 @@ class OnednnBackend final : public Backend {
   Support check_kv_cache(const KVCacheSpec& spec) const override;
   std::unique_ptr<KVCache> create_kv_cache(const KVCacheSpec& spec) override;
   int32_t kv_cache_tile_slots(const KVCacheSpec& spec) const override;
+  std::unique_ptr<KVCache> create_kv_cache_rows(const KVCacheSpec& spec) override;
 
  private:
-  KVTileRules tile_rules() const { return {batch_invariant_, f16_cache_tiles_}; }
+  KVTileRules tile_rules() const {
+    return {.batch_invariant = batch_invariant_, .f16 = f16_cache_tiles_};
+  }
 
   CpuPath path_;
   bool batch_invariant_;

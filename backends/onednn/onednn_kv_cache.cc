@@ -10,7 +10,7 @@ Support OnednnKVCache::check(const KVCacheSpec& spec) {
 }
 
 int32_t OnednnKVCache::tile_slots(const KVCacheSpec& spec, CpuPath path, KVTileRules rules) {
-  if (spec.slot_rows) return 0;  // a plugin's attention reads the cache
+  if (rules.rows) return 0;
   if (rules.batch_invariant && spec.block_tokens % kTileSlots != 0) return 0;
   if (spec.dtype == DType::kQ8_0) return path == CpuPath::kAvx512Vnni ? kTileSlots : 0;
   if (spec.dtype == DType::kF16 && rules.f16) {

@@ -25,8 +25,8 @@ namespace duet::onednn {
 // attention multiplies without shuffling bytes, and so is an f16 cache on
 // both AVX-512 paths (unless the backend option f16_cache_tiles is false),
 // its keys dimension-major; a cache that a plugin's attention reads
-// (KVCacheSpec::slot_rows) keeps rows. The capacity is rounded up to whole
-// tiles. copy_blocks and the exports and imports (of
+// (Backend::create_kv_cache_rows) keeps rows. The capacity is rounded up to
+// whole tiles. copy_blocks and the exports and imports (of
 // slots from 0 or of any range) move rows either way, so the two layouts
 // exchange caches.
 // What besides the dtype and the CPU path decides whether a cache is kept
@@ -37,7 +37,8 @@ struct KVTileRules {
   // so in batch-invariant mode a position's tile lane must follow from the
   // position alone, not from where its block lies.
   bool batch_invariant = false;
-  bool f16 = true;  // f16 in tiles too (backend option f16_cache_tiles)
+  bool f16 = true;    // f16 in tiles too (backend option f16_cache_tiles)
+  bool rows = false;  // slot rows whatever the type (a plugin's attention reads them)
 };
 
 class OnednnKVCache final : public RowKVCache {
@@ -46,7 +47,7 @@ class OnednnKVCache final : public RowKVCache {
   static Support check(const KVCacheSpec& spec);
   // The tile_slots layer() reports for a cache of `spec` on `path`: 16 for
   // q8_0 on the VNNI path and, with rules.f16, f16 on the AVX-512 paths;
-  // else, and always with spec.slot_rows, 0 (rows).
+  // else, and always with rules.rows, 0 (rows).
   static int32_t tile_slots(const KVCacheSpec& spec, CpuPath path, KVTileRules rules = {});
 
   // REQUIRES: check(spec).ok(). Throws duet::Error(kOutOfMemory) when the

@@ -83,8 +83,8 @@ namespace duet::onednn {
 //                     attention multiplies with no reductions and streams at
 //                     the memory's rate (kernels/attend_avx512.h); elsewhere,
 //                     with false, or when a plugin's attention reads the
-//                     cache (KVCacheSpec::slot_rows), slot rows. Same size,
-//                     same results up to the order of additions.
+//                     cache (Backend::create_kv_cache_rows), slot rows. Same
+//                     size, same results up to the order of additions.
 // Weights (rows x k) from which a matrix is large for matmul_min_rows'
 // default: 2^22, a 2048 x 2048 matrix.
 inline constexpr int64_t kLargeMatrixWeights = int64_t{1} << 22;

@@ -329,7 +329,8 @@ std::vector<ConformanceCase> run_cases(const PluginHost& host, const ComponentIn
 std::string own_storage_refusal(const PluginHost& host, Backend& backend, const KVCacheSpec& spec) {
   if (const Support s = backend.check_kv_cache(spec); !s.ok())
     return "backend '" + backend.name() + "': " + s.reasons.front();
-  if (host.backend_abi_minor(backend.name()) >= 1) {
+  const uint32_t minor = host.backend_abi_minor(backend.name());
+  if (minor >= 1 && minor < 9) {  // from 1.9 on, it is asked for rows
     if (const int32_t tile = backend.kv_cache_tile_slots(spec); tile > 0) {
       return "backend '" + backend.name() + "' keeps this cache in tiles of " +
              std::to_string(tile) + " slots, which only its own attention reads";
@@ -347,10 +348,7 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
       host, info, "attention '" + info.name + "'",
       [&](Backend& backend, const KVCacheSpec& spec, const AttentionSpec& geometry) {
         Subject s;
-        // A plugin's attention reads slot rows, which the backend is asked for.
-        KVCacheSpec rows = spec;
-        rows.slot_rows = true;
-        s.skip = own_storage_refusal(host, backend, rows);
+        s.skip = own_storage_refusal(host, backend, spec);
         if (s.skip.empty()) {
           s.skip = window_refusal(
               geometry.window,
@@ -358,7 +356,10 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
         }
         if (!s.skip.empty()) return s;
         s.attention = host.create_attention(backend, info.name, geometry, options);
-        s.kv = backend.create_kv_cache(rows);
+        // A plugin's attention reads slot rows, which a backend of ABI 1.9
+        // or later is asked for.
+        s.kv = host.backend_abi_minor(backend.name()) >= 9 ? backend.create_kv_cache_rows(spec)
+                                                           : backend.create_kv_cache(spec);
         return s;
       },
       std::nullopt);

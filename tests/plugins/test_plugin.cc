@@ -1,7 +1,6 @@
 // One source, many test plugins: VARIANT_<name> selects how this library
 // deviates from a well-formed plugin (see tests/plugin_host_test.cc).
 #include <array>
-#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -424,16 +423,12 @@ const char* const kName = "test-plugin";
 
 const DuetStructLayout kSdkLayouts[] = DUET_SDK_LAYOUTS;
 #if defined(VARIANT_abi_1_5)
-// AttentionSpec as ABI 1.5's headers laid it out: four 4-byte fields; and
-// KVCacheSpec without 1.9's slot_rows.
+// AttentionSpec as ABI 1.5's headers laid it out: four 4-byte fields.
 const auto kLayouts = [] {
   std::array<DuetStructLayout, std::size(kSdkLayouts)> all;
   for (size_t i = 0; i < all.size(); ++i) {
     all[i] = kSdkLayouts[i];
     if (std::strcmp(all[i].name, "duet::AttentionSpec") == 0) all[i].size = 16;
-    if (std::strcmp(all[i].name, "duet::KVCacheSpec") == 0) {
-      all[i].size = offsetof(duet::KVCacheSpec, slot_rows);
-    }
   }
   return all;
 }();

@@ -60,6 +60,14 @@ class DUET_API Backend {
     (void)spec;
     return 0;
   }
+  // ABI 1.9. The cache create_kv_cache(spec) makes, but kept in slot rows
+  // (KVLayerView::tile_slots 0) whatever kv_cache_tile_slots(spec) says:
+  // what core gives a plugin's attention, which reads rows. Called only on
+  // backends of plugins built against 1.9 or later. The default serves a
+  // backend whose caches are always rows; one that keeps tiles overrides it.
+  virtual std::unique_ptr<KVCache> create_kv_cache_rows(const KVCacheSpec& spec) {
+    return create_kv_cache(spec);
+  }
 };
 
 }  // namespace duet

@@ -30,13 +30,6 @@ struct DUET_API KVCacheSpec {
   int64_t capacity_tokens = 0;  // slots over all blocks
   int32_t block_tokens = 0;     // slots per block; capacity for contiguous
   DType dtype = DType::kF32;    // element type of stored K and V
-  // ABI 1.9: true when an attention other than the backend's own reads the
-  // cache (a plugin's, which reads slot rows: duet/plugin.h): the backend
-  // then keeps slot rows, never tiles of its own (kv_cache_tile_slots 0).
-  // Core sets it when it pairs the cache with such an attention; a backend
-  // of a plugin built before 1.9 does not read it (core refuses the pair
-  // instead when that backend would tile the cache).
-  bool slot_rows = false;
 };
 
 // The checks of something that stores or reads K and V as slot rows of one

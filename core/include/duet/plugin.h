@@ -140,8 +140,8 @@ class DUET_API PluginRegistrar {
   // components.kv_cache.impl exactly as the backend's own are. The same
   // name may be registered for several backends. Contracts:
   //  - an attention reads slot rows (KVLayerView::tile_slots 0): core
-  //    asks the backend's cache for them (KVCacheSpec::slot_rows, ABI 1.9)
-  //    and refuses the pair where a backend built before 1.9 would keep the
+  //    makes its cache with Backend::create_kv_cache_rows (ABI 1.9) and
+  //    refuses the pair where a backend built before 1.9 would keep the
   //    cache in its own tiles; its check() says which dtypes it reads;
   //  - a KV-cache storage keeps slot rows in the backend's device memory
   //    (layer() pointers the backend's ops and attention can use), and
@@ -199,9 +199,9 @@ struct DuetStructLayout {
 // add_vocab_sampler and Tokenizer::is_control, which only plugins built
 // against 1.5 or later call. ABI 1.8 appended Ops::matmuls, called only on
 // backends of plugins built against 1.8 or later (older ones get matmul()
-// for each matrix). ABI 1.9 appended KVCacheSpec::slot_rows (a struct grown
-// at its end: a plugin built before it is checked against the struct's
-// earlier size, and never reads the field).
+// for each matrix). ABI 1.9 appended Backend::create_kv_cache_rows, called
+// only on backends of plugins built against 1.9 or later (with older ones
+// core refuses to pair a plugin's attention with a cache they would tile).
 struct DUET_API DuetPluginDescriptor {
   uint32_t struct_size;   // sizeof(DuetPluginDescriptor) in the plugin
   uint32_t abi_major;     // DUET_ABI_MAJOR the plugin was built with

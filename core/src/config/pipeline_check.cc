@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
-#include <string>
 #include <utility>
-#include <vector>
 
 #include "duet/app/gguf.h"
 #include "duet/app/suggest.h"
@@ -191,10 +189,6 @@ void check_backend(Backend& backend, const PluginHost& host, const PipelineConfi
   out.attention_impl = config.attention.impl;
   if (out.attention_impl == "default" && !attn_impls.empty())
     out.attention_impl = attn_impls.front();
-  // A plugin's attention reads slot rows: the backend is asked to keep them.
-  const std::vector<std::string> own = backend.attention_impls();
-  out.kv_cache.slot_rows = out.window_cache.slot_rows =
-      std::find(own.begin(), own.end(), out.attention_impl) == own.end();
   problems.attempt(where, [&] {
     auto attention =
         make_model_attention(backend, host, out.attention_impl, h, config.attention.options, false,

@@ -98,11 +98,13 @@ std::unique_ptr<Pipeline> Pipeline::build(const PipelineConfig& config, const Pl
     made.backend =
         p.instance ? std::move(p.instance) : host.create_backend(p.backend, p.backend_options);
     made.model = make_model(s->file, c.hparams, *made.backend, host.backend_abi_minor(p.backend));
-    made.kv = make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options);
+    made.kv =
+        make_kv_cache(*made.backend, host, p.kv_cache, config.kv_cache.options, p.attention_impl);
     made.kv_abi_minor =
         kv_cache_abi_minor(*made.backend, host, p.kv_cache, config.kv_cache.options);
     if (p.window_cache.n_layers > 0)
-      made.window_kv = make_kv_cache(*made.backend, host, p.window_cache, config.kv_cache.options);
+      made.window_kv = make_kv_cache(*made.backend, host, p.window_cache, config.kv_cache.options,
+                                     p.attention_impl);
     made.attention = make_model_attention(
         *made.backend, host, p.attention_impl, h, config.attention.options,
         config.debug.check_plugins,

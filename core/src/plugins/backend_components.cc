@@ -185,9 +185,13 @@ Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCache
 }
 
 std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
-                                       const KVCacheSpec& spec, const Options& options) {
+                                       const KVCacheSpec& spec, const Options& options,
+                                       const std::string& attention_impl) {
   if (source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn) {
-    std::shared_ptr<KVCache> kv(backend.create_kv_cache(spec));
+    const bool rows = !contains(backend.attention_impls(), attention_impl) &&
+                      host.backend_abi_minor(backend.name()) >= 9;
+    std::shared_ptr<KVCache> kv(rows ? backend.create_kv_cache_rows(spec)
+                                     : backend.create_kv_cache(spec));
     if (!kv)
       throw Error(ErrorKind::kPlugin, "backend '" + backend.name() + "' returned no KV cache");
     return kv;
@@ -214,6 +218,7 @@ std::string layout_mismatch(const Backend& backend, const PluginHost& host, cons
   if (contains(backend.attention_impls(), impl)) return "";
   if (!contains(backend.kv_cache_impls(), kv.impl)) return "";  // a plugin's: slot rows
   if (host.backend_abi_minor(backend.name()) < 1) return "";    // no extension runs there
+  if (host.backend_abi_minor(backend.name()) >= 9) return "";   // asked for rows (make_kv_cache)
   const int32_t tile = backend.kv_cache_tile_slots(kv);
   if (tile == 0) return "";
   return "it reads KV caches stored as slot rows, but backend '" + backend.name() + "' keeps a " +

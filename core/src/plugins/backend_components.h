@@ -47,11 +47,16 @@ std::shared_ptr<Attention> make_model_attention(Backend& backend, const PluginHo
                                                 WindowCache window_cache = {});
 
 // Whether storage spec.impl can hold `spec` with `options`, allocating
-// nothing; then the storage itself. Errors as make_attention's.
+// nothing; then the storage itself — for attention `attention_impl`: a
+// plugin's reads slot rows, so the backend's own storage is asked for them
+// (Backend::create_kv_cache_rows, backends of ABI 1.9 or later; with older
+// ones layout_mismatch refuses a pair that would need it). Errors as
+// make_attention's.
 Support check_kv_storage(Backend& backend, const PluginHost& host, const KVCacheSpec& spec,
                          const Options& options);
 std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
-                                       const KVCacheSpec& spec, const Options& options);
+                                       const KVCacheSpec& spec, const Options& options,
+                                       const std::string& attention_impl);
 // A plugin's storage comes wrapped in a NamedKVCache (its failures name it).
 // The Duet ABI minor version make_kv_cache()'s cache implements: the
 // backend's for its own; core's for a plugin's (the wrapper calls what the
@@ -60,9 +65,10 @@ uint32_t kv_cache_abi_minor(Backend& backend, const PluginHost& host, const KVCa
                             const Options& options);
 
 // Why attention `impl` cannot read a cache the storage `kv.impl` keeps:
-// an attention a plugin registered reads slot rows only, and a backend's
-// own storage may keep its own tiles (Backend::kv_cache_tile_slots).
-// Empty when it can (the attention's own check() comes on top).
+// an attention a plugin registered reads slot rows only, and the own
+// storage of a backend built before ABI 1.9 (which cannot be asked for
+// rows) may keep its own tiles (Backend::kv_cache_tile_slots). Empty when
+// it can (the attention's own check() comes on top).
 std::string layout_mismatch(const Backend& backend, const PluginHost& host, const std::string& impl,
                             const KVCacheSpec& kv);
 

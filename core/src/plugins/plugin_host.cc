@@ -253,10 +253,6 @@ namespace {
 
 // The descriptor fields this host reads end with `destroy`.
 constexpr size_t kDescriptorBytes = offsetof(DuetPluginDescriptor, destroy) + sizeof(void (*)());
-// KVCacheSpec's size before ABI 1.9 appended slot_rows: its fields up to
-// there, which ended on its alignment (no tail padding then).
-constexpr uint32_t kKVCacheSpecBefore1_9 = offsetof(KVCacheSpec, slot_rows);
-static_assert(kKVCacheSpecBefore1_9 % alignof(KVCacheSpec) == 0);
 
 // Why a plugin built against ABI 1.3 or later cannot be trusted with the
 // SDK's structs: a layout list missing, or one struct whose size or
@@ -282,8 +278,7 @@ std::string layout_refusal(const DuetPluginDescriptor& d) {
     uint32_t minor;
     uint32_t size_before;
   };
-  static constexpr Growth kGrowth[] = {{"duet::AttentionSpec", 6, 16},
-                                       {"duet::KVCacheSpec", 9, kKVCacheSpecBefore1_9}};
+  static constexpr Growth kGrowth[] = {{"duet::AttentionSpec", 6, 16}};
   static_assert(offsetof(AttentionSpec, window) == 16, "AttentionSpec's 1.5 fields are 16 bytes");
   for (DuetStructLayout h : kHost) {
     for (const Growth& g : kGrowth) {
