@@ -48,10 +48,16 @@ std::string summary(duet::onednn::CpuPath path) {
         "matmuls on row tiles for q4_0/q4_1/q4_k/q5_0/q5_1/q8_0 (vpmaddubsw; q4_0/q4_1/q5_0/q5_1 "
         "from 1 row, the others from 2), quantized gemv otherwise, oneDNN ";
   }
+  // The caches kept in tiles for the backend's own attention (kernels/kv_tiles.h).
+  const std::string tiles = path == duet::onednn::CpuPath::kAvx512Vnni
+                                ? " (f16 by default and q8_0 in tiles)"
+                            : path == duet::onednn::CpuPath::kAvx512 ? " (f16 in tiles by default)"
+                                                                     : "";
   return matmuls + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) +
-         " GEMM from matmul_min_rows rows; flash attention; KV cache f32, f16 or q8_0; cpu path: " +
-         duet::onednn::cpu_path_name(path) + " (" + duet::onednn::cpu_features_summary() + ")";
+         " GEMM from matmul_min_rows rows; flash attention; KV cache f32, f16 or q8_0" + tiles +
+         "; cpu path: " + duet::onednn::cpu_path_name(path) + " (" +
+         duet::onednn::cpu_features_summary() + ")";
 }
 
 void register_onednn(duet::PluginRegistrar& registrar) {
