@@ -280,6 +280,21 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
     const int64_t first = slot * kv_row + offset;
     float* kd = k_out + int64_t{p0 - begin} * width;
     float* vd = v_out + int64_t{p0 - begin} * width;
+    if (cache.tiled && cache.dtype == DType::kF16) {
+      // The run's f16 rows moved out of the tiles, then widened as rows are.
+      std::vector<uint16_t> rows(static_cast<size_t>((p1 - p0) * kv_row));
+      for (const auto& [part, base, out] :
+           {std::tuple{TilePart::kKeys, cache.k, kd}, std::tuple{TilePart::kValues, cache.v, vd}}) {
+        for (int64_t p = 0; p < p1 - p0; ++p) {
+          get_tile_row(cache.dtype, part,
+                       static_cast<const uint8_t*>(base) + tile_offset(slot + p, cache.slot_bytes),
+                       tile_lane(slot + p), spec_.n_kv_heads, spec_.head_dim,
+                       reinterpret_cast<uint8_t*>(rows.data() + p * kv_row));
+        }
+        kernels_.widen_f16(rows.data() + offset, kv_row, p1 - p0, width, out);
+      }
+      return;
+    }
     if (cache.tiled) {
       for (int64_t p = 0; p < p1 - p0; ++p) {
         for (const auto& [part, base, out] : {std::tuple{TilePart::kKeys, cache.k, kd},
