@@ -12,6 +12,18 @@
 
 namespace duet::onednn {
 
+// What besides the dtype and the CPU path decides whether a cache is kept
+// in tiles.
+struct KVTileRules {
+  // Tiles only when block_tokens is a multiple of 16: attention's
+  // arithmetic over a q8_0 tile depends on which of its slots a run covers,
+  // so in batch-invariant mode a position's tile lane must follow from the
+  // position alone, not from where its block lies.
+  bool batch_invariant = false;
+  bool f16 = true;    // f16 in tiles too (backend option f16_cache_tiles)
+  bool rows = false;  // slot rows whatever the type (a plugin's attention reads them)
+};
+
 // Core's slot-row storage (duet/row_kv_cache.h): f16 halves the memory
 // and, more to the point, what decode attention reads per token — at 2,048
 // cached positions SmolLM2's f32 cache is 94 MB, as much as its weights —
@@ -26,21 +38,8 @@ namespace duet::onednn {
 // both AVX-512 paths (unless the backend option f16_cache_tiles is false),
 // its keys dimension-major; a cache that a plugin's attention reads
 // (Backend::create_kv_cache_rows) keeps rows. The capacity is rounded up to
-// whole tiles. copy_blocks and the exports and imports (of
-// slots from 0 or of any range) move rows either way, so the two layouts
-// exchange caches.
-// What besides the dtype and the CPU path decides whether a cache is kept
-// in tiles.
-struct KVTileRules {
-  // Tiles only when block_tokens is a multiple of 16: attention's
-  // arithmetic over a q8_0 tile depends on which of its slots a run covers,
-  // so in batch-invariant mode a position's tile lane must follow from the
-  // position alone, not from where its block lies.
-  bool batch_invariant = false;
-  bool f16 = true;    // f16 in tiles too (backend option f16_cache_tiles)
-  bool rows = false;  // slot rows whatever the type (a plugin's attention reads them)
-};
-
+// whole tiles. copy_blocks and the exports and imports (of slots from 0 or
+// of any range) move rows either way, so the two layouts exchange caches.
 class OnednnKVCache final : public RowKVCache {
  public:
   // Why `spec` cannot be stored here; empty when it can.
