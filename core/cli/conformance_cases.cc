@@ -329,8 +329,7 @@ std::vector<ConformanceCase> run_cases(const PluginHost& host, const ComponentIn
 std::string own_storage_refusal(const PluginHost& host, Backend& backend, const KVCacheSpec& spec) {
   if (const Support s = backend.check_kv_cache(spec); !s.ok())
     return "backend '" + backend.name() + "': " + s.reasons.front();
-  const uint32_t minor = host.backend_abi_minor(backend.name());
-  if (minor >= 1 && minor < 9) {  // from 1.9 on, it is asked for rows
+  if (host.backend_abi_minor(backend.name()) >= 1 && !host.backend_makes_kv_rows(backend.name())) {
     if (const int32_t tile = backend.kv_cache_tile_slots(spec); tile > 0) {
       return "backend '" + backend.name() + "' keeps this cache in tiles of " +
              std::to_string(tile) + " slots, which only its own attention reads";
@@ -356,10 +355,10 @@ std::vector<ConformanceCase> attention_conformance(const PluginHost& host,
         }
         if (!s.skip.empty()) return s;
         s.attention = host.create_attention(backend, info.name, geometry, options);
-        // A plugin's attention reads slot rows, which a backend of ABI 1.9
-        // or later is asked for.
-        s.kv = host.backend_abi_minor(backend.name()) >= 9 ? backend.create_kv_cache_rows(spec)
-                                                           : backend.create_kv_cache(spec);
+        // A plugin's attention reads slot rows, which a backend that can
+        // is asked for.
+        s.kv = host.backend_makes_kv_rows(backend.name()) ? backend.create_kv_cache_rows(spec)
+                                                          : backend.create_kv_cache(spec);
         return s;
       },
       std::nullopt);

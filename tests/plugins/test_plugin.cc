@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "duet/error.h"
+#include "duet/host_device.h"
 #include "duet/plugin.h"
 #include "duet/row_kv_cache.h"
 #include "duet/stage.h"
@@ -326,6 +327,86 @@ void register_components(duet::PluginRegistrar& r) {
                                         *reinterpret_cast<const duet::AttentionSpec*>(&stack));
       });
 }
+#elif defined(VARIANT_abi_1_8)
+// What a plugin built against ABI 1.8 could register: a backend keeping its
+// caches in tiles of 16 slots, whose vtable ends at kv_cache_tile_slots, and
+// an attention for it that reads slot rows. The host must refuse to pair them
+// and must never ask this backend for rows (here that aborts).
+class NoOps final : public duet::Ops {
+ public:
+  duet::Support supports(const duet::OpDesc&) const override {
+    return duet::Support::no("test_tiler runs no ops");
+  }
+  void embedding(const duet::TensorView&, const duet::TensorView&, duet::TensorView) override {
+    std::abort();
+  }
+  void matmul(const duet::TensorView&, const duet::TensorView&, duet::TensorView) override {
+    std::abort();
+  }
+  void rmsnorm(const duet::TensorView&, const duet::TensorView&, float, duet::TensorView) override {
+    std::abort();
+  }
+  void rope(duet::TensorView, const duet::TensorView&, const duet::RopeParams&) override {
+    std::abort();
+  }
+  void swiglu(const duet::TensorView&, const duet::TensorView&, duet::TensorView) override {
+    std::abort();
+  }
+  void add(const duet::TensorView&, const duet::TensorView&, duet::TensorView) override {
+    std::abort();
+  }
+};
+
+// Core's rows, reported as tiles of 16 slots.
+class TiledRows final : public duet::RowKVCache {
+ public:
+  TiledRows(const duet::KVCacheSpec& spec, duet::Device& device) : RowKVCache(spec, device) {}
+  duet::KVLayerView layer(int32_t layer) override {
+    duet::KVLayerView view = RowKVCache::layer(layer);
+    view.tile_slots = 16;
+    return view;
+  }
+};
+
+class Tiler final : public duet::Backend {
+ public:
+  std::string name() const override { return "test_tiler"; }
+  duet::Device& device() override { return device_; }
+  duet::Ops& ops() override { return ops_; }
+  std::vector<std::string> attention_impls() const override { return {"own"}; }
+  std::unique_ptr<duet::Attention> create_attention(const std::string&,
+                                                    const duet::AttentionSpec&) override {
+    throw duet::Error(duet::ErrorKind::kConfig, "test_tiler's attention is never created");
+  }
+  std::vector<std::string> kv_cache_impls() const override { return {"tiles"}; }
+  duet::Support check_kv_cache(const duet::KVCacheSpec& spec) const override {
+    return duet::check_kv_rows(spec, "test_tiler", {duet::DType::kF16});
+  }
+  std::unique_ptr<duet::KVCache> create_kv_cache(const duet::KVCacheSpec& spec) override {
+    return std::make_unique<TiledRows>(spec, device_);
+  }
+  int32_t kv_cache_tile_slots(const duet::KVCacheSpec&) const override { return 16; }
+  std::unique_ptr<duet::KVCache> create_kv_cache_rows(const duet::KVCacheSpec&) override {
+    std::abort();  // past the end of a 1.8 vtable
+  }
+
+ private:
+  duet::HostDevice device_{"test_tiler", duet::HostMemory::kHeap};
+  NoOps ops_;
+};
+
+void register_components(duet::PluginRegistrar& r) {
+  r.add_backend("test_tiler", "keeps caches in tiles of 16 slots; runs no ops",
+                [](const duet::Options& o) -> std::unique_ptr<duet::Backend> {
+                  o.finish();
+                  return std::make_unique<Tiler>();
+                });
+  r.add_attention("test_tiler", "test_reads_rows", "reads slot rows; never run",
+                  [](duet::Backend&, const duet::AttentionSpec&,
+                     const duet::Options&) -> std::unique_ptr<duet::Attention> {
+                    throw duet::Error(duet::ErrorKind::kConfig, "test_reads_rows is never run");
+                  });
+}
 #elif defined(VARIANT_clash_builtin)
 // A sampler of its own and one named like a built-in plugin's: the built-in
 // keeps its name and this plugin is the one refused.
@@ -415,6 +496,8 @@ const char* const kName = "test-abi-1-0";
 const char* const kName = "test-extensions";
 #elif defined(VARIANT_abi_1_5)
 const char* const kName = "test-abi-1-5";
+#elif defined(VARIANT_abi_1_8)
+const char* const kName = "test-abi-1-8";
 #elif defined(VARIANT_clash_builtin)
 const char* const kName = "test-clash-builtin";
 #else
@@ -469,6 +552,8 @@ const DuetPluginDescriptor kDescriptor = {
     0,  // the descriptor is laid out as in 1.0: nothing was appended to it
 #elif defined(VARIANT_abi_1_5)
     1,       5,
+#elif defined(VARIANT_abi_1_8)
+    1,       8,
 #else
     DUET_ABI_MAJOR, DUET_ABI_MINOR,
 #endif

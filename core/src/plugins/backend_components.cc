@@ -189,7 +189,7 @@ std::shared_ptr<KVCache> make_kv_cache(Backend& backend, const PluginHost& host,
                                        const std::string& attention_impl) {
   if (source_of(backend, host, ComponentKind::kKVCache, spec.impl, options) == Source::kOwn) {
     const bool rows = !contains(backend.attention_impls(), attention_impl) &&
-                      host.backend_abi_minor(backend.name()) >= 9;
+                      host.backend_makes_kv_rows(backend.name());
     std::shared_ptr<KVCache> kv(rows ? backend.create_kv_cache_rows(spec)
                                      : backend.create_kv_cache(spec));
     if (!kv)
@@ -218,7 +218,7 @@ std::string layout_mismatch(const Backend& backend, const PluginHost& host, cons
   if (contains(backend.attention_impls(), impl)) return "";
   if (!contains(backend.kv_cache_impls(), kv.impl)) return "";  // a plugin's: slot rows
   if (host.backend_abi_minor(backend.name()) < 1) return "";    // no extension runs there
-  if (host.backend_abi_minor(backend.name()) >= 9) return "";   // asked for rows (make_kv_cache)
+  if (host.backend_makes_kv_rows(backend.name())) return "";    // asked for rows (make_kv_cache)
   const int32_t tile = backend.kv_cache_tile_slots(kv);
   if (tile == 0) return "";
   return "it reads KV caches stored as slot rows, but backend '" + backend.name() + "' keeps a " +

@@ -505,6 +505,11 @@ uint32_t PluginHost::backend_abi_minor(const std::string& name) const {
   return abi_minor(ComponentKind::kBackend, name);
 }
 
+bool PluginHost::backend_makes_kv_rows(const std::string& name) const {
+  constexpr uint32_t kRowsAbi = 9;  // Backend::create_kv_cache_rows
+  return backend_abi_minor(name) >= kRowsAbi;
+}
+
 uint32_t PluginHost::abi_minor(ComponentKind kind, const std::string& name) const {
   return find(kind, name).abi_minor;
 }

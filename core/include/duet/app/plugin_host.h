@@ -107,6 +107,10 @@ class DUET_API PluginHost {
   // The Duet ABI minor version backend `name`'s plugin was built against
   // (DUET_ABI_MINOR for core built-ins). REQUIRES: has(kBackend, name).
   uint32_t backend_abi_minor(const std::string& name) const;
+  // Whether backend `name` may be asked for a KV cache in slot rows
+  // (Backend::create_kv_cache_rows: its plugin was built against ABI 1.9 or
+  // later). REQUIRES: has(kBackend, name).
+  bool backend_makes_kv_rows(const std::string& name) const;
   // The same for component `name` of any kind (a stage: whether its
   // interface is this host's, ABI 1.7). REQUIRES: has(kind, name).
   uint32_t abi_minor(ComponentKind kind, const std::string& name) const;
