@@ -277,60 +277,47 @@ void OnednnAttention::gather(const LayerCache& cache, const std::vector<int32_t>
   const int64_t offset = int64_t{first_head} * hd;
   const int64_t width = int64_t{heads} * hd;
   for_each_run(table, cache.block_tokens, begin, end, [&](int32_t p0, int32_t p1, int64_t slot) {
-    const int64_t first = slot * kv_row + offset;
+    const int64_t n = p1 - p0;
     float* kd = k_out + int64_t{p0 - begin} * width;
     float* vd = v_out + int64_t{p0 - begin} * width;
-    if (cache.tiled && cache.dtype == DType::kF16) {
-      // The run's f16 rows moved out of the tiles, then widened as rows are.
-      std::vector<uint16_t> rows(static_cast<size_t>((p1 - p0) * kv_row));
+    const uint8_t* k = static_cast<const uint8_t*>(cache.k) + slot * cache.slot_bytes;
+    const uint8_t* v = static_cast<const uint8_t*>(cache.v) + slot * cache.slot_bytes;
+    std::vector<uint8_t> untiled;
+    if (cache.tiled) {
+      // The run's rows moved out of the tiles, then converted as rows are.
+      untiled.resize(static_cast<size_t>(2 * n * cache.slot_bytes));
+      uint8_t* rows = untiled.data();
       for (const auto& [part, base, out] :
-           {std::tuple{TilePart::kKeys, cache.k, kd}, std::tuple{TilePart::kValues, cache.v, vd}}) {
-        for (int64_t p = 0; p < p1 - p0; ++p) {
+           {std::tuple{TilePart::kKeys, cache.k, rows},
+            std::tuple{TilePart::kValues, cache.v, rows + n * cache.slot_bytes}}) {
+        for (int64_t p = 0; p < n; ++p) {
           get_tile_row(cache.dtype, part,
                        static_cast<const uint8_t*>(base) + tile_offset(slot + p, cache.slot_bytes),
                        tile_lane(slot + p), spec_.n_kv_heads, spec_.head_dim,
-                       reinterpret_cast<uint8_t*>(rows.data() + p * kv_row));
-        }
-        kernels_.widen_f16(rows.data() + offset, kv_row, p1 - p0, width, out);
-      }
-      return;
-    }
-    if (cache.tiled) {
-      for (int64_t p = 0; p < p1 - p0; ++p) {
-        for (const auto& [part, base, out] : {std::tuple{TilePart::kKeys, cache.k, kd},
-                                              std::tuple{TilePart::kValues, cache.v, vd}}) {
-          dequantize_tile_row(
-              cache.dtype, part,
-              static_cast<const uint8_t*>(base) + tile_offset(slot + p, cache.slot_bytes),
-              tile_lane(slot + p), first_head, heads, spec_.head_dim, out + p * width);
+                       out + p * cache.slot_bytes);
         }
       }
-      return;
+      k = rows;
+      v = rows + n * cache.slot_bytes;
     }
     if (cache.dtype == DType::kF16) {
-      kernels_.widen_f16(static_cast<const uint16_t*>(cache.k) + first, kv_row, p1 - p0, width, kd);
-      kernels_.widen_f16(static_cast<const uint16_t*>(cache.v) + first, kv_row, p1 - p0, width, vd);
+      kernels_.widen_f16(reinterpret_cast<const uint16_t*>(k) + offset, kv_row, n, width, kd);
+      kernels_.widen_f16(reinterpret_cast<const uint16_t*>(v) + offset, kv_row, n, width, vd);
       return;
     }
     if (cache.dtype == DType::kQ8_0) {
       // q8_0 blocks never span heads: the first head starts a block.
       const int64_t head = first_head * cache_head_bytes(cache.dtype, spec_.head_dim);
-      for (int64_t p = 0; p < p1 - p0; ++p) {
-        kernels_.dequantize(
-            DType::kQ8_0,
-            static_cast<const uint8_t*>(cache.k) + (slot + p) * cache.slot_bytes + head,
-            kd + p * width, width);
-        kernels_.dequantize(
-            DType::kQ8_0,
-            static_cast<const uint8_t*>(cache.v) + (slot + p) * cache.slot_bytes + head,
-            vd + p * width, width);
+      for (int64_t p = 0; p < n; ++p) {
+        kernels_.dequantize(DType::kQ8_0, k + p * cache.slot_bytes + head, kd + p * width, width);
+        kernels_.dequantize(DType::kQ8_0, v + p * cache.slot_bytes + head, vd + p * width, width);
       }
       return;
     }
-    for (int64_t p = 0; p < p1 - p0; ++p) {
+    for (int64_t p = 0; p < n; ++p) {
       const auto bytes = sizeof(float) * static_cast<size_t>(width);
-      std::memcpy(kd + p * width, static_cast<const float*>(cache.k) + first + p * kv_row, bytes);
-      std::memcpy(vd + p * width, static_cast<const float*>(cache.v) + first + p * kv_row, bytes);
+      std::memcpy(kd + p * width, reinterpret_cast<const float*>(k) + offset + p * kv_row, bytes);
+      std::memcpy(vd + p * width, reinterpret_cast<const float*>(v) + offset + p * kv_row, bytes);
     }
   });
 }

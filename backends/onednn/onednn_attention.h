@@ -85,7 +85,7 @@ class OnednnAttention final : public Attention {
     DType dtype;  // f32, f16 or q8_0
     int32_t block_tokens;
     int64_t slot_bytes;  // bytes of one slot's row
-    bool tiled;          // q8_0 in tiles (kernels/kv_tiles.h), not rows
+    bool tiled;          // in tiles (kernels/kv_tiles.h), not rows
   };
 
   // f32 keys and values of positions [begin, end) for some KV heads: row p

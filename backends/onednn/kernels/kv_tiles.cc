@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "duet/block_formats.h"
-#include "duet/quant.h"
 
 namespace duet::onednn {
 namespace {
@@ -86,30 +85,6 @@ void get_tile_row(DType type, TilePart part, const uint8_t* tile, int32_t lane, 
   }
   for_each_byte(part, kv_heads, head_dim, lane,
                 [&](int64_t at, int64_t from) { row[from] = tile[at]; });
-}
-
-void dequantize_tile_row(DType type, TilePart part, const uint8_t* tile, int32_t lane,
-                         int32_t first_head, int32_t heads, int32_t head_dim, float* out) {
-  for (int32_t g = first_head; g < first_head + heads; ++g) {
-    const uint8_t* head = tile + g * tile_head_bytes(type, head_dim);
-    if (type == DType::kF16) {
-      for (int32_t d = 0; d < head_dim; ++d, ++out) {
-        uint16_t bits;
-        std::memcpy(&bits, head + half_at(part, head_dim, lane, d), sizeof bits);
-        *out = f16_to_f32(bits);
-      }
-      continue;
-    }
-    for (int32_t b = 0; b < head_dim / kQ8Block; ++b, out += kQ8Block) {
-      uint16_t bits;
-      std::memcpy(&bits, head + scale_at(head_dim, lane, b), sizeof bits);
-      const float d = f16_to_f32(bits);
-      for (int32_t e = 0; e < kQ8Block; ++e) {
-        const uint8_t q = head[element_at(part, head_dim, lane, b * kQ8Block + e)];
-        out[e] = d * static_cast<float>(static_cast<int8_t>(q));
-      }
-    }
-  }
 }
 
 }  // namespace duet::onednn

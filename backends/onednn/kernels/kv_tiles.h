@@ -63,10 +63,4 @@ void put_tile_row(DType type, TilePart part, const uint8_t* row, int32_t kv_head
 void get_tile_row(DType type, TilePart part, const uint8_t* tile, int32_t lane, int32_t kv_heads,
                   int32_t head_dim, uint8_t* row);
 
-// The elements of KV heads [first_head, first_head + heads) of slot
-// `lane` of `tile` as floats (as duet::dequantize_row gives them from the
-// row): heads * head_dim floats at `out`.
-void dequantize_tile_row(DType type, TilePart part, const uint8_t* tile, int32_t lane,
-                         int32_t first_head, int32_t heads, int32_t head_dim, float* out);
-
 }  // namespace duet::onednn
