@@ -182,6 +182,21 @@ TEST(Dequantize, Q8_0HandBuiltBlock) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 2.0f * static_cast<float>(q[j])) << j;
 }
 
+TEST(Dequantize, IQ4_NLHandBuiltBlock) {
+  // d = 1 (0x3c00); byte j holds nibbles j (low: element j) and 15 - j
+  // (high: element j + 16), so every level appears twice.
+  std::vector<uint8_t> row;
+  put_u16(row, 0x3c00);
+  for (int j = 0; j < 16; ++j) row.push_back(static_cast<uint8_t>(j | (15 - j) << 4));
+  const std::vector<float> y = dequantize(DType::kIQ4_NL, row, 32);
+  // ggml's kvalues_iq4nl.
+  const int levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], static_cast<float>(levels[j])) << j;
+    EXPECT_EQ(y[j + 16], static_cast<float>(levels[15 - j])) << j + 16;
+  }
+}
+
 TEST(Dequantize, ScalarTypes) {
   std::vector<uint8_t> f16;
   for (uint16_t h : std::initializer_list<uint16_t>{0x3C00, 0xC000, 0x0001, 0x7BFF})

@@ -236,10 +236,13 @@ DUET_BLOCK_FN int q5_1_quant(const BlockQ5_1& b, int j) {
   return nibble(b.qs, j) | static_cast<int>((le32(b.qh) >> j) & 1) << 4;
 }
 // iq4_nl's 16 levels, ascending (ggml's kvalues_iq4nl): level q, 0 <= q < 16.
+// Levels 0-7 and 8-15 are the bytes of two 64-bit words, lowest first, so
+// that the lookup stays in registers (a GPU thread would keep an array
+// indexed at run time in local memory): -127 -104 -83 -65 -49 -35 -22 -10,
+// then 1 13 25 38 53 69 89 113.
 DUET_BLOCK_FN constexpr int iq4_nl_level(int q) {
-  constexpr int8_t kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                  1,    13,   25,  38,  53,  69,  89,  113};
-  return kLevels[q];
+  constexpr uint64_t kLow = 0xF6EADDCFBFAD9881u, kHigh = 0x7159453526190D01u;
+  return static_cast<int8_t>(static_cast<uint8_t>((q < 8 ? kLow : kHigh) >> (8 * (q & 7))));
 }
 // The same as a table, for host code that looks levels up in bulk.
 inline constexpr std::array<int8_t, 16> kIQ4NLLevels = [] {
