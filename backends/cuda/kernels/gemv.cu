@@ -100,11 +100,19 @@ __device__ __forceinline__ void row_dots(const void* w, int64_t r, const float* 
 template <DType T, bool kAligned, int kRows>
 __global__ void gemv_kernel(const float* x, int64_t cols, int64_t x_rows, GemvGrid grid) {
   wait_for_previous_kernel();
-  int s = 0;
-  while (s + 1 < grid.count && blockIdx.x >= grid.first_block[s + 1]) ++s;
-  const GemvSegment& seg = grid.segments[s];
+  // This block's segment, picked with constant indices: a kernel parameter
+  // indexed at run time is first copied to the thread's local memory.
+  GemvSegment seg = grid.segments[0];
+  int64_t first_block = grid.first_block[0];
+#pragma unroll
+  for (int s = 1; s < kMaxGemvSegments; ++s) {
+    if (s < grid.count && blockIdx.x >= grid.first_block[s]) {
+      seg = grid.segments[s];
+      first_block = grid.first_block[s];
+    }
+  }
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const GemvPlace p = place<kRows>(blockIdx.x - grid.first_block[s], x_rows);
+  const GemvPlace p = place<kRows>(blockIdx.x - first_block, x_rows);
   if (p.r >= seg.rows) return;  // uniform across the warp
   float acc[kRows];
   row_dots<T, kAligned, kRows>(seg.w, p.r, x + p.first * cols, cols, p.x_rows, lane, acc);
