@@ -34,12 +34,14 @@ constexpr CacheLevel kL1 = CacheLevel::kL1, kL2 = CacheLevel::kL2;
 // what it scales cannot reach a float sum of order 1.
 constexpr float kTiny = 0x1p-100f;
 
-// How many tiles ahead the keys and values are fetched into L2, besides
-// the next tile or two into L1. In-process A/B (decode at 2k cached tokens,
-// 2 threads, attention time): L2 prefetches at half these distances took
-// 0.86–0.93 of the time of L1 prefetches alone; these distances 0.93–0.98
-// of half of them; twice them 1.02–1.05 of these.
-constexpr int64_t kScoresAhead = 12, kValuesAhead = 16;
+// How many tiles ahead the keys are fetched into L2, besides the next tile
+// into L1. In-process A/B (decode at 2k cached tokens, 2 threads, attention
+// time): L2 prefetches at half this distance took 0.86–0.93 of the time of
+// L1 prefetches alone; this distance 0.93–0.98 of half of it; twice it
+// 1.02–1.05 of this. The values, read a tile at a time in the order they
+// lie, are left to the hardware prefetchers: prefetching the next tile into
+// L1 and the 12th into L2 gave 0.97–1.00 of their speed at depth 1,919.
+constexpr int64_t kScoresAhead = 12;
 
 // ---- scores ------------------------------------------------------------------
 
@@ -173,89 +175,64 @@ namespace {
 
 // ---- values ------------------------------------------------------------------
 
-// Prefetches the values of dimensions [c0, c0 + 32 · blocks) of one KV
-// head's part of a tile, and their scales.
-template <CacheLevel kLevel>
-void prefetch_chunk(const uint8_t* head, int32_t head_dim, int64_t c0, int blocks) {
-  for (int j = 0; j < kTileSlots / 2; ++j) {
-    prefetch_lines<kLevel>(head + 2 * (head_dim * j + c0), 64 * blocks);
-  }
-  prefetch_lines<kLevel>(head + 16 * head_dim + c0, 32 * blocks);
-}
-
 // acc[h][c0 + d] += Σ_i probs[h][i] * v_i[c0 + d], d < 32 · blocks (1 or
-// 2), for H heads of one KV head over all positions, a tile at a time:
-// the accumulators stay in registers throughout.
+// 2), for H heads of one KV head over the positions `at` of one tile, whose
+// part for that KV head is at `head`.
 template <int H, int kBlocks>
-void values_chunk(const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64_t n,
-                  int32_t head_dim, int64_t c0, const float* probs, float* acc) {
+__attribute__((always_inline)) inline void values_chunk(const uint8_t* head, TileLanes at,
+                                                        int64_t n, int32_t head_dim, int64_t c0,
+                                                        const float* probs, float* acc) {
   constexpr int kChunks = 2 * kBlocks;  // of 16 dimensions
-  __m512 a[H][kChunks];
+  // w = p · s per position and block, as int16 in units of the largest p
+  // of the head times the largest s of the block over the tile: pair j
+  // of head h, block b is dword j of w16[h][b].
+  __m512 p[H];
+  float p_max[H];
   for (int h = 0; h < H; ++h) {
-    for (int u = 0; u < kChunks; ++u) a[h][u] = _mm512_loadu_ps(acc + h * head_dim + c0 + 16 * u);
+    p[h] = at.first < 0 ? _mm512_maskz_expandloadu_ps(at.lanes, probs + h * n)
+                        : _mm512_maskz_loadu_ps(at.lanes, probs + h * n + at.first);
+    p_max[h] = _mm512_reduce_max_ps(p[h]);
   }
-  const int64_t n_tiles = (lane0 + n + kTileSlots - 1) / kTileSlots;
-  for (int64_t tile = 0; tile < n_tiles; ++tile) {
-    const uint8_t* head = tiles + tile * tile_bytes;
-    // This chunk's values and scales 2 tiles ahead into L1, further into L2.
-    if (tile + 2 < n_tiles) prefetch_chunk<kL1>(head + 2 * tile_bytes, head_dim, c0, kBlocks);
-    if (tile + kValuesAhead < n_tiles) {
-      prefetch_chunk<kL2>(head + kValuesAhead * tile_bytes, head_dim, c0, kBlocks);
-    }
-    const TileLanes at = tile_lanes(tile, lane0, n);
-    // w = p · s per position and block, as int16 in units of the largest p
-    // of the head times the largest s of the block over the tile: pair j
-    // of head h, block b is dword j of w16[h][b].
-    __m512 p[H];
-    float p_max[H];
+  alignas(32) uint32_t w16[H][kBlocks][8];
+  float unit[H][kBlocks];
+  for (int b = 0; b < kBlocks; ++b) {
+    const __m512 s = _mm512_maskz_mov_ps(
+        at.lanes, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                      head + 16 * head_dim + 2 * 16 * (c0 / kQ8 + b)))));
+    const float s_max = _mm512_reduce_max_ps(s);
     for (int h = 0; h < H; ++h) {
-      p[h] = at.first < 0 ? _mm512_maskz_expandloadu_ps(at.lanes, probs + h * n)
-                          : _mm512_maskz_loadu_ps(at.lanes, probs + h * n + at.first);
-      p_max[h] = _mm512_reduce_max_ps(p[h]);
+      const float largest = p_max[h] * s_max;
+      unit[h][b] = largest / 32767.0f;
+      const __m512 w = _mm512_mul_ps(_mm512_mul_ps(p[h], s),
+                                     _mm512_set1_ps(largest > kTiny ? 32767.0f / largest : 0.0f));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(w16[h][b]),
+                         _mm512_cvtsepi32_epi16(_mm512_maskz_cvtps_epi32(at.lanes, w)));
     }
-    alignas(32) uint32_t w16[H][kBlocks][8];
-    float unit[H][kBlocks];
-    for (int b = 0; b < kBlocks; ++b) {
-      const __m512 s = _mm512_maskz_mov_ps(
-          at.lanes, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                        head + 16 * head_dim + 2 * 16 * (c0 / kQ8 + b)))));
-      const float s_max = _mm512_reduce_max_ps(s);
-      for (int h = 0; h < H; ++h) {
-        const float largest = p_max[h] * s_max;
-        unit[h][b] = largest / 32767.0f;
-        const __m512 w = _mm512_mul_ps(_mm512_mul_ps(p[h], s),
-                                       _mm512_set1_ps(largest > kTiny ? 32767.0f / largest : 0.0f));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w16[h][b]),
-                           _mm512_cvtsepi32_epi16(_mm512_maskz_cvtps_epi32(at.lanes, w)));
-      }
-    }
-    // Slots outside the run have w = 0 (their bytes are read, not used).
-    __m512i sum[H][kChunks];
-    for (int h = 0; h < H; ++h) {
-      for (int u = 0; u < kChunks; ++u) sum[h][u] = _mm512_setzero_si512();
-    }
-    for (int j = 0; j < kTileSlots / 2; ++j) {
-      __m512i x[kChunks];
-      for (int u = 0; u < kChunks; ++u) {
-        x[u] = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(head + 2 * (int64_t{head_dim} * j + c0 + 16 * u))));
-      }
-      for (int h = 0; h < H; ++h) {
-        for (int u = 0; u < kChunks; ++u) {
-          sum[h][u] = _mm512_dpwssd_epi32(
-              sum[h][u], x[u], _mm512_set1_epi32(static_cast<int32_t>(w16[h][u / 2][j])));
-        }
-      }
+  }
+  // Slots outside the run have w = 0 (their bytes are read, not used).
+  __m512i sum[H][kChunks];
+  for (int h = 0; h < H; ++h) {
+    for (int u = 0; u < kChunks; ++u) sum[h][u] = _mm512_setzero_si512();
+  }
+  for (int j = 0; j < kTileSlots / 2; ++j) {
+    __m512i x[kChunks];
+    for (int u = 0; u < kChunks; ++u) {
+      x[u] = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(head + 2 * (int64_t{head_dim} * j + c0 + 16 * u))));
     }
     for (int h = 0; h < H; ++h) {
       for (int u = 0; u < kChunks; ++u) {
-        a[h][u] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][u]), _mm512_set1_ps(unit[h][u / 2]), a[h][u]);
+        sum[h][u] = _mm512_dpwssd_epi32(sum[h][u], x[u],
+                                        _mm512_set1_epi32(static_cast<int32_t>(w16[h][u / 2][j])));
       }
     }
   }
   for (int h = 0; h < H; ++h) {
-    for (int u = 0; u < kChunks; ++u) _mm512_storeu_ps(acc + h * head_dim + c0 + 16 * u, a[h][u]);
+    for (int u = 0; u < kChunks; ++u) {
+      float* a = acc + h * head_dim + c0 + 16 * u;
+      _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[h][u]),
+                                          _mm512_set1_ps(unit[h][u / 2]), _mm512_loadu_ps(a)));
+    }
   }
 }
 
@@ -264,21 +241,25 @@ void values_chunk(const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64
 void attend_tile_values_vnni(int32_t kv_heads, int32_t group, int32_t head_dim,
                              const uint8_t* tiles, int64_t tile_bytes, int32_t lane0, int64_t n,
                              const float* probs, float* acc) {
-  for (int64_t g = 0; g < kv_heads; ++g) {
-    const uint8_t* head = tiles + g * tile_head_bytes(DType::kQ8_0, head_dim);
-    // Heads three at a time and 64 dimensions at a time: 12 float and 12
-    // integer accumulators in registers.
-    for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += 3) {
-      for (int64_t c0 = 0; c0 < head_dim; c0 += 64) {
-        with_heads<3>(std::min<int64_t>(3, (g + 1) * group - h0), [&]<int H>() {
-          if (head_dim - c0 >= 64) {
-            values_chunk<H, 2>(head, tile_bytes, lane0, n, head_dim, c0, probs + h0 * n,
-                               acc + h0 * head_dim);
-          } else {
-            values_chunk<H, 1>(head, tile_bytes, lane0, n, head_dim, c0, probs + h0 * n,
-                               acc + h0 * head_dim);
-          }
-        });
+  const int64_t head_bytes = tile_head_bytes(DType::kQ8_0, head_dim);
+  const int64_t n_tiles = (lane0 + n + kTileSlots - 1) / kTileSlots;
+  // A tile at a time, as the cache lies: heads three at a time and 64
+  // dimensions at a time, their sums added to `acc` once per tile.
+  for (int64_t tile = 0; tile < n_tiles; ++tile) {
+    const uint8_t* base = tiles + tile * tile_bytes;
+    const TileLanes at = tile_lanes(tile, lane0, n);
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      const uint8_t* head = base + g * head_bytes;
+      for (int64_t h0 = g * group; h0 < (g + 1) * group; h0 += 3) {
+        for (int64_t c0 = 0; c0 < head_dim; c0 += 64) {
+          with_heads<3>(std::min<int64_t>(3, (g + 1) * group - h0), [&]<int H>() {
+            if (head_dim - c0 >= 64) {
+              values_chunk<H, 2>(head, at, n, head_dim, c0, probs + h0 * n, acc + h0 * head_dim);
+            } else {
+              values_chunk<H, 1>(head, at, n, head_dim, c0, probs + h0 * n, acc + h0 * head_dim);
+            }
+          });
+        }
       }
     }
   }
